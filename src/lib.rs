@@ -1,0 +1,5 @@
+//! Arbiter: queues and admits GPU training work under per-tenant quotas.
+//! See ARCHITECTURE.md for the map.
+
+pub mod cli;
+pub mod model;

@@ -1,0 +1,455 @@
+//! The `arbiter.dev/v1alpha1` kinds as Rust types (DESIGN §2).
+//!
+//! These are the wire types: what a manifest says, with Kubernetes'
+//! spelling, deserialized by serde and described by schemars so that
+//! `arbiter crds` prints valid CRDs. They are *not* checked: quantities are
+//! still strings and names are unresolved. `model::cluster` turns them into
+//! checked, interned types once, at the boundary. No I/O here.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodTemplateSpec, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of Arbiter's own kinds.
+pub const GROUP: &str = "arbiter.dev";
+/// `apiVersion` of Arbiter's own kinds.
+pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
+
+// ---------------------------------------------------------------- ResourceFlavor
+
+/// A kind of node (GPU model, pool): the labels and taints that identify it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "arbiter.dev",
+    version = "v1alpha1",
+    kind = "ResourceFlavor",
+    plural = "resourceflavors"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceFlavorSpec {
+    /// Labels a node of this flavor carries; injected as a nodeSelector on admission.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints the nodes carry; a pod set must tolerate them to use this flavor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_taints: Vec<Taint>,
+    /// Tolerations injected into admitted pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+// ---------------------------------------------------------------- quotas
+
+/// A set of resources whose quotas are assigned together, flavor by flavor.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceGroup {
+    pub covered_resources: Vec<String>,
+    pub flavors: Vec<FlavorQuotas>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorQuotas {
+    /// Name of a ResourceFlavor.
+    pub name: String,
+    pub resources: Vec<ResourceQuota>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceQuota {
+    pub name: String,
+    pub nominal_quota: Quantity,
+    /// Most this queue may borrow from its cohort above its nominal quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowing_limit: Option<Quantity>,
+    /// Most of its nominal quota this queue lends to its cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lending_limit: Option<Quantity>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FairSharing {
+    /// Share weight (a quantity, as in Kueue); default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Quantity>,
+}
+
+// ---------------------------------------------------------------- Cohort
+
+/// A cohort object: needed only for a parent or for quota of its own.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "arbiter.dev",
+    version = "v1alpha1",
+    kind = "Cohort",
+    plural = "cohorts"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CohortSpec {
+    /// Parent cohort (alias `parentName`, Kueue v1beta2).
+    #[serde(default, alias = "parentName", skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Quota owned by the cohort itself, lent to its members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_groups: Vec<ResourceGroup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_sharing: Option<FairSharing>,
+}
+
+// ---------------------------------------------------------------- ClusterQueue
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum QueueingStrategy {
+    /// The head blocks the queue until it is admitted.
+    StrictFIFO,
+    /// A head that cannot be admitted steps aside for the next one.
+    #[default]
+    BestEffortFIFO,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum FungibilityPolicy {
+    /// v1beta1: stop at this flavor when it can borrow (v1beta2 `MayStopSearch`).
+    Borrow,
+    /// v1beta1: stop at this flavor when it can preempt (v1beta2 `MayStopSearch`).
+    Preempt,
+    MayStopSearch,
+    TryNextFlavor,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorFungibility {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_can_borrow: Option<FungibilityPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_can_preempt: Option<FungibilityPolicy>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum WithinClusterQueue {
+    #[default]
+    Never,
+    LowerPriority,
+    LowerOrNewerEqualPriority,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ReclaimWithinCohort {
+    #[default]
+    Never,
+    LowerPriority,
+    Any,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Preemption {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_cluster_queue: Option<WithinClusterQueue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_within_cohort: Option<ReclaimWithinCohort>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum StopPolicy {
+    #[default]
+    None,
+    /// Admit nothing new; admitted workloads keep running.
+    Hold,
+    /// Admit nothing new and evict what is admitted.
+    HoldAndDrain,
+}
+
+/// Weight multiplying priority in the default weighting policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PriorityClassWeight {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SchedulingAlgorithm {
+    /// Classic ordering, no dominant-resource-share.
+    #[default]
+    #[serde(rename = "fifo")]
+    Fifo,
+    /// Weighted dominant resource share across the cohort tree.
+    #[serde(rename = "fair-sharing")]
+    FairSharing,
+    /// Fair sharing with order and weights decided by the policy hooks.
+    #[serde(rename = "policy")]
+    Policy,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdaptiveWeights {
+    #[serde(default)]
+    pub enabled: bool,
+    /// How often the fair-share hook recomputes weights (duration, default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adjustment_interval: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<SchedulingAlgorithm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive_weights: Option<AdaptiveWeights>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Autoscaling {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<u32>,
+    /// Target GPU utilisation of the flavor's nodes, in percent (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_utilization: Option<f64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    /// Evictions/failures tolerated before the workload is deactivated (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// First backoff; doubles on every retry (duration, default `1m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_duration: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceReclaim {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Evict a workload admitted for longer than this (duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_timeout: Option<String>,
+}
+
+/// Quota and admission rules shared by the LocalQueues that point at it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "arbiter.dev",
+    version = "v1alpha1",
+    kind = "ClusterQueue",
+    plural = "clusterqueues",
+    status = "ClusterQueueStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueSpec {
+    /// Cohort this queue borrows from and lends to (alias `cohortName`).
+    #[serde(default, alias = "cohortName", skip_serializing_if = "Option::is_none")]
+    pub cohort: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_groups: Vec<ResourceGroup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queueing_strategy: Option<QueueingStrategy>,
+    /// Namespaces whose workloads may use this queue; omitted = all namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor_fungibility: Option<FlavorFungibility>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<Preemption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_sharing: Option<FairSharing>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_policy: Option<StopPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<PriorityClassWeight>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_reclaim: Option<ResourceReclaim>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueStatus {
+    #[serde(default)]
+    pub pending_workloads: i32,
+    #[serde(default)]
+    pub admitted_workloads: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+// ---------------------------------------------------------------- LocalQueue
+
+/// Per-workload bounds and default for one resource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalResourceQuota {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Quantity>,
+    /// Fills the request of a workload that asks for none of this resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Quantity>,
+}
+
+/// How many finished workloads (a count) or how far back (a duration) an estimate looks.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(untagged)]
+pub enum HistoryWindow {
+    Count(u32),
+    Duration(String),
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceEstimation {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_window: Option<HistoryWindow>,
+    /// Quantile of past runtimes used as the estimate (0–1, default 0.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_level: Option<f64>,
+}
+
+/// A namespace's door into a ClusterQueue.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "arbiter.dev",
+    version = "v1alpha1",
+    kind = "LocalQueue",
+    plural = "localqueues",
+    namespaced
+)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalQueueSpec {
+    pub cluster_queue: String,
+    /// Priority of workloads that name no priority class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_quotas: Vec<LocalResourceQuota>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_estimation: Option<ResourceEstimation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_policy: Option<StopPolicy>,
+}
+
+// ---------------------------------------------------------------- WorkloadPriorityClass
+
+/// Priority of workloads that name it. As in Kueue it has no `spec`:
+/// `value`, `description` and Arbiter's `weight` are top-level fields.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadPriorityClass {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub value: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Multiplies priority in the default weighting policy (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+}
+
+// ---------------------------------------------------------------- Workload
+
+/// One group of identical pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSet {
+    pub name: String,
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Fewest pods the job can run with (partial admission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_count: Option<u32>,
+    /// The pods' template, Kueue's way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<PodTemplateSpec>,
+    /// Shorthand: per-pod requests instead of a template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<BTreeMap<String, Quantity>>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The unit of admission: one per job, created by the operator.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "arbiter.dev",
+    version = "v1alpha1",
+    kind = "Workload",
+    plural = "workloads",
+    namespaced,
+    status = "WorkloadStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_name: Option<String>,
+    pub pod_sets: Vec<PodSet>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetAssignment {
+    pub name: String,
+    /// Resource name → flavor name.
+    #[serde(default)]
+    pub flavors: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Admission {
+    pub cluster_queue: String,
+    pub pod_set_assignments: Vec<PodSetAssignment>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evictions: Option<u32>,
+}

@@ -1,0 +1,13 @@
+//! Manifests in, checked configuration out.
+//!
+//! `api` holds the `arbiter.dev/v1alpha1` wire types, `quantity` and
+//! `duration` the exact scalar types. Nothing here does I/O except `load`,
+//! which reads scenario files at the CLI's request.
+
+pub mod api;
+pub mod duration;
+pub mod quantity;
+pub mod sim_api;
+
+pub use duration::Millis;
+pub use quantity::Amount;

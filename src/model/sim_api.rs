@@ -1,0 +1,106 @@
+//! The simulator's own kinds, `sim.arbiter.dev/v1alpha1` (DESIGN §6):
+//! `Simulation` (node pools, horizon, global fair sharing) and
+//! `WorkloadGenerator` (streams of identical workloads for large scenarios).
+//! Wire types only; `sim::scenario` checks them. No I/O.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use super::api::PodSet;
+
+/// `apiVersion` of the simulator's kinds.
+pub const SIM_API_VERSION: &str = "sim.arbiter.dev/v1alpha1";
+/// Annotation: arrival offset of a job from the start of the run (`30s`).
+pub const ARRIVAL_ANNOTATION: &str = "sim.arbiter.dev/arrival";
+/// Annotation: how long a job runs once admitted (`10m`).
+pub const RUNTIME_ANNOTATION: &str = "sim.arbiter.dev/runtime";
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Simulation {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: SimulationSpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SimulationSpec {
+    /// Stop and report at this virtual time (duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_sharing: Option<GlobalFairSharing>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_pools: Vec<NodePool>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GlobalFairSharing {
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// Identical nodes serving one flavor.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePool {
+    pub flavor: String,
+    pub nodes: u32,
+    pub allocatable: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_nodes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
+    /// Time from a scale-up decision to the node being usable (duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_delay: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadGenerator {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: WorkloadGeneratorSpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadGeneratorSpec {
+    pub count: u32,
+    pub namespace: String,
+    /// LocalQueue the generated workloads are submitted to.
+    pub queue_name: String,
+    /// First arrival (duration, default `0s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// Between arrivals (duration, default `0s`); with `seed`, the mean of
+    /// exponentially distributed gaps (a Poisson stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    pub pod_sets: Vec<PodSet>,
+    /// How long each runs once admitted (duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// Makes arrivals a seeded Poisson stream instead of a fixed interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
