@@ -2,4 +2,5 @@
 //! See ARCHITECTURE.md for the map.
 
 pub mod cli;
+pub mod jobs;
 pub mod model;

@@ -1,0 +1,466 @@
+//! Job integrations: from a job object (a `batch/v1 Job`, a Kubeflow
+//! training job, a pipeline run, any kind added by configuration) to the
+//! pod sets the scheduler queues, and the field that holds the job until
+//! admission (DESIGN §2, §3 "Pod-set names").
+//!
+//! One mechanism serves every kind: an [`IntegrationSpec`] (GVK, a CEL
+//! expression yielding the pod sets, a hold path and values) is compiled
+//! once into an [`Integration`]; built-in kinds are rows of
+//! [`builtin_integrations`], user kinds come from `JobIntegration`
+//! manifests. No kind has a Rust code path of its own, and nothing here
+//! does I/O, reads a clock, or makes a scheduling decision. Called by the
+//! simulator's scenario loader and the operator's job controllers, which
+//! turn a [`JobInfo`] into a Workload and use [`Integration::set_held`] to
+//! hold and release the job.
+
+mod error;
+mod hold;
+mod pod_sets;
+mod requests;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use cel::common::value::Val;
+use cel::objects::{Key, Map};
+use cel::{Context, Env, Program};
+use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+pub use error::JobError;
+pub use requests::pod_requests;
+pub use spec::{builtin_integrations, HoldSpec, IntegrationSpec, JobIntegrationSpec};
+
+use crate::model::api::{Workload, API_VERSION};
+use crate::model::Amount;
+use hold::HoldPath;
+
+/// Label naming the LocalQueue a job goes to (Kueue's label is also read).
+pub const QUEUE_NAME_LABELS: [&str; 2] = ["arbiter.dev/queue-name", "kueue.x-k8s.io/queue-name"];
+/// Label naming the job's WorkloadPriorityClass (Kueue's label is also read).
+pub const PRIORITY_CLASS_LABELS: [&str; 2] = [
+    "arbiter.dev/priority-class",
+    "kueue.x-k8s.io/priority-class",
+];
+
+/// What the scheduler needs to know about one job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobInfo {
+    pub api_version: String,
+    pub kind: String,
+    /// `default` when the object names none.
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// From [`QUEUE_NAME_LABELS`], first found wins.
+    pub queue_name: Option<String>,
+    /// From [`PRIORITY_CLASS_LABELS`], first found wins.
+    pub priority_class: Option<String>,
+    /// In the order the integration yields them (never empty).
+    pub pod_sets: Vec<PodSetInfo>,
+}
+
+/// One group of identical pods of a job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSetInfo {
+    pub name: String,
+    pub count: u32,
+    /// Fewest pods the job can run with (partial admission).
+    pub min_count: Option<u32>,
+    /// Requests of ONE pod, computed as Kubernetes does ([`pod_requests`]).
+    pub requests: BTreeMap<String, Amount>,
+    pub node_selector: BTreeMap<String, String>,
+    pub required_node_affinity: Option<NodeSelector>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl PodSetInfo {
+    fn named(name: &str) -> PodSetInfo {
+        PodSetInfo {
+            name: name.to_string(),
+            count: 1,
+            min_count: None,
+            requests: BTreeMap::new(),
+            node_selector: BTreeMap::new(),
+            required_node_affinity: None,
+            tolerations: Vec::new(),
+        }
+    }
+}
+
+/// An integration compiled and ready to run.
+pub struct Integration {
+    pub spec: IntegrationSpec,
+    program: Program,
+    hold_path: HoldPath,
+    env: Arc<Env>,
+}
+
+impl fmt::Debug for Integration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Integration")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Integration {
+    fn compile(spec: IntegrationSpec, env: &Arc<Env>) -> Result<Integration, JobError> {
+        let invalid = |problem: String| JobError::InvalidIntegration {
+            integration: spec.gvk(),
+            problem,
+        };
+        if spec.api_version.is_empty() || spec.kind.is_empty() {
+            return Err(invalid("`apiVersion` and `kind` must both be set".into()));
+        }
+        let Some(hold_path) = HoldPath::parse(&spec.hold.path) else {
+            return Err(invalid(format!(
+                "hold path `{}` is not a dot-separated field path like `spec.suspend`",
+                spec.hold.path
+            )));
+        };
+        if spec.hold.held.is_null() || spec.hold.held == spec.hold.released {
+            return Err(invalid(
+                "`hold.held` must be a value other than null and other than `hold.released`".into(),
+            ));
+        }
+        let program = env.compile(&spec.pod_sets).map_err(|e| JobError::Compile {
+            integration: spec.gvk(),
+            message: e.to_string(),
+        })?;
+        Ok(Integration {
+            spec,
+            program,
+            hold_path,
+            env: Arc::clone(env),
+        })
+    }
+
+    /// Whether the job's hold field has the `held` value.
+    pub fn is_held(&self, object: &Value) -> bool {
+        self.hold_path.get(object) == Some(&self.spec.hold.held)
+    }
+
+    /// Holds (`held = true`) or releases the job by writing its hold field.
+    /// Releasing writes the `released` value (removing the field when it is
+    /// `null`) only if the job is held, so a value set by someone else — a
+    /// cancelled Tekton run's `spec.status` — is left alone. Errors when a
+    /// field on the path is not an object; the object is then unchanged.
+    pub fn set_held(&self, object: &mut Value, held: bool) -> Result<(), JobError> {
+        let value = if held {
+            self.spec.hold.held.clone()
+        } else if self.is_held(object) {
+            self.spec.hold.released.clone()
+        } else {
+            return Ok(());
+        };
+        self.hold_path
+            .set(object, value)
+            .map_err(|problem| JobError::Job {
+                job: describe_job(&self.spec.kind, object),
+                problem,
+            })
+    }
+
+    /// The job's metadata and pod sets. The object must be of this
+    /// integration's kind.
+    pub fn extract(&self, object: &Value) -> Result<JobInfo, JobError> {
+        let job = describe_job(&self.spec.kind, object);
+        let job_error = |problem: String| JobError::Job {
+            job: job.clone(),
+            problem,
+        };
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let kind = object.get("kind").and_then(Value::as_str);
+        if api_version != Some(&self.spec.api_version) || kind != Some(&self.spec.kind) {
+            return Err(job_error(format!(
+                "is not a `{}` (apiVersion {api_version:?}, kind {kind:?})",
+                self.spec.gvk()
+            )));
+        }
+        let metadata = match object.get("metadata") {
+            None => return Err(job_error("has no `metadata`".into())),
+            Some(metadata) => {
+                serde_path_to_error::deserialize::<_, ObjectMeta>(metadata).map_err(|e| {
+                    job_error(format!("`metadata.{}` is invalid: {}", e.path(), e.inner()))
+                })?
+            }
+        };
+        let name = match metadata.name {
+            Some(name) if !name.is_empty() => name,
+            _ => return Err(job_error("has no `metadata.name`".into())),
+        };
+        let output = self.evaluate(&job, object)?;
+        let pod_sets = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
+        Ok(JobInfo::new(
+            self.spec.api_version.clone(),
+            self.spec.kind.clone(),
+            metadata.namespace,
+            name,
+            metadata.labels.unwrap_or_default(),
+            metadata.annotations.unwrap_or_default(),
+            pod_sets,
+        ))
+    }
+
+    fn evaluate(&self, job: &str, object: &Value) -> Result<Value, JobError> {
+        let failed = |message: String| JobError::Evaluate {
+            job: job.to_string(),
+            integration: self.spec.gvk(),
+            message,
+        };
+        let object: Box<dyn Val> = json_to_cel(object)
+            .try_into()
+            .map_err(|e: cel::ExecutionError| failed(e.to_string()))?;
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.add_variable_as_val("object", object);
+        let output = self
+            .program
+            .execute(&context)
+            .map_err(|e| failed(e.to_string()))?;
+        output.json().map_err(|e| failed(e.to_string()))
+    }
+}
+
+/// Every known job kind, compiled, by (apiVersion, kind).
+pub struct Integrations {
+    by_gvk: BTreeMap<(String, String), Integration>,
+}
+
+impl fmt::Debug for Integrations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.by_gvk.keys()).finish()
+    }
+}
+
+impl Integrations {
+    /// The built-in kinds of [`builtin_integrations`].
+    pub fn builtin() -> Integrations {
+        let env = cel_env();
+        let by_gvk = builtin_integrations()
+            .into_iter()
+            .map(|spec| {
+                let key = (spec.api_version.clone(), spec.kind.clone());
+                // Built-ins are constants of this crate, proven to compile by a unit test.
+                let integration = Integration::compile(spec, &env)
+                    .unwrap_or_else(|e| panic!("built-in job integration: {e}"));
+                (key, integration)
+            })
+            .collect();
+        Integrations { by_gvk }
+    }
+
+    /// The built-in kinds plus `specs`. A user-defined kind with the GVK of a
+    /// built-in one replaces it; two user-defined kinds with one GVK are an error.
+    pub fn with_extra(specs: Vec<IntegrationSpec>) -> Result<Integrations, JobError> {
+        let mut integrations = Integrations::builtin();
+        let env = cel_env();
+        let mut added = Vec::new();
+        for spec in specs {
+            let key = (spec.api_version.clone(), spec.kind.clone());
+            if added.contains(&key) {
+                return Err(JobError::InvalidIntegration {
+                    integration: spec.gvk(),
+                    problem: "is defined twice; keep one JobIntegration per apiVersion and kind"
+                        .into(),
+                });
+            }
+            let integration = Integration::compile(spec, &env)?;
+            integrations.by_gvk.insert(key.clone(), integration);
+            added.push(key);
+        }
+        Ok(integrations)
+    }
+
+    pub fn find(&self, api_version: &str, kind: &str) -> Option<&Integration> {
+        self.by_gvk
+            .get(&(api_version.to_string(), kind.to_string()))
+    }
+
+    /// The job's info; `None` when the object is not of a known job kind.
+    pub fn extract(&self, object: &Value) -> Result<Option<JobInfo>, JobError> {
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let kind = object.get("kind").and_then(Value::as_str);
+        match (api_version, kind) {
+            (Some(api_version), Some(kind)) => match self.find(api_version, kind) {
+                Some(integration) => integration.extract(object).map(Some),
+                None => Ok(None),
+            },
+            _ => Ok(None),
+        }
+    }
+
+    /// The known kinds, as (apiVersion, kind), sorted.
+    pub fn kinds(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.by_gvk.keys().map(|(a, k)| (a.as_str(), k.as_str()))
+    }
+}
+
+/// The CEL environment pod-set expressions run in: the standard library
+/// plus the `strings` extension (`lowerAscii()`, `split()`…).
+fn cel_env() -> Arc<Env> {
+    let mut env = Env::stdlib();
+    // Adding a stock extension to a fresh stdlib cannot conflict.
+    env.add_extension(cel::extensions::strings)
+        .unwrap_or_else(|e| panic!("CEL strings extension: {e}"));
+    Arc::new(env)
+}
+
+/// The job info of a `Workload` given directly (kind `Workload`): pod sets
+/// from each `template`, or from the `requests` shorthand.
+pub fn job_info_from_workload(wl: &Workload) -> Result<JobInfo, JobError> {
+    let namespace = wl.metadata.namespace.clone();
+    let name = wl.metadata.name.clone().unwrap_or_default();
+    let job = format!(
+        "Workload {}/{name}",
+        namespace.as_deref().unwrap_or("default")
+    );
+    if name.is_empty() {
+        return Err(JobError::Job {
+            job,
+            problem: "has no `metadata.name`".into(),
+        });
+    }
+    if wl.spec.pod_sets.is_empty() {
+        return Err(JobError::Job {
+            job,
+            problem: "has no `spec.podSets`; give at least one {name, count, template|requests}"
+                .into(),
+        });
+    }
+    let mut pod_sets: Vec<PodSetInfo> = Vec::with_capacity(wl.spec.pod_sets.len());
+    for pod_set in &wl.spec.pod_sets {
+        if pod_sets.iter().any(|p| p.name == pod_set.name) || pod_set.name.is_empty() {
+            return Err(JobError::PodSet {
+                job,
+                pod_set: pod_set.name.clone(),
+                field: "name".into(),
+                problem: "must be non-empty and unique within the workload".into(),
+            });
+        }
+        let mut info = match (&pod_set.template, &pod_set.requests) {
+            (Some(_), Some(_)) => {
+                return Err(JobError::PodSet {
+                    job,
+                    pod_set: pod_set.name.clone(),
+                    field: "requests".into(),
+                    problem: "is given together with `template`; give one or the other".into(),
+                })
+            }
+            (Some(template), None) => pod_sets::from_pod_spec(
+                &job,
+                &pod_set.name,
+                &template.spec.clone().unwrap_or_default(),
+            )?,
+            (None, Some(requests)) => PodSetInfo {
+                requests: pod_sets::quantity_map(&job, &pod_set.name, requests)?,
+                ..PodSetInfo::named(&pod_set.name)
+            },
+            (None, None) => PodSetInfo::named(&pod_set.name),
+        };
+        info.count = pod_set.count;
+        info.min_count = pod_set.min_count;
+        pod_sets::check_min_count(&job, &info)?;
+        pod_sets.push(info);
+    }
+    let labels = wl.metadata.labels.clone().unwrap_or_default();
+    let mut info = JobInfo::new(
+        API_VERSION.to_string(),
+        "Workload".to_string(),
+        namespace,
+        name,
+        labels,
+        wl.metadata.annotations.clone().unwrap_or_default(),
+        pod_sets,
+    );
+    if let Some(queue_name) = &wl.spec.queue_name {
+        info.queue_name = Some(queue_name.clone());
+    }
+    if let Some(priority_class) = &wl.spec.priority_class_name {
+        info.priority_class = Some(priority_class.clone());
+    }
+    Ok(info)
+}
+
+impl JobInfo {
+    fn new(
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        pod_sets: Vec<PodSetInfo>,
+    ) -> JobInfo {
+        let first_label = |keys: [&str; 2]| keys.iter().find_map(|k| labels.get(*k).cloned());
+        JobInfo {
+            queue_name: first_label(QUEUE_NAME_LABELS),
+            priority_class: first_label(PRIORITY_CLASS_LABELS),
+            api_version,
+            kind,
+            namespace: namespace
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".to_string()),
+            name,
+            labels,
+            annotations,
+            pod_sets,
+        }
+    }
+}
+
+/// `Kind namespace/name`, how messages name a job (best effort on bad input).
+fn describe_job(kind: &str, object: &Value) -> String {
+    let metadata = object.get("metadata");
+    let field = |key: &str| metadata.and_then(|m| m.get(key)).and_then(Value::as_str);
+    let namespace = field("namespace")
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    let name = field("name")
+        .filter(|n| !n.is_empty())
+        .unwrap_or("<unnamed>");
+    format!("{kind} {namespace}/{name}")
+}
+
+/// A JSON value in words, for error messages (`the string "abc"`, `a map`).
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a map".into(),
+    }
+}
+
+/// The job as a CEL value. JSON integers become CEL `int` (as Kubernetes'
+/// own CEL does), so `object.spec.replicas * 2` works without `uint` casts.
+fn json_to_cel(value: &Value) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(int), _, _) => cel::Value::Int(int),
+            (None, Some(uint), _) => cel::Value::UInt(uint),
+            (None, None, Some(float)) => cel::Value::Float(float),
+            (None, None, None) => cel::Value::Null,
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(json_to_cel).collect())),
+        Value::Object(fields) => cel::Value::Map(Map {
+            map: Arc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| (Key::String(Arc::new(k.clone())), json_to_cel(v)))
+                    .collect(),
+            ),
+        }),
+    }
+}

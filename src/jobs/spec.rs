@@ -1,0 +1,312 @@
+//! What a job integration *is*, as data: the job's GVK, a CEL expression
+//! that yields its pod sets, and the field that holds/releases it (DESIGN §2).
+//!
+//! Built-in kinds are rows of [`builtin_integrations`]; a platform team adds
+//! a kind with a `JobIntegration` manifest, read by
+//! [`IntegrationSpec::from_manifest_yaml`]. Nothing here compiles or runs
+//! CEL (that is `jobs::Integrations`), and no kind gets Rust code of its own.
+//!
+//! The pod-set expression sees the job as the variable `object` (JSON
+//! integers are CEL `int`; the `strings` extension, e.g. `lowerAscii()`, is
+//! available) and yields a list of maps `{name: string, count?: int (default
+//! 1), minCount?: int, template?: PodTemplateSpec | requests?: {resource:
+//! quantity}}`. Pod sets come out in list order, so iterate over a fixed list
+//! of keys rather than over a map (CEL map order is unspecified).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::JobError;
+use crate::model::api::API_VERSION;
+
+/// How a job kind becomes pod sets and how it is held until admission.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrationSpec {
+    /// The job's `apiVersion`, e.g. `kubeflow.org/v1`.
+    pub api_version: String,
+    /// The job's `kind`, e.g. `PyTorchJob`.
+    pub kind: String,
+    /// CEL over `object` (the job as JSON) yielding the list of pod sets.
+    pub pod_sets: String,
+    /// The field that keeps the job from starting pods.
+    pub hold: HoldSpec,
+}
+
+/// The field that holds a job (e.g. `spec.suspend`) and the values meaning
+/// held and released. A `released` of `null` means "remove the field".
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldSpec {
+    /// Dot-separated path from the object's root, e.g. `spec.runPolicy.suspend`.
+    pub path: String,
+    /// Value written to hold the job (must not be `null`).
+    pub held: serde_json::Value,
+    /// Value written to release it; `null` or absent removes the field.
+    #[serde(default)]
+    pub released: serde_json::Value,
+}
+
+/// `arbiter.dev/v1alpha1 JobIntegration`: a job kind added by configuration.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JobIntegrationManifest {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: JobIntegrationSpec,
+}
+
+/// The `spec` of a `JobIntegration` manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobIntegrationSpec {
+    pub job_api_version: String,
+    pub job_kind: String,
+    /// CEL over `object` yielding the pod sets (see the module docs).
+    pub pod_sets: String,
+    pub hold: HoldSpec,
+}
+
+impl From<JobIntegrationSpec> for IntegrationSpec {
+    fn from(spec: JobIntegrationSpec) -> IntegrationSpec {
+        IntegrationSpec {
+            api_version: spec.job_api_version,
+            kind: spec.job_kind,
+            pod_sets: spec.pod_sets,
+            hold: spec.hold,
+        }
+    }
+}
+
+impl IntegrationSpec {
+    /// `apiVersion Kind`, how messages name an integration.
+    pub fn gvk(&self) -> String {
+        format!("{} {}", self.api_version, self.kind)
+    }
+
+    /// Reads one `JobIntegration` manifest. Returns the spec and warnings for
+    /// fields it does not know (reported with their path, never dropped silently).
+    pub fn from_manifest_yaml(text: &str) -> Result<(IntegrationSpec, Vec<String>), JobError> {
+        let manifest_error = |message: String| JobError::Manifest { message };
+        let document = serde_yaml_ng::Deserializer::from_str(text);
+        let mut unknown = Vec::new();
+        let manifest: JobIntegrationManifest = serde_ignored::deserialize(document, |path| {
+            unknown.push(format!("unknown field `{path}` ignored"))
+        })
+        .map_err(|e| manifest_error(e.to_string()))?;
+        let name = manifest.metadata.name.unwrap_or_default();
+        if manifest.api_version != API_VERSION || manifest.kind != "JobIntegration" {
+            return Err(manifest_error(format!(
+                "`{name}` is `{} {}`; expected `apiVersion: {API_VERSION}` and `kind: JobIntegration`",
+                manifest.api_version, manifest.kind
+            )));
+        }
+        Ok((manifest.spec.into(), unknown))
+    }
+}
+
+/// `object.spec.<field>` replica types `types`, each a pod set named by the
+/// replica type in lower case, `replicas` pods (default 1) of its `template`.
+/// Expands to, for `pytorchReplicaSpecs` and `[Master, Worker]`:
+/// `['Master', 'Worker'].filter(t, t in object.spec.pytorchReplicaSpecs).map(t,
+/// {'name': t.lowerAscii(), 'count': 'replicas' in object.spec.pytorchReplicaSpecs[t]
+/// ? object.spec.pytorchReplicaSpecs[t].replicas : 1, 'template': …})`.
+fn replica_specs(field: &str, types: &[&str]) -> String {
+    let types = types
+        .iter()
+        .map(|t| format!("'{t}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let replica = format!("object.spec.{field}[t]");
+    format!(
+        "[{types}].filter(t, t in object.spec.{field}).map(t, {{\
+         'name': t.lowerAscii(), \
+         'count': 'replicas' in {replica} ? {replica}.replicas : 1, \
+         'template': 'template' in {replica} ? {replica}.template : {{}}}})"
+    )
+}
+
+fn hold(path: &str, held: serde_json::Value, released: serde_json::Value) -> HoldSpec {
+    HoldSpec {
+        path: path.to_string(),
+        held,
+        released,
+    }
+}
+
+fn suspend(path: &str) -> HoldSpec {
+    hold(
+        path,
+        serde_json::Value::Bool(true),
+        serde_json::Value::Bool(false),
+    )
+}
+
+fn integration(api_version: &str, kind: &str, pod_sets: String, hold: HoldSpec) -> IntegrationSpec {
+    IntegrationSpec {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        pod_sets,
+        hold,
+    }
+}
+
+/// `batch/v1 Job`: one pod set `main`; as Kueue, `parallelism` pods (default
+/// 1), or `completions` when fewer.
+const BATCH_JOB: &str = "[{'name': 'main', \
+  'count': has(object.spec.parallelism) && has(object.spec.completions) \
+      && object.spec.completions < object.spec.parallelism \
+    ? object.spec.completions \
+    : (has(object.spec.parallelism) ? object.spec.parallelism : 1), \
+  'template': object.spec.template}]";
+
+/// `TrainJob`: `numNodes` pods (default 1) of `resourcesPerNode`. The
+/// runtime's own pod template is not resolved here.
+const TRAIN_JOB: &str = "[{'name': 'node', \
+  'count': has(object.spec.trainer) && has(object.spec.trainer.numNodes) \
+    ? object.spec.trainer.numNodes : 1, \
+  'template': {'spec': {'containers': [{'name': 'node', \
+    'resources': has(object.spec.trainer) && has(object.spec.trainer.resourcesPerNode) \
+      ? object.spec.trainer.resourcesPerNode : {}}]}}}]";
+
+/// Argo `Workflow` (Kubeflow Pipelines v2): one pod set per template that
+/// runs a pod (`container`, `script` or `containerSet`), one pod each; user
+/// sidecars run beside the main container. Template-level `nodeSelector`,
+/// `tolerations` and `affinity` override the workflow's.
+const ARGO_WORKFLOW: &str = "object.spec.templates\
+  .filter(t, has(t.container) || has(t.script) || has(t.containerSet))\
+  .map(t, {'name': t.name, 'count': 1, 'template': {'spec': {\
+    'containers': (has(t.containerSet) ? t.containerSet.containers \
+        : [has(t.container) ? t.container : t.script]) \
+      + (has(t.sidecars) ? t.sidecars : []), \
+    'initContainers': has(t.initContainers) ? t.initContainers : [], \
+    'nodeSelector': has(t.nodeSelector) ? t.nodeSelector \
+      : (has(object.spec.nodeSelector) ? object.spec.nodeSelector : {}), \
+    'tolerations': has(t.tolerations) ? t.tolerations \
+      : (has(object.spec.tolerations) ? object.spec.tolerations : []), \
+    'affinity': has(t.affinity) ? t.affinity \
+      : (has(object.spec.affinity) ? object.spec.affinity : {})}}})";
+
+/// Tekton `PipelineRun`: one pod set per inline task (`tasks` and
+/// `finally`), one pod each, whose containers are the task's steps and
+/// sidecars (`computeResources`). The run's `taskRunTemplate.podTemplate`
+/// gives node selector and tolerations.
+const TEKTON_PIPELINE_RUN: &str = "(object.spec.pipelineSpec.tasks \
+    + (has(object.spec.pipelineSpec.finally) ? object.spec.pipelineSpec.finally : []))\
+  .filter(t, has(t.taskSpec))\
+  .map(t, {'name': t.name, 'count': 1, 'template': {'spec': {\
+    'containers': t.taskSpec.steps.map(s, {'name': has(s.name) ? s.name : '', \
+        'resources': has(s.computeResources) ? s.computeResources : {}}) \
+      + (has(t.taskSpec.sidecars) ? t.taskSpec.sidecars.map(s, {'name': has(s.name) ? s.name : '', \
+        'resources': has(s.computeResources) ? s.computeResources : {}}) : []), \
+    'nodeSelector': has(object.spec.taskRunTemplate) \
+        && has(object.spec.taskRunTemplate.podTemplate) \
+        && has(object.spec.taskRunTemplate.podTemplate.nodeSelector) \
+      ? object.spec.taskRunTemplate.podTemplate.nodeSelector : {}, \
+    'tolerations': has(object.spec.taskRunTemplate) \
+        && has(object.spec.taskRunTemplate.podTemplate) \
+        && has(object.spec.taskRunTemplate.podTemplate.tolerations) \
+      ? object.spec.taskRunTemplate.podTemplate.tolerations : []}}})";
+
+/// The job kinds Arbiter knows out of the box (DESIGN §2), as data.
+pub fn builtin_integrations() -> Vec<IntegrationSpec> {
+    let run_policy = || suspend("spec.runPolicy.suspend");
+    let kubeflow = |kind: &str, field: &str, types: &[&str]| {
+        integration(
+            "kubeflow.org/v1",
+            kind,
+            replica_specs(field, types),
+            run_policy(),
+        )
+    };
+    let mpi = |api_version: &str| {
+        integration(
+            api_version,
+            "MPIJob",
+            replica_specs("mpiReplicaSpecs", &["Launcher", "Worker"]),
+            run_policy(),
+        )
+    };
+    vec![
+        integration(
+            "batch/v1",
+            "Job",
+            BATCH_JOB.to_string(),
+            suspend("spec.suspend"),
+        ),
+        kubeflow("PyTorchJob", "pytorchReplicaSpecs", &["Master", "Worker"]),
+        kubeflow(
+            "TFJob",
+            "tfReplicaSpecs",
+            &["Chief", "Master", "PS", "Worker", "Evaluator"],
+        ),
+        kubeflow("XGBoostJob", "xgbReplicaSpecs", &["Master", "Worker"]),
+        kubeflow("PaddleJob", "paddleReplicaSpecs", &["Master", "Worker"]),
+        kubeflow("JAXJob", "jaxReplicaSpecs", &["Worker"]),
+        mpi("kubeflow.org/v2beta1"),
+        // The training operator's MPIJob (the CRD Kubeflow ships as kubeflow.org/v1).
+        mpi("kubeflow.org/v1"),
+        integration(
+            "trainer.kubeflow.org/v1alpha1",
+            "TrainJob",
+            TRAIN_JOB.to_string(),
+            suspend("spec.suspend"),
+        ),
+        integration(
+            "argoproj.io/v1alpha1",
+            "Workflow",
+            ARGO_WORKFLOW.to_string(),
+            suspend("spec.suspend"),
+        ),
+        integration(
+            "tekton.dev/v1",
+            "PipelineRun",
+            TEKTON_PIPELINE_RUN.to_string(),
+            hold(
+                "spec.status",
+                serde_json::Value::String("PipelineRunPending".to_string()),
+                serde_json::Value::Null,
+            ),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_reads_into_a_spec_and_reports_unknown_fields() {
+        let (spec, warnings) = IntegrationSpec::from_manifest_yaml(
+            r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: JobIntegration
+metadata: {name: kfp-v1-pipelinerun}
+spec:
+  jobApiVersion: kubeflow.org/v1
+  jobKind: PipelineRun
+  podSets: "[]"
+  hold: {path: spec.suspend, held: true, released: false, colour: blue}
+"#,
+        )
+        .unwrap();
+        assert_eq!(spec.gvk(), "kubeflow.org/v1 PipelineRun");
+        assert_eq!(spec.hold.held, serde_json::json!(true));
+        assert_eq!(warnings, ["unknown field `spec.hold.colour` ignored"]);
+    }
+
+    #[test]
+    fn a_manifest_of_another_group_is_refused() {
+        let error = IntegrationSpec::from_manifest_yaml(
+            "apiVersion: example.com/v1\nkind: JobIntegration\nmetadata: {name: x}\n\
+             spec: {jobApiVersion: a/v1, jobKind: B, podSets: '[]', hold: {path: spec.x, held: true}}",
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("arbiter.dev/v1alpha1"),
+            "{error}"
+        );
+    }
+}
