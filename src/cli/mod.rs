@@ -2,6 +2,11 @@
 //! results and mapping errors to exit codes (0 ok, 1 bad input, 2 usage).
 //! The only place `anyhow` is used; everything it calls returns typed errors.
 
+pub mod convert;
+pub mod crds;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -15,7 +20,17 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Convert Kueue (v1beta1, v1beta2) and article manifests to arbiter.dev/v1alpha1 YAML
+    /// on stdout; what changed or was ignored is reported on stderr.
+    Convert {
+        /// Manifest files, or directories of *.yaml/*.yml files (read recursively).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print the CustomResourceDefinitions of the arbiter.dev kinds, generated from the code.
+    Crds,
+}
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -29,5 +44,37 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    match cli.command {}
+    let result = match cli.command {
+        Command::Convert { files } => run_convert(&files),
+        Command::Crds => print_stdout(&crds::crds_yaml()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_convert(files: &[PathBuf]) -> anyhow::Result<()> {
+    let (yaml, warnings) = convert::convert(files)?;
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    print_stdout(&yaml)
+}
+
+/// Writes to stdout; a closed pipe (`arbiter crds | head`) is not an error.
+fn print_stdout(text: &str) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to stdout: {err}"))
+        }
+        _ => Ok(()),
+    }
 }

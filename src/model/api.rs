@@ -28,6 +28,7 @@ pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
     group = "arbiter.dev",
     version = "v1alpha1",
     kind = "ResourceFlavor",
+    doc = "A kind of node (GPU model, pool): the labels and taints that identify it.",
     plural = "resourceflavors"
 )]
 #[serde(rename_all = "camelCase")]
@@ -90,6 +91,7 @@ pub struct FairSharing {
     group = "arbiter.dev",
     version = "v1alpha1",
     kind = "Cohort",
+    doc = "A cohort of ClusterQueues that borrow from and lend to each other; needed only for a parent or quota of its own.",
     plural = "cohorts"
 )]
 #[serde(rename_all = "camelCase")]
@@ -252,6 +254,7 @@ pub struct ResourceReclaim {
     group = "arbiter.dev",
     version = "v1alpha1",
     kind = "ClusterQueue",
+    doc = "Quota and admission rules shared by the LocalQueues that point at it.",
     plural = "clusterqueues",
     status = "ClusterQueueStatus"
 )]
@@ -315,11 +318,25 @@ pub struct LocalResourceQuota {
 }
 
 /// How many finished workloads (a count) or how far back (a duration) an estimate looks.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(untagged)]
 pub enum HistoryWindow {
     Count(u32),
     Duration(String),
+}
+
+/// An integer or a string, as the API server's structural schemas spell it
+/// (schemars' `anyOf` for an untagged enum is not structural).
+impl JsonSchema for HistoryWindow {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HistoryWindow".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "How many finished workloads (a count, e.g. 50) or how far back (a duration, e.g. `7d`) an estimate looks.",
+            "x-kubernetes-int-or-string": true,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -340,6 +357,7 @@ pub struct ResourceEstimation {
     group = "arbiter.dev",
     version = "v1alpha1",
     kind = "LocalQueue",
+    doc = "A namespace's door into a ClusterQueue.",
     plural = "localqueues",
     namespaced
 )]
@@ -408,6 +426,7 @@ fn one() -> u32 {
     group = "arbiter.dev",
     version = "v1alpha1",
     kind = "Workload",
+    doc = "The unit of admission: one per job, created by the operator.",
     plural = "workloads",
     namespaced,
     status = "WorkloadStatus"

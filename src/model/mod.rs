@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod duration;
+pub mod load;
 pub mod quantity;
 pub mod sim_api;
 

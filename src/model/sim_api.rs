@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::api::PodSet;
@@ -18,7 +19,7 @@ pub const ARRIVAL_ANNOTATION: &str = "sim.arbiter.dev/arrival";
 /// Annotation: how long a job runs once admitted (`10m`).
 pub const RUNTIME_ANNOTATION: &str = "sim.arbiter.dev/runtime";
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Simulation {
     #[serde(default)]
@@ -31,7 +32,7 @@ pub struct Simulation {
     pub spec: SimulationSpec,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SimulationSpec {
     /// Stop and report at this virtual time (duration).
@@ -43,7 +44,7 @@ pub struct SimulationSpec {
     pub node_pools: Vec<NodePool>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GlobalFairSharing {
     #[serde(default)]
@@ -51,7 +52,7 @@ pub struct GlobalFairSharing {
 }
 
 /// Identical nodes serving one flavor.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePool {
     pub flavor: String,
@@ -66,7 +67,7 @@ pub struct NodePool {
     pub provisioning_delay: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadGenerator {
     #[serde(default)]
@@ -78,7 +79,7 @@ pub struct WorkloadGenerator {
     pub spec: WorkloadGeneratorSpec,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadGeneratorSpec {
     pub count: u32,

@@ -1,0 +1,198 @@
+//! `arbiter convert`: rewrites Kueue (`kueue.x-k8s.io/v1alpha1|v1beta1|v1beta2`)
+//! and seed-article manifests as `arbiter.dev/v1alpha1`, so a platform team
+//! can move a Kueue setup over file by file. Arbiter's own kinds are
+//! re-emitted unchanged, Namespaces and jobs pass through as written.
+//! Reading (and the warnings about ignored fields) is `model::load`'s job;
+//! this module adds a warning wherever the converted object would behave
+//! differently under Arbiter or was renamed, and never changes meaning
+//! silently. Pure apart from reading the input files; the CLI prints the
+//! result.
+
+use std::path::PathBuf;
+
+use crate::model::api::{self, FungibilityPolicy};
+use crate::model::load::{load_paths, Document, LoadError, Manifest, Origin, Warning};
+use serde::Serialize;
+
+/// Converts the manifests in `paths` (files or directories, as
+/// [`load_paths`] reads them) into one multi-document `arbiter.dev` YAML
+/// stream, with every warning from reading and converting.
+pub fn convert(paths: &[PathBuf]) -> Result<(String, Vec<Warning>), LoadError> {
+    let loaded = load_paths(paths)?;
+    // Reading warnings and conversion notes, document by document.
+    let mut reading = loaded.warnings.into_iter().peekable();
+    let mut warnings = Vec::new();
+    let mut documents = Vec::new();
+    for document in loaded.documents {
+        while let Some(warning) = reading.next_if(|w| w.source == document.source) {
+            warnings.push(warning);
+        }
+        if let Some(yaml) = convert_document(document, &mut warnings)? {
+            documents.push(yaml);
+        }
+    }
+    warnings.extend(reading);
+    Ok((documents.join("---\n"), warnings))
+}
+
+fn convert_document(
+    document: Document,
+    warnings: &mut Vec<Warning>,
+) -> Result<Option<String>, LoadError> {
+    let Document {
+        source,
+        origin,
+        manifest,
+    } = document;
+    let mut note = |message: String| {
+        warnings.push(Warning {
+            source: source.clone(),
+            message,
+        })
+    };
+    if origin == Origin::Article {
+        note(
+            "kind: Queue (the article's name) written as an arbiter.dev/v1alpha1 LocalQueue".into(),
+        );
+    }
+    let kueue = matches!(
+        origin,
+        Origin::KueueV1alpha1 | Origin::KueueV1beta1 | Origin::KueueV1beta2
+    );
+    let (kind, body) = match manifest {
+        Manifest::ResourceFlavor(o) => ("ResourceFlavor", render(&o)),
+        Manifest::Cohort(o) => ("Cohort", render(&o)),
+        Manifest::ClusterQueue(mut o) => {
+            if kueue && o.spec.namespace_selector.is_none() {
+                note("Kueue admits no namespace when namespaceSelector is omitted; Arbiter admits all — add `namespaceSelector: {matchLabels: …}` to keep Kueue's behaviour".into());
+            }
+            if let Some(fungibility) = o.spec.flavor_fungibility.as_mut() {
+                for (field, value) in [
+                    ("whenCanBorrow", &mut fungibility.when_can_borrow),
+                    ("whenCanPreempt", &mut fungibility.when_can_preempt),
+                ] {
+                    if let Some(old @ (FungibilityPolicy::Borrow | FungibilityPolicy::Preempt)) =
+                        *value
+                    {
+                        note(format!("spec.flavorFungibility.{field}: {old:?} (Kueue v1beta1) written as MayStopSearch, its v1beta2 name; the behaviour is the same"));
+                        *value = Some(FungibilityPolicy::MayStopSearch);
+                    }
+                }
+            }
+            ("ClusterQueue", render(&o))
+        }
+        Manifest::LocalQueue(o) => ("LocalQueue", render(&o)),
+        Manifest::WorkloadPriorityClass(mut o) => {
+            o.api_version = Some(api::API_VERSION.into());
+            o.kind = Some("WorkloadPriorityClass".into());
+            ("WorkloadPriorityClass", render(&o))
+        }
+        Manifest::Workload(o) => ("Workload", render(&o)),
+        Manifest::Namespace(o) => ("Namespace", render(&o)),
+        Manifest::Simulation(o) => ("Simulation", render(&o)),
+        Manifest::WorkloadGenerator(o) => ("WorkloadGenerator", render(&o)),
+        Manifest::Other {
+            api_version, kind, ..
+        } if kueue => {
+            note(format!(
+                "{api_version} {kind} has no Arbiter equivalent; left out of the output"
+            ));
+            return Ok(None);
+        }
+        Manifest::Other {
+            api_version,
+            kind,
+            object,
+        } => {
+            if api_version == api::API_VERSION || api_version.starts_with("sim.arbiter.dev/") {
+                note(format!("{api_version} {kind} is not an Arbiter kind; passed through unchanged — check the kind's spelling"));
+            }
+            ("object", render(&object))
+        }
+    };
+    let body = body.map_err(|message| LoadError::Invalid {
+        at: source.clone(),
+        kind: kind.into(),
+        path: String::new(),
+        message: format!("cannot be written as YAML: {message}"),
+    })?;
+    Ok(Some(format!("# from {source}\n{body}")))
+}
+
+fn render<T: Serialize>(object: &T) -> Result<String, String> {
+    serde_yaml_ng::to_string(object).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn convert_text(text: &str) -> (String, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("kueue.yaml");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        let (yaml, warnings) = convert(&[path]).unwrap_or_else(|e| panic!("{e}"));
+        let warnings = warnings.into_iter().map(|w| w.message).collect();
+        (yaml, warnings)
+    }
+
+    #[test]
+    fn kueue_cluster_queue_becomes_arbiter_with_notes() {
+        let (yaml, warnings) = convert_text(
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\n\
+             spec:\n  cohort: research\n  flavorFungibility: {whenCanBorrow: Borrow, whenCanPreempt: TryNextFlavor}\n\
+             ---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\n\
+             ---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: j, labels: {kueue.x-k8s.io/queue-name: lq}}\n",
+        );
+        assert_eq!(
+            warnings,
+            vec![
+                "Kueue admits no namespace when namespaceSelector is omitted; Arbiter admits all — add `namespaceSelector: {matchLabels: …}` to keep Kueue's behaviour",
+                "spec.flavorFungibility.whenCanBorrow: Borrow (Kueue v1beta1) written as MayStopSearch, its v1beta2 name; the behaviour is the same",
+                "kueue.x-k8s.io/v1beta1 AdmissionCheck has no Arbiter equivalent; left out of the output",
+            ]
+        );
+        let reread = crate::model::load::load_str(&yaml, std::path::Path::new("out.yaml"))
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        assert!(reread.warnings.is_empty(), "{:?}", reread.warnings);
+        assert_eq!(reread.documents.len(), 2);
+        assert_eq!(reread.documents[0].origin, Origin::Arbiter);
+        let Manifest::ClusterQueue(cq) = &reread.documents[0].manifest else {
+            panic!("not a ClusterQueue:\n{yaml}");
+        };
+        assert_eq!(cq.spec.cohort.as_deref(), Some("research"));
+        assert_eq!(
+            cq.spec
+                .flavor_fungibility
+                .as_ref()
+                .and_then(|f| f.when_can_borrow),
+            Some(FungibilityPolicy::MayStopSearch)
+        );
+        assert!(
+            yaml.contains("apiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("kind: Job"), "{yaml}");
+    }
+
+    #[test]
+    fn article_queue_and_priority_class_are_renamed() {
+        let (yaml, warnings) = convert_text(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Queue\nmetadata: {name: q, namespace: ns}\nspec: {clusterQueue: cq, priority: 5}\n\
+             ---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {name: high}\nvalue: 1000\n",
+        );
+        assert_eq!(
+            warnings,
+            vec!["kind: Queue (the article's name) written as an arbiter.dev/v1alpha1 LocalQueue"]
+        );
+        assert!(
+            yaml.contains("apiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("apiVersion: arbiter.dev/v1alpha1\nkind: WorkloadPriorityClass"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("value: 1000"), "{yaml}");
+    }
+}
