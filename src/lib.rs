@@ -2,5 +2,7 @@
 //! See ARCHITECTURE.md for the map.
 
 pub mod cli;
+pub mod core;
 pub mod jobs;
 pub mod model;
+pub mod sim;

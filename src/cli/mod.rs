@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod crds;
+pub mod simulate;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -21,6 +22,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Replay a scenario (cluster manifests, node pools, jobs) through the real
+    /// scheduler in virtual time and report the schedule.
+    Simulate(simulate::SimulateArgs),
     /// Convert Kueue (v1beta1, v1beta2) and article manifests to arbiter.dev/v1alpha1 YAML
     /// on stdout; what changed or was ignored is reported on stderr.
     Convert {
@@ -45,13 +49,14 @@ pub fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Simulate(args) => simulate::simulate(&args),
         Command::Convert { files } => run_convert(&files),
         Command::Crds => print_stdout(&crds::crds_yaml()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {err:#}");
             ExitCode::from(1)
         }
     }

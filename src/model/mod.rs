@@ -5,9 +5,11 @@
 //! which reads scenario files at the CLI's request.
 
 pub mod api;
+pub mod cluster;
 pub mod duration;
 pub mod load;
 pub mod quantity;
+pub mod selector;
 pub mod sim_api;
 
 pub use duration::Millis;

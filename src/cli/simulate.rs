@@ -1,0 +1,106 @@
+//! `arbiter simulate`: load a scenario, run it through the scheduler in
+//! virtual time, print the schedule and write the report and plot.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, ValueEnum};
+
+use crate::core::hooks::DefaultHooks;
+use crate::model::load;
+use crate::sim::{driver, plot, scenario, table};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    /// Scenario files or directories of YAML manifests (multi-document).
+    #[arg(required = true, value_name = "FILE_OR_DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write an SVG plot here: pending workloads and utilisation per flavor over time, wait times per ClusterQueue.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Exit 1 on any warning (unknown fields, workloads that can never be admitted).
+    #[arg(long)]
+    pub strict: bool,
+    /// Write 0 for `scheduler.cpuSeconds`, the one measured field, so reports are byte-identical across runs.
+    #[arg(long)]
+    pub reproducible: bool,
+}
+
+pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
+    let loaded = load::load_paths(&args.paths)?;
+    let scenario = scenario::build(loaded)?;
+    let total = scenario.jobs.len();
+    let bar = (args.format == Format::Table && std::io::stderr().is_terminal() && total >= 1000)
+        .then(|| {
+            let bar = indicatif::ProgressBar::new(total as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} simulating [{bar:40}] {pos}/{len} arrived, {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+    let mut last_update = 0usize;
+    let mut on_progress = |p: driver::Progress| {
+        if let Some(bar) = &bar {
+            if p.arrived >= last_update + 100 || p.arrived == p.total {
+                last_update = p.arrived;
+                bar.set_position(p.arrived as u64);
+                bar.set_message(format!("t={}", p.now));
+            }
+        }
+    };
+    let mut report = driver::run(&scenario, &mut DefaultHooks, &mut on_progress);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if args.reproducible {
+        report.scheduler.cpu_seconds = 0.0;
+    }
+    let mut warnings = report.warnings.clone();
+    for w in &report.workloads {
+        if w.state == "pending"
+            && (w.reason.contains("does not cover") || w.reason.contains("could ever give"))
+        {
+            warnings.push(format!(
+                "{} {}/{} can never be admitted: {}",
+                w.kind, w.namespace, w.name, w.reason
+            ));
+        }
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
+    if let Some(path) = &args.report {
+        std::fs::write(path, format!("{json}\n"))
+            .with_context(|| format!("writing the report to {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        let svg = plot::render_svg(&report)?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("writing the plot to {}", path.display()))?;
+    }
+    match args.format {
+        Format::Json => println!("{json}"),
+        Format::Table => print!("{}", table::render(&report)),
+    }
+    if args.strict && !warnings.is_empty() {
+        bail!("{} warning(s) and --strict is set", warnings.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! The five policy hooks the core consults (DESIGN §4): `admission`,
+//! `weight`, `fairShare`, `autoscale`, `flavor`. The core calls them with
+//! typed, read-only views and never knows how they are implemented; the
+//! built-in [`DefaultHooks`] give Kueue's behaviour, and the CEL/WASM
+//! policy engine implements the same trait. Hooks must be deterministic.
+
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId};
+use crate::model::Millis;
+
+use super::workload::{Entry, PodSetFlavors};
+
+/// What the admission hook sees: the workload, where it would go, and when.
+pub struct AdmissionRequest<'a> {
+    pub cluster: &'a Cluster,
+    pub entry: &'a Entry,
+    pub flavors: &'a [PodSetFlavors],
+    pub borrowing: bool,
+    pub now: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum AdmissionVerdict {
+    Allow,
+    Deny {
+        /// The deciding policy.
+        policy: String,
+        reason: String,
+        /// `false`: the workload is rejected for good.
+        retryable: bool,
+    },
+}
+
+/// One workload to score; higher scores go first among equal priorities.
+pub struct WeightRequest<'a> {
+    pub cluster: &'a Cluster,
+    pub entry: &'a Entry,
+    pub now: Millis,
+}
+
+/// Current shares, for the fair-share hook to turn into weights.
+pub struct FairShareRequest<'a> {
+    pub cluster: &'a Cluster,
+    /// Per ClusterQueue: dominant resource share now (0–1000 per mille of the tree's capacity).
+    pub shares: &'a [f64],
+    pub now: Millis,
+}
+
+/// Per flavor with node pools: nodes now, nodes wanted by pending work.
+pub struct AutoscaleRequest<'a> {
+    pub cluster: &'a Cluster,
+    pub flavors: &'a [FlavorLoad],
+    pub now: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlavorLoad {
+    pub flavor: FlavorId,
+    pub nodes: u32,
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+    /// Fraction (0–1) of the flavor's node capacity in use, dominant resource.
+    pub utilization: f64,
+    /// Nodes' worth of requests waiting because capacity (not quota) is short.
+    pub pending_nodes: f64,
+    /// Target utilisation in percent from the ClusterQueues using the flavor.
+    pub target_utilization: f64,
+}
+
+pub struct FlavorRequest<'a> {
+    pub cluster: &'a Cluster,
+    pub entry: &'a Entry,
+    pub cluster_queue: ClusterQueueId,
+    /// Flavors the ClusterQueue lists, in order.
+    pub candidates: &'a [FlavorId],
+}
+
+/// The decision points of the scheduler.
+pub trait Hooks {
+    fn admission(&mut self, request: &AdmissionRequest<'_>) -> AdmissionVerdict;
+    /// One score per request, same order.
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<f64>;
+    /// Weight per ClusterQueue (index = ClusterQueueId).
+    fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64>;
+    /// Desired node count per flavor of `request.flavors`, same order.
+    fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32>;
+    /// Preferred flavor order, or `None` for the listed order.
+    fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>>;
+}
+
+/// Kueue's behaviour: admit all, no score, configured weights, listed
+/// flavor order; autoscaling to target utilisation within bounds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultHooks;
+
+impl Hooks for DefaultHooks {
+    fn admission(&mut self, _request: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        AdmissionVerdict::Allow
+    }
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<f64> {
+        vec![0.0; batch.len()]
+    }
+    fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64> {
+        request
+            .cluster
+            .cluster_queues
+            .iter()
+            .map(|cq| cq.fair_weight)
+            .collect()
+    }
+    fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32> {
+        request
+            .flavors
+            .iter()
+            .map(|load| {
+                let target = (load.target_utilization / 100.0).clamp(0.01, 1.0);
+                let busy_nodes = load.utilization * load.nodes as f64 + load.pending_nodes;
+                let wanted = (busy_nodes / target).ceil() as u32;
+                wanted.clamp(load.min_nodes, load.max_nodes.max(load.min_nodes))
+            })
+            .collect()
+    }
+    fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+        None
+    }
+}

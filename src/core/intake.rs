@@ -1,0 +1,152 @@
+//! From a job to a queued workload (DESIGN §2): find its LocalQueue and
+//! ClusterQueue, resolve its priority (priority-class label → LocalQueue
+//! `priority` → namespace annotation `arbiter.dev/priority` → 0), apply the
+//! LocalQueue's `resourceQuotas` (default fills an absent request; outside
+//! [min, max] is a rejection) and intern resource names. Pure; called by the
+//! simulator and the operator for every job they see.
+
+use std::collections::BTreeMap;
+
+use crate::jobs::JobInfo;
+use crate::model::cluster::Cluster;
+use crate::model::Amount;
+
+use super::workload::{PodSetRequest, Workload};
+
+/// Namespace annotation giving a default priority to its workloads.
+pub const NAMESPACE_PRIORITY_ANNOTATION: &str = "arbiter.dev/priority";
+
+/// (name, count, minCount, per-pod requests) while bounds are applied.
+type PodSetDraft = (String, u32, Option<u32>, BTreeMap<String, Amount>);
+
+/// What happens to a job.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Intake {
+    /// Ready for the scheduler.
+    Queued(Workload),
+    /// Refused for good, with the reason.
+    Rejected(String),
+    /// Cannot be queued as things stand (no such queue or priority class); stays pending.
+    Unqueued(String),
+}
+
+/// Resolves `job` against `cluster`. `explicit_priority` is a priority the
+/// source states directly (a Workload's `spec.priority`, a generator's `priority`).
+pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) -> Intake {
+    let Some(queue_name) = job.queue_name.as_deref() else {
+        return Intake::Unqueued(
+            "no queue label (arbiter.dev/queue-name or kueue.x-k8s.io/queue-name); Arbiter does not manage it".into(),
+        );
+    };
+    let Some(lq_id) = cluster.local_queue_id(&job.namespace, queue_name) else {
+        return Intake::Unqueued(format!(
+            "LocalQueue {}/{} does not exist; create it or fix the queue-name label",
+            job.namespace, queue_name
+        ));
+    };
+    let lq = &cluster.local_queues[lq_id.index()];
+    let (priority, priority_weight) = match job.priority_class.as_deref() {
+        Some(name) => match cluster.priority_classes.get(name) {
+            Some(pc) => (pc.value, pc.weight),
+            None => {
+                return Intake::Unqueued(format!(
+                    "WorkloadPriorityClass {name} does not exist; create it or fix the priority-class label"
+                ))
+            }
+        },
+        None => {
+            let from_namespace = cluster
+                .namespaces
+                .get(&job.namespace)
+                .and_then(|ns| ns.annotations.get(NAMESPACE_PRIORITY_ANNOTATION))
+                .and_then(|v| v.trim().parse::<i32>().ok());
+            (explicit_priority.or(lq.priority).or(from_namespace).unwrap_or(0), 1.0)
+        }
+    };
+
+    // Per pod set: the per-pod requests, with LocalQueue defaults filled in below.
+    let mut pod_sets: Vec<PodSetDraft> = job
+        .pod_sets
+        .iter()
+        .map(|ps| (ps.name.clone(), ps.count, ps.min_count, ps.requests.clone()))
+        .collect();
+    for bound in &lq.resource_bounds {
+        let total: Amount = pod_sets
+            .iter()
+            .map(|(_, count, _, req)| {
+                req.get(&bound.resource)
+                    .copied()
+                    .unwrap_or_default()
+                    .saturating_mul(*count as i64)
+            })
+            .sum();
+        let total = if total.is_zero() {
+            match (bound.default, pod_sets.first_mut()) {
+                (Some(default), Some((_, count, _, req))) => {
+                    let pods = (*count).max(1) as i64;
+                    let per_pod = Amount::from_milli((default.milli() + pods - 1) / pods);
+                    req.insert(bound.resource.clone(), per_pod);
+                    per_pod.saturating_mul(pods)
+                }
+                _ => total,
+            }
+        } else {
+            total
+        };
+        let below = bound.min.is_some_and(|min| total < min);
+        let above = bound.max.is_some_and(|max| total > max);
+        if below || above {
+            let range = match (bound.min, bound.max) {
+                (Some(min), Some(max)) => format!("between {min} and {max}"),
+                (Some(min), None) => format!("at least {min}"),
+                (None, Some(max)) => format!("at most {max}"),
+                (None, None) => String::new(),
+            };
+            return Intake::Rejected(format!(
+                "requests {total} {} in total; LocalQueue {}/{} allows {range} (spec.resourceQuotas); change the request or use another queue",
+                bound.resource, lq.namespace, lq.name
+            ));
+        }
+    }
+
+    let mut requests = Vec::with_capacity(pod_sets.len());
+    for (info, (name, count, min_count, req)) in job.pod_sets.iter().zip(pod_sets) {
+        let mut per_pod = Vec::with_capacity(req.len());
+        for (resource, amount) in req {
+            if amount.is_zero() {
+                continue;
+            }
+            let Some(id) = cluster.resource_id(&resource) else {
+                return Intake::Unqueued(format!(
+                    "pod set {name} requests {resource}, which no ClusterQueue covers; add it to ClusterQueue {}'s coveredResources",
+                    cluster.cluster_queue(lq.cluster_queue).name
+                ));
+            };
+            per_pod.push((id, amount));
+        }
+        per_pod.sort();
+        requests.push(PodSetRequest {
+            name,
+            count,
+            min_count,
+            per_pod,
+            node_selector: info.node_selector.clone(),
+            required_affinity: info.required_node_affinity.clone(),
+            tolerations: info.tolerations.clone(),
+        });
+    }
+    Intake::Queued(Workload {
+        kind: job.kind.clone(),
+        namespace: job.namespace.clone(),
+        name: job.name.clone(),
+        labels: job.labels.clone(),
+        annotations: job.annotations.clone(),
+        queue_name: queue_name.to_string(),
+        local_queue: lq_id,
+        cluster_queue: lq.cluster_queue,
+        priority,
+        priority_class: job.priority_class.clone(),
+        priority_weight,
+        pod_sets: requests,
+    })
+}

@@ -1,0 +1,1169 @@
+//! The scheduler core (DESIGN §3): per-ClusterQueue queues, flavor
+//! assignment, quota with borrowing and lending, preemption, fair sharing,
+//! retry backoff, reclaim timeouts, stop policies and physical capacity.
+//!
+//! Pure and deterministic: no clock (callers pass `now`), no I/O, no
+//! threads. The simulator and the operator drive the same [`Scheduler`]:
+//! they submit workloads, report finishes, fire timers and run cycles, and
+//! carry the returned [`Event`]s out. Decisions that are policy go through
+//! [`hooks::Hooks`].
+
+pub mod assign;
+pub mod capacity;
+pub mod hooks;
+pub mod intake;
+pub mod quota;
+pub mod workload;
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::model::api::{QueueingStrategy, ReclaimWithinCohort, StopPolicy, WithinClusterQueue};
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource};
+use crate::model::{Amount, Millis};
+
+use assign::{Assignment, Context, Mode};
+use capacity::{Capacity, PoolSpec};
+use hooks::{
+    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, FairShareRequest, FlavorLoad,
+    FlavorRequest, Hooks, WeightRequest,
+};
+use quota::QuotaTree;
+pub use workload::{Admission, Entry, PodSetFlavors, PodSetRequest, Status, Workload, WorkloadId};
+
+/// What happened to a workload; the driver records and carries it out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// Admitted; details in `Entry::admission`.
+    Admitted { workload: WorkloadId },
+    /// `released`: the quota it gave back.
+    Evicted {
+        workload: WorkloadId,
+        reason: String,
+        by: Option<String>,
+        released: Vec<(FlavorResource, Amount)>,
+    },
+    /// Back in its queue (after preemption at once, after a failure once the backoff is over).
+    Requeued {
+        workload: WorkloadId,
+        reason: String,
+    },
+    Finished {
+        workload: WorkloadId,
+        released: Vec<(FlavorResource, Amount)>,
+    },
+    Rejected {
+        workload: WorkloadId,
+        reason: String,
+        by: Option<String>,
+    },
+    Deactivated {
+        workload: WorkloadId,
+        reason: String,
+    },
+}
+
+/// Result of one scheduling cycle.
+#[derive(Debug, Default)]
+pub struct Cycle {
+    pub events: Vec<Event>,
+    /// Did anything change (admission, eviction, a head set aside)? If not,
+    /// another cycle now would decide the same.
+    pub progress: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Score(f64);
+impl Eq for Score {}
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Queue order: priority, then policy score (both descending), queue time, input order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct QueueKey {
+    priority: Reverse<i32>,
+    score: Reverse<Score>,
+    queue_time: Millis,
+    id: WorkloadId,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ClusterQueueState {
+    queue: BTreeSet<QueueKey>,
+    inadmissible: Vec<WorkloadId>,
+    admitted: BTreeSet<WorkloadId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum TimerKind {
+    BackoffEnds,
+    Reclaim,
+}
+
+type CandidateKey = (bool, i32, Reverse<Millis>, Reverse<WorkloadId>, WorkloadId);
+
+/// The scheduler: all workloads, queues, quota usage and node capacity.
+pub struct Scheduler {
+    cluster: Arc<Cluster>,
+    quota: QuotaTree,
+    capacity: Capacity,
+    entries: Vec<Entry>,
+    states: Vec<ClusterQueueState>,
+    /// ClusterQueues with a non-empty queue.
+    active: BTreeSet<ClusterQueueId>,
+    timers: BTreeSet<(Millis, TimerKind, WorkloadId, u32)>,
+    to_score: Vec<WorkloadId>,
+    fair_weights: Vec<f64>,
+    fair: Vec<bool>,
+    /// Per ClusterQueue: the ClusterQueues of its cohort tree (itself alone without a cohort).
+    tree_members: Vec<Arc<[ClusterQueueId]>>,
+    /// Per ClusterQueue: index of its tree.
+    tree_of: Vec<usize>,
+    next_fair_adjust: Option<Millis>,
+    cycles: u64,
+}
+
+impl Scheduler {
+    pub fn new(cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Scheduler {
+        let quota = QuotaTree::new(&cluster);
+        let capacity = Capacity::new(cluster.flavors.len(), cluster.resources.len(), pools);
+        let cqs = cluster.cluster_queues.len();
+        let mut trees: BTreeMap<Option<usize>, Vec<ClusterQueueId>> = BTreeMap::new();
+        let mut tree_of = vec![0; cqs];
+        for (i, cq) in cluster.cluster_queues.iter().enumerate() {
+            let key = cq.cohort.map(|c| cluster.root_cohort(c).index());
+            let key = key.map_or(Some(usize::MAX - i), Some);
+            trees.entry(key).or_default().push(ClusterQueueId(i as u32));
+        }
+        let mut tree_members = vec![Arc::<[ClusterQueueId]>::from(Vec::new()); cqs];
+        for (t, members) in trees.into_values().enumerate() {
+            let shared: Arc<[ClusterQueueId]> = members.into();
+            for &m in shared.iter() {
+                tree_members[m.index()] = shared.clone();
+                tree_of[m.index()] = t;
+            }
+        }
+        let fair = (0..cqs)
+            .map(|i| cluster.fair_sharing_for(ClusterQueueId(i as u32)))
+            .collect();
+        let adaptive = cluster
+            .cluster_queues
+            .iter()
+            .filter_map(|cq| cq.adaptive_interval)
+            .min();
+        Scheduler {
+            fair_weights: cluster
+                .cluster_queues
+                .iter()
+                .map(|cq| cq.fair_weight)
+                .collect(),
+            quota,
+            capacity,
+            entries: Vec::new(),
+            states: vec![ClusterQueueState::default(); cqs],
+            active: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            to_score: Vec::new(),
+            fair,
+            tree_members,
+            tree_of,
+            next_fair_adjust: adaptive.map(|_| Millis::ZERO),
+            cycles: 0,
+            cluster,
+        }
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+    pub fn quota(&self) -> &QuotaTree {
+        &self.quota
+    }
+    pub fn capacity(&self) -> &Capacity {
+        &self.capacity
+    }
+    pub fn entry(&self, id: WorkloadId) -> &Entry {
+        &self.entries[id.index()]
+    }
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+    pub fn cycles(&self) -> u64 {
+        self.cycles
+    }
+    /// Current fair-sharing weight of each ClusterQueue.
+    pub fn fair_weights(&self) -> &[f64] {
+        &self.fair_weights
+    }
+    /// The earliest pending timer (backoff end, reclaim deadline, weight adjustment).
+    pub fn next_timer(&self) -> Option<Millis> {
+        let timer = self.timers.first().map(|t| t.0);
+        match (timer, self.next_fair_adjust) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    /// Workloads waiting to be admitted (queued, set aside or backing off).
+    pub fn pending(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.status,
+                    Status::Scoring | Status::Queued | Status::Inadmissible | Status::Backoff
+                )
+            })
+            .count()
+    }
+
+    fn ctx(&self) -> Context<'_> {
+        Context {
+            cluster: &self.cluster,
+            quota: &self.quota,
+            capacity: &self.capacity,
+        }
+    }
+
+    /// Adds a workload at `now` (its queue time). It is scored and queued at the next cycle.
+    pub fn submit(&mut self, workload: Workload, now: Millis) -> WorkloadId {
+        let id = WorkloadId(self.entries.len() as u32);
+        let cq = workload.cluster_queue;
+        let mut reason = String::new();
+        let mut status = Status::Scoring;
+        if !self.cluster.namespace_allowed(cq, &workload.namespace) {
+            status = Status::Unschedulable;
+            reason = format!(
+                "namespace {} is not selected by ClusterQueue {}'s namespaceSelector",
+                workload.namespace,
+                self.cluster.cluster_queue(cq).name
+            );
+        } else if let Some(why) = assign::never_fits(&self.ctx(), cq, &workload) {
+            status = Status::Unschedulable;
+            reason = why;
+        }
+        self.entries.push(Entry {
+            workload,
+            status,
+            queue_time: now,
+            score: 0.0,
+            reason,
+            retries: 0,
+            evictions: 0,
+            admission: None,
+            epoch: 0,
+        });
+        if status == Status::Scoring {
+            self.to_score.push(id);
+        }
+        id
+    }
+
+    /// The workload ran to completion: release its quota and nodes.
+    pub fn finish(&mut self, id: WorkloadId, now: Millis) -> Vec<Event> {
+        let _ = now;
+        if self.entries[id.index()].status != Status::Admitted {
+            return Vec::new();
+        }
+        let released = self.release(id).map(|a| a.usage).unwrap_or_default();
+        let entry = &mut self.entries[id.index()];
+        entry.status = Status::Finished;
+        entry.reason.clear();
+        vec![Event::Finished {
+            workload: id,
+            released,
+        }]
+    }
+
+    /// The workload failed while running: evict it and retry per `retryPolicy`.
+    pub fn fail(&mut self, id: WorkloadId, reason: &str, now: Millis) -> Vec<Event> {
+        if self.entries[id.index()].status != Status::Admitted {
+            return Vec::new();
+        }
+        let mut events = Vec::new();
+        self.evict(id, format!("failed: {reason}"), None, &mut events);
+        self.retry(id, now, &mut events);
+        events
+    }
+
+    /// Fires every timer due at or before `now`.
+    pub fn fire_timers(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Vec<Event> {
+        let mut events = Vec::new();
+        while let Some(&(at, kind, id, epoch)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let entry = &self.entries[id.index()];
+            if entry.epoch != epoch {
+                continue;
+            }
+            match kind {
+                TimerKind::BackoffEnds if entry.status == Status::Backoff => {
+                    self.enqueue(id);
+                    events.push(Event::Requeued {
+                        workload: id,
+                        reason: "retry backoff is over".into(),
+                    });
+                }
+                TimerKind::Reclaim if entry.status == Status::Admitted => {
+                    let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
+                    let timeout = cq.reclaim_timeout.unwrap_or(Millis::ZERO);
+                    let reason = format!(
+                        "reclaimed: admitted longer than ClusterQueue {}'s reclaimTimeout {}",
+                        cq.name, timeout
+                    );
+                    self.evict(id, reason, None, &mut events);
+                    self.retry(id, now, &mut events);
+                }
+                _ => {}
+            }
+        }
+        if self.next_fair_adjust.is_some_and(|t| t <= now) {
+            self.adjust_fair_weights(now, hooks);
+        }
+        events
+    }
+
+    fn adjust_fair_weights(&mut self, now: Millis, hooks: &mut dyn Hooks) {
+        let shares: Vec<f64> = (0..self.cluster.cluster_queues.len())
+            .map(|i| self.share(ClusterQueueId(i as u32), &[]))
+            .collect();
+        let request = FairShareRequest {
+            cluster: &self.cluster,
+            shares: &shares,
+            now,
+        };
+        let weights = hooks.fair_share(&request);
+        if weights.len() == self.fair_weights.len() {
+            for (i, w) in weights.into_iter().enumerate() {
+                if w.is_finite() && w >= 0.0 {
+                    self.fair_weights[i] = w;
+                }
+            }
+        }
+        let interval = self
+            .cluster
+            .cluster_queues
+            .iter()
+            .filter_map(|cq| cq.adaptive_interval)
+            .min();
+        self.next_fair_adjust = interval.map(|i| now.saturating_add(i.max(Millis(1))));
+    }
+
+    fn enqueue(&mut self, id: WorkloadId) {
+        let entry = &mut self.entries[id.index()];
+        entry.status = Status::Queued;
+        let cq = entry.workload.cluster_queue;
+        let key = QueueKey {
+            priority: Reverse(entry.workload.priority),
+            score: Reverse(Score(entry.score)),
+            queue_time: entry.queue_time,
+            id,
+        };
+        self.states[cq.index()].queue.insert(key);
+        self.active.insert(cq);
+    }
+
+    fn key_of(&self, id: WorkloadId) -> QueueKey {
+        let entry = &self.entries[id.index()];
+        QueueKey {
+            priority: Reverse(entry.workload.priority),
+            score: Reverse(Score(entry.score)),
+            queue_time: entry.queue_time,
+            id,
+        }
+    }
+
+    fn dequeue(&mut self, id: WorkloadId) {
+        let cq = self.entries[id.index()].workload.cluster_queue;
+        let key = self.key_of(id);
+        let state = &mut self.states[cq.index()];
+        state.queue.remove(&key);
+        if state.queue.is_empty() {
+            self.active.remove(&cq);
+        }
+    }
+
+    /// Puts set-aside workloads of `cq`'s cohort tree (all trees if nodes were freed) back in their queues.
+    fn wake(&mut self, cq: ClusterQueueId, nodes_freed: bool) {
+        let members: Vec<ClusterQueueId> = if nodes_freed {
+            (0..self.states.len())
+                .map(|i| ClusterQueueId(i as u32))
+                .collect()
+        } else {
+            self.tree_members[cq.index()].to_vec()
+        };
+        for member in members {
+            let parked = std::mem::take(&mut self.states[member.index()].inadmissible);
+            for id in parked {
+                if self.entries[id.index()].status == Status::Inadmissible {
+                    self.enqueue(id);
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, id: WorkloadId) -> Option<Admission> {
+        let entry = &mut self.entries[id.index()];
+        let admission = entry.admission.take()?;
+        let cq = entry.workload.cluster_queue;
+        for &(fr, amount) in &admission.usage {
+            self.quota.add_usage(cq, fr, -amount);
+        }
+        self.capacity.release(&admission.placements);
+        self.states[cq.index()].admitted.remove(&id);
+        self.wake(cq, !admission.placements.is_empty());
+        Some(admission)
+    }
+
+    fn evict(
+        &mut self,
+        id: WorkloadId,
+        reason: String,
+        by: Option<String>,
+        events: &mut Vec<Event>,
+    ) {
+        let released = self.release(id).map(|a| a.usage).unwrap_or_default();
+        let entry = &mut self.entries[id.index()];
+        entry.evictions += 1;
+        entry.epoch += 1;
+        entry.reason = reason.clone();
+        events.push(Event::Evicted {
+            workload: id,
+            reason,
+            by,
+            released,
+        });
+    }
+
+    /// After a failure or reclaim: back off and requeue, or deactivate past maxRetries.
+    fn retry(&mut self, id: WorkloadId, now: Millis, events: &mut Vec<Event>) {
+        let entry = &mut self.entries[id.index()];
+        entry.retries += 1;
+        let policy = self
+            .cluster
+            .cluster_queue(entry.workload.cluster_queue)
+            .retry;
+        match policy {
+            None => {
+                self.enqueue(id);
+                events.push(Event::Requeued {
+                    workload: id,
+                    reason: "requeued at once (no retryPolicy)".into(),
+                });
+            }
+            Some(p) if entry.retries > p.max_retries => {
+                entry.status = Status::Deactivated;
+                let reason = format!(
+                    "deactivated after {} retries (retryPolicy.maxRetries {})",
+                    entry.retries - 1,
+                    p.max_retries
+                );
+                entry.reason = reason.clone();
+                events.push(Event::Deactivated {
+                    workload: id,
+                    reason,
+                });
+            }
+            Some(p) => {
+                let factor = 1i64 << (entry.retries - 1).min(30);
+                let until = now.saturating_add(p.backoff.saturating_mul(factor));
+                entry.status = Status::Backoff;
+                entry.reason = format!(
+                    "{}; retry {} of {} after backoff until {}s",
+                    entry.reason,
+                    entry.retries,
+                    p.max_retries,
+                    until.as_secs_f64()
+                );
+                self.timers
+                    .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+            }
+        }
+    }
+
+    /// Weighted dominant resource share of `cq` if it also used `extra`
+    /// (per mille of its cohort tree's lendable capacity, divided by weight).
+    fn share(&self, cq: ClusterQueueId, extra: &[(FlavorResource, Amount)]) -> f64 {
+        let def = self.cluster.cluster_queue(cq);
+        let Some(cohort) = def.cohort else { return 0.0 };
+        let root = self.quota.cohort_node(self.cluster.root_cohort(cohort));
+        let resources = self.cluster.resources.len();
+        let mut borrowed = vec![Amount::ZERO; resources];
+        let mut lendable = vec![Amount::ZERO; resources];
+        for fr in 0..self.quota.flavor_resources() {
+            let fr = FlavorResource(fr as u32);
+            let (_, r) = self.cluster.split(fr);
+            let add = extra
+                .iter()
+                .filter(|(f, _)| *f == fr)
+                .map(|(_, a)| *a)
+                .sum::<Amount>();
+            borrowed[r.index()] +=
+                (self.quota.usage(cq, fr) + add).positive_sub(self.quota.nominal(cq, fr));
+            lendable[r.index()] += self.quota.root_capacity(root, fr);
+        }
+        let dominant = borrowed
+            .iter()
+            .zip(&lendable)
+            .filter(|(_, l)| !l.is_zero())
+            .map(|(b, l)| (b.milli() as i128 * 1000 / l.milli() as i128) as i64)
+            .max()
+            .unwrap_or(0);
+        if dominant == 0 {
+            return 0.0;
+        }
+        let weight = self.fair_weights[cq.index()];
+        if weight <= 0.0 {
+            f64::INFINITY
+        } else {
+            dominant as f64 / weight
+        }
+    }
+
+    fn score_new(&mut self, now: Millis, hooks: &mut dyn Hooks) {
+        if self.to_score.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.to_score);
+        let requests: Vec<WeightRequest<'_>> = batch
+            .iter()
+            .map(|id| WeightRequest {
+                cluster: &self.cluster,
+                entry: &self.entries[id.index()],
+                now,
+            })
+            .collect();
+        let scores = hooks.weight(&requests);
+        drop(requests);
+        for (i, id) in batch.into_iter().enumerate() {
+            let score = scores
+                .get(i)
+                .copied()
+                .filter(|s| s.is_finite())
+                .unwrap_or(0.0);
+            self.entries[id.index()].score = score;
+            self.enqueue(id);
+        }
+    }
+
+    fn assign_head(&self, cq: ClusterQueueId, id: WorkloadId, hooks: &mut dyn Hooks) -> Assignment {
+        let entry = &self.entries[id.index()];
+        let candidates: Vec<FlavorId> = self
+            .cluster
+            .cluster_queue(cq)
+            .groups
+            .iter()
+            .flat_map(|g| g.flavors.iter().copied())
+            .collect();
+        let preferred = if candidates.len() > 1 {
+            hooks.flavor(&FlavorRequest {
+                cluster: &self.cluster,
+                entry,
+                cluster_queue: cq,
+                candidates: &candidates,
+            })
+        } else {
+            None
+        };
+        assign::assign(&self.ctx(), cq, &entry.workload, preferred.as_deref())
+    }
+
+    /// One scheduling cycle at `now`: score new arrivals, take every
+    /// ClusterQueue's head, order them (DESIGN §3) and admit what fits,
+    /// preempting where allowed.
+    pub fn schedule(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Cycle {
+        self.cycles += 1;
+        self.score_new(now, hooks);
+        let mut cycle = Cycle::default();
+        struct Head {
+            cq: ClusterQueueId,
+            id: WorkloadId,
+            assignment: Assignment,
+            order: (Score, bool, Reverse<i32>, Millis, WorkloadId),
+        }
+        let mut heads = Vec::with_capacity(self.active.len());
+        let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
+        for cq in active {
+            let def = self.cluster.cluster_queue(cq);
+            let Some(first) = self.states[cq.index()].queue.first().copied() else {
+                continue;
+            };
+            if def.stop_policy != StopPolicy::None {
+                let reason = format!(
+                    "ClusterQueue {} is stopped (stopPolicy {:?})",
+                    def.name, def.stop_policy
+                );
+                self.entries[first.id.index()].reason = reason;
+                continue;
+            }
+            let assignment = self.assign_head(cq, first.id, hooks);
+            let entry = &self.entries[first.id.index()];
+            let share = if self.fair[cq.index()] {
+                self.share(cq, &assignment.usage)
+            } else {
+                0.0
+            };
+            let order = (
+                Score(share),
+                assignment.borrowing,
+                Reverse(entry.workload.priority),
+                entry.queue_time,
+                first.id,
+            );
+            heads.push(Head {
+                cq,
+                id: first.id,
+                assignment,
+                order,
+            });
+        }
+        heads.sort_by_key(|h| h.order);
+        let mut changed_trees: BTreeSet<usize> = BTreeSet::new();
+        let mut nodes_changed = false;
+        for head in heads {
+            let Head {
+                cq,
+                id,
+                mut assignment,
+                ..
+            } = head;
+            if changed_trees.contains(&self.tree_of[cq.index()])
+                || (nodes_changed && !assignment.placements.is_empty())
+            {
+                assignment = self.assign_head(cq, id, hooks);
+            }
+            let lq =
+                &self.cluster.local_queues[self.entries[id.index()].workload.local_queue.index()];
+            if lq.stop_policy != StopPolicy::None {
+                let reason = format!(
+                    "LocalQueue {}/{} is stopped (stopPolicy {:?})",
+                    lq.namespace, lq.name, lq.stop_policy
+                );
+                cycle.progress |= self.set_aside(cq, id, reason);
+                continue;
+            }
+            let admitted = match assignment.mode {
+                Mode::Fit => self.try_admit(cq, id, assignment, now, hooks, &mut cycle),
+                Mode::Preempt => self.try_preempt(cq, id, assignment, now, hooks, &mut cycle),
+                Mode::NoFit => {
+                    cycle.progress |= self.set_aside(cq, id, assignment.reason);
+                    false
+                }
+            };
+            if admitted {
+                changed_trees.insert(self.tree_of[cq.index()]);
+                nodes_changed |= self.entries[id.index()]
+                    .admission
+                    .as_ref()
+                    .is_some_and(|a| !a.placements.is_empty());
+                cycle.progress = true;
+            }
+        }
+        cycle
+    }
+
+    /// The head can't be admitted now: BestEffortFIFO sets it aside, StrictFIFO keeps it at the head.
+    fn set_aside(&mut self, cq: ClusterQueueId, id: WorkloadId, reason: String) -> bool {
+        self.entries[id.index()].reason = reason;
+        if self.cluster.cluster_queue(cq).strategy == QueueingStrategy::BestEffortFIFO {
+            self.dequeue(id);
+            self.entries[id.index()].status = Status::Inadmissible;
+            self.states[cq.index()].inadmissible.push(id);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn try_admit(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        assignment: Assignment,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+        cycle: &mut Cycle,
+    ) -> bool {
+        let verdict = hooks.admission(&AdmissionRequest {
+            cluster: &self.cluster,
+            entry: &self.entries[id.index()],
+            flavors: &assignment.pod_sets,
+            borrowing: assignment.borrowing,
+            now,
+        });
+        match verdict {
+            AdmissionVerdict::Allow => {
+                self.admit(cq, id, assignment, now);
+                cycle.events.push(Event::Admitted { workload: id });
+                true
+            }
+            AdmissionVerdict::Deny {
+                policy,
+                reason,
+                retryable: false,
+            } => {
+                self.dequeue(id);
+                let entry = &mut self.entries[id.index()];
+                entry.status = Status::Rejected;
+                entry.reason = format!("rejected by policy {policy}: {reason}");
+                cycle.events.push(Event::Rejected {
+                    workload: id,
+                    reason: entry.reason.clone(),
+                    by: Some(policy),
+                });
+                cycle.progress = true;
+                false
+            }
+            AdmissionVerdict::Deny {
+                policy,
+                reason,
+                retryable: true,
+            } => {
+                cycle.progress |= self.set_aside(
+                    cq,
+                    id,
+                    format!("denied by policy {policy} (will retry): {reason}"),
+                );
+                false
+            }
+        }
+    }
+
+    fn admit(&mut self, cq: ClusterQueueId, id: WorkloadId, assignment: Assignment, now: Millis) {
+        self.dequeue(id);
+        for &(fr, amount) in &assignment.usage {
+            self.quota.add_usage(cq, fr, amount);
+        }
+        self.capacity.commit(&assignment.placements);
+        self.states[cq.index()].admitted.insert(id);
+        let entry = &mut self.entries[id.index()];
+        entry.epoch += 1;
+        entry.status = Status::Admitted;
+        entry.reason.clear();
+        entry.admission = Some(Admission {
+            at: now,
+            pod_sets: assignment.pod_sets,
+            usage: assignment.usage,
+            placements: assignment.placements,
+            borrowing: assignment.borrowing,
+        });
+        if let Some(timeout) = self.cluster.cluster_queue(cq).reclaim_timeout {
+            self.timers.insert((
+                now.saturating_add(timeout),
+                TimerKind::Reclaim,
+                id,
+                entry.epoch,
+            ));
+        }
+    }
+
+    fn fits(&self, cq: ClusterQueueId, usage: &[(FlavorResource, Amount)]) -> bool {
+        usage
+            .iter()
+            .all(|&(fr, amount)| amount <= self.quota.available(cq, fr))
+    }
+
+    fn uses_any(&self, id: WorkloadId, frs: &[(FlavorResource, Amount)]) -> bool {
+        self.entries[id.index()]
+            .admission
+            .as_ref()
+            .is_some_and(|a| {
+                a.usage
+                    .iter()
+                    .any(|(fr, _)| frs.iter().any(|(n, _)| n == fr))
+            })
+    }
+
+    fn is_borrowing_on(&self, cq: ClusterQueueId, frs: &[(FlavorResource, Amount)]) -> bool {
+        frs.iter()
+            .any(|&(fr, _)| self.quota.usage(cq, fr) > self.quota.nominal(cq, fr))
+    }
+
+    fn charge(&mut self, id: WorkloadId, sign: i64) {
+        let entry = &self.entries[id.index()];
+        let cq = entry.workload.cluster_queue;
+        if let Some(admission) = &entry.admission {
+            for &(fr, amount) in &admission.usage {
+                self.quota.add_usage(cq, fr, amount.saturating_mul(sign));
+            }
+        }
+    }
+
+    /// Candidates for preempting on behalf of `id`, in Kueue's order.
+    fn preemption_candidates(
+        &self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        needed: &[(FlavorResource, Amount)],
+    ) -> Vec<WorkloadId> {
+        let def = self.cluster.cluster_queue(cq);
+        let me = &self.entries[id.index()];
+        let priority = me.workload.priority;
+        // (same queue, priority, newest admission first, newest first, id): Kueue's victim order.
+        let mut candidates: Vec<CandidateKey> =
+            Vec::new();
+        let admitted_at = |w: WorkloadId| {
+            self.entries[w.index()]
+                .admission
+                .as_ref()
+                .map_or(Millis::ZERO, |a| a.at)
+        };
+        if def.within_cluster_queue != WithinClusterQueue::Never {
+            for &w in &self.states[cq.index()].admitted {
+                let other = &self.entries[w.index()];
+                let p = other.workload.priority;
+                let allowed = match def.within_cluster_queue {
+                    WithinClusterQueue::Never => false,
+                    WithinClusterQueue::LowerPriority => p < priority,
+                    WithinClusterQueue::LowerOrNewerEqualPriority => {
+                        p < priority || (p == priority && other.queue_time > me.queue_time)
+                    }
+                };
+                if allowed && self.uses_any(w, needed) {
+                    candidates.push((true, p, Reverse(admitted_at(w)), Reverse(w), w));
+                }
+            }
+        }
+        let would_borrow = needed
+            .iter()
+            .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
+        let fair = self.fair[cq.index()];
+        if def.reclaim_within_cohort != ReclaimWithinCohort::Never && (fair || !would_borrow) {
+            for &other_cq in self.tree_members[cq.index()].iter() {
+                if other_cq == cq || !self.is_borrowing_on(other_cq, needed) {
+                    continue;
+                }
+                for &w in &self.states[other_cq.index()].admitted {
+                    let p = self.entries[w.index()].workload.priority;
+                    let allowed = match def.reclaim_within_cohort {
+                        ReclaimWithinCohort::Never => false,
+                        ReclaimWithinCohort::LowerPriority => p < priority,
+                        ReclaimWithinCohort::Any => true,
+                    };
+                    if allowed && self.uses_any(w, needed) {
+                        candidates.push((false, p, Reverse(admitted_at(w)), Reverse(w), w));
+                    }
+                }
+            }
+        }
+        candidates.sort();
+        candidates.into_iter().map(|c| c.4).collect()
+    }
+
+    /// Finds a minimal victim set by removing candidates in order until the
+    /// preemptor fits, then putting back every victim not needed. Leaves the
+    /// quota tree as it found it.
+    fn minimal_victims(
+        &mut self,
+        cq: ClusterQueueId,
+        needed: &[(FlavorResource, Amount)],
+        candidates: &[WorkloadId],
+        accept: &dyn Fn(&Scheduler, WorkloadId) -> bool,
+    ) -> Option<Vec<WorkloadId>> {
+        let mut removed: Vec<WorkloadId> = Vec::new();
+        let mut found = false;
+        for &w in candidates {
+            let other_cq = self.entries[w.index()].workload.cluster_queue;
+            if other_cq != cq && !self.is_borrowing_on(other_cq, needed) {
+                continue;
+            }
+            if !accept(self, w) {
+                continue;
+            }
+            self.charge(w, -1);
+            removed.push(w);
+            if self.fits(cq, needed) {
+                found = true;
+                break;
+            }
+        }
+        if !found {
+            for &w in &removed {
+                self.charge(w, 1);
+            }
+            return None;
+        }
+        let mut victims = vec![true; removed.len()];
+        for i in (0..removed.len().saturating_sub(1)).rev() {
+            self.charge(removed[i], 1);
+            if self.fits(cq, needed) {
+                victims[i] = false;
+            } else {
+                self.charge(removed[i], -1);
+            }
+        }
+        let chosen: Vec<WorkloadId> = removed
+            .iter()
+            .zip(&victims)
+            .filter(|(_, v)| **v)
+            .map(|(w, _)| *w)
+            .collect();
+        for &w in &chosen {
+            self.charge(w, 1);
+        }
+        Some(chosen)
+    }
+
+    fn try_preempt(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        assignment: Assignment,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+        cycle: &mut Cycle,
+    ) -> bool {
+        let needed = assignment.usage.clone();
+        let candidates = self.preemption_candidates(cq, id, &needed);
+        let victims = if self.fair[cq.index()] {
+            let mine_after = self.share(cq, &needed);
+            let by_share = |s: &Scheduler, strict: bool| {
+                move |sched: &Scheduler, w: WorkloadId| {
+                    let other_cq = sched.entries[w.index()].workload.cluster_queue;
+                    if other_cq == cq {
+                        return true;
+                    }
+                    let usage = sched.entries[w.index()]
+                        .admission
+                        .as_ref()
+                        .map(|a| a.usage.clone())
+                        .unwrap_or_default();
+                    if strict {
+                        // LessThanInitialShare: below the victim queue's share before removing.
+                        mine_after < sched.share(other_cq, &[])
+                    } else {
+                        // LessThanOrEqualToFinalShare: not above its share after removing the victim.
+                        let without: Vec<_> = usage.iter().map(|&(fr, a)| (fr, -a)).collect();
+                        let _ = s;
+                        mine_after <= sched.share(other_cq, &without)
+                    }
+                }
+            };
+            let mut ordered = candidates.clone();
+            let shares: BTreeMap<WorkloadId, Score> = ordered
+                .iter()
+                .map(|&w| {
+                    (
+                        w,
+                        Score(self.share(self.entries[w.index()].workload.cluster_queue, &[])),
+                    )
+                })
+                .collect();
+            ordered.sort_by_key(|w| Reverse(shares[w]));
+            let first = by_share(self, false);
+            match self.minimal_victims(cq, &needed, &ordered, &first) {
+                Some(v) => Some(v),
+                None => {
+                    let second = by_share(self, true);
+                    self.minimal_victims(cq, &needed, &ordered, &second)
+                }
+            }
+        } else {
+            self.minimal_victims(cq, &needed, &candidates, &|_, _| true)
+        };
+        let Some(victims) = victims.filter(|v| !v.is_empty()) else {
+            let reason = format!("{}; preemption cannot free enough ({} candidate(s) allowed by the preemption policy)", assignment.reason, candidates.len());
+            cycle.progress |= self.set_aside(cq, id, reason);
+            return false;
+        };
+        // Release the victims for real, then assign again: the preemptor now fits in quota;
+        // it must also find room on nodes.
+        let saved: Vec<(WorkloadId, Admission)> = victims
+            .iter()
+            .filter_map(|&w| self.entries[w.index()].admission.clone().map(|a| (w, a)))
+            .collect();
+        for (w, a) in &saved {
+            let wcq = self.entries[w.index()].workload.cluster_queue;
+            for &(fr, amount) in &a.usage {
+                self.quota.add_usage(wcq, fr, -amount);
+            }
+            self.capacity.release(&a.placements);
+        }
+        let retry = self.assign_head(cq, id, hooks);
+        // Restore; evict() releases again for real if we go ahead.
+        for (w, a) in &saved {
+            let wcq = self.entries[w.index()].workload.cluster_queue;
+            for &(fr, amount) in &a.usage {
+                self.quota.add_usage(wcq, fr, amount);
+            }
+            self.capacity.commit(&a.placements);
+        }
+        if retry.mode != Mode::Fit {
+            let reason = format!(
+                "{}; preempting {} workload(s) would free quota but not {}",
+                assignment.reason,
+                victims.len(),
+                retry.reason
+            );
+            cycle.progress |= self.set_aside(cq, id, reason);
+            return false;
+        }
+        let verdict = hooks.admission(&AdmissionRequest {
+            cluster: &self.cluster,
+            entry: &self.entries[id.index()],
+            flavors: &retry.pod_sets,
+            borrowing: retry.borrowing,
+            now,
+        });
+        if verdict != AdmissionVerdict::Allow {
+            return self.try_admit(cq, id, retry, now, hooks, cycle);
+        }
+        let preemptor = {
+            let e = &self.entries[id.index()];
+            format!("{}/{}", e.workload.namespace, e.workload.name)
+        };
+        for &w in &victims {
+            let reason = {
+                let e = &self.entries[id.index()];
+                let v = &self.entries[w.index()];
+                let place = if v.workload.cluster_queue == cq {
+                    "within ClusterQueue".to_string()
+                } else {
+                    format!(
+                        "reclaimed by ClusterQueue {}",
+                        self.cluster.cluster_queue(cq).name
+                    )
+                };
+                format!(
+                    "preempted by {} (priority {}) {}",
+                    preemptor, e.workload.priority, place
+                )
+            };
+            self.evict(w, reason, Some(preemptor.clone()), &mut cycle.events);
+            self.enqueue(w);
+            cycle.events.push(Event::Requeued {
+                workload: w,
+                reason: "requeued after preemption".into(),
+            });
+        }
+        self.admit(cq, id, retry, now);
+        cycle.events.push(Event::Admitted { workload: id });
+        true
+    }
+
+    /// Asks the autoscale hook for node counts of flavors whose ClusterQueues enable autoscaling.
+    /// Returns (flavor, ready nodes, desired nodes).
+    pub fn autoscale(&self, now: Millis, hooks: &mut dyn Hooks) -> Vec<(FlavorId, u32, u32)> {
+        let mut loads = Vec::new();
+        for flavor in self.capacity.pooled_flavors() {
+            let users: Vec<_> = self
+                .cluster
+                .cluster_queues
+                .iter()
+                .filter(|cq| {
+                    cq.autoscaling.is_some()
+                        && cq.groups.iter().any(|g| g.flavors.contains(&flavor))
+                })
+                .collect();
+            if users.is_empty() {
+                continue;
+            }
+            let (pool_min, pool_max) = self.capacity.node_bounds(flavor);
+            let min = users
+                .iter()
+                .filter_map(|cq| cq.autoscaling.and_then(|a| a.min_replicas))
+                .max()
+                .unwrap_or(pool_min)
+                .max(pool_min);
+            let max = users
+                .iter()
+                .filter_map(|cq| cq.autoscaling.and_then(|a| a.max_replicas))
+                .min()
+                .unwrap_or(pool_max)
+                .min(pool_max);
+            let target = users
+                .iter()
+                .filter_map(|cq| cq.autoscaling.map(|a| a.target_utilization))
+                .fold(f64::INFINITY, f64::min);
+            let nodes = self.capacity.ready_nodes(flavor);
+            let mut utilization: f64 = 0.0;
+            let mut pending_nodes = 0.0;
+            for r in 0..self.cluster.resources.len() {
+                let r = crate::model::cluster::ResourceId(r as u16);
+                let Some((used, total)) = self.capacity.usage(flavor, r) else {
+                    continue;
+                };
+                if total.is_zero() {
+                    continue;
+                }
+                utilization = utilization.max(used.as_f64() / total.as_f64());
+                let per_node = self
+                    .capacity
+                    .node_allocatable(flavor, r)
+                    .unwrap_or(Amount::ZERO);
+                if per_node.is_zero() {
+                    continue;
+                }
+                let waiting: Amount = self
+                    .entries
+                    .iter()
+                    .filter(|e| matches!(e.status, Status::Queued | Status::Inadmissible))
+                    .filter(|e| e.reason.contains("node has room"))
+                    .filter(|e| {
+                        self.cluster
+                            .cluster_queue(e.workload.cluster_queue)
+                            .groups
+                            .iter()
+                            .any(|g| g.flavors.contains(&flavor))
+                    })
+                    .flat_map(|e| e.workload.pod_sets.iter().map(move |ps| ps.total(r)))
+                    .sum();
+                pending_nodes = f64::max(pending_nodes, waiting.as_f64() / per_node.as_f64());
+            }
+            loads.push(FlavorLoad {
+                flavor,
+                nodes,
+                min_nodes: min,
+                max_nodes: max,
+                utilization,
+                pending_nodes,
+                target_utilization: target,
+            });
+        }
+        if loads.is_empty() {
+            return Vec::new();
+        }
+        let desired = hooks.autoscale(&AutoscaleRequest {
+            cluster: &self.cluster,
+            flavors: &loads,
+            now,
+        });
+        loads
+            .iter()
+            .zip(desired)
+            .map(|(l, d)| {
+                (
+                    l.flavor,
+                    l.nodes,
+                    d.clamp(l.min_nodes, l.max_nodes.max(l.min_nodes)),
+                )
+            })
+            .collect()
+    }
+
+    /// A node of `flavor` became ready (scale-up done).
+    pub fn add_node(&mut self, flavor: FlavorId) -> bool {
+        let added = self.capacity.add_node(flavor);
+        if added {
+            for i in 0..self.states.len() {
+                self.wake(ClusterQueueId(i as u32), false);
+            }
+        }
+        added
+    }
+
+    /// Removes one idle node of `flavor` (scale-down).
+    pub fn remove_idle_node(&mut self, flavor: FlavorId) -> bool {
+        self.capacity.remove_idle_node(flavor)
+    }
+}

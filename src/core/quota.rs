@@ -1,0 +1,326 @@
+//! Quota accounting over the cohort tree: nominal quota, borrowing and
+//! lending limits, hierarchical cohorts. Kueue's model: each node (a
+//! ClusterQueue or a cohort) keeps the part of its quota it does not lend
+//! (`guaranteed`) and stores the rest in its parent; usage above the
+//! guaranteed part is usage of the parent. Pure data; owned by the scheduler.
+
+use crate::model::cluster::{Cluster, ClusterQueueId, CohortId, FlavorResource, Quota};
+use crate::model::Amount;
+
+/// A node of the tree: ClusterQueues first (`0..cqs`), then cohorts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Node(pub u32);
+
+#[derive(Clone, Debug)]
+struct NodeQuota {
+    parent: Option<Node>,
+    /// Per FlavorResource: the node's subtree quota.
+    subtree: Vec<Amount>,
+    /// Per FlavorResource: the part not lent to the parent.
+    guaranteed: Vec<Amount>,
+    /// Per FlavorResource: most it may take from the parent beyond what it stored there.
+    borrowing_limit: Vec<Option<Amount>>,
+    /// Per FlavorResource: current usage (for a cohort: its children's usage above their guaranteed part).
+    usage: Vec<Amount>,
+}
+
+/// Usage and limits for every ClusterQueue and cohort.
+#[derive(Clone, Debug)]
+pub struct QuotaTree {
+    nodes: Vec<NodeQuota>,
+    cluster_queues: usize,
+    frs: usize,
+}
+
+impl QuotaTree {
+    pub fn new(cluster: &Cluster) -> QuotaTree {
+        let frs = cluster.flavor_resource_count();
+        let cqs = cluster.cluster_queues.len();
+        let mut nodes: Vec<NodeQuota> = Vec::with_capacity(cqs + cluster.cohorts.len());
+        let empty = |parent| NodeQuota {
+            parent,
+            subtree: vec![Amount::ZERO; frs],
+            guaranteed: vec![Amount::ZERO; frs],
+            borrowing_limit: vec![None; frs],
+            usage: vec![Amount::ZERO; frs],
+        };
+        let cohort_node = |c: CohortId| Node((cqs + c.index()) as u32);
+        for cq in &cluster.cluster_queues {
+            nodes.push(empty(cq.cohort.map(cohort_node)));
+        }
+        for cohort in &cluster.cohorts {
+            nodes.push(empty(cohort.parent.map(cohort_node)));
+        }
+        let mut tree = QuotaTree {
+            nodes,
+            cluster_queues: cqs,
+            frs,
+        };
+        for (i, cq) in cluster.cluster_queues.iter().enumerate() {
+            tree.set_own_quota(Node(i as u32), &cq.quotas);
+        }
+        for (i, cohort) in cluster.cohorts.iter().enumerate() {
+            tree.set_own_quota(Node((cqs + i) as u32), &cohort.quotas);
+        }
+        // Cohorts' subtree quota: own quota plus what children lend, bottom-up.
+        // Depth-first from every ClusterQueue and cohort: add its lendable part to each ancestor
+        // until a lending limit caps it.
+        let order = tree.bottom_up_order();
+        for node in order {
+            let lendable: Vec<Amount> = (0..frs).map(|fr| tree.lendable(node, fr)).collect();
+            if let Some(parent) = tree.nodes[node.0 as usize].parent {
+                for (fr, amount) in lendable.into_iter().enumerate() {
+                    tree.nodes[parent.0 as usize].subtree[fr] += amount;
+                }
+            }
+        }
+        // Guaranteed parts, now that subtree quotas are known.
+        for node in 0..tree.nodes.len() {
+            for fr in 0..frs {
+                let lendable = tree.lendable(Node(node as u32), fr);
+                let n = &mut tree.nodes[node];
+                n.guaranteed[fr] = if n.parent.is_some() {
+                    n.subtree[fr] - lendable
+                } else {
+                    n.subtree[fr]
+                };
+            }
+        }
+        tree
+    }
+
+    fn set_own_quota(&mut self, node: Node, quotas: &[Option<Quota>]) {
+        let n = &mut self.nodes[node.0 as usize];
+        for (fr, quota) in quotas.iter().enumerate() {
+            if let Some(q) = quota {
+                n.subtree[fr] = q.nominal;
+                n.borrowing_limit[fr] = q.borrowing_limit;
+                // Stash the lending limit in `guaranteed` until subtree quotas are final.
+                n.guaranteed[fr] = q.lending_limit.unwrap_or(Amount::MAX);
+            } else {
+                n.guaranteed[fr] = Amount::MAX;
+            }
+        }
+    }
+
+    /// During construction `guaranteed` holds the lending limit.
+    fn lendable(&self, node: Node, fr: usize) -> Amount {
+        let n = &self.nodes[node.0 as usize];
+        n.subtree[fr].min(n.guaranteed[fr])
+    }
+
+    /// Nodes ordered so that every child comes before its parent.
+    fn bottom_up_order(&self) -> Vec<Node> {
+        let depth = |mut node: Node| {
+            let mut d = 0usize;
+            while let Some(p) = self.nodes[node.0 as usize].parent {
+                d += 1;
+                node = p;
+            }
+            d
+        };
+        let mut order: Vec<(usize, Node)> = (0..self.nodes.len())
+            .map(|i| (depth(Node(i as u32)), Node(i as u32)))
+            .collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1 .0.cmp(&b.1 .0)));
+        order.into_iter().map(|(_, n)| n).collect()
+    }
+
+    pub fn cq_node(&self, cq: ClusterQueueId) -> Node {
+        Node(cq.0)
+    }
+    pub fn cohort_node(&self, cohort: CohortId) -> Node {
+        Node((self.cluster_queues + cohort.index()) as u32)
+    }
+    pub fn flavor_resources(&self) -> usize {
+        self.frs
+    }
+
+    pub fn usage(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
+        self.nodes[cq.index()].usage[fr.index()]
+    }
+    pub fn cohort_usage(&self, cohort: CohortId, fr: FlavorResource) -> Amount {
+        self.nodes[self.cohort_node(cohort).0 as usize].usage[fr.index()]
+    }
+    /// The ClusterQueue's nominal quota (its subtree quota).
+    pub fn nominal(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
+        self.nodes[cq.index()].subtree[fr.index()]
+    }
+    pub fn cohort_subtree(&self, cohort: CohortId, fr: FlavorResource) -> Amount {
+        self.nodes[self.cohort_node(cohort).0 as usize].subtree[fr.index()]
+    }
+    /// Amount used above nominal quota.
+    pub fn borrowed(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
+        self.usage(cq, fr).positive_sub(self.nominal(cq, fr))
+    }
+
+    /// What the ClusterQueue can still take at `fr` now, borrowing included.
+    pub fn available(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
+        self.available_at(Node(cq.0), fr.index()).max(Amount::ZERO)
+    }
+
+    fn available_at(&self, node: Node, fr: usize) -> Amount {
+        let n = &self.nodes[node.0 as usize];
+        match n.parent {
+            None => n.subtree[fr] - n.usage[fr],
+            Some(parent) => {
+                let local = n.guaranteed[fr].positive_sub(n.usage[fr]);
+                let mut from_parent = self.available_at(parent, fr).max(Amount::ZERO);
+                if let Some(limit) = n.borrowing_limit[fr] {
+                    let stored_in_parent = n.subtree[fr] - n.guaranteed[fr];
+                    let used_in_parent = n.usage[fr].positive_sub(n.guaranteed[fr]);
+                    from_parent = from_parent.min(stored_in_parent - used_in_parent + limit);
+                }
+                local + from_parent.max(Amount::ZERO)
+            }
+        }
+    }
+
+    /// The most the ClusterQueue could ever have at `fr` (everything else idle).
+    pub fn potential(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
+        self.potential_at(Node(cq.0), fr.index())
+    }
+
+    fn potential_at(&self, node: Node, fr: usize) -> Amount {
+        let n = &self.nodes[node.0 as usize];
+        match n.parent {
+            None => n.subtree[fr],
+            Some(parent) => {
+                let mut from_parent = self.potential_at(parent, fr);
+                if let Some(limit) = n.borrowing_limit[fr] {
+                    from_parent = from_parent.min(n.subtree[fr] - n.guaranteed[fr] + limit);
+                }
+                n.guaranteed[fr] + from_parent
+            }
+        }
+    }
+
+    /// Adds `delta` (may be negative) to a ClusterQueue's usage and propagates
+    /// what exceeds each node's guaranteed part up the tree.
+    pub fn add_usage(&mut self, cq: ClusterQueueId, fr: FlavorResource, delta: Amount) {
+        let mut node = Node(cq.0);
+        let mut delta = delta;
+        let fr = fr.index();
+        loop {
+            let n = &mut self.nodes[node.0 as usize];
+            let old = n.usage[fr];
+            let new = old + delta;
+            n.usage[fr] = new;
+            let Some(parent) = n.parent else { return };
+            let old_above = old.positive_sub(n.guaranteed[fr]);
+            let new_above = new.positive_sub(n.guaranteed[fr]);
+            if old_above == new_above {
+                return;
+            }
+            delta = new_above - old_above;
+            node = parent;
+        }
+    }
+
+    /// Total lendable capacity of the tree rooted at `root` for `fr` (its subtree quota).
+    pub fn root_capacity(&self, root: Node, fr: FlavorResource) -> Amount {
+        self.nodes[root.0 as usize].subtree[fr.index()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cluster::ClusterBuilder;
+
+    fn tree(yaml: &str) -> (Cluster, QuotaTree) {
+        let mut builder = ClusterBuilder::new();
+        for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
+            let value = serde_yaml_ng::Value::deserialize(doc).unwrap();
+            match value["kind"].as_str().unwrap() {
+                "ResourceFlavor" => {
+                    builder.flavor("test", serde_yaml_ng::from_value(value).unwrap())
+                }
+                "ClusterQueue" => {
+                    builder.cluster_queue("test", serde_yaml_ng::from_value(value).unwrap())
+                }
+                "Cohort" => builder.cohort("test", serde_yaml_ng::from_value(value).unwrap()),
+                other => panic!("{other}"),
+            }
+        }
+        let cluster = builder.build().unwrap();
+        let tree = QuotaTree::new(&cluster);
+        (cluster, tree)
+    }
+    use serde::Deserialize;
+
+    const TWO_QUEUES: &str = r#"
+kind: ResourceFlavor
+metadata: {name: a100}
+spec: {}
+---
+kind: ClusterQueue
+metadata: {name: ml}
+spec:
+  cohort: gpu
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}]
+---
+kind: ClusterQueue
+metadata: {name: finance}
+spec:
+  cohort: gpu
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8, lendingLimit: 6}]
+"#;
+
+    fn gpus(n: i64) -> Amount {
+        Amount::from_units(n)
+    }
+
+    #[test]
+    fn borrowing_is_capped_by_limit_and_lending() {
+        let (cluster, mut tree) = tree(TWO_QUEUES);
+        let ml = cluster.cluster_queue_id("ml").unwrap();
+        let finance = cluster.cluster_queue_id("finance").unwrap();
+        let fr = cluster.flavor_resource(
+            cluster.flavor_id("a100").unwrap(),
+            cluster.resource_id("nvidia.com/gpu").unwrap(),
+        );
+        // ml: 8 own + min(borrowingLimit 4, finance lends 6) = 12.
+        assert_eq!(tree.available(ml, fr), gpus(12));
+        assert_eq!(tree.potential(ml, fr), gpus(12));
+        // finance: 8 own + ml lends all 8 = 16.
+        assert_eq!(tree.available(finance, fr), gpus(16));
+        tree.add_usage(ml, fr, gpus(12));
+        assert_eq!(tree.borrowed(ml, fr), gpus(4));
+        assert_eq!(tree.available(ml, fr), gpus(0));
+        // finance keeps its 2 guaranteed plus the 2 lent it does not need back yet.
+        assert_eq!(tree.available(finance, fr), gpus(4));
+        tree.add_usage(ml, fr, -gpus(12));
+        assert_eq!(tree.available(finance, fr), gpus(16));
+    }
+
+    #[test]
+    fn hierarchical_cohort_lends_its_own_quota() {
+        let yaml = format!(
+            "{TWO_QUEUES}\n---\nkind: Cohort\nmetadata: {{name: gpu}}\nspec:\n  parent: org\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: a100\n      resources: [{{name: nvidia.com/gpu, nominalQuota: 4}}]\n"
+        );
+        let (cluster, tree) = tree(&yaml);
+        let finance = cluster.cluster_queue_id("finance").unwrap();
+        let fr = cluster.flavor_resource(
+            FlavorIdOf::a100(&cluster),
+            cluster.resource_id("nvidia.com/gpu").unwrap(),
+        );
+        // 8 own + 8 lent by ml + 4 of the cohort's own quota.
+        assert_eq!(tree.available(finance, fr), gpus(20));
+    }
+
+    struct FlavorIdOf;
+    impl FlavorIdOf {
+        fn a100(cluster: &Cluster) -> crate::model::cluster::FlavorId {
+            cluster.flavor_id("a100").unwrap()
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The one representation of a workload inside the scheduler: what it asks
+//! for (pod sets with per-pod requests by interned resource), where it
+//! queues, its priority — and, separately, its life-cycle state.
+//! Built by `core::intake` from a job; never mutated by policies.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
+
+use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, LocalQueueId, ResourceId};
+use crate::model::{Amount, Millis};
+
+/// Index of a workload in the scheduler, in submission order (the final tie-break).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkloadId(pub u32);
+
+impl WorkloadId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One group of identical pods and what each pod requests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSetRequest {
+    pub name: String,
+    pub count: u32,
+    pub min_count: Option<u32>,
+    /// Per pod, sorted by resource, no zero entries.
+    pub per_pod: Vec<(ResourceId, Amount)>,
+    pub node_selector: BTreeMap<String, String>,
+    pub required_affinity: Option<NodeSelector>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl PodSetRequest {
+    pub fn total(&self, resource: ResourceId) -> Amount {
+        self.per_pod
+            .iter()
+            .find(|(r, _)| *r == resource)
+            .map_or(Amount::ZERO, |(_, a)| a.saturating_mul(self.count as i64))
+    }
+}
+
+/// What a job asks of the scheduler.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub queue_name: String,
+    pub local_queue: LocalQueueId,
+    pub cluster_queue: ClusterQueueId,
+    pub priority: i32,
+    pub priority_class: Option<String>,
+    /// Weight multiplying priority in the default weighting policy.
+    pub priority_weight: f64,
+    pub pod_sets: Vec<PodSetRequest>,
+}
+
+impl Workload {
+    /// Totals per resource over all pod sets, sorted by resource.
+    pub fn totals(&self) -> Vec<(ResourceId, Amount)> {
+        let mut totals: BTreeMap<ResourceId, Amount> = BTreeMap::new();
+        for ps in &self.pod_sets {
+            for &(r, a) in &ps.per_pod {
+                *totals.entry(r).or_default() += a.saturating_mul(ps.count as i64);
+            }
+        }
+        totals.into_iter().collect()
+    }
+}
+
+/// Flavor chosen for each resource of one pod set.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PodSetFlavors {
+    pub name: String,
+    pub flavors: Vec<(ResourceId, FlavorId)>,
+}
+
+/// Where a workload's pods were placed on physical nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub flavor: FlavorId,
+    pub node: u32,
+    pub per_pod: Vec<(ResourceId, Amount)>,
+    pub pods: u32,
+}
+
+/// A workload's admission: flavors, quota charged and pods placed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admission {
+    pub at: Millis,
+    pub pod_sets: Vec<PodSetFlavors>,
+    pub usage: Vec<(FlavorResource, Amount)>,
+    pub placements: Vec<Placement>,
+    pub borrowing: bool,
+}
+
+/// Where a workload is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Submitted, waiting for the weight hook to score it.
+    Scoring,
+    /// In its ClusterQueue's queue.
+    Queued,
+    /// Set aside (BestEffortFIFO) until something in its cohort frees up.
+    Inadmissible,
+    /// Waiting out a retry backoff.
+    Backoff,
+    Admitted,
+    Finished,
+    /// Refused for good (admission policy, LocalQueue bounds).
+    Rejected,
+    /// Evicted more often than `retryPolicy.maxRetries` allows.
+    Deactivated,
+    /// Can never be admitted as configured (uncovered resource, too big); blocks nobody.
+    Unschedulable,
+}
+
+/// The scheduler's record of one workload.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub workload: Workload,
+    pub status: Status,
+    pub queue_time: Millis,
+    pub score: f64,
+    /// Why it is not admitted (empty when admitted or never examined).
+    pub reason: String,
+    pub retries: u32,
+    pub evictions: u32,
+    pub admission: Option<Admission>,
+    /// Bumped on each admission so stale timers and finish events are ignored.
+    pub epoch: u32,
+}

@@ -1,0 +1,704 @@
+//! The virtual-time driver: replays a scenario through the scheduler core.
+//! It owns the clock and the outside world the core must not know about —
+//! job arrivals, runtimes, node provisioning — and records what the core
+//! decides into the report. It makes no scheduling decision itself.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::core::hooks::Hooks;
+use crate::core::intake::{intake, Intake};
+use crate::core::{Event, Scheduler, Status, WorkloadId};
+use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
+use crate::model::{Amount, Millis};
+
+use super::report::{
+    jain, percentile, round6, ClusterQueueReport, FlavorReport, HistoryEntry, Report,
+    SchedulerReport, Series, WorkloadReport,
+};
+use super::scenario::Scenario;
+
+/// Progress of a long run, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub arrived: usize,
+    pub total: usize,
+    pub now: Millis,
+}
+
+/// Most points kept per plotted series.
+const MAX_SAMPLES: usize = 2000;
+
+#[derive(Default)]
+struct Record {
+    workload: Option<WorkloadId>,
+    /// Set when the job never reached the scheduler (intake rejected or could not queue it).
+    outcome: Option<(&'static str, String)>,
+    arrived: bool,
+    history: Vec<HistoryEntry>,
+    waited: Millis,
+    waiting_since: Option<Millis>,
+    admitted_at: Option<Millis>,
+    finished_at: Option<Millis>,
+    ever_admitted: bool,
+    preempted: usize,
+}
+
+/// Time-weighted average of a value that changes at discrete instants.
+#[derive(Clone, Copy, Default)]
+struct Integral {
+    value: f64,
+    since: Millis,
+    area: f64,
+}
+
+impl Integral {
+    fn set(&mut self, now: Millis, value: f64) {
+        self.area += self.value * (now.0 - self.since.0) as f64;
+        self.since = now;
+        self.value = value;
+    }
+    fn mean(&mut self, end: Millis) -> f64 {
+        self.set(end, self.value);
+        if end.0 > 0 {
+            self.area / end.0 as f64
+        } else {
+            self.value
+        }
+    }
+}
+
+struct FlavorTrack {
+    name: String,
+    resource: ResourceId,
+    /// Without node pools: the flavor's total nominal quota (denominator).
+    quota_total: Amount,
+    quota_used: Amount,
+    pooled: bool,
+    usage: Integral,
+    peak_nodes: u32,
+    provisioning: Vec<Millis>,
+    delay: Millis,
+}
+
+/// Runs the scenario to its end (or `until`) and reports.
+pub fn run(
+    scenario: &Scenario,
+    hooks: &mut dyn Hooks,
+    progress: &mut dyn FnMut(Progress),
+) -> Report {
+    let cpu_start = cpu_time::ProcessTime::now();
+    let cluster = scenario.cluster.clone();
+    let pools: Vec<_> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
+    let mut scheduler = Scheduler::new(cluster.clone(), &pools);
+    let mut records: Vec<Record> = (0..scenario.jobs.len())
+        .map(|_| Record::default())
+        .collect();
+    let mut record_of: Vec<usize> = Vec::with_capacity(scenario.jobs.len());
+    let mut order: Vec<usize> = (0..scenario.jobs.len()).collect();
+    order.sort_by_key(|&i| (scenario.jobs[i].arrival, i));
+    let mut next_arrival = 0usize;
+    let mut finishes: BinaryHeap<Reverse<(Millis, WorkloadId, u32)>> = BinaryHeap::new();
+    let mut node_ready: BinaryHeap<Reverse<(Millis, FlavorId)>> = BinaryHeap::new();
+
+    let mut cq_usage: Vec<Integral> = vec![Integral::default(); cluster.cluster_queues.len()];
+    let mut flavors = flavor_tracks(&scheduler, scenario);
+    let mut pending_now: usize = 0;
+    let mut series = Series::default();
+    let mut preemptions = 0usize;
+    let mut now = Millis::ZERO;
+    let autoscaling = cluster
+        .cluster_queues
+        .iter()
+        .any(|cq| cq.autoscaling.is_some())
+        && !pools.is_empty();
+
+    loop {
+        let candidates = [
+            order.get(next_arrival).map(|&i| scenario.jobs[i].arrival),
+            finishes.peek().map(|Reverse((t, _, _))| *t),
+            node_ready.peek().map(|Reverse((t, _))| *t),
+            scheduler.next_timer(),
+        ];
+        let Some(t) = candidates.into_iter().flatten().min() else {
+            break;
+        };
+        if scenario.until.is_some_and(|u| t > u) {
+            break;
+        }
+        now = t.max(now);
+
+        let mut events = Vec::new();
+        while let Some(&i) = order.get(next_arrival) {
+            let job = &scenario.jobs[i];
+            if job.arrival > now {
+                break;
+            }
+            next_arrival += 1;
+            let record = &mut records[i];
+            record.arrived = true;
+            match intake(&cluster, &job.info, job.explicit_priority) {
+                Intake::Queued(workload) => {
+                    let id = scheduler.submit(workload, now);
+                    record.workload = Some(id);
+                    record.waiting_since = Some(now);
+                    record_of.push(i);
+                    pending_now += 1;
+                }
+                Intake::Rejected(reason) => {
+                    record.history.push(HistoryEntry {
+                        at_seconds: now.as_secs_f64(),
+                        event: "rejected",
+                        reason: reason.clone(),
+                        ..Default::default()
+                    });
+                    record.outcome = Some(("rejected", reason));
+                }
+                Intake::Unqueued(reason) => {
+                    record.waiting_since = Some(now);
+                    record.outcome = Some(("pending", reason));
+                }
+            }
+        }
+        while let Some(&Reverse((at, id, epoch))) = finishes.peek() {
+            if at > now {
+                break;
+            }
+            finishes.pop();
+            let entry = scheduler.entry(id);
+            if entry.epoch == epoch && entry.status == Status::Admitted {
+                events.extend(scheduler.finish(id, now));
+            }
+        }
+        while let Some(&Reverse((at, flavor))) = node_ready.peek() {
+            if at > now {
+                break;
+            }
+            node_ready.pop();
+            let track = &mut flavors[flavor.index()];
+            track.provisioning.retain(|&t| t != at);
+            scheduler.add_node(flavor);
+            refresh_pooled(&scheduler, track, flavor, now);
+        }
+        events.extend(scheduler.fire_timers(now, hooks));
+        loop {
+            let cycle = scheduler.schedule(now, hooks);
+            events.extend(cycle.events);
+            if !cycle.progress {
+                break;
+            }
+        }
+        for event in events {
+            handle(
+                event,
+                now,
+                &scheduler,
+                scenario,
+                &record_of,
+                &mut records,
+                &mut finishes,
+                &mut cq_usage,
+                &mut flavors,
+                &mut pending_now,
+                &mut preemptions,
+            );
+        }
+        if autoscaling {
+            for (flavor, ready, desired) in scheduler.autoscale(now, hooks) {
+                let track = &mut flavors[flavor.index()];
+                let in_flight = track.provisioning.len() as u32;
+                if desired > ready + in_flight {
+                    for _ in 0..desired - ready - in_flight {
+                        let at = now.saturating_add(track.delay);
+                        track.provisioning.push(at);
+                        node_ready.push(Reverse((at, flavor)));
+                    }
+                } else if desired < ready && in_flight == 0 {
+                    for _ in 0..ready - desired {
+                        if !scheduler.remove_idle_node(flavor) {
+                            break;
+                        }
+                    }
+                    refresh_pooled(&scheduler, track, flavor, now);
+                }
+            }
+        }
+        series.pending.push((now.as_secs_f64(), pending_now));
+        for track in &flavors {
+            series
+                .utilization
+                .entry(track.name.clone())
+                .or_default()
+                .push((now.as_secs_f64(), track.usage.value));
+        }
+        progress(Progress {
+            arrived: next_arrival,
+            total: order.len(),
+            now,
+        });
+    }
+    let end = match scenario.until {
+        Some(u) => u.max(now),
+        None => now,
+    };
+    let cpu_seconds = cpu_start.elapsed().as_secs_f64();
+    finish_report(
+        scenario,
+        &scheduler,
+        records,
+        cq_usage,
+        flavors,
+        series,
+        preemptions,
+        end,
+        cpu_seconds,
+    )
+}
+
+fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<FlavorTrack> {
+    let cluster = scheduler.cluster();
+    let gpu = cluster.resource_id("nvidia.com/gpu");
+    (0..cluster.flavors.len())
+        .map(|f| {
+            let flavor = FlavorId(f as u16);
+            let total_of = |r: ResourceId| -> Amount {
+                let fr = cluster.flavor_resource(flavor, r);
+                cluster
+                    .cluster_queues
+                    .iter()
+                    .filter_map(|cq| cq.quotas[fr.index()].map(|q| q.nominal))
+                    .chain(
+                        cluster
+                            .cohorts
+                            .iter()
+                            .filter_map(|c| c.quotas[fr.index()].map(|q| q.nominal)),
+                    )
+                    .sum()
+            };
+            let pooled = scheduler.capacity().has_pools(flavor);
+            let limited = |r: ResourceId| {
+                if pooled {
+                    scheduler.capacity().usage(flavor, r).is_some()
+                } else {
+                    !total_of(r).is_zero()
+                }
+            };
+            let resource = gpu
+                .filter(|&g| limited(g))
+                .or_else(|| {
+                    (0..cluster.resources.len())
+                        .map(|r| ResourceId(r as u16))
+                        .find(|&r| limited(r))
+                })
+                .unwrap_or(ResourceId(0));
+            let delay = scenario
+                .pools
+                .iter()
+                .find(|p| p.spec.flavor == flavor)
+                .map_or(Millis::ZERO, |p| p.provisioning_delay);
+            let mut track = FlavorTrack {
+                name: cluster.flavors[f].name.clone(),
+                resource,
+                quota_total: if cluster.resources.is_empty() {
+                    Amount::ZERO
+                } else {
+                    total_of(resource)
+                },
+                quota_used: Amount::ZERO,
+                pooled,
+                usage: Integral::default(),
+                peak_nodes: scheduler.capacity().ready_nodes(flavor),
+                provisioning: Vec::new(),
+                delay,
+            };
+            refresh_pooled(scheduler, &mut track, flavor, Millis::ZERO);
+            track
+        })
+        .collect()
+}
+
+fn refresh_pooled(scheduler: &Scheduler, track: &mut FlavorTrack, flavor: FlavorId, now: Millis) {
+    if !track.pooled {
+        return;
+    }
+    track.peak_nodes = track
+        .peak_nodes
+        .max(scheduler.capacity().ready_nodes(flavor));
+    let value = match scheduler.capacity().usage(flavor, track.resource) {
+        Some((used, total)) if !total.is_zero() => used.as_f64() / total.as_f64(),
+        _ => 0.0,
+    };
+    track.usage.set(now, value);
+}
+
+/// Updates flavor utilisation after quota `usage` was charged (`sign` 1) or released (−1).
+fn account(
+    scheduler: &Scheduler,
+    flavors: &mut [FlavorTrack],
+    usage: &[(FlavorResource, Amount)],
+    sign: i64,
+    now: Millis,
+) {
+    let cluster = scheduler.cluster();
+    let mut touched: Vec<FlavorId> = usage.iter().map(|(fr, _)| cluster.split(*fr).0).collect();
+    touched.dedup();
+    for &(fr, amount) in usage {
+        let (f, r) = cluster.split(fr);
+        let track = &mut flavors[f.index()];
+        if !track.pooled && r == track.resource {
+            track.quota_used += amount.saturating_mul(sign);
+        }
+    }
+    for f in touched {
+        let track = &mut flavors[f.index()];
+        if track.pooled {
+            refresh_pooled(scheduler, track, f, now);
+        } else {
+            let value = if track.quota_total.is_zero() {
+                0.0
+            } else {
+                track.quota_used.as_f64() / track.quota_total.as_f64()
+            };
+            track.usage.set(now, value);
+        }
+    }
+}
+
+/// Usage of the dominant resource as a fraction of nominal quota.
+fn dominant_usage(scheduler: &Scheduler, cq: ClusterQueueId) -> f64 {
+    let quota = scheduler.quota();
+    (0..quota.flavor_resources())
+        .map(|fr| FlavorResource(fr as u32))
+        .filter(|&fr| !quota.nominal(cq, fr).is_zero())
+        .map(|fr| quota.usage(cq, fr).as_f64() / quota.nominal(cq, fr).as_f64())
+        .fold(0.0, f64::max)
+}
+
+fn flavor_map(scheduler: &Scheduler, id: WorkloadId) -> BTreeMap<String, BTreeMap<String, String>> {
+    let cluster = scheduler.cluster();
+    let mut map = BTreeMap::new();
+    if let Some(admission) = &scheduler.entry(id).admission {
+        for ps in &admission.pod_sets {
+            let inner: BTreeMap<String, String> = ps
+                .flavors
+                .iter()
+                .map(|(r, f)| {
+                    (
+                        cluster.resource_name(*r).to_string(),
+                        cluster.flavors[f.index()].name.clone(),
+                    )
+                })
+                .collect();
+            map.insert(ps.name.clone(), inner);
+        }
+    }
+    map
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle(
+    event: Event,
+    now: Millis,
+    scheduler: &Scheduler,
+    scenario: &Scenario,
+    record_of: &[usize],
+    records: &mut [Record],
+    finishes: &mut BinaryHeap<Reverse<(Millis, WorkloadId, u32)>>,
+    cq_usage: &mut [Integral],
+    flavors: &mut [FlavorTrack],
+    pending_now: &mut usize,
+    preemptions: &mut usize,
+) {
+    let at_seconds = now.as_secs_f64();
+    let id = match &event {
+        Event::Admitted { workload }
+        | Event::Evicted { workload, .. }
+        | Event::Requeued { workload, .. }
+        | Event::Finished { workload, .. }
+        | Event::Rejected { workload, .. }
+        | Event::Deactivated { workload, .. } => *workload,
+    };
+    let job_index = record_of[id.index()];
+    let record = &mut records[job_index];
+    let entry = scheduler.entry(id);
+    let cq = entry.workload.cluster_queue;
+    match event {
+        Event::Admitted { .. } => {
+            let flavors_of = flavor_map(scheduler, id);
+            if let Some(since) = record.waiting_since.take() {
+                record.waited = record.waited.saturating_add(now.saturating_sub(since));
+            }
+            record.admitted_at = Some(now);
+            record.ever_admitted = true;
+            *pending_now = pending_now.saturating_sub(1);
+            let borrowing = entry.admission.as_ref().is_some_and(|a| a.borrowing);
+            record.history.push(HistoryEntry {
+                at_seconds,
+                event: "admitted",
+                reason: format!(
+                    "ClusterQueue {}{}",
+                    scheduler.cluster().cluster_queue(cq).name,
+                    if borrowing {
+                        ", borrowing from its cohort"
+                    } else {
+                        ""
+                    }
+                ),
+                flavors: Some(flavors_of),
+                by: None,
+            });
+            if let Some(runtime) = scenario.jobs[job_index].runtime {
+                finishes.push(Reverse((now.saturating_add(runtime), id, entry.epoch)));
+            }
+            if let Some(admission) = &entry.admission {
+                account(scheduler, flavors, &admission.usage, 1, now);
+            }
+            cq_usage[cq.index()].set(now, dominant_usage(scheduler, cq));
+        }
+        Event::Evicted {
+            reason,
+            by,
+            released,
+            ..
+        } => {
+            record.waiting_since = Some(now);
+            *pending_now += 1;
+            if by.is_some() {
+                *preemptions += 1;
+                record.preempted += 1;
+            }
+            account(scheduler, flavors, &released, -1, now);
+            cq_usage[cq.index()].set(now, dominant_usage(scheduler, cq));
+            record.history.push(HistoryEntry {
+                at_seconds,
+                event: "evicted",
+                reason,
+                flavors: None,
+                by,
+            });
+        }
+        Event::Requeued { reason, .. } => {
+            record.history.push(HistoryEntry {
+                at_seconds,
+                event: "requeued",
+                reason,
+                flavors: None,
+                by: None,
+            });
+        }
+        Event::Finished { released, .. } => {
+            account(scheduler, flavors, &released, -1, now);
+            cq_usage[cq.index()].set(now, dominant_usage(scheduler, cq));
+            record.finished_at = Some(now);
+            record.history.push(HistoryEntry {
+                at_seconds,
+                event: "finished",
+                reason: "ran to completion".into(),
+                flavors: None,
+                by: None,
+            });
+        }
+        Event::Rejected { reason, by, .. } => {
+            *pending_now = pending_now.saturating_sub(1);
+            if let Some(since) = record.waiting_since.take() {
+                record.waited = record.waited.saturating_add(now.saturating_sub(since));
+            }
+            record.history.push(HistoryEntry {
+                at_seconds,
+                event: "rejected",
+                reason,
+                flavors: None,
+                by,
+            });
+        }
+        Event::Deactivated { reason, .. } => {
+            record.history.push(HistoryEntry {
+                at_seconds,
+                event: "evicted",
+                reason,
+                flavors: None,
+                by: None,
+            });
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_report(
+    scenario: &Scenario,
+    scheduler: &Scheduler,
+    records: Vec<Record>,
+    mut cq_usage: Vec<Integral>,
+    mut flavors: Vec<FlavorTrack>,
+    mut series: Series,
+    preemptions: usize,
+    end: Millis,
+    cpu_seconds: f64,
+) -> Report {
+    let cluster = scheduler.cluster();
+    let mut report = Report::default();
+    let mut waits_all = Vec::new();
+    let mut by_cq: BTreeMap<String, (ClusterQueueReport, Vec<f64>)> = cluster
+        .cluster_queues
+        .iter()
+        .map(|cq| (cq.name.clone(), (ClusterQueueReport::default(), Vec::new())))
+        .collect();
+    let mut makespan = Millis::ZERO;
+    for (i, mut record) in records.into_iter().enumerate() {
+        let job = &scenario.jobs[i];
+        if let Some(since) = record.waiting_since.take() {
+            record.waited = record.waited.saturating_add(end.saturating_sub(since));
+        }
+        let entry = record.workload.map(|id| scheduler.entry(id));
+        let (state, reason) = match (&record.outcome, entry) {
+            (Some((state, reason)), _) => (*state, reason.clone()),
+            (None, Some(e)) => match e.status {
+                Status::Admitted => ("admitted", String::new()),
+                Status::Finished => ("finished", String::new()),
+                Status::Rejected => ("rejected", e.reason.clone()),
+                _ if e.reason.is_empty() => (
+                    "pending",
+                    "waiting for the next scheduling cycle".to_string(),
+                ),
+                _ => ("pending", e.reason.clone()),
+            },
+            (None, None) => (
+                "pending",
+                format!(
+                    "arrives at {}s, after the end of the simulation",
+                    job.arrival.as_secs_f64()
+                ),
+            ),
+        };
+        let cq_name = entry.map(|e| cluster.cluster_queue(e.workload.cluster_queue).name.clone());
+        let wait = record.waited.as_secs_f64();
+        if record.arrived && state != "rejected" {
+            waits_all.push(wait);
+        }
+        if let Some(t) = record.finished_at.or(record.admitted_at) {
+            makespan = makespan.max(record.finished_at.unwrap_or(end).max(t));
+        }
+        if let Some(name) = &cq_name {
+            if let Some((cqr, waits)) = by_cq.get_mut(name) {
+                if record.ever_admitted {
+                    cqr.admitted += 1;
+                }
+                cqr.preempted += record.preempted;
+                if state == "pending" {
+                    cqr.pending_at_end += 1;
+                }
+                if state != "rejected" {
+                    waits.push(wait);
+                }
+            }
+        }
+        match state {
+            "admitted" => report.summary.admitted += 1,
+            "finished" => report.summary.finished += 1,
+            "rejected" => report.summary.rejected += 1,
+            _ => report.summary.pending_at_end += 1,
+        }
+        report.workloads.push(WorkloadReport {
+            kind: job.info.kind.clone(),
+            namespace: job.info.namespace.clone(),
+            name: job.info.name.clone(),
+            cluster_queue: cq_name,
+            priority: entry.map(|e| e.workload.priority),
+            arrival_seconds: job.arrival.as_secs_f64(),
+            admitted_seconds: record.admitted_at.map(Millis::as_secs_f64),
+            finished_seconds: record.finished_at.map(Millis::as_secs_f64),
+            wait_seconds: round6(wait),
+            flavors: match (state, record.workload) {
+                ("admitted", Some(id)) => flavor_map(scheduler, id),
+                _ => record
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|h| h.event == "admitted")
+                    .and_then(|h| h.flavors.clone())
+                    .unwrap_or_default(),
+            },
+            evictions: entry.map_or(0, |e| e.evictions),
+            state,
+            reason,
+            history: record.history,
+        });
+    }
+    report.summary.workloads = report.workloads.len();
+    report.summary.preemptions = preemptions;
+    report.summary.makespan_seconds = makespan.as_secs_f64();
+    report.summary.end_seconds = end.as_secs_f64();
+    waits_all.sort_by(f64::total_cmp);
+    report.summary.mean_wait_seconds = round6(mean(&waits_all));
+    report.summary.p50_wait_seconds = round6(percentile(&waits_all, 50.0));
+    report.summary.p95_wait_seconds = round6(percentile(&waits_all, 95.0));
+    report.summary.max_wait_seconds = round6(waits_all.last().copied().unwrap_or(0.0));
+
+    let mut fairness_inputs = Vec::new();
+    for (i, cq) in cluster.cluster_queues.iter().enumerate() {
+        if let Some((cqr, waits)) = by_cq.get_mut(&cq.name) {
+            cqr.mean_usage = round6(cq_usage[i].mean(end));
+            cqr.mean_wait_seconds = round6(mean(waits));
+            if !waits.is_empty() || cqr.admitted > 0 {
+                let weight = scheduler.fair_weights()[i];
+                fairness_inputs.push(if weight > 0.0 {
+                    cqr.mean_usage / weight
+                } else {
+                    cqr.mean_usage
+                });
+            }
+        }
+    }
+    report.summary.jain_fairness_index = round6(jain(&fairness_inputs));
+    report.by_cluster_queue = by_cq.into_iter().map(|(k, (v, _))| (k, v)).collect();
+    for track in &mut flavors {
+        report.by_flavor.insert(
+            track.name.clone(),
+            FlavorReport {
+                utilization: round6(track.usage.mean(end)),
+                resource: cluster
+                    .resources
+                    .get(track.resource.index())
+                    .cloned()
+                    .unwrap_or_default(),
+                peak_nodes: track.peak_nodes,
+            },
+        );
+    }
+    report.scheduler = SchedulerReport {
+        cycles: scheduler.cycles(),
+        cpu_seconds: round6(cpu_seconds),
+    };
+    report.warnings = scenario.warnings.clone();
+    downsample(&mut series);
+    report.series = series;
+    report
+}
+
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
+}
+
+/// Keeps at most MAX_SAMPLES points per series, evenly spaced, always the last.
+fn downsample(series: &mut Series) {
+    fn thin<T: Clone>(points: &mut Vec<T>) {
+        if points.len() <= MAX_SAMPLES {
+            return;
+        }
+        let step = points.len().div_ceil(MAX_SAMPLES);
+        let last = points.last().cloned();
+        let mut kept: Vec<T> = points.iter().step_by(step).cloned().collect();
+        if let Some(l) = last {
+            kept.push(l);
+        }
+        *points = kept;
+    }
+    thin(&mut series.pending);
+    for points in series.utilization.values_mut() {
+        thin(points);
+    }
+}

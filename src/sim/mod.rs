@@ -1,0 +1,11 @@
+//! The simulator (DESIGN §5–6): replays a scenario — cluster manifests,
+//! node pools and a stream of jobs — through the real scheduler core and
+//! policies in virtual time, and reports what happened. `scenario` turns
+//! loaded manifests into a run, `driver` runs it, `report` is the JSON
+//! contract, `table` and `plot` render it for people.
+
+pub mod driver;
+pub mod plot;
+pub mod report;
+pub mod scenario;
+pub mod table;

@@ -1,0 +1,174 @@
+//! The simulation report (DESIGN §6): the JSON contract, plus the series the
+//! plots draw. Built by the driver; serialised with sorted maps so the same
+//! inputs give byte-identical output. `scheduler.cpuSeconds` is the one
+//! measured (machine-dependent) field; `--reproducible` zeroes it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub summary: Summary,
+    pub by_cluster_queue: BTreeMap<String, ClusterQueueReport>,
+    pub by_flavor: BTreeMap<String, FlavorReport>,
+    pub workloads: Vec<WorkloadReport>,
+    pub scheduler: SchedulerReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policies: Option<PoliciesReport>,
+    pub warnings: Vec<String>,
+    /// Time series for plots (not part of the JSON contract; skipped there).
+    #[serde(skip)]
+    pub series: Series,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub workloads: usize,
+    pub admitted: usize,
+    pub finished: usize,
+    pub pending_at_end: usize,
+    pub rejected: usize,
+    pub preemptions: usize,
+    pub makespan_seconds: f64,
+    pub mean_wait_seconds: f64,
+    pub p50_wait_seconds: f64,
+    pub p95_wait_seconds: f64,
+    pub max_wait_seconds: f64,
+    pub jain_fairness_index: f64,
+    /// Virtual time the report describes.
+    pub end_seconds: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueReport {
+    /// Workloads admitted at least once.
+    pub admitted: usize,
+    pub mean_wait_seconds: f64,
+    /// Time-averaged usage of the dominant resource as a fraction of nominal quota (may exceed 1 when borrowing).
+    pub mean_usage: f64,
+    pub preempted: usize,
+    pub pending_at_end: usize,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorReport {
+    /// Time-averaged fraction in use: of node capacity with node pools, else of the flavor's total nominal quota.
+    pub utilization: f64,
+    /// The resource `utilization` is measured on (`nvidia.com/gpu` when the flavor has it).
+    pub resource: String,
+    pub peak_nodes: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub at_seconds: f64,
+    pub event: &'static str,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flavors: Option<BTreeMap<String, BTreeMap<String, String>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadReport {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub cluster_queue: Option<String>,
+    pub priority: Option<i32>,
+    pub arrival_seconds: f64,
+    pub admitted_seconds: Option<f64>,
+    pub finished_seconds: Option<f64>,
+    /// Time spent waiting (queued, set aside or backing off) up to its latest admission or the end.
+    pub wait_seconds: f64,
+    pub flavors: BTreeMap<String, BTreeMap<String, String>>,
+    pub evictions: u32,
+    /// pending | admitted | finished | rejected
+    pub state: &'static str,
+    pub reason: String,
+    pub history: Vec<HistoryEntry>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerReport {
+    pub cycles: u64,
+    pub cpu_seconds: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoliciesReport {
+    pub bundles: Vec<BundleReport>,
+    pub evaluations: u64,
+    pub errors: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleReport {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+/// Samples for the plots.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// (seconds, pending workloads)
+    pub pending: Vec<(f64, usize)>,
+    /// flavor → (seconds, utilisation 0–1)
+    pub utilization: BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Jain's fairness index of non-negative values: 1 = perfectly even.
+pub fn jain(values: &[f64]) -> f64 {
+    let sum: f64 = values.iter().sum();
+    let squares: f64 = values.iter().map(|v| v * v).sum();
+    if values.is_empty() || squares == 0.0 {
+        1.0
+    } else {
+        sum * sum / (values.len() as f64 * squares)
+    }
+}
+
+/// Rounds to microseconds of precision so float noise never reaches the report.
+pub fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
+        assert_eq!(percentile(&v, 50.0), 5.0);
+        assert_eq!(percentile(&v, 95.0), 10.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn jain_index_bounds() {
+        assert_eq!(jain(&[1.0, 1.0, 1.0]), 1.0);
+        assert!((jain(&[1.0, 0.0, 0.0]) - 1.0 / 3.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,371 @@
+//! A scenario: the loaded manifests turned into what the simulator runs —
+//! the checked cluster, node pools, horizon and the stream of jobs with
+//! their arrival and runtime. Expands `WorkloadGenerator`s (fixed interval,
+//! or a seeded Poisson stream). Pure: takes loaded documents, no I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::core::capacity::PoolSpec;
+use crate::jobs::{self, Integrations, JobInfo};
+use crate::model::api;
+use crate::model::cluster::{Cluster, ClusterBuilder, Namespace};
+use crate::model::load::{Loaded, Manifest, Source};
+use crate::model::sim_api::{self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION};
+use crate::model::{Amount, Millis};
+
+/// A node pool with its provisioning delay.
+#[derive(Clone, Debug)]
+pub struct SimPool {
+    pub spec: PoolSpec,
+    pub provisioning_delay: Millis,
+}
+
+/// One job as the simulator replays it.
+#[derive(Clone, Debug)]
+pub struct SimJob {
+    pub info: JobInfo,
+    pub explicit_priority: Option<i32>,
+    pub arrival: Millis,
+    /// `None`: runs until the end of the simulation.
+    pub runtime: Option<Millis>,
+    pub source: String,
+}
+
+pub struct Scenario {
+    pub cluster: Arc<Cluster>,
+    pub pools: Vec<SimPool>,
+    pub until: Option<Millis>,
+    /// In input order (the final tie-break).
+    pub jobs: Vec<SimJob>,
+    pub warnings: Vec<String>,
+}
+
+/// Everything wrong with a scenario, each naming where and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct ScenarioError(pub Vec<String>);
+
+const JOB_INTEGRATION_KIND: &str = "JobIntegration";
+
+/// Builds a scenario from loaded documents.
+pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+
+    // Pass 1: user-defined job integrations, so jobs of those kinds are recognised.
+    let mut extra = Vec::new();
+    for doc in &loaded.documents {
+        if let Manifest::Other {
+            api_version,
+            kind,
+            object,
+        } = &doc.manifest
+        {
+            if api_version == api::API_VERSION && kind == JOB_INTEGRATION_KIND {
+                // JSON is YAML: hand the object to the integration's own reader.
+                let text = object.to_string();
+                match jobs::IntegrationSpec::from_manifest_yaml(&text) {
+                    Ok((spec, unknown)) => {
+                        warnings
+                            .extend(unknown.into_iter().map(|w| format!("{}: {w}", doc.source)));
+                        extra.push(spec);
+                    }
+                    Err(e) => errors.push(format!("{}: {e}", doc.source)),
+                }
+            }
+        }
+    }
+    let integrations = match Integrations::with_extra(extra) {
+        Ok(i) => i,
+        Err(e) => {
+            errors.push(e.to_string());
+            Integrations::builtin()
+        }
+    };
+
+    let mut builder = ClusterBuilder::new();
+    let mut simulation: Option<(Source, sim_api::Simulation)> = None;
+    let mut jobs: Vec<SimJob> = Vec::new();
+    for doc in loaded.documents {
+        let source = doc.source.to_string();
+        match doc.manifest {
+            Manifest::ResourceFlavor(x) => builder.flavor(source, x),
+            Manifest::Cohort(x) => builder.cohort(source, x),
+            Manifest::ClusterQueue(x) => builder.cluster_queue(source, x),
+            Manifest::LocalQueue(x) => builder.local_queue(source, x),
+            Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
+            Manifest::Namespace(ns) => {
+                let name = ns.metadata.name.clone().unwrap_or_default();
+                builder.namespace(
+                    source,
+                    name,
+                    Namespace {
+                        labels: ns.metadata.labels.clone().unwrap_or_default(),
+                        annotations: ns.metadata.annotations.clone().unwrap_or_default(),
+                    },
+                );
+            }
+            Manifest::Simulation(sim) => {
+                if let Some((first, _)) = &simulation {
+                    errors.push(format!("{source}: a second Simulation; a scenario has at most one (the first is in {first})"));
+                } else {
+                    simulation = Some((doc.source, sim));
+                }
+            }
+            Manifest::WorkloadGenerator(generator) => match expand_generator(&generator, &source) {
+                Ok(mut generated) => jobs.append(&mut generated),
+                Err(e) => errors.push(e),
+            },
+            Manifest::Workload(workload) => {
+                let explicit = workload.spec.priority;
+                match jobs::job_info_from_workload(&workload) {
+                    Ok(info) => push_job(&mut jobs, &mut errors, info, explicit, &source),
+                    Err(e) => errors.push(format!("{source}: {e}")),
+                }
+            }
+            Manifest::Other {
+                api_version,
+                kind,
+                object,
+            } => {
+                if api_version == api::API_VERSION && kind == JOB_INTEGRATION_KIND {
+                    continue;
+                }
+                match integrations.extract(&object) {
+                    Ok(Some(info)) => push_job(&mut jobs, &mut errors, info, None, &source),
+                    Ok(None) => errors.push(format!(
+                        "{source}: unknown kind {kind} (apiVersion {api_version}); expected an arbiter.dev or kueue.x-k8s.io kind, a Namespace, a sim.arbiter.dev kind, or a job kind ({}) — or add a JobIntegration for it",
+                        integrations.kinds().map(|(_, k)| k).collect::<Vec<_>>().join(", ")
+                    )),
+                    Err(e) => errors.push(format!("{source}: {e}")),
+                }
+            }
+        }
+    }
+
+    let mut pools = Vec::new();
+    let mut until = None;
+    if let Some((_, sim)) = &simulation {
+        builder.fair_sharing_everywhere(sim.spec.fair_sharing.as_ref().is_some_and(|f| f.enabled));
+        if let Some(text) = &sim.spec.until {
+            match Millis::parse(text) {
+                Ok(d) => until = Some(d),
+                Err(e) => errors.push(format!(
+                    "Simulation {}: spec.until: {e}",
+                    sim.metadata.name.as_deref().unwrap_or("")
+                )),
+            }
+        }
+    }
+    // Every resource a job or pool names gets an id, so "not covered" is a pending reason, not a crash.
+    for job in &jobs {
+        for ps in &job.info.pod_sets {
+            for name in ps.requests.keys() {
+                builder.resource(name);
+            }
+        }
+    }
+    if let Some((_, sim)) = &simulation {
+        for pool in &sim.spec.node_pools {
+            for name in pool.allocatable.keys() {
+                builder.resource(name);
+            }
+        }
+    }
+    let cluster = match builder.build() {
+        Ok(c) => c,
+        Err(e) => {
+            errors.extend(e.0.iter().map(|e| e.to_string()));
+            return Err(ScenarioError(errors));
+        }
+    };
+    if let Some((source, sim)) = &simulation {
+        for (i, pool) in sim.spec.node_pools.iter().enumerate() {
+            let field = format!("{source}: Simulation spec.nodePools[{i}]");
+            let Some(flavor) = cluster.flavor_id(&pool.flavor) else {
+                errors.push(format!(
+                    "{field}.flavor: ResourceFlavor `{}` is not defined; define it or fix the name",
+                    pool.flavor
+                ));
+                continue;
+            };
+            let mut allocatable = Vec::new();
+            for (name, q) in &pool.allocatable {
+                match Amount::from_quantity(q) {
+                    Ok(a) if a.is_negative() => {
+                        errors.push(format!("{field}.allocatable.{name}: {a} is negative"))
+                    }
+                    Ok(a) => {
+                        if let Some(r) = cluster.resource_id(name) {
+                            allocatable.push((r, a));
+                        }
+                    }
+                    Err(e) => errors.push(format!("{field}.allocatable.{name}: {e}")),
+                }
+            }
+            allocatable.sort();
+            let min_nodes = pool.min_nodes.unwrap_or(pool.nodes);
+            let max_nodes = pool.max_nodes.unwrap_or(pool.nodes);
+            if min_nodes > max_nodes || pool.nodes > max_nodes {
+                errors.push(format!(
+                    "{field}: nodes {}, minNodes {min_nodes}, maxNodes {max_nodes} must satisfy minNodes ≤ maxNodes and nodes ≤ maxNodes",
+                    pool.nodes
+                ));
+            }
+            let provisioning_delay = match pool.provisioning_delay.as_deref().map(Millis::parse) {
+                None => Millis::ZERO,
+                Some(Ok(d)) => d,
+                Some(Err(e)) => {
+                    errors.push(format!("{field}.provisioningDelay: {e}"));
+                    Millis::ZERO
+                }
+            };
+            pools.push(SimPool {
+                spec: PoolSpec {
+                    flavor,
+                    nodes: pool.nodes,
+                    allocatable,
+                    min_nodes,
+                    max_nodes,
+                },
+                provisioning_delay,
+            });
+        }
+    }
+    let no_runtime = jobs.iter().filter(|j| j.runtime.is_none()).count();
+    if no_runtime > 0 {
+        warnings.push(format!(
+            "{no_runtime} job(s) have no {RUNTIME_ANNOTATION} annotation; they run until the end of the simulation"
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(ScenarioError(errors));
+    }
+    Ok(Scenario {
+        cluster: Arc::new(cluster),
+        pools,
+        until,
+        jobs,
+        warnings,
+    })
+}
+
+fn annotation_duration(
+    info: &JobInfo,
+    key: &str,
+    source: &str,
+    errors: &mut Vec<String>,
+) -> Option<Millis> {
+    let text = info.annotations.get(key)?;
+    match Millis::parse(text) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errors.push(format!(
+                "{source}: {} {}/{}: annotation {key}: {e}",
+                info.kind, info.namespace, info.name
+            ));
+            None
+        }
+    }
+}
+
+fn push_job(
+    jobs: &mut Vec<SimJob>,
+    errors: &mut Vec<String>,
+    info: JobInfo,
+    explicit: Option<i32>,
+    source: &str,
+) {
+    let arrival =
+        annotation_duration(&info, ARRIVAL_ANNOTATION, source, errors).unwrap_or(Millis::ZERO);
+    let runtime = annotation_duration(&info, RUNTIME_ANNOTATION, source, errors);
+    jobs.push(SimJob {
+        info,
+        explicit_priority: explicit,
+        arrival,
+        runtime,
+        source: source.to_string(),
+    });
+}
+
+/// Expands a generator into `count` workloads.
+fn expand_generator(generator: &WorkloadGenerator, source: &str) -> Result<Vec<SimJob>, String> {
+    let name = generator
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| "generated".into());
+    let spec = &generator.spec;
+    let field = |f: &str, e: &dyn std::fmt::Display| {
+        format!("{source}: WorkloadGenerator {name}: spec.{f}: {e}")
+    };
+    let parse = |text: &Option<String>, f: &str| -> Result<Millis, String> {
+        text.as_deref().map_or(Ok(Millis::ZERO), |t| {
+            Millis::parse(t).map_err(|e| field(f, &e))
+        })
+    };
+    let start = parse(&spec.start_at, "startAt")?;
+    let interval = parse(&spec.interval, "interval")?;
+    let runtime = match &spec.runtime {
+        None => None,
+        Some(t) => Some(Millis::parse(t).map_err(|e| field("runtime", &e))?),
+    };
+    if spec.pod_sets.is_empty() {
+        return Err(field("podSets", &"needs at least one pod set"));
+    }
+    let mut labels = BTreeMap::new();
+    labels.insert(
+        jobs::QUEUE_NAME_LABELS[0].to_string(),
+        spec.queue_name.clone(),
+    );
+    if let Some(pc) = &spec.priority_class {
+        labels.insert(jobs::PRIORITY_CLASS_LABELS[0].to_string(), pc.clone());
+    }
+    let template = api::Workload {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(spec.namespace.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: api::WorkloadSpec {
+            queue_name: Some(spec.queue_name.clone()),
+            pod_sets: spec.pod_sets.clone(),
+            priority_class_name: spec.priority_class.clone(),
+            priority: spec.priority,
+            active: None,
+        },
+        status: None,
+    };
+    let base = jobs::job_info_from_workload(&template)
+        .map_err(|e| format!("{source}: WorkloadGenerator {name}: {e}"))?;
+    let mut rng = spec.seed.map(ChaCha8Rng::seed_from_u64);
+    let width = spec.count.max(1).to_string().len();
+    let mut at = start;
+    let mut out = Vec::with_capacity(spec.count as usize);
+    for i in 0..spec.count {
+        let mut info = base.clone();
+        info.name = format!("{name}-{i:0width$}");
+        out.push(SimJob {
+            info,
+            explicit_priority: spec.priority,
+            arrival: at,
+            runtime,
+            source: source.to_string(),
+        });
+        let gap = match rng.as_mut() {
+            // Exponential gaps with mean `interval`: a Poisson stream.
+            Some(rng) => {
+                let u: f64 = rng.random();
+                Millis((-(1.0 - u).ln() * interval.0 as f64).round() as i64)
+            }
+            None => interval,
+        };
+        at = at.saturating_add(gap);
+    }
+    Ok(out)
+}

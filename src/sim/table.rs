@@ -1,0 +1,154 @@
+//! The simulation report for people: summary, per ClusterQueue, per flavor,
+//! and the workloads (all of them for small runs; otherwise those not
+//! finished, with their reasons). Pure text rendering.
+
+use std::fmt::Write;
+
+use super::report::Report;
+
+/// Runs with at most this many workloads list every one.
+const LIST_ALL_UP_TO: usize = 60;
+/// Otherwise at most this many unfinished workloads are listed.
+const LIST_UNFINISHED: usize = 25;
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "Simulated {} workloads over {:.0}s (virtual): {} finished, {} running, {} pending, {} rejected; {} preemptions; {} cycles",
+        s.workloads, s.end_seconds, s.finished, s.admitted, s.pending_at_end, s.rejected, s.preemptions, report.scheduler.cycles
+    );
+    let _ = writeln!(
+        out,
+        "Wait: mean {:.1}s, p50 {:.1}s, p95 {:.1}s, max {:.1}s; makespan {:.0}s; Jain fairness {:.3}",
+        s.mean_wait_seconds, s.p50_wait_seconds, s.p95_wait_seconds, s.max_wait_seconds, s.makespan_seconds, s.jain_fairness_index
+    );
+    let _ = writeln!(out);
+    let mut rows = vec![vec![
+        "CLUSTERQUEUE".to_string(),
+        "ADMITTED".into(),
+        "PENDING".into(),
+        "PREEMPTED".into(),
+        "MEAN WAIT".into(),
+        "MEAN USAGE".into(),
+    ]];
+    for (name, cq) in &report.by_cluster_queue {
+        rows.push(vec![
+            name.clone(),
+            cq.admitted.to_string(),
+            cq.pending_at_end.to_string(),
+            cq.preempted.to_string(),
+            format!("{:.1}s", cq.mean_wait_seconds),
+            format!("{:.0}%", cq.mean_usage * 100.0),
+        ]);
+    }
+    table(&mut out, &rows);
+    let _ = writeln!(out);
+    let mut rows = vec![vec![
+        "FLAVOR".to_string(),
+        "UTILIZATION".into(),
+        "OF".into(),
+        "PEAK NODES".into(),
+    ]];
+    for (name, f) in &report.by_flavor {
+        rows.push(vec![
+            name.clone(),
+            format!("{:.0}%", f.utilization * 100.0),
+            f.resource.clone(),
+            if f.peak_nodes == 0 {
+                "-".into()
+            } else {
+                f.peak_nodes.to_string()
+            },
+        ]);
+    }
+    table(&mut out, &rows);
+    let _ = writeln!(out);
+    let all = report.workloads.len() <= LIST_ALL_UP_TO;
+    let mut rows = vec![vec![
+        "WORKLOAD".to_string(),
+        "CLUSTERQUEUE".into(),
+        "PRIO".into(),
+        "ARRIVED".into(),
+        "ADMITTED".into(),
+        "WAIT".into(),
+        "FLAVORS".into(),
+        "STATE".into(),
+        "REASON".into(),
+    ]];
+    let mut hidden = 0;
+    for w in &report.workloads {
+        if !all && (w.state == "finished" || rows.len() > LIST_UNFINISHED) {
+            hidden += usize::from(w.state != "finished");
+            continue;
+        }
+        let flavors: Vec<String> = w
+            .flavors
+            .iter()
+            .map(|(ps, res)| {
+                let mut fl: Vec<&str> = res.values().map(String::as_str).collect();
+                fl.dedup();
+                format!("{ps}:{}", fl.join("+"))
+            })
+            .collect();
+        let evictions = if w.evictions > 0 {
+            format!(" ({} evictions)", w.evictions)
+        } else {
+            String::new()
+        };
+        rows.push(vec![
+            format!("{} {}/{}", w.kind, w.namespace, w.name),
+            w.cluster_queue.clone().unwrap_or_else(|| "-".into()),
+            w.priority.map_or("-".into(), |p| p.to_string()),
+            format!("{:.0}s", w.arrival_seconds),
+            w.admitted_seconds
+                .map_or("-".into(), |t| format!("{t:.0}s")),
+            format!("{:.0}s", w.wait_seconds),
+            if flavors.is_empty() {
+                "-".into()
+            } else {
+                flavors.join(" ")
+            },
+            format!("{}{evictions}", w.state),
+            w.reason.clone(),
+        ]);
+    }
+    if rows.len() > 1 {
+        if !all {
+            let _ = writeln!(out, "Unfinished workloads:");
+        }
+        table(&mut out, &rows);
+    }
+    if hidden > 0 {
+        let _ = writeln!(
+            out,
+            "… and {hidden} more unfinished; see --report for every workload and its history"
+        );
+    }
+    out
+}
+
+fn table(out: &mut String, rows: &[Vec<String>]) {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[c]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
