@@ -810,8 +810,7 @@ impl Scheduler {
         let me = &self.entries[id.index()];
         let priority = me.workload.priority;
         // (same queue, priority, newest admission first, newest first, id): Kueue's victim order.
-        let mut candidates: Vec<CandidateKey> =
-            Vec::new();
+        let mut candidates: Vec<CandidateKey> = Vec::new();
         let admitted_at = |w: WorkloadId| {
             self.entries[w.index()]
                 .admission
