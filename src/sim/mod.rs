@@ -5,6 +5,7 @@
 //! contract, `table` and `plot` render it for people.
 
 pub mod driver;
+pub mod generate;
 pub mod plot;
 pub mod report;
 pub mod scenario;
