@@ -2,19 +2,18 @@
 //! uses, try the ClusterQueue's flavors in order (or the flavor hook's
 //! order), honouring node selectors, taints, quota, physical capacity and
 //! `flavorFungibility`. The result says whether the workload fits now, fits
-//! only by preempting, or does not fit — with a reason a person can act on.
+//! only by preempting, or does not fit — and why, as data (`reason`).
 //! Pure: reads the quota tree and capacity, changes nothing.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-
-use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, Fungibility};
+use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, Fungibility, ResourceId};
 use crate::model::selector::{node_constraints_allow, untolerated_taint};
 use crate::model::Amount;
 
 use super::capacity::{Capacity, Scratch};
 use super::quota::QuotaTree;
+use super::reason::{NotFit, Problem};
 use super::workload::{Placement, PodSetFlavors, Workload};
+use crate::model::cluster::Cluster;
 
 /// How a workload (or one flavor for one pod set) fits; ordered best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,8 +31,8 @@ pub struct Assignment {
     pub placements: Vec<Placement>,
     pub mode: Mode,
     pub borrowing: bool,
-    /// Why the workload does not fit (empty when it fits).
-    pub reason: String,
+    /// Why the workload does not fit now (`None` when it fits).
+    pub not_fit: Option<NotFit>,
 }
 
 pub struct Context<'a> {
@@ -50,6 +49,13 @@ struct Choice {
     placements: Vec<Placement>,
 }
 
+fn charged(usage: &[(FlavorResource, Amount)], fr: FlavorResource) -> Amount {
+    usage
+        .iter()
+        .find(|(f, _)| *f == fr)
+        .map_or(Amount::ZERO, |(_, a)| *a)
+}
+
 /// Assigns flavors to every pod set of `workload` in ClusterQueue `cq`.
 /// `preferred` may reorder the flavors tried (the flavor hook).
 pub fn assign(
@@ -60,7 +66,6 @@ pub fn assign(
 ) -> Assignment {
     let cluster = ctx.cluster;
     let def = cluster.cluster_queue(cq);
-    let mut usage: BTreeMap<FlavorResource, Amount> = BTreeMap::new();
     let mut scratch = Scratch::default();
     let mut out = Assignment {
         pod_sets: Vec::with_capacity(workload.pod_sets.len()),
@@ -68,65 +73,61 @@ pub fn assign(
         placements: Vec::new(),
         mode: Mode::Fit,
         borrowing: false,
-        reason: String::new(),
+        not_fit: None,
     };
-    for ps in &workload.pod_sets {
+    for (ps_index, ps) in workload.pod_sets.iter().enumerate() {
         let mut flavors_of_ps = PodSetFlavors {
-            name: ps.name.clone(),
-            flavors: Vec::new(),
+            flavors: Vec::with_capacity(ps.per_pod.len()),
         };
         let mut placed = false;
         for group in &def.groups {
-            let requested: Vec<_> = ps
-                .per_pod
-                .iter()
-                .filter(|(r, _)| group.resources.contains(r))
-                .copied()
-                .collect();
-            if requested.is_empty() {
+            let in_group = |r: &ResourceId| group.resources.contains(r);
+            if !ps.per_pod.iter().any(|(r, _)| in_group(r)) {
                 continue;
             }
-            let order: Vec<FlavorId> = match preferred {
-                Some(p) => p
-                    .iter()
-                    .copied()
-                    .filter(|f| group.flavors.contains(f))
-                    .collect(),
-                None => group.flavors.clone(),
+            let reordered: Vec<FlavorId>;
+            let order: &[FlavorId] = match preferred {
+                Some(p) => {
+                    reordered = p
+                        .iter()
+                        .copied()
+                        .filter(|f| group.flavors.contains(f))
+                        .collect();
+                    &reordered
+                }
+                None => &group.flavors,
             };
-            let mut reasons = Vec::new();
+            let mut problems: Vec<Problem> = Vec::new();
             let mut best: Option<Choice> = None;
-            for &f in &order {
+            for &f in order {
                 let flavor = &cluster.flavors[f.index()];
                 if !node_constraints_allow(
                     &ps.node_selector,
                     ps.required_affinity.as_ref(),
                     &flavor.node_labels,
                 ) {
-                    reasons.push(format!(
-                        "{}: excluded by pod set {}'s nodeSelector/affinity",
-                        flavor.name, ps.name
-                    ));
+                    problems.push(Problem::Excluded { flavor: f });
                     continue;
                 }
                 if let Some(taint) =
                     untolerated_taint(&flavor.node_taints, &[&ps.tolerations, &flavor.tolerations])
                 {
-                    reasons.push(format!(
-                        "{}: taint {}={}:{} not tolerated",
-                        flavor.name,
-                        taint.key,
-                        taint.value.as_deref().unwrap_or(""),
-                        taint.effect
-                    ));
+                    let index = flavor
+                        .node_taints
+                        .iter()
+                        .position(|t| t == taint)
+                        .unwrap_or(0);
+                    problems.push(Problem::Taint {
+                        flavor: f,
+                        taint: index,
+                    });
                     continue;
                 }
                 let mut mode = Mode::Fit;
                 let mut borrowing = false;
-                for &(r, per_pod) in &requested {
+                for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
                     let fr = cluster.flavor_resource(f, r);
-                    let need = per_pod.saturating_mul(ps.count as i64)
-                        + usage.get(&fr).copied().unwrap_or_default();
+                    let need = per_pod.saturating_mul(ps.count as i64) + charged(&out.usage, fr);
                     let available = ctx.quota.available(cq, fr);
                     if need <= available {
                         if ctx.quota.usage(cq, fr) + need > ctx.quota.nominal(cq, fr) {
@@ -140,7 +141,18 @@ pub fn assign(
                     } else {
                         Mode::NoFit
                     });
-                    reasons.push(shortfall(ctx, cq, f, fr, need, available, potential));
+                    let nominal = ctx.quota.nominal(cq, fr);
+                    let own_free = nominal.positive_sub(ctx.quota.usage(cq, fr));
+                    problems.push(Problem::Quota {
+                        flavor: f,
+                        resource: r,
+                        need,
+                        available,
+                        nominal,
+                        borrowed: ctx.quota.borrowed(cq, fr),
+                        cohort_lend: def.cohort.map(|_| available.positive_sub(own_free)),
+                        potential,
+                    });
                 }
                 let mut choice = Choice {
                     flavor: f,
@@ -158,14 +170,11 @@ pub fn assign(
                         }
                         None => {
                             choice.mode = Mode::NoFit;
-                            reasons.push(format!(
-                                "{}: quota allows it but no {} node has room for {} pod(s) of {} ({} nodes ready)",
-                                flavor.name,
-                                flavor.name,
-                                ps.count,
-                                describe(cluster, &ps.per_pod),
-                                ctx.capacity.ready_nodes(f)
-                            ));
+                            problems.push(Problem::Capacity {
+                                flavor: f,
+                                pods: ps.count,
+                                nodes: ctx.capacity.ready_nodes(f),
+                            });
                         }
                     }
                 }
@@ -188,9 +197,13 @@ pub fn assign(
             }
             match best {
                 Some(choice) => {
-                    for &(r, per_pod) in &requested {
+                    for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
                         let fr = cluster.flavor_resource(choice.flavor, r);
-                        *usage.entry(fr).or_default() += per_pod.saturating_mul(ps.count as i64);
+                        let amount = per_pod.saturating_mul(ps.count as i64);
+                        match out.usage.iter_mut().find(|(f, _)| *f == fr) {
+                            Some((_, total)) => *total += amount,
+                            None => out.usage.push((fr, amount)),
+                        }
                         flavors_of_ps.flavors.push((r, choice.flavor));
                     }
                     if let Some(s) = choice.scratch_after {
@@ -200,82 +213,29 @@ pub fn assign(
                     out.placements.extend(choice.placements);
                     out.mode = out.mode.max(choice.mode);
                     out.borrowing |= choice.borrowing;
-                    if choice.mode != Mode::Fit && out.reason.is_empty() {
-                        out.reason = format!("pod set {}: {}", ps.name, reasons.join("; "));
+                    if choice.mode != Mode::Fit && out.not_fit.is_none() {
+                        out.not_fit = Some(NotFit {
+                            pod_set: ps_index,
+                            problems,
+                        });
                     }
                 }
                 None => {
-                    out.mode = Mode::NoFit;
-                    if out.reason.is_empty() || !out.reason.starts_with("pod set") {
-                        out.reason = format!(
-                            "pod set {}: {}",
-                            ps.name,
-                            if reasons.is_empty() {
-                                "no flavor listed for its resources".to_string()
-                            } else {
-                                reasons.join("; ")
-                            }
-                        );
+                    // A pod set with no flavor at all explains more than one that needs preemption.
+                    if out.mode != Mode::NoFit {
+                        out.not_fit = Some(NotFit {
+                            pod_set: ps_index,
+                            problems,
+                        });
                     }
+                    out.mode = Mode::NoFit;
                 }
             }
         }
         out.pod_sets.push(flavors_of_ps);
     }
-    out.usage = usage.into_iter().collect();
+    out.usage.sort();
     out
-}
-
-/// `needs 16 nvidia.com/gpu in a100-80gb; ClusterQueue ml has 8 free (nominal 32, borrowed 0); cohort gpu has 0 to lend`
-fn shortfall(
-    ctx: &Context<'_>,
-    cq: ClusterQueueId,
-    flavor: FlavorId,
-    fr: FlavorResource,
-    need: Amount,
-    available: Amount,
-    potential: Amount,
-) -> String {
-    let cluster = ctx.cluster;
-    let (_, r) = cluster.split(fr);
-    let def = cluster.cluster_queue(cq);
-    let nominal = ctx.quota.nominal(cq, fr);
-    let usage = ctx.quota.usage(cq, fr);
-    let mut text = format!(
-        "needs {} {} in {}; ClusterQueue {} has {} free (nominal {}, borrowed {})",
-        need,
-        cluster.resource_name(r),
-        cluster.flavors[flavor.index()].name,
-        def.name,
-        available,
-        nominal,
-        ctx.quota.borrowed(cq, fr)
-    );
-    if let Some(cohort) = def.cohort {
-        let own_free = nominal.positive_sub(usage);
-        let _ = write!(
-            text,
-            "; cohort {} has {} to lend",
-            cluster.cohorts[cohort.index()].name,
-            available.positive_sub(own_free)
-        );
-    }
-    if need > potential {
-        let _ = write!(text, "; it can never have more than {potential}");
-    }
-    text
-}
-
-/// `4 × (nvidia.com/gpu 8, cpu 32)`-style description of per-pod requests.
-pub fn describe(
-    cluster: &Cluster,
-    per_pod: &[(crate::model::cluster::ResourceId, Amount)],
-) -> String {
-    let parts: Vec<String> = per_pod
-        .iter()
-        .map(|(r, a)| format!("{} {}", cluster.resource_name(*r), a))
-        .collect();
-    parts.join(", ")
 }
 
 /// Why this workload can never be admitted in `cq` as configured, if so:

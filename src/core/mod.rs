@@ -13,6 +13,7 @@ pub mod capacity;
 pub mod hooks;
 pub mod intake;
 pub mod quota;
+pub mod reason;
 pub mod workload;
 
 use std::cmp::{Ordering, Reverse};
@@ -30,6 +31,7 @@ use hooks::{
     FlavorRequest, Hooks, WeightRequest,
 };
 use quota::QuotaTree;
+pub use reason::Reason;
 pub use workload::{Admission, Entry, PodSetFlavors, PodSetRequest, Status, Workload, WorkloadId};
 
 /// What happened to a workload; the driver records and carries it out.
@@ -126,6 +128,8 @@ pub struct Scheduler {
     fair: Vec<bool>,
     /// Per ClusterQueue: the ClusterQueues of its cohort tree (itself alone without a cohort).
     tree_members: Vec<Arc<[ClusterQueueId]>>,
+    /// Per ClusterQueue: every flavor it lists, in order (what the flavor hook may reorder).
+    flavors_of: Vec<Vec<FlavorId>>,
     /// Per ClusterQueue: index of its tree.
     tree_of: Vec<usize>,
     next_fair_adjust: Option<Millis>,
@@ -174,6 +178,16 @@ impl Scheduler {
             timers: BTreeSet::new(),
             to_score: Vec::new(),
             fair,
+            flavors_of: cluster
+                .cluster_queues
+                .iter()
+                .map(|cq| {
+                    cq.groups
+                        .iter()
+                        .flat_map(|g| g.flavors.iter().copied())
+                        .collect()
+                })
+                .collect(),
             tree_members,
             tree_of,
             next_fair_adjust: adaptive.map(|_| Millis::ZERO),
@@ -212,6 +226,12 @@ impl Scheduler {
             (a, b) => a.or(b),
         }
     }
+    /// Why the workload is not admitted, for people (empty if nothing to say).
+    pub fn reason_text(&self, id: WorkloadId) -> String {
+        let entry = &self.entries[id.index()];
+        entry.reason.render(&self.cluster, &entry.workload)
+    }
+
     /// Workloads waiting to be admitted (queued, set aside or backing off).
     pub fn pending(&self) -> usize {
         self.entries
@@ -237,18 +257,18 @@ impl Scheduler {
     pub fn submit(&mut self, workload: Workload, now: Millis) -> WorkloadId {
         let id = WorkloadId(self.entries.len() as u32);
         let cq = workload.cluster_queue;
-        let mut reason = String::new();
+        let mut reason = Reason::None;
         let mut status = Status::Scoring;
         if !self.cluster.namespace_allowed(cq, &workload.namespace) {
             status = Status::Unschedulable;
-            reason = format!(
+            reason = Reason::Text(format!(
                 "namespace {} is not selected by ClusterQueue {}'s namespaceSelector",
                 workload.namespace,
                 self.cluster.cluster_queue(cq).name
-            );
+            ));
         } else if let Some(why) = assign::never_fits(&self.ctx(), cq, &workload) {
             status = Status::Unschedulable;
-            reason = why;
+            reason = Reason::Text(why);
         }
         self.entries.push(Entry {
             workload,
@@ -276,7 +296,7 @@ impl Scheduler {
         let released = self.release(id).map(|a| a.usage).unwrap_or_default();
         let entry = &mut self.entries[id.index()];
         entry.status = Status::Finished;
-        entry.reason.clear();
+        entry.reason = Reason::None;
         vec![Event::Finished {
             workload: id,
             released,
@@ -395,21 +415,28 @@ impl Scheduler {
 
     /// Puts set-aside workloads of `cq`'s cohort tree (all trees if nodes were freed) back in their queues.
     fn wake(&mut self, cq: ClusterQueueId, nodes_freed: bool) {
-        let members: Vec<ClusterQueueId> = if nodes_freed {
-            (0..self.states.len())
-                .map(|i| ClusterQueueId(i as u32))
-                .collect()
+        if nodes_freed {
+            for member in 0..self.states.len() {
+                self.wake_queue(ClusterQueueId(member as u32));
+            }
         } else {
-            self.tree_members[cq.index()].to_vec()
-        };
-        for member in members {
-            let parked = std::mem::take(&mut self.states[member.index()].inadmissible);
-            for id in parked {
-                if self.entries[id.index()].status == Status::Inadmissible {
-                    self.enqueue(id);
-                }
+            let members = self.tree_members[cq.index()].clone();
+            for &member in members.iter() {
+                self.wake_queue(member);
             }
         }
+    }
+
+    fn wake_queue(&mut self, cq: ClusterQueueId) {
+        let mut parked = std::mem::take(&mut self.states[cq.index()].inadmissible);
+        for &id in &parked {
+            if self.entries[id.index()].status == Status::Inadmissible {
+                self.enqueue(id);
+            }
+        }
+        // Keep the allocation for the next time workloads are set aside.
+        parked.clear();
+        self.states[cq.index()].inadmissible = parked;
     }
 
     fn release(&mut self, id: WorkloadId) -> Option<Admission> {
@@ -436,7 +463,7 @@ impl Scheduler {
         let entry = &mut self.entries[id.index()];
         entry.evictions += 1;
         entry.epoch += 1;
-        entry.reason = reason.clone();
+        entry.reason = Reason::Text(reason.clone());
         events.push(Event::Evicted {
             workload: id,
             reason,
@@ -468,7 +495,7 @@ impl Scheduler {
                     entry.retries - 1,
                     p.max_retries
                 );
-                entry.reason = reason.clone();
+                entry.reason = Reason::Text(reason.clone());
                 events.push(Event::Deactivated {
                     workload: id,
                     reason,
@@ -478,13 +505,13 @@ impl Scheduler {
                 let factor = 1i64 << (entry.retries - 1).min(30);
                 let until = now.saturating_add(p.backoff.saturating_mul(factor));
                 entry.status = Status::Backoff;
-                entry.reason = format!(
-                    "{}; retry {} of {} after backoff until {}s",
-                    entry.reason,
+                let before = entry.reason.render(&self.cluster, &entry.workload);
+                entry.reason = Reason::Text(format!(
+                    "{before}; retry {} of {} after backoff until {}s",
                     entry.retries,
                     p.max_retries,
                     until.as_secs_f64()
-                );
+                ));
                 self.timers
                     .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
             }
@@ -558,19 +585,13 @@ impl Scheduler {
 
     fn assign_head(&self, cq: ClusterQueueId, id: WorkloadId, hooks: &mut dyn Hooks) -> Assignment {
         let entry = &self.entries[id.index()];
-        let candidates: Vec<FlavorId> = self
-            .cluster
-            .cluster_queue(cq)
-            .groups
-            .iter()
-            .flat_map(|g| g.flavors.iter().copied())
-            .collect();
+        let candidates = &self.flavors_of[cq.index()];
         let preferred = if candidates.len() > 1 {
             hooks.flavor(&FlavorRequest {
                 cluster: &self.cluster,
                 entry,
                 cluster_queue: cq,
-                candidates: &candidates,
+                candidates,
             })
         } else {
             None
@@ -603,7 +624,7 @@ impl Scheduler {
                     "ClusterQueue {} is stopped (stopPolicy {:?})",
                     def.name, def.stop_policy
                 );
-                self.entries[first.id.index()].reason = reason;
+                self.entries[first.id.index()].reason = Reason::Text(reason);
                 continue;
             }
             let assignment = self.assign_head(cq, first.id, hooks);
@@ -649,14 +670,15 @@ impl Scheduler {
                     "LocalQueue {}/{} is stopped (stopPolicy {:?})",
                     lq.namespace, lq.name, lq.stop_policy
                 );
-                cycle.progress |= self.set_aside(cq, id, reason);
+                cycle.progress |= self.set_aside(cq, id, Reason::Text(reason));
                 continue;
             }
             let admitted = match assignment.mode {
                 Mode::Fit => self.try_admit(cq, id, assignment, now, hooks, &mut cycle),
                 Mode::Preempt => self.try_preempt(cq, id, assignment, now, hooks, &mut cycle),
                 Mode::NoFit => {
-                    cycle.progress |= self.set_aside(cq, id, assignment.reason);
+                    let reason = assignment.not_fit.map_or(Reason::None, Reason::NoFit);
+                    cycle.progress |= self.set_aside(cq, id, reason);
                     false
                 }
             };
@@ -673,7 +695,7 @@ impl Scheduler {
     }
 
     /// The head can't be admitted now: BestEffortFIFO sets it aside, StrictFIFO keeps it at the head.
-    fn set_aside(&mut self, cq: ClusterQueueId, id: WorkloadId, reason: String) -> bool {
+    fn set_aside(&mut self, cq: ClusterQueueId, id: WorkloadId, reason: Reason) -> bool {
         self.entries[id.index()].reason = reason;
         if self.cluster.cluster_queue(cq).strategy == QueueingStrategy::BestEffortFIFO {
             self.dequeue(id);
@@ -715,10 +737,11 @@ impl Scheduler {
                 self.dequeue(id);
                 let entry = &mut self.entries[id.index()];
                 entry.status = Status::Rejected;
-                entry.reason = format!("rejected by policy {policy}: {reason}");
+                let text = format!("rejected by policy {policy}: {reason}");
+                entry.reason = Reason::Text(text.clone());
                 cycle.events.push(Event::Rejected {
                     workload: id,
-                    reason: entry.reason.clone(),
+                    reason: text,
                     by: Some(policy),
                 });
                 cycle.progress = true;
@@ -732,7 +755,7 @@ impl Scheduler {
                 cycle.progress |= self.set_aside(
                     cq,
                     id,
-                    format!("denied by policy {policy} (will retry): {reason}"),
+                    Reason::Text(format!("denied by policy {policy} (will retry): {reason}")),
                 );
                 false
             }
@@ -749,7 +772,7 @@ impl Scheduler {
         let entry = &mut self.entries[id.index()];
         entry.epoch += 1;
         entry.status = Status::Admitted;
-        entry.reason.clear();
+        entry.reason = Reason::None;
         entry.admission = Some(Admission {
             at: now,
             pod_sets: assignment.pod_sets,
@@ -971,7 +994,13 @@ impl Scheduler {
             self.minimal_victims(cq, &needed, &candidates, &|_, _| true)
         };
         let Some(victims) = victims.filter(|v| !v.is_empty()) else {
-            let reason = format!("{}; preemption cannot free enough ({} candidate(s) allowed by the preemption policy)", assignment.reason, candidates.len());
+            let reason = Reason::PreemptionFailed {
+                not_fit: assignment.not_fit.unwrap_or(reason::NotFit {
+                    pod_set: 0,
+                    problems: Vec::new(),
+                }),
+                candidates: candidates.len(),
+            };
             cycle.progress |= self.set_aside(cq, id, reason);
             return false;
         };
@@ -998,12 +1027,14 @@ impl Scheduler {
             self.capacity.commit(&a.placements);
         }
         if retry.mode != Mode::Fit {
-            let reason = format!(
-                "{}; preempting {} workload(s) would free quota but not {}",
-                assignment.reason,
-                victims.len(),
-                retry.reason
-            );
+            let reason = Reason::PreemptionNotEnough {
+                not_fit: assignment.not_fit.unwrap_or(reason::NotFit {
+                    pod_set: 0,
+                    problems: Vec::new(),
+                }),
+                victims: victims.len(),
+                after: retry.not_fit,
+            };
             cycle.progress |= self.set_aside(cq, id, reason);
             return false;
         }
@@ -1107,7 +1138,7 @@ impl Scheduler {
                     .entries
                     .iter()
                     .filter(|e| matches!(e.status, Status::Queued | Status::Inadmissible))
-                    .filter(|e| e.reason.contains("node has room"))
+                    .filter(|e| e.reason.waits_for_capacity())
                     .filter(|e| {
                         self.cluster
                             .cluster_queue(e.workload.cluster_queue)

@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
 use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, LocalQueueId, ResourceId};
 use crate::model::{Amount, Millis};
 
+use super::reason::Reason;
+
 /// Index of a workload in the scheduler, in submission order (the final tie-break).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WorkloadId(pub u32);
@@ -73,10 +75,9 @@ impl Workload {
     }
 }
 
-/// Flavor chosen for each resource of one pod set.
+/// Flavor chosen for each resource of one pod set (same index as `Workload::pod_sets`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PodSetFlavors {
-    pub name: String,
     pub flavors: Vec<(ResourceId, FlavorId)>,
 }
 
@@ -127,8 +128,8 @@ pub struct Entry {
     pub status: Status,
     pub queue_time: Millis,
     pub score: f64,
-    /// Why it is not admitted (empty when admitted or never examined).
-    pub reason: String,
+    /// Why it is not admitted (`Reason::None` when admitted or never examined).
+    pub reason: Reason,
     pub retries: u32,
     pub evictions: u32,
     pub admission: Option<Admission>,

@@ -377,8 +377,9 @@ fn dominant_usage(scheduler: &Scheduler, cq: ClusterQueueId) -> f64 {
 fn flavor_map(scheduler: &Scheduler, id: WorkloadId) -> BTreeMap<String, BTreeMap<String, String>> {
     let cluster = scheduler.cluster();
     let mut map = BTreeMap::new();
-    if let Some(admission) = &scheduler.entry(id).admission {
-        for ps in &admission.pod_sets {
+    let entry = scheduler.entry(id);
+    if let Some(admission) = &entry.admission {
+        for (ps, spec) in admission.pod_sets.iter().zip(&entry.workload.pod_sets) {
             let inner: BTreeMap<String, String> = ps
                 .flavors
                 .iter()
@@ -389,7 +390,7 @@ fn flavor_map(scheduler: &Scheduler, id: WorkloadId) -> BTreeMap<String, BTreeMa
                     )
                 })
                 .collect();
-            map.insert(ps.name.clone(), inner);
+            map.insert(spec.name.clone(), inner);
         }
     }
     map
@@ -555,12 +556,12 @@ fn finish_report(
             (None, Some(e)) => match e.status {
                 Status::Admitted => ("admitted", String::new()),
                 Status::Finished => ("finished", String::new()),
-                Status::Rejected => ("rejected", e.reason.clone()),
-                _ if e.reason.is_empty() => (
+                Status::Rejected => ("rejected", e.reason.render(cluster, &e.workload)),
+                _ if e.reason.is_none() => (
                     "pending",
                     "waiting for the next scheduling cycle".to_string(),
                 ),
-                _ => ("pending", e.reason.clone()),
+                _ => ("pending", e.reason.render(cluster, &e.workload)),
             },
             (None, None) => (
                 "pending",

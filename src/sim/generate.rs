@@ -33,9 +33,30 @@ impl Shape {
             cohorts: 5,
             queues_per_cohort: 6,
             classes: vec![
-                Class { name: "small", count: 350, cpu: 1, runtime_ms: 200, priority: 50, interval_ms: 100 },
-                Class { name: "medium", count: 100, cpu: 5, runtime_ms: 500, priority: 100, interval_ms: 500 },
-                Class { name: "large", count: 50, cpu: 20, runtime_ms: 1000, priority: 200, interval_ms: 1200 },
+                Class {
+                    name: "small",
+                    count: 350,
+                    cpu: 1,
+                    runtime_ms: 200,
+                    priority: 50,
+                    interval_ms: 100,
+                },
+                Class {
+                    name: "medium",
+                    count: 100,
+                    cpu: 5,
+                    runtime_ms: 500,
+                    priority: 100,
+                    interval_ms: 500,
+                },
+                Class {
+                    name: "large",
+                    count: 50,
+                    cpu: 20,
+                    runtime_ms: 1000,
+                    priority: 200,
+                    interval_ms: 1200,
+                },
             ],
         }
     }
@@ -58,7 +79,8 @@ impl Shape {
 
     /// The scenario as multi-document YAML.
     pub fn to_yaml(&self) -> String {
-        let mut out = String::with_capacity(4096 + 1024 * (self.cohorts * self.queues_per_cohort) as usize);
+        let mut out =
+            String::with_capacity(4096 + 1024 * (self.cohorts * self.queues_per_cohort) as usize);
         let _ = writeln!(
             out,
             "# Kueue scheduler-performance shape: {} cohorts x {} ClusterQueues, {} workloads.",
@@ -134,7 +156,12 @@ mod tests {
 
     #[test]
     fn generated_yaml_loads_and_builds() {
-        let yaml = Shape { cohorts: 2, queues_per_cohort: 2, classes: Shape::baseline().classes }.to_yaml();
+        let yaml = Shape {
+            cohorts: 2,
+            queues_per_cohort: 2,
+            classes: Shape::baseline().classes,
+        }
+        .to_yaml();
         let loaded = crate::model::load::load_str(&yaml, std::path::Path::new("gen.yaml")).unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         let scenario = crate::sim::scenario::build(loaded).unwrap();
