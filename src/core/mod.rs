@@ -229,6 +229,13 @@ impl Scheduler {
     /// Why the workload is not admitted, for people (empty if nothing to say).
     pub fn reason_text(&self, id: WorkloadId) -> String {
         let entry = &self.entries[id.index()];
+        let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
+        if entry.status == Status::Queued && cq.stop_policy != StopPolicy::None {
+            return format!(
+                "ClusterQueue {} is stopped (stopPolicy {:?})",
+                cq.name, cq.stop_policy
+            );
+        }
         entry.reason.render(&self.cluster, &entry.workload)
     }
 
@@ -473,9 +480,13 @@ impl Scheduler {
     }
 
     /// After a failure or reclaim: back off and requeue, or deactivate past maxRetries.
+    /// Unlike a preempted workload it queues from the eviction on, behind those that
+    /// waited meanwhile (Kueue's `requeuingStrategy.timestamp: Eviction`), so a
+    /// reclaimed workload does not take its quota straight back.
     fn retry(&mut self, id: WorkloadId, now: Millis, events: &mut Vec<Event>) {
         let entry = &mut self.entries[id.index()];
         entry.retries += 1;
+        entry.queue_time = now;
         let policy = self
             .cluster
             .cluster_queue(entry.workload.cluster_queue)
@@ -596,7 +607,40 @@ impl Scheduler {
         } else {
             None
         };
-        assign::assign(&self.ctx(), cq, &entry.workload, preferred.as_deref())
+        let assignment = assign::assign(&self.ctx(), cq, &entry.workload, preferred.as_deref());
+        if assignment.mode != Mode::Preempt
+            || !self
+                .preemption_candidates(cq, id, &assignment.usage)
+                .is_empty()
+        {
+            return assignment;
+        }
+        // As Kueue's preemption oracle: a flavor where preemption has no candidates
+        // ranks below every viable one, so look again without the flavors that are short.
+        let short: Vec<FlavorId> = assignment
+            .usage
+            .iter()
+            .filter(|&&(fr, amount)| amount > self.quota.available(cq, fr))
+            .map(|&(fr, _)| self.cluster.split(fr).0)
+            .collect();
+        let order: Vec<FlavorId> = preferred
+            .as_deref()
+            .unwrap_or(candidates)
+            .iter()
+            .copied()
+            .filter(|f| !short.contains(f))
+            .collect();
+        let retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order));
+        let viable = match retry.mode {
+            Mode::Fit => true,
+            Mode::Preempt => !self.preemption_candidates(cq, id, &retry.usage).is_empty(),
+            Mode::NoFit => false,
+        };
+        if viable {
+            retry
+        } else {
+            assignment
+        }
     }
 
     /// One scheduling cycle at `now`: score new arrivals, take every
@@ -620,11 +664,7 @@ impl Scheduler {
                 continue;
             };
             if def.stop_policy != StopPolicy::None {
-                let reason = format!(
-                    "ClusterQueue {} is stopped (stopPolicy {:?})",
-                    def.name, def.stop_policy
-                );
-                self.entries[first.id.index()].reason = Reason::Text(reason);
+                // Nothing is examined; `reason_text` says the queue is stopped.
                 continue;
             }
             let assignment = self.assign_head(cq, first.id, hooks);
@@ -670,7 +710,10 @@ impl Scheduler {
                     "LocalQueue {}/{} is stopped (stopPolicy {:?})",
                     lq.namespace, lq.name, lq.stop_policy
                 );
-                cycle.progress |= self.set_aside(cq, id, Reason::Text(reason));
+                // Whatever the queueing strategy: a stopped LocalQueue blocks nobody.
+                self.entries[id.index()].reason = Reason::Text(reason);
+                self.park(cq, id);
+                cycle.progress = true;
                 continue;
             }
             let admitted = match assignment.mode {
@@ -698,13 +741,18 @@ impl Scheduler {
     fn set_aside(&mut self, cq: ClusterQueueId, id: WorkloadId, reason: Reason) -> bool {
         self.entries[id.index()].reason = reason;
         if self.cluster.cluster_queue(cq).strategy == QueueingStrategy::BestEffortFIFO {
-            self.dequeue(id);
-            self.entries[id.index()].status = Status::Inadmissible;
-            self.states[cq.index()].inadmissible.push(id);
+            self.park(cq, id);
             true
         } else {
             false
         }
+    }
+
+    /// Takes a queued workload out of its queue until something in its cohort frees up.
+    fn park(&mut self, cq: ClusterQueueId, id: WorkloadId) {
+        self.dequeue(id);
+        self.entries[id.index()].status = Status::Inadmissible;
+        self.states[cq.index()].inadmissible.push(id);
     }
 
     fn try_admit(

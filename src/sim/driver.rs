@@ -551,18 +551,21 @@ fn finish_report(
             record.waited = record.waited.saturating_add(end.saturating_sub(since));
         }
         let entry = record.workload.map(|id| scheduler.entry(id));
-        let (state, reason) = match (&record.outcome, entry) {
+        let (state, reason) = match (&record.outcome, record.workload) {
             (Some((state, reason)), _) => (*state, reason.clone()),
-            (None, Some(e)) => match e.status {
-                Status::Admitted => ("admitted", String::new()),
-                Status::Finished => ("finished", String::new()),
-                Status::Rejected => ("rejected", e.reason.render(cluster, &e.workload)),
-                _ if e.reason.is_none() => (
-                    "pending",
-                    "waiting for the next scheduling cycle".to_string(),
-                ),
-                _ => ("pending", e.reason.render(cluster, &e.workload)),
-            },
+            (None, Some(id)) => {
+                let text = scheduler.reason_text(id);
+                match scheduler.entry(id).status {
+                    Status::Admitted => ("admitted", String::new()),
+                    Status::Finished => ("finished", String::new()),
+                    Status::Rejected => ("rejected", text),
+                    _ if text.is_empty() => (
+                        "pending",
+                        "waiting for the next scheduling cycle".to_string(),
+                    ),
+                    _ => ("pending", text),
+                }
+            }
             (None, None) => (
                 "pending",
                 format!(

@@ -1,0 +1,598 @@
+//! Scenario tests: YAML in (`tests/scenarios/<name>/`), asserted decisions
+//! out. Each scenario goes through the library path `arbiter simulate` uses
+//! (load → scenario → driver with the default hooks) and the test checks the
+//! report: who was admitted when, on which flavor, who was evicted by whom,
+//! and the reason given for everything still waiting. One test per promise
+//! of DESIGN §3; the test names say the promise.
+
+use std::path::PathBuf;
+
+use arbiter::core::hooks::DefaultHooks;
+use arbiter::model::load::load_paths;
+use arbiter::sim::report::{Report, WorkloadReport};
+use arbiter::sim::{driver, scenario};
+
+/// Runs the scenario made of these paths (relative to `tests/scenarios/`).
+fn run_paths(paths: &[&str]) -> Report {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let paths: Vec<PathBuf> = paths.iter().map(|p| root.join(p)).collect();
+    let loaded = load_paths(&paths).unwrap_or_else(|e| panic!("loading {paths:?}: {e}"));
+    let scenario = scenario::build(loaded).unwrap_or_else(|e| panic!("building {paths:?}: {e}"));
+    let report = driver::run(&scenario, &mut DefaultHooks, &mut |_| {});
+    let ignored: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("ignored"))
+        .collect();
+    assert!(ignored.is_empty(), "the scenario has typos: {ignored:?}");
+    report
+}
+
+/// Runs `tests/scenarios/<dir>/`.
+fn run(dir: &str) -> Report {
+    run_paths(&[dir])
+}
+
+fn workload<'r>(report: &'r Report, name: &str) -> &'r WorkloadReport {
+    report
+        .workloads
+        .iter()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("no workload {name} in the report"))
+}
+
+fn admitted_at(report: &Report, name: &str) -> Option<f64> {
+    workload(report, name).admitted_seconds
+}
+
+/// The single flavor of pod set `main` for `nvidia.com/gpu`.
+fn gpu_flavor<'r>(report: &'r Report, name: &str) -> &'r str {
+    workload(report, name)
+        .flavors
+        .get("main")
+        .and_then(|m| m.get("nvidia.com/gpu"))
+        .map(String::as_str)
+        .unwrap_or_else(|| panic!("{name} has no GPU flavor: {:?}", workload(report, name)))
+}
+
+/// (event, atSeconds) of every history entry.
+fn events(report: &Report, name: &str) -> Vec<(&'static str, f64)> {
+    workload(report, name)
+        .history
+        .iter()
+        .map(|h| (h.event, h.at_seconds))
+        .collect()
+}
+
+fn assert_pending_because(report: &Report, name: &str, needle: &str) {
+    let w = workload(report, name);
+    assert_eq!(w.state, "pending", "{name}: {w:?}");
+    assert!(
+        w.reason.contains(needle),
+        "{name}'s reason should mention {needle:?}, got {:?}",
+        w.reason
+    );
+}
+
+// ------------------------------------------------------------ 1. queueing strategies
+
+#[test]
+fn strict_fifo_head_blocks_smaller_later_workloads_best_effort_lets_them_pass() {
+    let r = run("queueing-strategy");
+    // StrictFIFO: the 8-GPU head waits for the running job; the 4-GPU job that
+    // would fit at once waits behind it.
+    assert_eq!(admitted_at(&r, "strict-running"), Some(0.0));
+    assert_eq!(admitted_at(&r, "strict-big"), Some(600.0));
+    assert_eq!(admitted_at(&r, "strict-small"), Some(1200.0));
+    // BestEffortFIFO: the small one goes first; the big one gets the queue
+    // once both 4-GPU jobs are done.
+    assert_eq!(admitted_at(&r, "best-effort-running"), Some(0.0));
+    assert_eq!(admitted_at(&r, "best-effort-small"), Some(2.0));
+    assert_eq!(admitted_at(&r, "best-effort-big"), Some(602.0));
+    assert_eq!(r.summary.finished, 6);
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+// ------------------------------------------------------------ 2. flavors and fungibility
+
+#[test]
+fn flavors_are_tried_in_listed_order_and_fungibility_decides_borrow_or_next_flavor() {
+    let r = run("flavor-fungibility");
+    // Fits the first listed flavor without borrowing: taken.
+    assert_eq!(gpu_flavor(&r, "try-next-small"), "on-demand");
+    // whenCanBorrow TryNextFlavor: on-demand would need borrowing, spot fits without.
+    assert_eq!(gpu_flavor(&r, "try-next-big"), "spot");
+    assert!(!workload(&r, "try-next-big").history[0]
+        .reason
+        .contains("borrowing"));
+    // whenCanBorrow MayStopSearch (v1beta2) and Borrow (v1beta1): borrow in the first flavor.
+    for name in ["may-stop-big", "borrow-v1beta1-big"] {
+        assert_eq!(gpu_flavor(&r, name), "on-demand", "{name}");
+        assert_eq!(admitted_at(&r, name), Some(1.0), "{name}");
+        assert!(
+            workload(&r, name).history[0]
+                .reason
+                .contains("borrowing from its cohort"),
+            "{name}: {:?}",
+            workload(&r, name).history
+        );
+    }
+}
+
+#[test]
+fn when_can_preempt_try_next_flavor_avoids_preemption_may_stop_search_preempts() {
+    let r = run("flavor-fungibility");
+    // TryNextFlavor: spot fits, nobody is preempted.
+    assert_eq!(gpu_flavor(&r, "preempt-try-next-low"), "on-demand");
+    assert_eq!(gpu_flavor(&r, "preempt-try-next-high"), "spot");
+    assert_eq!(admitted_at(&r, "preempt-try-next-high"), Some(1.0));
+    assert_eq!(workload(&r, "preempt-try-next-low").evictions, 0);
+    // MayStopSearch: the high-priority job preempts in the first flavor...
+    let high = workload(&r, "preempt-may-stop-high");
+    assert_eq!(gpu_flavor(&r, "preempt-may-stop-high"), "on-demand");
+    assert_eq!(high.admitted_seconds, Some(1.0));
+    let low = workload(&r, "preempt-may-stop-low");
+    assert_eq!(low.evictions, 1);
+    assert_eq!(low.history[1].event, "evicted");
+    assert_eq!(
+        low.history[1].by.as_deref(),
+        Some("ml/preempt-may-stop-high")
+    );
+    // ...and the victim, which can preempt nobody in on-demand, moves on to
+    // the free spot quota at once (Kueue: a flavor without preemption
+    // candidates ranks below any viable one).
+    assert_eq!(low.admitted_seconds, Some(1.0));
+    assert_eq!(gpu_flavor(&r, "preempt-may-stop-low"), "spot");
+    assert_eq!(r.summary.preemptions, 1);
+}
+
+// ------------------------------------------------------------ 3. quota limits
+
+#[test]
+fn borrowing_limit_caps_borrowing_and_lending_limit_keeps_quota_back() {
+    let r = run("quota-limits");
+    // capped: nominal 4 + borrowingLimit 2 = three 2-GPU jobs, though the lender has 8 idle.
+    for name in ["capped-0", "capped-1", "capped-2"] {
+        assert_eq!(admitted_at(&r, name), Some(0.0), "{name}");
+    }
+    assert_eq!(admitted_at(&r, "capped-3"), Some(3600.0));
+    // taker: nominal 2 + keeper's lendingLimit 2 = two jobs, though keeper has 8 idle.
+    assert_eq!(admitted_at(&r, "taker-0"), Some(0.0));
+    assert_eq!(admitted_at(&r, "taker-1"), Some(0.0));
+    assert_eq!(admitted_at(&r, "taker-2"), Some(3600.0));
+    // keeper's 6 kept back are there when it needs them, without preempting anyone.
+    assert_eq!(admitted_at(&r, "keeper-own"), Some(10.0));
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+#[test]
+fn quota_shortfall_reasons_give_exact_numbers() {
+    let r = run_paths(&["quota-limits", "until-10m.yaml"]);
+    assert_pending_because(
+        &r,
+        "capped-3",
+        "needs 2 nvidia.com/gpu in a100; ClusterQueue capped has 0 free (nominal 4, borrowed 2)",
+    );
+    assert_pending_because(
+        &r,
+        "taker-2",
+        "needs 2 nvidia.com/gpu in a100; ClusterQueue taker has 0 free (nominal 2, borrowed 2); cohort lend has 0 to lend",
+    );
+    assert_eq!(workload(&r, "keeper-own").state, "admitted");
+}
+
+// ------------------------------------------------------------ 4. hierarchical cohorts
+
+#[test]
+fn hierarchical_cohorts_lend_their_own_quota_to_members() {
+    let r = run("hierarchical-cohorts");
+    // 4 own + 2 from team + 8 from org: 10 then 4 fit, the 15th GPU does not.
+    assert_eq!(admitted_at(&r, "ten"), Some(0.0));
+    assert!(workload(&r, "ten").history[0]
+        .reason
+        .contains("borrowing from its cohort"));
+    assert_eq!(admitted_at(&r, "four"), Some(1.0));
+    assert_eq!(admitted_at(&r, "one-more"), Some(3600.0));
+    let r = run_paths(&["hierarchical-cohorts", "until-10m.yaml"]);
+    assert_pending_because(
+        &r,
+        "one-more",
+        "ClusterQueue ml has 0 free (nominal 4, borrowed 10)",
+    );
+}
+
+// ------------------------------------------------------------ 5. preemption
+
+#[test]
+fn within_cluster_queue_lower_priority_evicts_lowest_priority_most_recent_first() {
+    let r = run("preemption-within-cq");
+    // Full at 20s (low-a 2, low-b 2, mid 4). high needs 4: both priority-1
+    // jobs go, newest first; mid (priority 5) is spared though it alone would do.
+    assert_eq!(admitted_at(&r, "high"), Some(30.0));
+    assert_eq!(workload(&r, "mid").evictions, 0);
+    for name in ["low-a", "low-b"] {
+        let w = workload(&r, name);
+        assert_eq!(w.evictions, 1, "{name}");
+        let evicted = &w.history[1];
+        assert_eq!((evicted.event, evicted.at_seconds), ("evicted", 30.0));
+        assert_eq!(evicted.by.as_deref(), Some("ml/high"));
+        assert!(
+            evicted.reason.contains("within ClusterQueue"),
+            "{:?}",
+            evicted.reason
+        );
+        // Requeued at once, re-admitted when high is done.
+        assert_eq!(
+            events(&r, name),
+            vec![
+                ("admitted", w.arrival_seconds),
+                ("evicted", 30.0),
+                ("requeued", 30.0),
+                ("admitted", 630.0),
+                ("finished", 4230.0),
+            ]
+        );
+    }
+    assert_eq!(r.summary.preemptions, 3);
+}
+
+#[test]
+fn preemption_evicts_a_minimal_victim_set() {
+    let r = run("preemption-within-cq");
+    // Candidates in order: small-new (2), big-old (4). Removing both fits, but
+    // big-old alone is enough, so small-new is put back.
+    assert_eq!(admitted_at(&r, "urgent"), Some(30.0));
+    assert_eq!(workload(&r, "small-new").evictions, 0);
+    assert_eq!(workload(&r, "other").evictions, 0);
+    let big = workload(&r, "big-old");
+    assert_eq!(big.evictions, 1);
+    assert_eq!(big.history[1].by.as_deref(), Some("ml/urgent"));
+    assert_eq!(big.admitted_seconds, Some(630.0));
+}
+
+#[test]
+fn lower_or_newer_equal_priority_preempts_newer_workloads_of_equal_priority() {
+    let r = run("preemption-newer-equal");
+    // old (queued at 10s) preempts new (queued at 20s, same priority) once
+    // the blocker is gone; new gets back in with its original queue time.
+    assert_eq!(admitted_at(&r, "newer-equal-old"), Some(100.0));
+    let new = workload(&r, "newer-equal-new");
+    assert_eq!(new.evictions, 1);
+    assert_eq!(new.history[1].by.as_deref(), Some("ml/newer-equal-old"));
+    assert_eq!(new.admitted_seconds, Some(700.0));
+    // LowerPriority: equal priority is never preempted, old waits for new to finish.
+    assert_eq!(admitted_at(&r, "lower-only-old"), Some(3620.0));
+    assert_eq!(workload(&r, "lower-only-new").evictions, 0);
+}
+
+#[test]
+fn reclaim_within_cohort_any_takes_back_lent_quota_from_borrowers_first() {
+    let r = run("reclaim-within-cohort");
+    // urgent-any needs 4 of owner-any's nominal 8; 4 are lent. The borrowing
+    // queue's job goes (priority 10, above own-low's 0: Any ignores priority,
+    // and borrowing queues come first); borrower-any-1 (within its nominal)
+    // and own-low are spared.
+    assert_eq!(admitted_at(&r, "urgent-any"), Some(30.0));
+    let victim = workload(&r, "borrower-any-2");
+    assert_eq!(victim.evictions, 1);
+    assert_eq!(victim.history[1].by.as_deref(), Some("ml/urgent-any"));
+    assert!(
+        victim.history[1]
+            .reason
+            .contains("reclaimed by ClusterQueue owner-any"),
+        "{:?}",
+        victim.history[1].reason
+    );
+    assert_eq!(workload(&r, "borrower-any-1").evictions, 0);
+    assert_eq!(workload(&r, "own-low").evictions, 0);
+    // Requeued with its original queue time, re-admitted when urgent-any is done.
+    assert_eq!(victim.admitted_seconds, Some(630.0));
+}
+
+#[test]
+fn reclaim_within_cohort_lower_priority_spares_higher_priority_borrowers() {
+    let r = run("reclaim-within-cohort");
+    // owner-mid (priority 5) reclaims from borrowed-low (0), not borrowed-high (10).
+    assert_eq!(admitted_at(&r, "owner-mid"), Some(30.0));
+    assert_eq!(workload(&r, "borrowed-high").evictions, 0);
+    let low = workload(&r, "borrowed-low");
+    assert_eq!(low.evictions, 1);
+    assert_eq!(low.history[1].by.as_deref(), Some("ml/owner-mid"));
+    // owner-mid-2 cannot reclaim from borrowed-high: it waits for owner-mid.
+    // Then it goes before the borrowing borrowed-low (no borrowing first).
+    assert_eq!(admitted_at(&r, "owner-mid-2"), Some(630.0));
+    assert_eq!(low.admitted_seconds, Some(1230.0));
+    let r = run_paths(&["reclaim-within-cohort", "until-10m.yaml"]);
+    assert_pending_because(
+        &r,
+        "owner-mid-2",
+        "preemption cannot free enough (0 candidate(s) allowed by the preemption policy)",
+    );
+}
+
+// ------------------------------------------------------------ 6. fair sharing
+
+#[test]
+fn fair_sharing_alternates_admissions_between_equal_weight_borrowers() {
+    // One GPU frees up a minute; a and b (nominal 0) borrow them in turn.
+    let r = run_paths(&["fair-sharing/base.yaml", "fair-sharing/even.yaml"]);
+    assert_eq!(admitted_at(&r, "a-0"), Some(60.0));
+    assert_eq!(admitted_at(&r, "b-0"), Some(120.0));
+    assert_eq!(admitted_at(&r, "a-1"), Some(180.0));
+    assert_eq!(admitted_at(&r, "b-1"), Some(240.0));
+    assert_eq!(admitted_at(&r, "a-2"), Some(300.0));
+    assert_eq!(admitted_at(&r, "b-2"), Some(360.0));
+    assert_eq!(r.by_cluster_queue["a"].admitted, 3);
+    assert_eq!(r.by_cluster_queue["b"].admitted, 3);
+}
+
+#[test]
+fn fair_sharing_weight_changes_the_split() {
+    // a weighs 2: DRS after admitting (per mille of 6 GPUs, / weight) decides each slot:
+    // a 83 < b 166; b 166 < a 166.5; a 166.5 < b 333; a 250 < b 333;
+    // a 333 = b 333 (input order: a); b 333 < a 416.5.
+    let r = run_paths(&["fair-sharing/base.yaml", "fair-sharing/weighted.yaml"]);
+    assert_eq!(admitted_at(&r, "a-0"), Some(60.0));
+    assert_eq!(admitted_at(&r, "b-0"), Some(120.0));
+    assert_eq!(admitted_at(&r, "a-1"), Some(180.0));
+    assert_eq!(admitted_at(&r, "a-2"), Some(240.0));
+    assert_eq!(admitted_at(&r, "a-3"), Some(300.0));
+    assert_eq!(admitted_at(&r, "b-1"), Some(360.0));
+    assert_eq!(r.by_cluster_queue["a"].admitted, 4);
+    assert_eq!(r.by_cluster_queue["b"].admitted, 2);
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+// ------------------------------------------------------------ 7–8. retry and reclaim
+
+#[test]
+fn retry_policy_backs_off_exponentially_after_reclaim_then_deactivates() {
+    let r = run("retry-backoff");
+    let w = workload(&r, "long");
+    // Reclaimed every 10m of running; backoff 1m, then 2m; the third
+    // eviction exceeds maxRetries 2.
+    assert_eq!(
+        events(&r, "long"),
+        vec![
+            ("admitted", 0.0),
+            ("evicted", 600.0),
+            ("requeued", 660.0),
+            ("admitted", 660.0),
+            ("evicted", 1260.0),
+            ("requeued", 1380.0),
+            ("admitted", 1380.0),
+            ("evicted", 1980.0),
+            ("evicted", 1980.0),
+        ]
+    );
+    assert!(w.history[1].reason.contains("reclaimTimeout 10m"));
+    assert_eq!(w.evictions, 3);
+    assert_eq!(w.state, "pending");
+    assert!(w.reason.contains("deactivated"), "{:?}", w.reason);
+    assert!(w.reason.contains("maxRetries 2"), "{:?}", w.reason);
+    assert_eq!(r.summary.pending_at_end, 1);
+}
+
+#[test]
+fn reclaim_timeout_evicts_a_long_running_workload_and_lets_the_queue_move() {
+    let r = run("reclaim-timeout");
+    let long = workload(&r, "long");
+    assert_eq!(long.history[1].event, "evicted");
+    assert_eq!(long.history[1].at_seconds, 600.0);
+    assert!(
+        long.history[1]
+            .reason
+            .contains("admitted longer than ClusterQueue rr's reclaimTimeout 10m"),
+        "{:?}",
+        long.history[1].reason
+    );
+    assert_eq!(long.history[1].by, None);
+    // Requeued at once, but behind the job that waited meanwhile.
+    assert_eq!(long.history[2].event, "requeued");
+    assert_eq!(
+        events(&r, "waiting"),
+        vec![("admitted", 600.0), ("finished", 900.0)]
+    );
+    assert_eq!(long.history[3].event, "admitted");
+    assert_eq!(long.history[3].at_seconds, 900.0);
+}
+
+// ------------------------------------------------------------ 9. stop policies
+
+#[test]
+fn stop_policy_hold_admits_nothing_and_says_why() {
+    let r = run("stop-policy");
+    for name in ["held-1", "held-2"] {
+        assert_pending_because(&r, name, "ClusterQueue held is stopped (stopPolicy Hold)");
+    }
+    assert_pending_because(
+        &r,
+        "via-stopped",
+        "LocalQueue ml/stopped is stopped (stopPolicy Hold)",
+    );
+    // The stopped LocalQueue's workload does not block its StrictFIFO ClusterQueue.
+    assert_eq!(admitted_at(&r, "via-open"), Some(10.0));
+}
+
+// ------------------------------------------------------------ 10. physical capacity
+
+#[test]
+fn fragmented_nodes_keep_a_pod_out_though_quota_allows_it() {
+    let r = run("capacity-fragmentation");
+    assert_eq!(admitted_at(&r, "half-1"), Some(0.0));
+    assert_eq!(admitted_at(&r, "half-2"), Some(0.0));
+    // 4 + 4 GPUs free on two nodes; one 8-GPU pod fits neither.
+    assert_pending_because(
+        &r,
+        "whole",
+        "a100: quota allows it but no a100 node has room for 1 pod(s) of nvidia.com/gpu 8 (2 nodes ready)",
+    );
+    assert_eq!(r.by_flavor["a100"].peak_nodes, 2);
+    assert_eq!(r.summary.end_seconds, 1800.0);
+}
+
+#[test]
+fn node_pool_autoscaling_adds_a_node_and_admits_after_the_provisioning_delay() {
+    let r = run("capacity-autoscaling");
+    // whole arrives at 10s; a third node is asked for then and is ready 3m later.
+    assert_eq!(admitted_at(&r, "whole"), Some(190.0));
+    assert_eq!(workload(&r, "whole").wait_seconds, 180.0);
+    assert_eq!(r.by_flavor["a100"].peak_nodes, 3);
+    assert_eq!(r.summary.finished, 3);
+}
+
+// ------------------------------------------------------------ 11. node constraints
+
+#[test]
+fn node_selectors_affinity_and_taints_restrict_flavors() {
+    let r = run("node-constraints");
+    // Listed h100, v100, a100. h100's taint is not tolerated; v100's is, by the flavor.
+    assert_eq!(gpu_flavor(&r, "plain"), "v100");
+    assert_eq!(gpu_flavor(&r, "wants-a100"), "a100");
+    // The pod's own toleration opens h100, the first listed.
+    assert_eq!(gpu_flavor(&r, "tolerates-h100"), "h100");
+    assert_eq!(gpu_flavor(&r, "affinity-h100"), "h100");
+    // Selecting h100 without tolerating its taint leaves no flavor at all.
+    assert_pending_because(
+        &r,
+        "h100-intolerant",
+        "more than any flavor of ClusterQueue ml could ever give (quota, node size, selectors and taints considered)",
+    );
+}
+
+// ------------------------------------------------------------ 12. priority and LocalQueue bounds
+
+#[test]
+fn priority_comes_from_class_then_local_queue_then_namespace_then_zero() {
+    let r = run("priority-and-bounds");
+    assert_eq!(workload(&r, "by-class").priority, Some(1000));
+    assert_eq!(workload(&r, "by-queue").priority, Some(200));
+    assert_eq!(workload(&r, "by-namespace").priority, Some(120));
+    assert_eq!(workload(&r, "by-default").priority, Some(0));
+}
+
+#[test]
+fn local_queue_resource_quotas_default_fills_requests_and_bounds_reject() {
+    let r = run("priority-and-bounds");
+    // The default of 2 GPUs fills the absent request: a GPU flavor is assigned,
+    // and the second defaulted job must wait (3 GPUs of quota).
+    assert_eq!(gpu_flavor(&r, "defaulted-1"), "a100");
+    assert_eq!(admitted_at(&r, "defaulted-1"), Some(1.0));
+    assert_eq!(admitted_at(&r, "defaulted-2"), Some(601.0));
+    let r = run_paths(&["priority-and-bounds", "until-10m.yaml"]);
+    assert_pending_because(
+        &r,
+        "defaulted-2",
+        "needs 2 nvidia.com/gpu in a100; ClusterQueue ml has 1 free",
+    );
+    let big = workload(&r, "too-big");
+    assert_eq!(big.state, "rejected");
+    assert!(
+        big.reason
+            .contains("LocalQueue plain/bounded allows between 1 and 4"),
+        "{:?}",
+        big.reason
+    );
+    assert_eq!(events(&r, "too-big"), vec![("rejected", 3.0)]);
+    assert_eq!(r.summary.rejected, 1);
+}
+
+// ------------------------------------------------------------ 13–14. inadmissible workloads block nobody
+
+#[test]
+fn workload_from_unselected_namespace_stays_pending_and_blocks_nobody() {
+    let r = run("namespace-selector");
+    assert_pending_because(
+        &r,
+        "intruder-job",
+        "namespace intruder is not selected by ClusterQueue finance's namespaceSelector",
+    );
+    // StrictFIFO, yet the finance job behind it is admitted on arrival.
+    assert_eq!(admitted_at(&r, "finance-job"), Some(10.0));
+}
+
+#[test]
+fn uncovered_or_oversized_requests_stay_pending_and_block_nobody() {
+    let r = run("never-fits");
+    assert_pending_because(
+        &r,
+        "wants-tpu",
+        "requests google.com/tpu, which ClusterQueue gpu-only does not cover",
+    );
+    assert_pending_because(
+        &r,
+        "too-big",
+        "needs 16 nvidia.com/gpu (1 pod(s)), more than any flavor of ClusterQueue gpu-only could ever give",
+    );
+    assert_eq!(admitted_at(&r, "fits"), Some(2.0));
+    assert_eq!(r.summary.pending_at_end, 2);
+}
+
+// ------------------------------------------------------------ 15. until
+
+#[test]
+fn until_stops_the_run_and_reports_that_moment() {
+    let r = run("until");
+    assert_eq!(r.summary.end_seconds, 3600.0);
+    assert_eq!(workload(&r, "short").state, "finished");
+    assert_eq!(workload(&r, "short").finished_seconds, Some(300.0));
+    let long = workload(&r, "long");
+    assert_eq!(long.state, "admitted");
+    assert_eq!(long.finished_seconds, None);
+    assert_pending_because(
+        &r,
+        "waiting",
+        "needs 8 nvidia.com/gpu in a100; ClusterQueue ml has 4 free",
+    );
+    assert_eq!(workload(&r, "waiting").wait_seconds, 3540.0);
+    assert_pending_because(
+        &r,
+        "late",
+        "arrives at 10800s, after the end of the simulation",
+    );
+    assert_eq!(
+        (
+            r.summary.workloads,
+            r.summary.admitted,
+            r.summary.finished,
+            r.summary.pending_at_end
+        ),
+        (4, 1, 1, 2)
+    );
+}
+
+// ------------------------------------------------------------ 16. Kubeflow jobs
+
+#[test]
+fn kubeflow_jobs_get_replica_type_pod_set_names() {
+    let r = run("kubeflow-jobs");
+    let flavors = |name: &str| -> Vec<(String, Vec<String>)> {
+        workload(&r, name)
+            .flavors
+            .iter()
+            .map(|(ps, m)| (ps.clone(), m.keys().cloned().collect()))
+            .collect()
+    };
+    let both = vec!["cpu".to_string(), "nvidia.com/gpu".to_string()];
+    let bert = workload(&r, "bert");
+    assert_eq!(bert.kind, "PyTorchJob");
+    assert_eq!(bert.admitted_seconds, Some(0.0));
+    assert_eq!(
+        flavors("bert"),
+        vec![
+            ("master".to_string(), both.clone()),
+            ("worker".to_string(), both.clone())
+        ]
+    );
+    assert_eq!(bert.flavors["worker"]["nvidia.com/gpu"], "a100");
+    let mpi = workload(&r, "allreduce");
+    assert_eq!(mpi.kind, "MPIJob");
+    assert_eq!(mpi.admitted_seconds, Some(10.0));
+    assert_eq!(
+        flavors("allreduce"),
+        vec![
+            ("launcher".to_string(), vec!["cpu".to_string()]),
+            ("worker".to_string(), both)
+        ]
+    );
+}
