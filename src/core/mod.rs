@@ -102,7 +102,8 @@ struct QueueKey {
 struct ClusterQueueState {
     queue: BTreeSet<QueueKey>,
     inadmissible: Vec<WorkloadId>,
-    admitted: BTreeSet<WorkloadId>,
+    /// Admitted workloads by (priority, id), so preemption looks only at lower priorities.
+    admitted: BTreeSet<(i32, WorkloadId)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -454,7 +455,8 @@ impl Scheduler {
             self.quota.add_usage(cq, fr, -amount);
         }
         self.capacity.release(&admission.placements);
-        self.states[cq.index()].admitted.remove(&id);
+        let priority = self.entries[id.index()].workload.priority;
+        self.states[cq.index()].admitted.remove(&(priority, id));
         self.wake(cq, !admission.placements.is_empty());
         Some(admission)
     }
@@ -816,7 +818,8 @@ impl Scheduler {
             self.quota.add_usage(cq, fr, amount);
         }
         self.capacity.commit(&assignment.placements);
-        self.states[cq.index()].admitted.insert(id);
+        let priority = self.entries[id.index()].workload.priority;
+        self.states[cq.index()].admitted.insert((priority, id));
         let entry = &mut self.entries[id.index()];
         entry.epoch += 1;
         entry.status = Status::Admitted;
@@ -888,10 +891,21 @@ impl Scheduler {
                 .as_ref()
                 .map_or(Millis::ZERO, |a| a.at)
         };
+        let below = (priority, WorkloadId(0));
+        let up_to = (priority, WorkloadId(u32::MAX));
+        let admitted = |queue: ClusterQueueId, inclusive: bool| {
+            let set = &self.states[queue.index()].admitted;
+            if inclusive {
+                set.range(..=up_to)
+            } else {
+                set.range(..below)
+            }
+        };
         if def.within_cluster_queue != WithinClusterQueue::Never {
-            for &w in &self.states[cq.index()].admitted {
+            let inclusive =
+                def.within_cluster_queue == WithinClusterQueue::LowerOrNewerEqualPriority;
+            for &(p, w) in admitted(cq, inclusive) {
                 let other = &self.entries[w.index()];
-                let p = other.workload.priority;
                 let allowed = match def.within_cluster_queue {
                     WithinClusterQueue::Never => false,
                     WithinClusterQueue::LowerPriority => p < priority,
@@ -913,14 +927,14 @@ impl Scheduler {
                 if other_cq == cq || !self.is_borrowing_on(other_cq, needed) {
                     continue;
                 }
-                for &w in &self.states[other_cq.index()].admitted {
-                    let p = self.entries[w.index()].workload.priority;
-                    let allowed = match def.reclaim_within_cohort {
-                        ReclaimWithinCohort::Never => false,
-                        ReclaimWithinCohort::LowerPriority => p < priority,
-                        ReclaimWithinCohort::Any => true,
+                let all = &self.states[other_cq.index()].admitted;
+                let eligible: Box<dyn Iterator<Item = &(i32, WorkloadId)>> =
+                    match def.reclaim_within_cohort {
+                        ReclaimWithinCohort::Any => Box::new(all.iter()),
+                        _ => Box::new(admitted(other_cq, false)),
                     };
-                    if allowed && self.uses_any(w, needed) {
+                for &(p, w) in eligible {
+                    if self.uses_any(w, needed) {
                         candidates.push((false, p, Reverse(admitted_at(w)), Reverse(w), w));
                     }
                 }
@@ -993,7 +1007,7 @@ impl Scheduler {
         hooks: &mut dyn Hooks,
         cycle: &mut Cycle,
     ) -> bool {
-        let needed = assignment.usage.clone();
+        let needed = &assignment.usage;
         let candidates = self.preemption_candidates(cq, id, &needed);
         let victims = if self.fair[cq.index()] {
             let mine_after = self.share(cq, &needed);
