@@ -1008,9 +1008,9 @@ impl Scheduler {
         cycle: &mut Cycle,
     ) -> bool {
         let needed = &assignment.usage;
-        let candidates = self.preemption_candidates(cq, id, &needed);
+        let candidates = self.preemption_candidates(cq, id, needed);
         let victims = if self.fair[cq.index()] {
-            let mine_after = self.share(cq, &needed);
+            let mine_after = self.share(cq, needed);
             let by_share = |s: &Scheduler, strict: bool| {
                 move |sched: &Scheduler, w: WorkloadId| {
                     let other_cq = sched.entries[w.index()].workload.cluster_queue;
@@ -1045,15 +1045,15 @@ impl Scheduler {
                 .collect();
             ordered.sort_by_key(|w| Reverse(shares[w]));
             let first = by_share(self, false);
-            match self.minimal_victims(cq, &needed, &ordered, &first) {
+            match self.minimal_victims(cq, needed, &ordered, &first) {
                 Some(v) => Some(v),
                 None => {
                     let second = by_share(self, true);
-                    self.minimal_victims(cq, &needed, &ordered, &second)
+                    self.minimal_victims(cq, needed, &ordered, &second)
                 }
             }
         } else {
-            self.minimal_victims(cq, &needed, &candidates, &|_, _| true)
+            self.minimal_victims(cq, needed, &candidates, &|_, _| true)
         };
         let Some(victims) = victims.filter(|v| !v.is_empty()) else {
             let reason = Reason::PreemptionFailed {
