@@ -1,7 +1,7 @@
 //! `arbiter simulate`: load a scenario, run it through the scheduler in
 //! virtual time, print the schedule and write the report and plot.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
@@ -85,9 +85,13 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
     if let Some(path) = &args.report {
-        std::fs::write(path, format!("{json}\n"))
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("creating the report file {}", path.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut out, &report).context("writing the report")?;
+        writeln!(out)
+            .and_then(|_| out.flush())
             .with_context(|| format!("writing the report to {}", path.display()))?;
     }
     if let Some(path) = &args.plot {
@@ -95,9 +99,19 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         std::fs::write(path, svg)
             .with_context(|| format!("writing the plot to {}", path.display()))?;
     }
-    match args.format {
-        Format::Json => println!("{json}"),
-        Format::Table => print!("{}", table::render(&report)),
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let printed = match args.format {
+        Format::Json => serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|_| writeln!(out)),
+        Format::Table => out.write_all(table::render(&report).as_bytes()),
+    };
+    match printed.and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(e).context("writing to stdout")
+        }
+        _ => {}
     }
     if args.strict && !warnings.is_empty() {
         bail!("{} warning(s) and --strict is set", warnings.len());
