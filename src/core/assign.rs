@@ -299,5 +299,23 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
             }
         }
     }
+    // Pod sets share the quota: a total beyond all of a group's flavors together never fits.
+    for group in &def.groups {
+        for &r in &group.resources {
+            let total: Amount = workload.pod_sets.iter().map(|ps| ps.total(r)).sum();
+            let potential: Amount = group
+                .flavors
+                .iter()
+                .map(|&f| ctx.quota.potential(cq, cluster.flavor_resource(f, r)))
+                .sum();
+            if total > potential {
+                return Some(format!(
+                    "its pod sets need {total} {} in total, more than the flavors of ClusterQueue {} could ever give together ({potential})",
+                    cluster.resource_name(r),
+                    def.name
+                ));
+            }
+        }
+    }
     None
 }

@@ -121,6 +121,13 @@ impl Capacity {
         )
     }
 
+    /// The pool node `node` of `flavor` belongs to, and whether it is ready; `None` past the last node.
+    pub fn node(&self, flavor: FlavorId, node: u32) -> Option<(&PoolSpec, bool)> {
+        let fl = &self.flavors[flavor.index()];
+        let state = fl.nodes.get(node as usize)?;
+        Some((&fl.pools[state.pool], state.ready))
+    }
+
     /// Adds one node to the first pool of `flavor` below its maximum.
     pub fn add_node(&mut self, flavor: FlavorId) -> bool {
         let fl = &self.flavors[flavor.index()];

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::model::api::{QueueingStrategy, ReclaimWithinCohort, StopPolicy, WithinClusterQueue};
-use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource};
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, RetryPolicy};
 use crate::model::{Amount, Millis};
 
 use assign::{Assignment, Context, Mode};
@@ -288,6 +288,7 @@ impl Scheduler {
             evictions: 0,
             admission: None,
             epoch: 0,
+            preempted_at: None,
         });
         if status == Status::Scoring {
             self.to_score.push(id);
@@ -318,7 +319,7 @@ impl Scheduler {
         }
         let mut events = Vec::new();
         self.evict(id, format!("failed: {reason}"), None, &mut events);
-        self.retry(id, now, &mut events);
+        self.retry(id, now, None, &mut events);
         events
     }
 
@@ -350,7 +351,9 @@ impl Scheduler {
                         cq.name, timeout
                     );
                     self.evict(id, reason, None, &mut events);
-                    self.retry(id, now, &mut events);
+                    // Without a retryPolicy a workload outliving the timeout would be
+                    // re-admitted and reclaimed forever; the default policy bounds it.
+                    self.retry(id, now, Some(RetryPolicy::DEFAULT), &mut events);
                 }
                 _ => {}
             }
@@ -485,14 +488,22 @@ impl Scheduler {
     /// Unlike a preempted workload it queues from the eviction on, behind those that
     /// waited meanwhile (Kueue's `requeuingStrategy.timestamp: Eviction`), so a
     /// reclaimed workload does not take its quota straight back.
-    fn retry(&mut self, id: WorkloadId, now: Millis, events: &mut Vec<Event>) {
+    /// `fallback` applies when the ClusterQueue has no retryPolicy.
+    fn retry(
+        &mut self,
+        id: WorkloadId,
+        now: Millis,
+        fallback: Option<RetryPolicy>,
+        events: &mut Vec<Event>,
+    ) {
         let entry = &mut self.entries[id.index()];
         entry.retries += 1;
         entry.queue_time = now;
         let policy = self
             .cluster
             .cluster_queue(entry.workload.cluster_queue)
-            .retry;
+            .retry
+            .or(fallback);
         match policy {
             None => {
                 self.enqueue(id);
@@ -720,6 +731,17 @@ impl Scheduler {
             }
             let admitted = match assignment.mode {
                 Mode::Fit => self.try_admit(cq, id, assignment, now, hooks, &mut cycle),
+                Mode::Preempt if self.entries[id.index()].preempted_at == Some(now) => {
+                    let short = assignment
+                        .not_fit
+                        .map_or(Reason::None, Reason::NoFit)
+                        .render(&self.cluster, &self.entries[id.index()].workload);
+                    let reason = Reason::Text(format!(
+                        "{short}; it was itself preempted at this instant and may preempt only once time moves on"
+                    ));
+                    cycle.progress |= self.set_aside(cq, id, reason);
+                    false
+                }
                 Mode::Preempt => self.try_preempt(cq, id, assignment, now, hooks, &mut cycle),
                 Mode::NoFit => {
                     let reason = assignment.not_fit.map_or(Reason::None, Reason::NoFit);
@@ -1132,6 +1154,7 @@ impl Scheduler {
                 )
             };
             self.evict(w, reason, Some(preemptor.clone()), &mut cycle.events);
+            self.entries[w.index()].preempted_at = Some(now);
             self.enqueue(w);
             cycle.events.push(Event::Requeued {
                 workload: w,

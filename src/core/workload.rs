@@ -135,4 +135,7 @@ pub struct Entry {
     pub admission: Option<Admission>,
     /// Bumped on each admission so stale timers and finish events are ignored.
     pub epoch: u32,
+    /// When it was last preempted: a victim does not preempt in turn at the same
+    /// instant, so chains of preemptions cannot cycle without time passing.
+    pub preempted_at: Option<Millis>,
 }

@@ -78,6 +78,15 @@ pub struct RetryPolicy {
     pub backoff: Millis,
 }
 
+impl RetryPolicy {
+    /// What an empty `retryPolicy: {}` means; also bounds `resourceReclaim`
+    /// evictions of a ClusterQueue without a retryPolicy.
+    pub const DEFAULT: RetryPolicy = RetryPolicy {
+        max_retries: 3,
+        backoff: Millis(60_000),
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoscalingPolicy {
     pub min_replicas: Option<u32>,
@@ -616,11 +625,11 @@ impl ClusterBuilder {
                 _ => None,
             };
             let retry = spec.retry_policy.as_ref().map(|r| RetryPolicy {
-                max_retries: r.max_retries.unwrap_or(3),
+                max_retries: r.max_retries.unwrap_or(RetryPolicy::DEFAULT.max_retries),
                 backoff: duration(
                     &r.backoff_duration,
                     "spec.retryPolicy.backoffDuration",
-                    Millis::from_secs(60),
+                    RetryPolicy::DEFAULT.backoff,
                     &mut err,
                 ),
             });

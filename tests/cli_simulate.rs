@@ -1,0 +1,460 @@
+//! `arbiter simulate` as a user runs it: bad input gets exit code 1 and a
+//! message naming the file and the field (never a panic or a backtrace),
+//! usage errors get 2, and the happy path prints the DESIGN §6 report, the
+//! plot and runs unmodified Kueue manifests.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn arbiter() -> Command {
+    let mut cmd = Command::cargo_bin("arbiter").unwrap_or_else(|e| panic!("arbiter binary: {e}"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+/// A valid cluster: one flavor, one ClusterQueue, one LocalQueue.
+const CLUSTER: &str = r#"apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: ml}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: "32"}
+      - {name: nvidia.com/gpu, nominalQuota: "8"}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: team, namespace: ml}
+spec: {clusterQueue: ml}
+"#;
+
+fn job(name: &str, annotations: &str, requests: &str) -> String {
+    format!(
+        r#"---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{arbiter.dev/queue-name: team}}
+  annotations: {{{annotations}}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        resources: {{requests: {{{requests}}}}}
+"#
+    )
+}
+
+/// Runs `simulate` on `files` (name, text) in a fresh directory and checks
+/// the failure: exit 1, the file and every `expected` fragment on stderr,
+/// nothing that looks like a panic.
+fn fails_with(files: &[(&str, &str)], expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in files {
+        write(dir.path(), name, text);
+    }
+    let output = arbiter()
+        .arg("simulate")
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with("error: "))
+        .stderr(predicate::str::contains("panicked").not())
+        .stderr(predicate::str::contains("RUST_BACKTRACE").not())
+        .stderr(predicate::str::contains("stack backtrace").not())
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let named = files
+        .iter()
+        .any(|(name, _)| stderr.contains(&dir.path().join(name).display().to_string()));
+    assert!(named, "stderr does not name the file:\n{stderr}");
+    for fragment in expected {
+        assert!(
+            stderr.contains(fragment),
+            "stderr lacks {fragment:?}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn malformed_yaml() {
+    fails_with(
+        &[(
+            "cluster.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: [a\n",
+        )],
+        &["(document 1), line ", "malformed YAML"],
+    );
+}
+
+#[test]
+fn unknown_kind() {
+    let text =
+        format!("{CLUSTER}---\napiVersion: example.com/v1\nkind: Gizmo\nmetadata: {{name: g}}\n");
+    fails_with(
+        &[("cluster.yaml", &text)],
+        &["(document 4)", "unknown kind Gizmo", "example.com/v1"],
+    );
+}
+
+#[test]
+fn negative_quota() {
+    let text = CLUSTER.replace(r#"nominalQuota: "8""#, r#"nominalQuota: "-8""#);
+    fails_with(
+        &[("cluster.yaml", &text)],
+        &[
+            "(document 2)",
+            "ClusterQueue ml",
+            "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota",
+            "negative",
+        ],
+    );
+}
+
+#[test]
+fn unknown_flavor() {
+    let text = CLUSTER.replace("    - name: a100\n", "    - name: h100\n");
+    fails_with(
+        &[("cluster.yaml", &text)],
+        &[
+            "(document 2)",
+            "spec.resourceGroups[0].flavors[0].name",
+            "ResourceFlavor `h100` is not defined",
+        ],
+    );
+}
+
+#[test]
+fn cohort_cycle() {
+    let text = format!(
+        "{CLUSTER}---\napiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {{name: a}}\nspec: {{parent: b}}\n---\napiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {{name: b}}\nspec: {{parent: a}}\n"
+    );
+    fails_with(
+        &[("cluster.yaml", &text)],
+        &["(document 4)", "Cohort a", "spec.parent", "cycle"],
+    );
+}
+
+#[test]
+fn local_queue_pointing_at_a_missing_cluster_queue() {
+    let text = CLUSTER.replace("spec: {clusterQueue: ml}", "spec: {clusterQueue: mll}");
+    fails_with(
+        &[("cluster.yaml", &text)],
+        &[
+            "(document 3)",
+            "LocalQueue ml/team",
+            "spec.clusterQueue",
+            "ClusterQueue `mll` is not defined",
+        ],
+    );
+}
+
+#[test]
+fn bad_duration_annotation() {
+    let jobs = job(
+        "train",
+        "sim.arbiter.dev/arrival: 0s, sim.arbiter.dev/runtime: ten minutes",
+        "nvidia.com/gpu: \"1\"",
+    );
+    fails_with(
+        &[("cluster.yaml", CLUSTER), ("jobs.yaml", &jobs)],
+        &[
+            "jobs.yaml (document 1)",
+            "Job ml/train",
+            "annotation sim.arbiter.dev/runtime",
+        ],
+    );
+}
+
+#[test]
+fn a_resource_no_flavor_covers_is_a_warning_and_an_error_with_strict() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    write(dir.path(), "cluster.yaml", CLUSTER);
+    write(
+        dir.path(),
+        "jobs.yaml",
+        &job(
+            "fpga-job",
+            "sim.arbiter.dev/runtime: 10m",
+            "example.com/fpga: \"1\"",
+        ),
+    );
+    let warning = "warning: Job ml/fpga-job can never be admitted: pod set main requests example.com/fpga, which ClusterQueue ml does not cover";
+    arbiter()
+        .arg("simulate")
+        .arg(dir.path())
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains(warning))
+        .stderr(predicate::str::contains("panicked").not());
+    arbiter()
+        .args(["simulate", "--strict"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(warning))
+        .stderr(predicate::str::contains(
+            "error: 1 warning(s) and --strict is set",
+        ))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+#[test]
+fn missing_file() {
+    arbiter()
+        .args(["simulate", "no/such/scenario.yaml"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "error: cannot read no/such/scenario.yaml",
+        ))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+#[test]
+fn no_arguments_is_a_usage_error() {
+    arbiter()
+        .arg("simulate")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("FILE_OR_DIR"));
+    arbiter().assert().code(2);
+    arbiter()
+        .args(["simulate", "examples/seed", "--format", "yaml"])
+        .assert()
+        .code(2);
+}
+
+fn fields(value: &Value, names: &[&str], at: &str) {
+    for name in names {
+        assert!(value.get(name).is_some(), "{at} lacks `{name}`: {value}");
+    }
+}
+
+#[test]
+fn seed_as_json_has_the_report_fields() {
+    let output = arbiter()
+        .args(["simulate", "examples/seed/", "--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let report: Value =
+        serde_json::from_slice(&output).unwrap_or_else(|e| panic!("stdout is not JSON: {e}"));
+    fields(
+        &report,
+        &[
+            "summary",
+            "byClusterQueue",
+            "byFlavor",
+            "workloads",
+            "scheduler",
+        ],
+        "report",
+    );
+    fields(
+        &report["summary"],
+        &[
+            "workloads",
+            "admitted",
+            "finished",
+            "pendingAtEnd",
+            "rejected",
+            "preemptions",
+            "makespanSeconds",
+            "meanWaitSeconds",
+            "p50WaitSeconds",
+            "p95WaitSeconds",
+            "maxWaitSeconds",
+            "jainFairnessIndex",
+        ],
+        "summary",
+    );
+    let by_cq = report["byClusterQueue"]
+        .as_object()
+        .unwrap_or_else(|| panic!("byClusterQueue is not an object"));
+    assert_eq!(
+        by_cq.keys().collect::<Vec<_>>(),
+        ["ai-cluster-queue", "finance-cluster-queue"]
+    );
+    for (name, cq) in by_cq {
+        fields(cq, &["admitted", "meanWaitSeconds", "meanUsage"], name);
+    }
+    let by_flavor = report["byFlavor"]
+        .as_object()
+        .unwrap_or_else(|| panic!("byFlavor is not an object"));
+    assert_eq!(
+        by_flavor.keys().collect::<Vec<_>>(),
+        ["a100", "a100-80gb", "v100"]
+    );
+    for (name, flavor) in by_flavor {
+        fields(flavor, &["utilization", "peakNodes"], name);
+    }
+    let workloads = report["workloads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("workloads is not a list"));
+    assert_eq!(
+        Some(workloads.len() as u64),
+        report["summary"]["workloads"].as_u64()
+    );
+    for w in workloads {
+        fields(
+            w,
+            &[
+                "kind",
+                "namespace",
+                "name",
+                "clusterQueue",
+                "priority",
+                "arrivalSeconds",
+                "admittedSeconds",
+                "finishedSeconds",
+                "waitSeconds",
+                "flavors",
+                "evictions",
+                "state",
+                "reason",
+                "history",
+            ],
+            "workload",
+        );
+        let state = w["state"].as_str().unwrap_or_default();
+        assert!(
+            ["pending", "admitted", "finished", "rejected"].contains(&state),
+            "state {state}"
+        );
+        for h in w["history"].as_array().into_iter().flatten() {
+            fields(h, &["atSeconds", "event", "reason"], "history entry");
+        }
+    }
+    assert_eq!(workloads[0]["name"], "llm-finetune");
+    assert_eq!(workloads[0]["kind"], "PyTorchJob");
+    fields(&report["scheduler"], &["cycles", "cpuSeconds"], "scheduler");
+}
+
+#[test]
+fn plot_and_report_files_are_written() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let svg = dir.path().join("out.svg");
+    let json = dir.path().join("report.json");
+    arbiter()
+        .args(["simulate", "examples/seed/", "--reproducible", "--plot"])
+        .arg(&svg)
+        .arg("--report")
+        .arg(&json)
+        .assert()
+        .success();
+    let svg = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("no plot: {e}"));
+    assert!(
+        svg.contains("<svg"),
+        "not an SVG: {}",
+        &svg[..svg.len().min(200)]
+    );
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("no report: {e}")),
+    )
+    .unwrap_or_else(|e| panic!("report is not JSON: {e}"));
+    assert_eq!(report["scheduler"]["cpuSeconds"], 0.0);
+}
+
+/// Warnings for the Kueue example may only be about Kueue features Arbiter does not support.
+fn only_unsupported_kueue_warnings(stderr: &str) {
+    for line in stderr.lines() {
+        assert!(
+            line.starts_with("warning: ")
+                && line.contains("a Kueue feature not supported by Arbiter"),
+            "unexpected stderr line: {line}"
+        );
+    }
+}
+
+#[test]
+fn kueue_v1beta1_example_simulates() {
+    let output = arbiter()
+        .args([
+            "simulate",
+            "examples/kueue-v1beta1/",
+            "--format",
+            "json",
+            "--reproducible",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    only_unsupported_kueue_warnings(&String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON: {e}"));
+    let summary = &report["summary"];
+    assert!(summary["workloads"].as_u64() >= Some(6), "{summary}");
+    assert!(summary["finished"].as_u64() >= Some(1), "{summary}");
+    assert_eq!(summary["rejected"], 0, "{summary}");
+    assert!(
+        report["byClusterQueue"].get("team-a-cq").is_some()
+            && report["byClusterQueue"].get("team-b-cq").is_some(),
+        "{}",
+        report["byClusterQueue"]
+    );
+    // Priority comes from the kueue.x-k8s.io/priority-class label.
+    let workloads = report["workloads"].as_array().cloned().unwrap_or_default();
+    assert!(
+        workloads.iter().any(|w| w["priority"] == 10000),
+        "no workload has the high-priority class's value"
+    );
+    // Borrowing across the cohort happens: some admission says so.
+    assert!(
+        workloads.iter().any(|w| w["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|h| h["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("borrowing")))),
+        "no workload borrowed from the cohort"
+    );
+}
+
+#[test]
+fn kueue_v1beta1_example_converts() {
+    let output = arbiter()
+        .args(["convert", "examples/kueue-v1beta1/"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let yaml = String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let converted = write(dir.path(), "converted.yaml", &yaml);
+    let loaded = arbiter::model::load::load_paths(&[converted])
+        .unwrap_or_else(|e| panic!("converted output does not load: {e}\n{yaml}"));
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert!(
+        yaml.contains("apiVersion: arbiter.dev/v1alpha1")
+            && !yaml.contains("kueue.x-k8s.io/v1beta1"),
+        "{yaml}"
+    );
+}

@@ -1,0 +1,994 @@
+//! Property tests for the invariants of DESIGN §3. Random small clusters
+//! (1–3 flavors, 1–2 cohorts, 2–5 ClusterQueues with random quotas, limits,
+//! preemption and queueing policies, optional node pools) and random
+//! workload streams are written as YAML, loaded and built the way
+//! `arbiter simulate` does, then driven through `core::Scheduler` directly
+//! so the state can be checked after every cycle:
+//!
+//! - a ClusterQueue never uses more than nominal + borrowingLimit;
+//! - a cohort never lends more than its subtree has;
+//! - no node holds more than its allocatable, and every pod is placed;
+//! - no workload is lost: each ends in one state, and none that would fit
+//!   an empty cluster is left pending once the cluster is idle;
+//! - the same scenario gives the same report, byte for byte.
+//!
+//! The checks recompute quota and capacity from the admissions and the
+//! configuration (an oracle independent of `core::quota`), and compare
+//! with what the scheduler reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use arbiter::core::capacity::PoolSpec;
+use arbiter::core::hooks::DefaultHooks;
+use arbiter::core::intake::{intake, Intake};
+use arbiter::core::{Entry, Event, Scheduler, Status, WorkloadId};
+use arbiter::model::api::QueueingStrategy;
+use arbiter::model::cluster::{Cluster, ClusterQueueId, CohortId, FlavorId, FlavorResource};
+use arbiter::model::{Amount, Millis};
+use arbiter::sim::scenario::{self, Scenario};
+use proptest::prelude::*;
+
+// ---------------------------------------------------------------- generation
+
+#[derive(Clone, Debug)]
+struct PoolGen {
+    nodes: u32,
+    gpus: u32,
+    cpus: u32,
+}
+
+#[derive(Clone, Debug)]
+struct QuotaGen {
+    gpu: u32,
+    cpu: u32,
+    borrowing: Option<u32>,
+    lending: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct CqGen {
+    cohort: Option<usize>,
+    strict: bool,
+    within: &'static str,
+    reclaim: &'static str,
+    when_can_borrow: &'static str,
+    when_can_preempt: &'static str,
+    fair_sharing: bool,
+    weight: u32,
+    /// Per flavor slot: (sort key, quota); `None` where the queue does not list the flavor.
+    flavors: Vec<Option<(u8, QuotaGen)>>,
+    retry: Option<(u32, u32)>,
+    reclaim_timeout: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct PodSetGen {
+    count: u32,
+    gpu: u32,
+    cpu: u32,
+}
+
+#[derive(Clone, Debug)]
+struct JobGen {
+    cq: usize,
+    arrival: u32,
+    runtime: u32,
+    priority: i32,
+    pod_sets: Vec<PodSetGen>,
+    /// Also asks for a resource no ClusterQueue covers.
+    uncovered: bool,
+}
+
+#[derive(Clone, Debug)]
+struct ScenarioGen {
+    pools: Vec<Option<PoolGen>>,
+    cohorts: usize,
+    nested: bool,
+    cohort_gpus: Option<u32>,
+    global_fair: bool,
+    cqs: Vec<CqGen>,
+    jobs: Vec<JobGen>,
+}
+
+fn pool() -> impl Strategy<Value = PoolGen> {
+    (
+        1u32..=3,
+        prop::sample::select(vec![2u32, 4, 8]),
+        prop::sample::select(vec![16u32, 32, 64]),
+    )
+        .prop_map(|(nodes, gpus, cpus)| PoolGen { nodes, gpus, cpus })
+}
+
+fn quota() -> impl Strategy<Value = QuotaGen> {
+    (
+        0u32..=12,
+        0u32..=48,
+        prop::option::of(0u32..=8),
+        prop::option::of(0u32..=12),
+    )
+        .prop_map(|(gpu, cpu, borrowing, lending)| QuotaGen {
+            gpu,
+            cpu,
+            borrowing,
+            lending: lending.map(|l| l.min(gpu)),
+        })
+}
+
+fn cluster_queue() -> impl Strategy<Value = CqGen> {
+    (
+        (
+            prop::option::of(0usize..2),
+            any::<bool>(),
+            prop::sample::select(vec!["Never", "LowerPriority", "LowerOrNewerEqualPriority"]),
+            prop::sample::select(vec!["Never", "LowerPriority", "Any"]),
+            prop::sample::select(vec!["MayStopSearch", "TryNextFlavor", "Borrow"]),
+            prop::sample::select(vec!["MayStopSearch", "TryNextFlavor", "Preempt"]),
+        ),
+        (
+            prop::bool::weighted(0.25),
+            0u32..=3,
+            prop::collection::vec(prop::option::of((any::<u8>(), quota())), 3),
+            prop::option::weighted(0.2, (0u32..=2, 1u32..=60)),
+            prop::option::weighted(0.15, 30u32..=300),
+        ),
+    )
+        .prop_map(
+            |(
+                (cohort, strict, within, reclaim, when_can_borrow, when_can_preempt),
+                (fair_sharing, weight, flavors, retry, reclaim_timeout),
+            )| CqGen {
+                cohort,
+                strict,
+                within,
+                reclaim,
+                when_can_borrow,
+                when_can_preempt,
+                fair_sharing,
+                weight,
+                flavors,
+                retry,
+                reclaim_timeout,
+            },
+        )
+}
+
+fn job() -> impl Strategy<Value = JobGen> {
+    (
+        0usize..5,
+        0u32..=600,
+        1u32..=400,
+        -3i32..=3,
+        prop::collection::vec(
+            (1u32..=4, 0u32..=4, 1u32..=8).prop_map(|(count, gpu, cpu)| PodSetGen {
+                count,
+                gpu,
+                cpu,
+            }),
+            1..=2,
+        ),
+        prop::bool::weighted(0.05),
+    )
+        .prop_map(
+            |(cq, arrival, runtime, priority, pod_sets, uncovered)| JobGen {
+                cq,
+                arrival,
+                runtime,
+                priority,
+                pod_sets,
+                uncovered,
+            },
+        )
+}
+
+fn scenario_gen() -> impl Strategy<Value = ScenarioGen> {
+    (
+        prop::collection::vec(prop::option::of(pool()), 1..=3),
+        1usize..=2,
+        any::<bool>(),
+        prop::option::weighted(0.3, 1u32..=8),
+        prop::bool::weighted(0.2),
+        prop::collection::vec(cluster_queue(), 2..=5),
+        prop::collection::vec(job(), 1..=30),
+    )
+        .prop_map(
+            |(pools, cohorts, nested, cohort_gpus, global_fair, cqs, jobs)| ScenarioGen {
+                pools,
+                cohorts,
+                nested,
+                cohort_gpus,
+                global_fair,
+                cqs,
+                jobs,
+            },
+        )
+}
+
+// ---------------------------------------------------------------- YAML
+
+const GPU: &str = "nvidia.com/gpu";
+
+impl ScenarioGen {
+    /// The flavors a ClusterQueue lists, in its order (never empty).
+    fn flavors_of(&self, cq: &CqGen) -> Vec<(usize, QuotaGen)> {
+        let mut listed: Vec<(u8, usize, QuotaGen)> = cq
+            .flavors
+            .iter()
+            .enumerate()
+            .take(self.pools.len())
+            .filter_map(|(f, q)| q.clone().map(|(key, q)| (key, f, q)))
+            .collect();
+        listed.sort_by_key(|(key, f, _)| (*key, *f));
+        let mut flavors: Vec<(usize, QuotaGen)> =
+            listed.into_iter().map(|(_, f, q)| (f, q)).collect();
+        if flavors.is_empty() {
+            flavors.push((
+                0,
+                QuotaGen {
+                    gpu: 4,
+                    cpu: 16,
+                    borrowing: None,
+                    lending: None,
+                },
+            ));
+        }
+        flavors
+    }
+
+    fn yaml(&self) -> String {
+        let mut y = String::new();
+        let doc = |y: &mut String| y.push_str("---\n");
+        let mut sim = String::from(
+            "apiVersion: sim.arbiter.dev/v1alpha1\nkind: Simulation\nmetadata: {name: prop}\nspec:\n",
+        );
+        let _ = writeln!(sim, "  fairSharing: {{enabled: {}}}", self.global_fair);
+        if self.pools.iter().any(Option::is_some) {
+            sim.push_str("  nodePools:\n");
+        }
+        for (f, pool) in self.pools.iter().enumerate() {
+            doc(&mut y);
+            let _ = writeln!(
+                y,
+                "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {{name: f{f}}}"
+            );
+            if let Some(p) = pool {
+                let _ = writeln!(
+                    sim,
+                    "  - {{flavor: f{f}, nodes: {}, allocatable: {{{GPU}: \"{}\", cpu: \"{}\"}}}}",
+                    p.nodes, p.gpus, p.cpus
+                );
+            }
+        }
+        doc(&mut y);
+        y.push_str(&sim);
+        let cohort_count = self.cohorts;
+        if self.nested && cohort_count == 2 || self.cohort_gpus.is_some() {
+            doc(&mut y);
+            let _ = writeln!(
+                y,
+                "apiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {{name: c{}}}\nspec:",
+                cohort_count - 1
+            );
+            if self.nested && cohort_count == 2 {
+                y.push_str("  parent: c0\n");
+            }
+            if let Some(gpus) = self.cohort_gpus {
+                let _ = writeln!(
+                    y,
+                    "  resourceGroups:\n  - coveredResources: [cpu, {GPU}]\n    flavors:\n    - name: f0\n      resources:\n      - {{name: cpu, nominalQuota: \"8\"}}\n      - {{name: {GPU}, nominalQuota: \"{gpus}\"}}"
+                );
+            }
+        }
+        for (i, cq) in self.cqs.iter().enumerate() {
+            doc(&mut y);
+            let _ = writeln!(
+                y,
+                "apiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {{name: cq{i}}}\nspec:"
+            );
+            if let Some(c) = cq.cohort {
+                let _ = writeln!(y, "  cohort: c{}", c % cohort_count);
+            }
+            let _ = writeln!(
+                y,
+                "  queueingStrategy: {}",
+                if cq.strict {
+                    "StrictFIFO"
+                } else {
+                    "BestEffortFIFO"
+                }
+            );
+            let _ = writeln!(
+                y,
+                "  preemption: {{withinClusterQueue: {}, reclaimWithinCohort: {}}}",
+                cq.within, cq.reclaim
+            );
+            let _ = writeln!(
+                y,
+                "  flavorFungibility: {{whenCanBorrow: {}, whenCanPreempt: {}}}",
+                cq.when_can_borrow, cq.when_can_preempt
+            );
+            let _ = writeln!(y, "  fairSharing: {{weight: \"{}\"}}", cq.weight);
+            if cq.fair_sharing {
+                y.push_str("  scheduling: {algorithm: fair-sharing}\n");
+            }
+            if let Some((max, backoff)) = cq.retry {
+                let _ = writeln!(
+                    y,
+                    "  retryPolicy: {{maxRetries: {max}, backoffDuration: {backoff}s}}"
+                );
+            }
+            if let Some(timeout) = cq.reclaim_timeout {
+                let _ = writeln!(
+                    y,
+                    "  resourceReclaim: {{enabled: true, reclaimTimeout: {timeout}s}}"
+                );
+            }
+            let _ = writeln!(
+                y,
+                "  resourceGroups:\n  - coveredResources: [cpu, {GPU}]\n    flavors:"
+            );
+            for (f, q) in self.flavors_of(cq) {
+                let limits = |borrow: Option<u32>, lend: Option<u32>| {
+                    let mut s = String::new();
+                    if cq.cohort.is_some() {
+                        if let Some(b) = borrow {
+                            let _ = write!(s, ", borrowingLimit: \"{b}\"");
+                        }
+                        if let Some(l) = lend {
+                            let _ = write!(s, ", lendingLimit: \"{l}\"");
+                        }
+                    }
+                    s
+                };
+                let _ = writeln!(
+                    y,
+                    "    - name: f{f}\n      resources:\n      - {{name: cpu, nominalQuota: \"{}\"{}}}\n      - {{name: {GPU}, nominalQuota: \"{}\"{}}}",
+                    q.cpu,
+                    limits(q.borrowing.map(|b| b * 4), None),
+                    q.gpu,
+                    limits(q.borrowing, q.lending)
+                );
+            }
+            doc(&mut y);
+            let _ = writeln!(
+                y,
+                "apiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {{name: lq, namespace: ns{i}}}\nspec: {{clusterQueue: cq{i}}}"
+            );
+        }
+        for (j, job) in self.jobs.iter().enumerate() {
+            doc(&mut y);
+            let _ = writeln!(
+                y,
+                "apiVersion: arbiter.dev/v1alpha1\nkind: Workload\nmetadata:\n  name: w{j}\n  namespace: ns{}\n  annotations: {{sim.arbiter.dev/arrival: {}s, sim.arbiter.dev/runtime: {}s}}\nspec:\n  queueName: lq\n  priority: {}\n  podSets:",
+                job.cq % self.cqs.len(),
+                job.arrival,
+                job.runtime,
+                job.priority
+            );
+            for (p, ps) in job.pod_sets.iter().enumerate() {
+                let mut requests = format!("cpu: \"{}\"", ps.cpu);
+                if ps.gpu > 0 {
+                    let _ = write!(requests, ", {GPU}: \"{}\"", ps.gpu);
+                }
+                if job.uncovered && p == 0 {
+                    requests.push_str(", example.com/fpga: \"1\"");
+                }
+                let _ = writeln!(
+                    y,
+                    "  - {{name: ps{p}, count: {}, requests: {{{requests}}}}}",
+                    ps.count
+                );
+            }
+        }
+        y
+    }
+}
+
+fn build(yaml: &str) -> Result<Scenario, TestCaseError> {
+    let loaded = arbiter::model::load::load_str(yaml, Path::new("prop.yaml"))
+        .map_err(|e| TestCaseError::fail(format!("load: {e}\n{yaml}")))?;
+    prop_assert!(
+        loaded.warnings.is_empty(),
+        "generated YAML has unknown fields: {:?}",
+        loaded.warnings
+    );
+    scenario::build(loaded).map_err(|e| TestCaseError::fail(format!("build: {e}\n{yaml}")))
+}
+
+// ---------------------------------------------------------------- oracle
+
+/// Usage per (ClusterQueue, flavor-resource), summed from admissions.
+type Usage = BTreeMap<(ClusterQueueId, FlavorResource), Amount>;
+
+fn usage_of(entries: &[Entry]) -> Usage {
+    let mut usage = Usage::new();
+    for entry in entries {
+        if let Some(admission) = &entry.admission {
+            for &(fr, amount) in &admission.usage {
+                *usage.entry((entry.workload.cluster_queue, fr)).or_default() += amount;
+            }
+        }
+    }
+    usage
+}
+
+/// Kueue's cohort arithmetic, recomputed from the configuration: per node,
+/// the subtree quota and the part it keeps (does not lend).
+struct Tree<'a> {
+    cluster: &'a Cluster,
+    usage: &'a Usage,
+}
+
+impl Tree<'_> {
+    fn cq_quota(&self, cq: ClusterQueueId, fr: FlavorResource) -> (Amount, Amount) {
+        let def = self.cluster.cluster_queue(cq);
+        let Some(q) = def.quotas[fr.index()] else {
+            return (Amount::ZERO, Amount::ZERO);
+        };
+        let lendable = q.lending_limit.unwrap_or(Amount::MAX).min(q.nominal);
+        let guaranteed = if def.cohort.is_some() {
+            q.nominal - lendable
+        } else {
+            q.nominal
+        };
+        (q.nominal, guaranteed)
+    }
+
+    /// (subtree quota, guaranteed part, usage above the children's guaranteed parts).
+    fn cohort(&self, cohort: CohortId, fr: FlavorResource) -> (Amount, Amount, Amount) {
+        let own = self.cluster.cohorts[cohort.index()].quotas[fr.index()];
+        let mut subtree = own.map_or(Amount::ZERO, |q| q.nominal);
+        let mut usage = Amount::ZERO;
+        for (i, cq) in self.cluster.cluster_queues.iter().enumerate() {
+            if cq.cohort == Some(cohort) {
+                let id = ClusterQueueId(i as u32);
+                let (nominal, guaranteed) = self.cq_quota(id, fr);
+                subtree += nominal - guaranteed;
+                let used = self.usage.get(&(id, fr)).copied().unwrap_or_default();
+                usage += used.positive_sub(guaranteed);
+            }
+        }
+        for (i, child) in self.cluster.cohorts.iter().enumerate() {
+            if child.parent == Some(cohort) {
+                let (child_subtree, child_guaranteed, child_usage) =
+                    self.cohort(CohortId(i as u32), fr);
+                subtree += child_subtree - child_guaranteed;
+                usage += child_usage.positive_sub(child_guaranteed);
+            }
+        }
+        let guaranteed = match own.and_then(|q| q.lending_limit) {
+            Some(limit) if self.cluster.cohorts[cohort.index()].parent.is_some() => {
+                subtree - limit.min(subtree)
+            }
+            _ if self.cluster.cohorts[cohort.index()].parent.is_some() => Amount::ZERO,
+            _ => subtree,
+        };
+        (subtree, guaranteed, usage)
+    }
+}
+
+/// Every quota invariant broken by `usage`, described.
+fn quota_violations(cluster: &Cluster, usage: &Usage) -> Vec<String> {
+    let mut out = Vec::new();
+    let frs = cluster.flavor_resource_count();
+    for (i, cq) in cluster.cluster_queues.iter().enumerate() {
+        let id = ClusterQueueId(i as u32);
+        for fr in (0..frs).map(|f| FlavorResource(f as u32)) {
+            let used = usage.get(&(id, fr)).copied().unwrap_or_default();
+            let limit = match cq.quotas[fr.index()] {
+                None => Amount::ZERO,
+                Some(q) if cq.cohort.is_none() => q.nominal,
+                Some(q) => q
+                    .borrowing_limit
+                    .map_or(Amount::MAX, |b| q.nominal.saturating_add(b)),
+            };
+            if used > limit || used.is_negative() {
+                out.push(format!(
+                    "ClusterQueue {} uses {used} of {:?}, limit nominal+borrowingLimit = {limit}",
+                    cq.name,
+                    cluster.split(fr)
+                ));
+            }
+        }
+    }
+    let tree = Tree { cluster, usage };
+    for (i, cohort) in cluster.cohorts.iter().enumerate() {
+        for fr in (0..frs).map(|f| FlavorResource(f as u32)) {
+            let (subtree, _, lent) = tree.cohort(CohortId(i as u32), fr);
+            if cohort.parent.is_none() && lent > subtree {
+                out.push(format!(
+                    "cohort {} lends {lent} of {:?} but its subtree has {subtree}",
+                    cohort.name,
+                    cluster.split(fr)
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Every capacity invariant broken by the admissions: nodes over
+/// allocatable, pods on nodes that are not ready, pods left unplaced.
+fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
+    let cluster = scheduler.cluster();
+    let capacity = scheduler.capacity();
+    let mut out = Vec::new();
+    let mut used: BTreeMap<(FlavorId, u32), BTreeMap<usize, Amount>> = BTreeMap::new();
+    for entry in scheduler.entries() {
+        let Some(admission) = &entry.admission else {
+            continue;
+        };
+        let mut placed: BTreeMap<FlavorId, u32> = BTreeMap::new();
+        for p in &admission.placements {
+            match capacity.node(p.flavor, p.node) {
+                None => out.push(format!(
+                    "{} placed on missing node {}",
+                    entry.workload.name, p.node
+                )),
+                Some((_, false)) => out.push(format!(
+                    "{} placed on node {} of {:?}, which is not ready",
+                    entry.workload.name, p.node, p.flavor
+                )),
+                Some(_) => {}
+            }
+            *placed.entry(p.flavor).or_default() += p.pods;
+            let node = used.entry((p.flavor, p.node)).or_default();
+            for &(r, a) in &p.per_pod {
+                *node.entry(r.index()).or_default() += a.saturating_mul(p.pods as i64);
+            }
+        }
+        let mut expected: BTreeMap<FlavorId, u32> = BTreeMap::new();
+        for (ps, flavors) in entry.workload.pod_sets.iter().zip(&admission.pod_sets) {
+            if let Some(&(_, f)) = flavors.flavors.first() {
+                if capacity.has_pools(f) {
+                    *expected.entry(f).or_default() += ps.count;
+                }
+            }
+        }
+        if placed != expected {
+            out.push(format!(
+                "{}: pods placed per flavor {placed:?}, pod sets need {expected:?}",
+                entry.workload.name
+            ));
+        }
+    }
+    for ((flavor, node), resources) in &used {
+        let Some((pool, _)) = capacity.node(*flavor, *node) else {
+            continue;
+        };
+        for (&r, &amount) in resources {
+            if let Some(&(_, allocatable)) = pool.allocatable.iter().find(|(pr, _)| pr.index() == r)
+            {
+                if amount > allocatable {
+                    out.push(format!(
+                        "node {node} of flavor {} holds {amount} {} > allocatable {allocatable}",
+                        cluster.flavors[flavor.index()].name,
+                        cluster.resources[r]
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Checks the whole state; called after every cycle and timer.
+fn check(scheduler: &Scheduler) -> Result<(), TestCaseError> {
+    let cluster = scheduler.cluster();
+    for entry in scheduler.entries() {
+        prop_assert_eq!(
+            entry.status == Status::Admitted,
+            entry.admission.is_some(),
+            "{}: status {:?} but admission {:?}",
+            entry.workload.name,
+            entry.status,
+            entry.admission
+        );
+    }
+    let usage = usage_of(scheduler.entries());
+    for cq in 0..cluster.cluster_queues.len() {
+        let cq = ClusterQueueId(cq as u32);
+        for fr in (0..cluster.flavor_resource_count()).map(|f| FlavorResource(f as u32)) {
+            let ours = usage.get(&(cq, fr)).copied().unwrap_or_default();
+            prop_assert_eq!(
+                scheduler.quota().usage(cq, fr),
+                ours,
+                "quota tree usage of {} at {:?} differs from its admissions",
+                &cluster.cluster_queue(cq).name,
+                cluster.split(fr)
+            );
+        }
+    }
+    let tree = Tree {
+        cluster,
+        usage: &usage,
+    };
+    for c in 0..cluster.cohorts.len() {
+        let cohort = CohortId(c as u32);
+        for fr in (0..cluster.flavor_resource_count()).map(|f| FlavorResource(f as u32)) {
+            prop_assert_eq!(
+                scheduler.quota().cohort_usage(cohort, fr),
+                tree.cohort(cohort, fr).2,
+                "cohort {} usage at {:?}",
+                &cluster.cohorts[c].name,
+                cluster.split(fr)
+            );
+        }
+    }
+    let broken = quota_violations(cluster, &usage);
+    prop_assert!(broken.is_empty(), "quota: {broken:#?}");
+    let broken = capacity_violations(scheduler);
+    prop_assert!(broken.is_empty(), "capacity: {broken:#?}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------- driving
+
+/// Replays the scenario through the scheduler as `sim::driver` does,
+/// checking after every cycle. Returns the scheduler at the end and, per
+/// job, its workload id.
+fn drive(scenario: &Scenario) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseError> {
+    let pools: Vec<PoolSpec> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
+    let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
+    let mut hooks = DefaultHooks;
+    let jobs = &scenario.jobs;
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| (jobs[i].arrival, i));
+    let mut ids: Vec<Option<WorkloadId>> = vec![None; jobs.len()];
+    let mut job_of: Vec<usize> = Vec::new();
+    let mut finishes: BTreeSet<(Millis, WorkloadId, u32)> = BTreeSet::new();
+    let mut next = 0;
+    let mut steps = 0u32;
+    loop {
+        let due = [
+            order.get(next).map(|&i| jobs[i].arrival),
+            finishes.first().map(|f| f.0),
+            scheduler.next_timer(),
+        ];
+        let Some(now) = due.into_iter().flatten().min() else {
+            break;
+        };
+        steps += 1;
+        prop_assert!(steps < 20_000, "the run does not end");
+        while let Some(&i) = order.get(next) {
+            if jobs[i].arrival > now {
+                break;
+            }
+            next += 1;
+            match intake(&scenario.cluster, &jobs[i].info, jobs[i].explicit_priority) {
+                Intake::Queued(workload) => {
+                    ids[i] = Some(scheduler.submit(workload, now));
+                    job_of.push(i);
+                }
+                other => prop_assert!(false, "job {} not queued: {other:?}", jobs[i].info.name),
+            }
+        }
+        while let Some(&(at, id, epoch)) = finishes.first() {
+            if at > now {
+                break;
+            }
+            finishes.pop_first();
+            let entry = scheduler.entry(id);
+            if entry.epoch == epoch && entry.status == Status::Admitted {
+                scheduler.finish(id, now);
+            }
+        }
+        check(&scheduler)?;
+        scheduler.fire_timers(now, &mut hooks);
+        check(&scheduler)?;
+        let mut cycles = 0;
+        loop {
+            let cycle = scheduler.schedule(now, &mut hooks);
+            check(&scheduler)?;
+            for event in &cycle.events {
+                if let Event::Admitted { workload } = event {
+                    let entry = scheduler.entry(*workload);
+                    if entry.status == Status::Admitted {
+                        let runtime = jobs[job_of[workload.index()]]
+                            .runtime
+                            .unwrap_or(Millis::from_secs(1));
+                        finishes.insert((now.saturating_add(runtime), *workload, entry.epoch));
+                    }
+                }
+            }
+            cycles += 1;
+            prop_assert!(cycles < 1_000, "cycles at {now} never stop making progress");
+            if !cycle.progress {
+                break;
+            }
+        }
+    }
+    let ids = ids
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| id.ok_or_else(|| TestCaseError::fail(format!("job {i} never arrived"))))
+        .collect::<Result<_, _>>()?;
+    Ok((scheduler, ids))
+}
+
+/// Would this workload be admitted by an empty cluster?
+fn fits_alone(scenario: &Scenario, entry: &Entry) -> bool {
+    let pools: Vec<PoolSpec> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
+    let mut alone = Scheduler::new(Arc::clone(&scenario.cluster), &pools);
+    let id = alone.submit(entry.workload.clone(), Millis::ZERO);
+    let mut hooks = DefaultHooks;
+    alone.schedule(Millis::ZERO, &mut hooks);
+    alone.entry(id).status == Status::Admitted
+}
+
+/// After the run: every workload is in exactly one final state, and none
+/// that would fit the (now idle) cluster is stranded in a queue.
+fn check_nothing_lost(scenario: &Scenario, scheduler: &Scheduler) -> Result<(), TestCaseError> {
+    let cluster = scheduler.cluster();
+    let entries = scheduler.entries();
+    prop_assert_eq!(entries.len(), scenario.jobs.len());
+    let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in entries {
+        *by_state.entry(format!("{:?}", entry.status)).or_default() += 1;
+        prop_assert!(
+            matches!(
+                entry.status,
+                Status::Finished
+                    | Status::Rejected
+                    | Status::Deactivated
+                    | Status::Unschedulable
+                    | Status::Queued
+                    | Status::Inadmissible
+            ),
+            "{} ends {:?} although nothing more can happen",
+            &entry.workload.name,
+            entry.status
+        );
+    }
+    prop_assert_eq!(by_state.values().sum::<usize>(), entries.len());
+    // StrictFIFO: only the head of each queue must be admissible; it may block the rest.
+    let mut heads: BTreeMap<ClusterQueueId, (i32, Millis, usize)> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if entry.status == Status::Queued {
+            let key = (-entry.workload.priority, entry.queue_time, i);
+            let head = heads.entry(entry.workload.cluster_queue).or_insert(key);
+            *head = (*head).min(key);
+        }
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        let cq = entry.workload.cluster_queue;
+        let strict = cluster.cluster_queue(cq).strategy == QueueingStrategy::StrictFIFO;
+        let pending = matches!(entry.status, Status::Queued | Status::Inadmissible);
+        let must_be_tried = !strict || heads.get(&cq).is_some_and(|h| h.2 == i);
+        if pending && must_be_tried {
+            let reason = scheduler.reason_text(WorkloadId(i as u32));
+            prop_assert!(
+                !reason.is_empty(),
+                "{} is pending without a reason",
+                &entry.workload.name
+            );
+            prop_assert!(
+                !fits_alone(scenario, entry),
+                "{} is left {:?} in an idle cluster it fits ({})",
+                &entry.workload.name,
+                entry.status,
+                reason
+            );
+        }
+    }
+    Ok(())
+}
+
+fn report_json(scenario: &Scenario) -> String {
+    let mut report = arbiter::sim::driver::run(scenario, &mut DefaultHooks, &mut |_| {});
+    report.scheduler.cpu_seconds = 0.0;
+    serde_json::to_string_pretty(&report).unwrap_or_else(|e| panic!("report: {e}"))
+}
+
+fn state_name(status: Status) -> &'static str {
+    match status {
+        Status::Admitted => "admitted",
+        Status::Finished => "finished",
+        Status::Rejected => "rejected",
+        _ => "pending",
+    }
+}
+
+proptest! {
+    // No failure persistence: proptest finds no src/ beside tests/; a failure prints its case.
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn scheduler_keeps_quota_capacity_and_workloads(generated in scenario_gen()) {
+        let yaml = generated.yaml();
+        let scenario = build(&yaml)?;
+        let (scheduler, _) = drive(&scenario)?;
+        check_nothing_lost(&scenario, &scheduler)?;
+    }
+
+    #[test]
+    fn same_scenario_same_report(generated in scenario_gen()) {
+        let yaml = generated.yaml();
+        // The bounded drive first: a scenario that never ends fails here instead of hanging.
+        let scenario = build(&yaml)?;
+        let (scheduler, ids) = drive(&scenario)?;
+        let first = report_json(&build(&yaml)?);
+        let second = report_json(&build(&yaml)?);
+        prop_assert!(first == second, "two runs of the same scenario differ");
+        // The simulator's driver and a direct drive of the core agree on every outcome.
+        let report: serde_json::Value = serde_json::from_str(&first)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        for (i, id) in ids.iter().enumerate() {
+            let state = report["workloads"][i]["state"].as_str().unwrap_or_default();
+            prop_assert_eq!(
+                state,
+                state_name(scheduler.entry(*id).status),
+                "workload {} in the report of\n{}",
+                i,
+                &yaml
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the checks can fail
+
+const TWO_QUEUES: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: f0}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: a}
+spec:
+  cohort: c
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: f0
+      resources: [{name: nvidia.com/gpu, nominalQuota: "4", borrowingLimit: "2"}]
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: b}
+spec:
+  cohort: c
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: f0
+      resources: [{name: nvidia.com/gpu, nominalQuota: "4", lendingLimit: "1"}]
+"#;
+
+#[test]
+fn quota_oracle_reports_overuse_and_overlending() {
+    let scenario = scenario::build(
+        arbiter::model::load::load_str(TWO_QUEUES, Path::new("two.yaml"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = &scenario.cluster;
+    let a = cluster.cluster_queue_id("a").unwrap_or_else(|| panic!("a"));
+    let b = cluster.cluster_queue_id("b").unwrap_or_else(|| panic!("b"));
+    let f0 = cluster.flavor_id("f0").unwrap_or_else(|| panic!("f0"));
+    let gpu = cluster.resource_id(GPU).unwrap_or_else(|| panic!("gpu"));
+    let fr = cluster.flavor_resource(f0, gpu);
+    let gpus = |n| Amount::from_units(n);
+
+    // a: 4 own + 1 lent by b (borrowingLimit 2 not reached): fine.
+    let ok: Usage = [((a, fr), gpus(5)), ((b, fr), gpus(3))].into();
+    assert!(quota_violations(cluster, &ok).is_empty());
+    // a: beyond nominal 4 + borrowingLimit 2.
+    let over_limit: Usage = [((a, fr), gpus(7))].into();
+    assert_eq!(quota_violations(cluster, &over_limit).len(), 2);
+    // The cohort holds a's 4 and b's lendable 1. Both at 5: a draws 5 from
+    // it (it keeps nothing back), b draws 2 above its guaranteed 3: 7 > 5.
+    let over_lent: Usage = [((a, fr), gpus(5)), ((b, fr), gpus(5))].into();
+    let broken = quota_violations(cluster, &over_lent);
+    assert!(
+        broken.iter().any(|m| m.contains("cohort c lends")),
+        "{broken:?}"
+    );
+}
+
+// ---------------------------------------------------------------- regressions found by the properties
+
+fn drives_to_the_end(yaml: &str) -> Scheduler {
+    let scenario = build(yaml).unwrap_or_else(|e| panic!("{e}"));
+    let (scheduler, _) = drive(&scenario).unwrap_or_else(|e| panic!("{e}"));
+    check_nothing_lost(&scenario, &scheduler).unwrap_or_else(|e| panic!("{e}"));
+    scheduler
+}
+
+fn queue(name: &str, cohort: &str, cpu: u32, gpu: u32, extra: &str) -> String {
+    format!(
+        "---\napiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n{cohort}{extra}  resourceGroups:\n  - coveredResources: [cpu, {GPU}]\n    flavors:\n    - name: f0\n      resources:\n      - {{name: cpu, nominalQuota: \"{cpu}\"}}\n      - {{name: {GPU}, nominalQuota: \"{gpu}\"}}\n---\napiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {{name: lq, namespace: {name}}}\nspec: {{clusterQueue: {name}}}\n"
+    )
+}
+
+fn workload(
+    name: &str,
+    ns: &str,
+    arrival: u32,
+    runtime: u32,
+    priority: i32,
+    pod_sets: &str,
+) -> String {
+    format!(
+        "---\napiVersion: arbiter.dev/v1alpha1\nkind: Workload\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{sim.arbiter.dev/arrival: {arrival}s, sim.arbiter.dev/runtime: {runtime}s}}\nspec:\n  queueName: lq\n  priority: {priority}\n  podSets: {pod_sets}\n"
+    )
+}
+
+const FLAVOR: &str =
+    "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: f0}\n";
+
+#[test]
+fn preemption_chains_do_not_cycle_within_one_instant() {
+    // w3 reclaims from borrowing w2, w4 preempts w3 in its queue and borrows,
+    // w0 reclaims from w4, w2 preempts w0 in its queue and borrows, w3 again…
+    let preempting =
+        "  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n";
+    let yaml = [
+        FLAVOR.to_string(),
+        queue("a", "  cohort: c\n", 16, 4, preempting),
+        queue("b", "  cohort: c\n", 16, 4, preempting),
+        workload("w4", "b", 0, 257, 0, "[{name: p, count: 2, requests: {cpu: \"6\", nvidia.com/gpu: \"4\"}}]"),
+        workload("w0", "a", 256, 73, 0, "[{name: p, count: 1, requests: {cpu: \"3\", nvidia.com/gpu: \"1\"}}]"),
+        workload("w2", "a", 259, 224, 1, "[{name: p, count: 3, requests: {cpu: \"7\"}}, {name: q, count: 3, requests: {cpu: \"3\"}}]"),
+        workload("w3", "b", 444, 1, -1, "[{name: p, count: 1, requests: {cpu: \"5\", nvidia.com/gpu: \"1\"}}]"),
+    ]
+    .concat();
+    let scheduler = drives_to_the_end(&yaml);
+    assert!(scheduler
+        .entries()
+        .iter()
+        .all(|e| e.status == Status::Finished));
+}
+
+#[test]
+fn reclaim_without_retry_policy_ends() {
+    let yaml = [
+        FLAVOR.to_string(),
+        queue(
+            "a",
+            "",
+            4,
+            0,
+            "  resourceReclaim: {enabled: true, reclaimTimeout: 30s}\n",
+        ),
+        workload(
+            "long",
+            "a",
+            0,
+            100,
+            0,
+            "[{name: p, count: 1, requests: {cpu: \"1\"}}]",
+        ),
+    ]
+    .concat();
+    let scheduler = drives_to_the_end(&yaml);
+    let entry = &scheduler.entries()[0];
+    assert_eq!(
+        entry.status,
+        Status::Deactivated,
+        "{}",
+        scheduler.reason_text(WorkloadId(0))
+    );
+}
+
+#[test]
+fn pod_sets_together_over_quota_never_fit_and_block_nobody() {
+    let yaml = [
+        FLAVOR.to_string(),
+        queue("a", "", 16, 4, "  queueingStrategy: StrictFIFO\n"),
+        workload("big", "a", 0, 1, 0, "[{name: p, count: 1, requests: {nvidia.com/gpu: \"1\"}}, {name: q, count: 1, requests: {nvidia.com/gpu: \"4\"}}]"),
+        workload("small", "a", 0, 1, 0, "[{name: p, count: 1, requests: {cpu: \"1\"}}]"),
+    ]
+    .concat();
+    let scheduler = drives_to_the_end(&yaml);
+    let [big, small] = scheduler.entries() else {
+        panic!("two workloads")
+    };
+    assert_eq!(big.status, Status::Unschedulable);
+    let reason = scheduler.reason_text(WorkloadId(0));
+    assert!(reason.contains("could ever give"), "{reason}");
+    assert_eq!(small.status, Status::Finished);
+}
