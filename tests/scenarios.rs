@@ -596,3 +596,26 @@ fn kubeflow_jobs_get_replica_type_pod_set_names() {
         ]
     );
 }
+
+// ------------------------------------------------------------ reasons and run ends
+
+#[test]
+fn workloads_behind_a_blocked_strict_fifo_head_say_whom_they_wait_for() {
+    let r = run_paths(&["queueing-strategy", "until-1m.yaml"]);
+    assert_eq!(workload(&r, "strict-small").state, "pending");
+    assert_eq!(
+        workload(&r, "strict-small").reason,
+        "waiting behind ml/strict-big, the head of StrictFIFO ClusterQueue strict"
+    );
+    assert!(workload(&r, "strict-big")
+        .reason
+        .starts_with("pod set main: needs 8 nvidia.com/gpu in a100"));
+}
+
+#[test]
+fn adaptive_weights_do_not_keep_a_finished_run_alive() {
+    let r = run("adaptive-weights");
+    assert_eq!(r.summary.finished, 2);
+    assert_eq!(admitted_at(&r, "second"), Some(600.0));
+    assert_eq!(r.summary.end_seconds, 1200.0);
+}

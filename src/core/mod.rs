@@ -222,7 +222,11 @@ impl Scheduler {
     /// The earliest pending timer (backoff end, reclaim deadline, weight adjustment).
     pub fn next_timer(&self) -> Option<Millis> {
         let timer = self.timers.first().map(|t| t.0);
-        match (timer, self.next_fair_adjust) {
+        // Weights only matter while something waits; otherwise a run could never end.
+        let waiting =
+            !self.active.is_empty() || self.states.iter().any(|s| !s.inadmissible.is_empty());
+        let adjust = self.next_fair_adjust.filter(|_| waiting);
+        match (timer, adjust) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -236,6 +240,19 @@ impl Scheduler {
                 "ClusterQueue {} is stopped (stopPolicy {:?})",
                 cq.name, cq.stop_policy
             );
+        }
+        if entry.status == Status::Queued
+            && entry.reason.is_none()
+            && cq.strategy == QueueingStrategy::StrictFIFO
+        {
+            let state = &self.states[entry.workload.cluster_queue.index()];
+            if let Some(head) = state.queue.first().filter(|h| h.id != id) {
+                let head = &self.entries[head.id.index()].workload;
+                return format!(
+                    "waiting behind {}/{}, the head of StrictFIFO ClusterQueue {}",
+                    head.namespace, head.name, cq.name
+                );
+            }
         }
         entry.reason.render(&self.cluster, &entry.workload)
     }
