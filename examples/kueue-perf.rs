@@ -85,10 +85,19 @@ fn run(shape: &Shape) -> ExitCode {
         Some(mib) => println!("peak RSS (process)     {mib:.0} MiB"),
         None => println!("peak RSS (process)     unknown (no /proc/self/status)"),
     }
-    println!("min ClusterQueue usage {:.1}% of nominal (time-averaged)", min_usage * 100.0);
-    println!("makespan               {:.1} s (virtual)", report.summary.makespan_seconds);
+    println!(
+        "min ClusterQueue usage {:.1}% of nominal (time-averaged)",
+        min_usage * 100.0
+    );
+    println!(
+        "makespan               {:.1} s (virtual)",
+        report.summary.makespan_seconds
+    );
     for (class, (sum, n)) in &waits {
-        println!("mean time to admission {class:<7} {:.2} s (virtual, {n} workloads)", sum / *n as f64);
+        println!(
+            "mean time to admission {class:<7} {:.2} s (virtual, {n} workloads)",
+            sum / *n as f64
+        );
     }
     ExitCode::SUCCESS
 }

@@ -362,10 +362,16 @@ fn retry_policy_backs_off_exponentially_after_reclaim_then_deactivates() {
             ("requeued", 1380.0),
             ("admitted", 1380.0),
             ("evicted", 1980.0),
-            ("evicted", 1980.0),
         ]
     );
     assert!(w.history[1].reason.contains("reclaimTimeout 10m"));
+    assert!(
+        w.history[7]
+            .reason
+            .contains("reclaimTimeout 10m; deactivated after 2 retries"),
+        "{:?}",
+        w.history[7]
+    );
     assert_eq!(w.evictions, 3);
     assert_eq!(w.state, "pending");
     assert!(w.reason.contains("deactivated"), "{:?}", w.reason);

@@ -513,13 +513,21 @@ fn handle(
             });
         }
         Event::Deactivated { reason, .. } => {
-            record.history.push(HistoryEntry {
-                at_seconds,
-                event: "evicted",
-                reason,
-                flavors: None,
-                by: None,
-            });
+            // Deactivation follows the eviction that used up the last retry: say so there.
+            match record
+                .history
+                .last_mut()
+                .filter(|h| h.event == "evicted" && h.at_seconds == at_seconds)
+            {
+                Some(eviction) => eviction.reason = format!("{}; {reason}", eviction.reason),
+                None => record.history.push(HistoryEntry {
+                    at_seconds,
+                    event: "evicted",
+                    reason,
+                    flavors: None,
+                    by: None,
+                }),
+            }
         }
     }
 }
