@@ -625,3 +625,33 @@ fn adaptive_weights_do_not_keep_a_finished_run_alive() {
     assert_eq!(admitted_at(&r, "second"), Some(600.0));
     assert_eq!(r.summary.end_seconds, 1200.0);
 }
+
+#[test]
+fn fair_sharing_preemption_stops_when_shares_are_even() {
+    let r = run("fair-sharing-preemption");
+    let running = |prefix: &str| {
+        r.workloads
+            .iter()
+            .filter(|w| w.name.starts_with(prefix) && w.state == "admitted")
+            .count()
+    };
+    assert_eq!(running("a-"), 6, "a keeps 6 of its 12");
+    assert_eq!(running("b-"), 6, "b gets its own 4 and 2 borrowed");
+    assert_eq!(r.summary.preemptions, 6);
+    let waiting: Vec<&str> = r
+        .workloads
+        .iter()
+        .filter(|w| w.name.starts_with("b-") && w.state == "pending")
+        .map(|w| w.reason.as_str())
+        .collect();
+    assert_eq!(waiting.len(), 2);
+    assert!(
+        waiting
+            .iter()
+            .all(|reason| reason.contains("preemption cannot free enough")),
+        "{waiting:?}"
+    );
+    // The most recently admitted of a's workloads go first (all admitted at 0s: the last ones).
+    assert_eq!(workload(&r, "a-11").evictions, 1);
+    assert_eq!(workload(&r, "a-00").evictions, 0);
+}

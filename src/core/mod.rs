@@ -1050,26 +1050,24 @@ impl Scheduler {
         let candidates = self.preemption_candidates(cq, id, needed);
         let victims = if self.fair[cq.index()] {
             let mine_after = self.share(cq, needed);
-            let by_share = |s: &Scheduler, strict: bool| {
+            // Kueue's fair-sharing strategies: a victim's queue must keep at least the
+            // preemptor's share — LessThanOrEqualToFinalShare (after removing the victim),
+            // then LessThanInitialShare (strictly, before removing it).
+            let by_share = |strict: bool| {
                 move |sched: &Scheduler, w: WorkloadId| {
                     let other_cq = sched.entries[w.index()].workload.cluster_queue;
                     if other_cq == cq {
                         return true;
                     }
-                    let usage = sched.entries[w.index()]
-                        .admission
-                        .as_ref()
-                        .map(|a| a.usage.clone())
-                        .unwrap_or_default();
                     if strict {
-                        // LessThanInitialShare: below the victim queue's share before removing.
-                        mine_after < sched.share(other_cq, &[])
-                    } else {
-                        // LessThanOrEqualToFinalShare: not above its share after removing the victim.
-                        let without: Vec<_> = usage.iter().map(|&(fr, a)| (fr, -a)).collect();
-                        let _ = s;
-                        mine_after <= sched.share(other_cq, &without)
+                        return mine_after < sched.share(other_cq, &[]);
                     }
+                    let without: Vec<_> = sched.entries[w.index()]
+                        .admission
+                        .iter()
+                        .flat_map(|a| a.usage.iter().map(|&(fr, amount)| (fr, -amount)))
+                        .collect();
+                    mine_after <= sched.share(other_cq, &without)
                 }
             };
             let mut ordered = candidates.clone();
@@ -1083,11 +1081,11 @@ impl Scheduler {
                 })
                 .collect();
             ordered.sort_by_key(|w| Reverse(shares[w]));
-            let first = by_share(self, false);
+            let first = by_share(false);
             match self.minimal_victims(cq, needed, &ordered, &first) {
                 Some(v) => Some(v),
                 None => {
-                    let second = by_share(self, true);
+                    let second = by_share(true);
                     self.minimal_victims(cq, needed, &ordered, &second)
                 }
             }
