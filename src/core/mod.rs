@@ -1234,18 +1234,15 @@ impl Scheduler {
                 if per_node.is_zero() {
                     continue;
                 }
-                let waiting: Amount = self
-                    .entries
-                    .iter()
-                    .filter(|e| matches!(e.status, Status::Queued | Status::Inadmissible))
-                    .filter(|e| e.reason.waits_for_capacity())
-                    .filter(|e| {
-                        self.cluster
-                            .cluster_queue(e.workload.cluster_queue)
-                            .groups
-                            .iter()
-                            .any(|g| g.flavors.contains(&flavor))
+                // Only the waiting workloads of queues that list the flavor: O(pending), not O(all).
+                let waiting: Amount = (0..self.states.len())
+                    .filter(|&q| self.flavors_of[q].contains(&flavor))
+                    .flat_map(|q| {
+                        let state = &self.states[q];
+                        state.queue.iter().map(|k| k.id).chain(state.inadmissible.iter().copied())
                     })
+                    .map(|id| &self.entries[id.index()])
+                    .filter(|e| e.reason.waits_for_capacity())
                     .flat_map(|e| e.workload.pod_sets.iter().map(move |ps| ps.total(r)))
                     .sum();
                 pending_nodes = f64::max(pending_nodes, waiting.as_f64() / per_node.as_f64());
