@@ -18,6 +18,7 @@ pub mod workload;
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::model::api::{QueueingStrategy, ReclaimWithinCohort, StopPolicy, WithinClusterQueue};
@@ -98,10 +99,16 @@ struct QueueKey {
     id: WorkloadId,
 }
 
+/// One ClusterQueue's waiting workloads. Set-aside (inadmissible) workloads
+/// stay in `parked`, in queue order; waking them does not move them back:
+/// `live_after` marks which of them are up for another try (those after the
+/// bound), so a wake costs O(1) instead of one B-tree insert per workload.
 #[derive(Clone, Debug, Default)]
 struct ClusterQueueState {
     queue: BTreeSet<QueueKey>,
-    inadmissible: Vec<WorkloadId>,
+    parked: BTreeSet<QueueKey>,
+    /// `None`: no parked workload is up for a try; otherwise those after this bound are.
+    live_after: Option<Bound<QueueKey>>,
     /// Admitted workloads by (priority, id), so preemption looks only at lower priorities.
     admitted: BTreeSet<(i32, WorkloadId)>,
 }
@@ -223,8 +230,7 @@ impl Scheduler {
     pub fn next_timer(&self) -> Option<Millis> {
         let timer = self.timers.first().map(|t| t.0);
         // Weights only matter while something waits; otherwise a run could never end.
-        let waiting =
-            !self.active.is_empty() || self.states.iter().any(|s| !s.inadmissible.is_empty());
+        let waiting = !self.active.is_empty() || self.states.iter().any(|s| !s.parked.is_empty());
         let adjust = self.next_fair_adjust.filter(|_| waiting);
         match (timer, adjust) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -421,6 +427,31 @@ impl Scheduler {
         self.active.insert(cq);
     }
 
+    /// The next workload to examine in `cq`: the first of its queue and its live parked workloads.
+    fn head(&self, cq: ClusterQueueId) -> Option<QueueKey> {
+        let state = &self.states[cq.index()];
+        let queued = state.queue.first().copied();
+        let parked = state.live_after.and_then(|bound| {
+            state
+                .parked
+                .range((bound, Bound::Unbounded))
+                .next()
+                .copied()
+        });
+        match (queued, parked) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn refresh_active(&mut self, cq: ClusterQueueId) {
+        if self.head(cq).is_some() {
+            self.active.insert(cq);
+        } else {
+            self.active.remove(&cq);
+        }
+    }
+
     fn key_of(&self, id: WorkloadId) -> QueueKey {
         let entry = &self.entries[id.index()];
         QueueKey {
@@ -435,10 +466,10 @@ impl Scheduler {
         let cq = self.entries[id.index()].workload.cluster_queue;
         let key = self.key_of(id);
         let state = &mut self.states[cq.index()];
-        state.queue.remove(&key);
-        if state.queue.is_empty() {
-            self.active.remove(&cq);
+        if !state.queue.remove(&key) {
+            state.parked.remove(&key);
         }
+        self.refresh_active(cq);
     }
 
     /// Puts set-aside workloads of `cq`'s cohort tree (all trees if nodes were freed) back in their queues.
@@ -456,15 +487,11 @@ impl Scheduler {
     }
 
     fn wake_queue(&mut self, cq: ClusterQueueId) {
-        let mut parked = std::mem::take(&mut self.states[cq.index()].inadmissible);
-        for &id in &parked {
-            if self.entries[id.index()].status == Status::Inadmissible {
-                self.enqueue(id);
-            }
+        let state = &mut self.states[cq.index()];
+        if !state.parked.is_empty() {
+            state.live_after = Some(Bound::Unbounded);
+            self.active.insert(cq);
         }
-        // Keep the allocation for the next time workloads are set aside.
-        parked.clear();
-        self.states[cq.index()].inadmissible = parked;
     }
 
     fn release(&mut self, id: WorkloadId) -> Option<Admission> {
@@ -690,7 +717,7 @@ impl Scheduler {
         let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
         for cq in active {
             let def = self.cluster.cluster_queue(cq);
-            let Some(first) = self.states[cq.index()].queue.first().copied() else {
+            let Some(first) = self.head(cq) else {
                 continue;
             };
             if def.stop_policy != StopPolicy::None {
@@ -790,10 +817,20 @@ impl Scheduler {
     }
 
     /// Takes a queued workload out of its queue until something in its cohort frees up.
+    /// `id` must be the head of `cq`: every live parked workload comes after it.
     fn park(&mut self, cq: ClusterQueueId, id: WorkloadId) {
-        self.dequeue(id);
+        let key = self.key_of(id);
         self.entries[id.index()].status = Status::Inadmissible;
-        self.states[cq.index()].inadmissible.push(id);
+        let state = &mut self.states[cq.index()];
+        state.queue.remove(&key);
+        state.parked.insert(key);
+        // Those up to and including it are done for this wake; never revive any.
+        state.live_after = match state.live_after {
+            None => None,
+            Some(Bound::Excluded(done)) if done > key => Some(Bound::Excluded(done)),
+            Some(_) => Some(Bound::Excluded(key)),
+        };
+        self.refresh_active(cq);
     }
 
     fn try_admit(
@@ -1239,7 +1276,7 @@ impl Scheduler {
                     .filter(|&q| self.flavors_of[q].contains(&flavor))
                     .flat_map(|q| {
                         let state = &self.states[q];
-                        state.queue.iter().map(|k| k.id).chain(state.inadmissible.iter().copied())
+                        state.queue.iter().chain(&state.parked).map(|k| k.id)
                     })
                     .map(|id| &self.entries[id.index()])
                     .filter(|e| e.reason.waits_for_capacity())
