@@ -655,3 +655,16 @@ fn fair_sharing_preemption_stops_when_shares_are_even() {
     assert_eq!(workload(&r, "a-11").evictions, 1);
     assert_eq!(workload(&r, "a-00").evictions, 0);
 }
+
+#[test]
+fn partial_admission_runs_with_the_most_pods_that_fit_down_to_min_count() {
+    let r = run("partial-admission");
+    let elastic = workload(&r, "elastic");
+    assert_eq!(elastic.admitted_seconds, Some(10.0));
+    assert_eq!(
+        elastic.history[0].reason,
+        "ClusterQueue ml, partially admitted (minCount): worker 3 of 6 pods"
+    );
+    // The 3 GPUs it took are gone: the rigid 2-GPU job waits for a finish.
+    assert_eq!(admitted_at(&r, "rigid"), Some(10.0 + 1800.0));
+}

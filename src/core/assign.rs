@@ -33,6 +33,8 @@ pub struct Assignment {
     pub borrowing: bool,
     /// Why the workload does not fit now (`None` when it fits).
     pub not_fit: Option<NotFit>,
+    /// Pods per pod set this assignment is for (below `count` when partially admitted).
+    pub counts: Vec<u32>,
 }
 
 pub struct Context<'a> {
@@ -57,12 +59,14 @@ fn charged(usage: &[(FlavorResource, Amount)], fr: FlavorResource) -> Amount {
 }
 
 /// Assigns flavors to every pod set of `workload` in ClusterQueue `cq`.
-/// `preferred` may reorder the flavors tried (the flavor hook).
+/// `preferred` may reorder the flavors tried (the flavor hook); `counts`
+/// replaces the pod sets' counts (partial admission).
 pub fn assign(
     ctx: &Context<'_>,
     cq: ClusterQueueId,
     workload: &Workload,
     preferred: Option<&[FlavorId]>,
+    counts: Option<&[u32]>,
 ) -> Assignment {
     let cluster = ctx.cluster;
     let def = cluster.cluster_queue(cq);
@@ -74,8 +78,13 @@ pub fn assign(
         mode: Mode::Fit,
         borrowing: false,
         not_fit: None,
+        counts: Vec::with_capacity(workload.pod_sets.len()),
     };
     for (ps_index, ps) in workload.pod_sets.iter().enumerate() {
+        let count = counts
+            .and_then(|c| c.get(ps_index).copied())
+            .unwrap_or(ps.count);
+        out.counts.push(count);
         let mut flavors_of_ps = PodSetFlavors {
             flavors: Vec::with_capacity(ps.per_pod.len()),
         };
@@ -127,7 +136,7 @@ pub fn assign(
                 let mut borrowing = false;
                 for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
                     let fr = cluster.flavor_resource(f, r);
-                    let need = per_pod.saturating_mul(ps.count as i64) + charged(&out.usage, fr);
+                    let need = per_pod.saturating_mul(count as i64) + charged(&out.usage, fr);
                     let available = ctx.quota.available(cq, fr);
                     if need <= available {
                         if ctx.quota.usage(cq, fr) + need > ctx.quota.nominal(cq, fr) {
@@ -163,7 +172,7 @@ pub fn assign(
                 };
                 if mode == Mode::Fit && !placed && ctx.capacity.has_pools(f) {
                     let mut trial = scratch.clone();
-                    match ctx.capacity.place(&mut trial, f, ps.count, &ps.per_pod) {
+                    match ctx.capacity.place(&mut trial, f, count, &ps.per_pod) {
                         Some(p) => {
                             choice.placements = p;
                             choice.scratch_after = Some(trial);
@@ -172,7 +181,7 @@ pub fn assign(
                             choice.mode = Mode::NoFit;
                             problems.push(Problem::Capacity {
                                 flavor: f,
-                                pods: ps.count,
+                                pods: count,
                                 nodes: ctx.capacity.ready_nodes(f),
                             });
                         }
@@ -199,7 +208,7 @@ pub fn assign(
                 Some(choice) => {
                     for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
                         let fr = cluster.flavor_resource(choice.flavor, r);
-                        let amount = per_pod.saturating_mul(ps.count as i64);
+                        let amount = per_pod.saturating_mul(count as i64);
                         match out.usage.iter_mut().find(|(f, _)| *f == fr) {
                             Some((_, total)) => *total += amount,
                             None => out.usage.push((fr, amount)),
@@ -273,7 +282,7 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                 ) && untolerated_taint(&flavor.node_taints, &[&ps.tolerations, &flavor.tolerations])
                     .is_none()
                     && requested.iter().all(|&(r, per_pod)| {
-                        per_pod.saturating_mul(ps.count as i64)
+                        per_pod.saturating_mul(fewest(ps) as i64)
                             <= ctx.quota.potential(cq, cluster.flavor_resource(f, r))
                     })
                     && ctx.capacity.pod_could_ever_fit(f, &ps.per_pod)
@@ -284,7 +293,7 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                     .map(|&(r, a)| {
                         format!(
                             "{} {}",
-                            a.saturating_mul(ps.count as i64),
+                            a.saturating_mul(fewest(ps) as i64),
                             cluster.resource_name(r)
                         )
                     })
@@ -293,7 +302,7 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                     "pod set {} needs {} ({} pod(s)), more than any flavor of ClusterQueue {} could ever give (quota, node size, selectors and taints considered)",
                     ps.name,
                     wants.join(", "),
-                    ps.count,
+                    fewest(ps),
                     def.name
                 ));
             }
@@ -302,7 +311,11 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
     // Pod sets share the quota: a total beyond all of a group's flavors together never fits.
     for group in &def.groups {
         for &r in &group.resources {
-            let total: Amount = workload.pod_sets.iter().map(|ps| ps.total(r)).sum();
+            let total: Amount = workload
+                .pod_sets
+                .iter()
+                .map(|ps| ps.per_pod_of(r).saturating_mul(fewest(ps) as i64))
+                .sum();
             let potential: Amount = group
                 .flavors
                 .iter()
@@ -318,4 +331,9 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
         }
     }
     None
+}
+
+/// The fewest pods a pod set can run with (its `minCount`, else its count).
+fn fewest(ps: &super::workload::PodSetRequest) -> u32 {
+    ps.min_count.unwrap_or(ps.count).min(ps.count)
 }

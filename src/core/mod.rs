@@ -651,7 +651,56 @@ impl Scheduler {
         }
     }
 
+    /// Assigns flavors to a head; a workload with `minCount`s that does not fit
+    /// whole is admitted with the most pods that fit (Kueue's partial admission:
+    /// every reducible pod set shrinks in proportion, found by binary search).
     fn assign_head(&self, cq: ClusterQueueId, id: WorkloadId, hooks: &mut dyn Hooks) -> Assignment {
+        let whole = self.assign_counts(cq, id, hooks, None);
+        let pod_sets = &self.entries[id.index()].workload.pod_sets;
+        let reducible: Vec<u32> = pod_sets
+            .iter()
+            .map(|ps| ps.count - ps.min_count.unwrap_or(ps.count).min(ps.count))
+            .collect();
+        let steps: u32 = reducible.iter().max().copied().unwrap_or(0);
+        if whole.mode == Mode::Fit || steps == 0 {
+            return whole;
+        }
+        // counts(k): each pod set gives up its reducible pods in proportion to k / steps.
+        let counts = |k: u32| -> Vec<u32> {
+            pod_sets
+                .iter()
+                .zip(&reducible)
+                .map(|(ps, &r)| ps.count - (r as u64 * k as u64).div_ceil(steps as u64) as u32)
+                .collect()
+        };
+        let fits = |k: u32, hooks: &mut dyn Hooks| {
+            let assignment = self.assign_counts(cq, id, hooks, Some(&counts(k)));
+            (assignment.mode == Mode::Fit).then_some(assignment)
+        };
+        let Some(mut best) = fits(steps, hooks) else {
+            return whole;
+        };
+        let (mut lo, mut hi) = (1, steps);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match fits(mid, hooks) {
+                Some(assignment) => {
+                    best = assignment;
+                    hi = mid;
+                }
+                None => lo = mid + 1,
+            }
+        }
+        best
+    }
+
+    fn assign_counts(
+        &self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        hooks: &mut dyn Hooks,
+        counts: Option<&[u32]>,
+    ) -> Assignment {
         let entry = &self.entries[id.index()];
         let candidates = &self.flavors_of[cq.index()];
         let preferred = if candidates.len() > 1 {
@@ -664,7 +713,13 @@ impl Scheduler {
         } else {
             None
         };
-        let assignment = assign::assign(&self.ctx(), cq, &entry.workload, preferred.as_deref());
+        let assignment = assign::assign(
+            &self.ctx(),
+            cq,
+            &entry.workload,
+            preferred.as_deref(),
+            counts,
+        );
         if assignment.mode != Mode::Preempt
             || !self
                 .preemption_candidates(cq, id, &assignment.usage)
@@ -687,7 +742,7 @@ impl Scheduler {
             .copied()
             .filter(|f| !short.contains(f))
             .collect();
-        let retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order));
+        let retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order), counts);
         let viable = match retry.mode {
             Mode::Fit => true,
             Mode::Preempt => !self.preemption_candidates(cq, id, &retry.usage).is_empty(),
@@ -906,6 +961,7 @@ impl Scheduler {
             usage: assignment.usage,
             placements: assignment.placements,
             borrowing: assignment.borrowing,
+            counts: assignment.counts,
         });
         if let Some(timeout) = self.cluster.cluster_queue(cq).reclaim_timeout {
             self.timers.insert((

@@ -36,11 +36,16 @@ pub struct PodSetRequest {
 }
 
 impl PodSetRequest {
-    pub fn total(&self, resource: ResourceId) -> Amount {
+    /// What one pod requests of `resource`.
+    pub fn per_pod_of(&self, resource: ResourceId) -> Amount {
         self.per_pod
             .iter()
             .find(|(r, _)| *r == resource)
-            .map_or(Amount::ZERO, |(_, a)| a.saturating_mul(self.count as i64))
+            .map_or(Amount::ZERO, |(_, a)| *a)
+    }
+    /// What all `count` pods request of `resource`.
+    pub fn total(&self, resource: ResourceId) -> Amount {
+        self.per_pod_of(resource).saturating_mul(self.count as i64)
     }
 }
 
@@ -98,6 +103,8 @@ pub struct Admission {
     pub usage: Vec<(FlavorResource, Amount)>,
     pub placements: Vec<Placement>,
     pub borrowing: bool,
+    /// Pods admitted per pod set (below the requested count after partial admission).
+    pub counts: Vec<u32>,
 }
 
 /// Where a workload is in its life.

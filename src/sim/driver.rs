@@ -433,18 +433,30 @@ fn handle(
             record.ever_admitted = true;
             *pending_now = pending_now.saturating_sub(1);
             let borrowing = entry.admission.as_ref().is_some_and(|a| a.borrowing);
+            let partial: Vec<String> = entry
+                .admission
+                .iter()
+                .flat_map(|a| a.counts.iter().zip(&entry.workload.pod_sets))
+                .filter(|(admitted, ps)| **admitted < ps.count)
+                .map(|(admitted, ps)| format!("{} {admitted} of {} pods", ps.name, ps.count))
+                .collect();
+            let mut reason = format!(
+                "ClusterQueue {}",
+                scheduler.cluster().cluster_queue(cq).name
+            );
+            if borrowing {
+                reason.push_str(", borrowing from its cohort");
+            }
+            if !partial.is_empty() {
+                reason.push_str(&format!(
+                    ", partially admitted (minCount): {}",
+                    partial.join(", ")
+                ));
+            }
             record.history.push(HistoryEntry {
                 at_seconds,
                 event: "admitted",
-                reason: format!(
-                    "ClusterQueue {}{}",
-                    scheduler.cluster().cluster_queue(cq).name,
-                    if borrowing {
-                        ", borrowing from its cohort"
-                    } else {
-                        ""
-                    }
-                ),
+                reason,
                 flavors: Some(flavors_of),
                 by: None,
             });
