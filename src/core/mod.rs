@@ -320,8 +320,7 @@ impl Scheduler {
     }
 
     /// The workload ran to completion: release its quota and nodes.
-    pub fn finish(&mut self, id: WorkloadId, now: Millis) -> Vec<Event> {
-        let _ = now;
+    pub fn finish(&mut self, id: WorkloadId) -> Vec<Event> {
         if self.entries[id.index()].status != Status::Admitted {
             return Vec::new();
         }

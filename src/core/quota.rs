@@ -310,17 +310,10 @@ spec:
         let (cluster, tree) = tree(&yaml);
         let finance = cluster.cluster_queue_id("finance").unwrap();
         let fr = cluster.flavor_resource(
-            FlavorIdOf::a100(&cluster),
+            cluster.flavor_id("a100").unwrap(),
             cluster.resource_id("nvidia.com/gpu").unwrap(),
         );
         // 8 own + 8 lent by ml + 4 of the cohort's own quota.
         assert_eq!(tree.available(finance, fr), gpus(20));
-    }
-
-    struct FlavorIdOf;
-    impl FlavorIdOf {
-        fn a100(cluster: &Cluster) -> crate::model::cluster::FlavorId {
-            cluster.flavor_id("a100").unwrap()
-        }
     }
 }

@@ -167,7 +167,7 @@ pub fn run(
             finishes.pop();
             let entry = scheduler.entry(id);
             if entry.epoch == epoch && entry.status == Status::Admitted {
-                events.extend(scheduler.finish(id, now));
+                events.extend(scheduler.finish(id));
             }
         }
         while let Some(&Reverse((at, flavor))) = node_ready.peek() {
