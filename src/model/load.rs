@@ -144,11 +144,11 @@ impl Loaded {
 /// document and field where there is one) and says what to change.
 #[derive(thiserror::Error, Debug)]
 pub enum LoadError {
-    #[error("cannot read {}: {source}", path.display())]
+    /// The I/O error is part of the message (not a `source`), so it is printed once.
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: no .yaml or .yml files found in this directory; pass manifest files or a directory that holds some", path.display())]
     NoManifests { path: PathBuf },
@@ -208,7 +208,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
     for path in paths {
         let meta = fs::metadata(path).map_err(|source| LoadError::Io {
             path: path.clone(),
-            source,
+            error: source,
         })?;
         let files = if meta.is_dir() {
             let mut files = Vec::new();
@@ -224,7 +224,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
         for file in files {
             let text = fs::read_to_string(&file).map_err(|source| LoadError::Io {
                 path: file.clone(),
-                source,
+                error: source,
             })?;
             loaded.extend(load_str(&text, &file)?);
         }
@@ -233,15 +233,15 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
 }
 
 fn collect_yaml_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     };
     for entry in fs::read_dir(dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
         let meta = fs::metadata(&path).map_err(|source| LoadError::Io {
             path: path.clone(),
-            source,
+            error: source,
         })?;
         if meta.is_dir() {
             collect_yaml_files(&path, files)?;
