@@ -35,6 +35,9 @@ pub struct Assignment {
     pub not_fit: Option<NotFit>,
     /// Pods per pod set this assignment is for (below `count` when partially admitted).
     pub counts: Vec<u32>,
+    /// With `Mode::Preempt`: the workloads preemption may take, in Kueue's order
+    /// (filled by the scheduler, which knows what is admitted).
+    pub candidates: Vec<super::workload::WorkloadId>,
 }
 
 pub struct Context<'a> {
@@ -79,6 +82,7 @@ pub fn assign(
         borrowing: false,
         not_fit: None,
         counts: Vec::with_capacity(workload.pod_sets.len()),
+        candidates: Vec::new(),
     };
     for (ps_index, ps) in workload.pod_sets.iter().enumerate() {
         let count = counts

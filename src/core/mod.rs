@@ -712,18 +712,18 @@ impl Scheduler {
         } else {
             None
         };
-        let assignment = assign::assign(
+        let mut assignment = assign::assign(
             &self.ctx(),
             cq,
             &entry.workload,
             preferred.as_deref(),
             counts,
         );
-        if assignment.mode != Mode::Preempt
-            || !self
-                .preemption_candidates(cq, id, &assignment.usage)
-                .is_empty()
-        {
+        if assignment.mode != Mode::Preempt {
+            return assignment;
+        }
+        assignment.candidates = self.preemption_candidates(cq, id, &assignment.usage);
+        if !assignment.candidates.is_empty() {
             return assignment;
         }
         // As Kueue's preemption oracle: a flavor where preemption has no candidates
@@ -741,10 +741,13 @@ impl Scheduler {
             .copied()
             .filter(|f| !short.contains(f))
             .collect();
-        let retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order), counts);
+        let mut retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order), counts);
+        if retry.mode == Mode::Preempt {
+            retry.candidates = self.preemption_candidates(cq, id, &retry.usage);
+        }
         let viable = match retry.mode {
             Mode::Fit => true,
-            Mode::Preempt => !self.preemption_candidates(cq, id, &retry.usage).is_empty(),
+            Mode::Preempt => !retry.candidates.is_empty(),
             Mode::NoFit => false,
         };
         if viable {
@@ -1139,7 +1142,7 @@ impl Scheduler {
         cycle: &mut Cycle,
     ) -> bool {
         let needed = &assignment.usage;
-        let candidates = self.preemption_candidates(cq, id, needed);
+        let candidates = &assignment.candidates;
         let victims = if self.fair[cq.index()] {
             let mine_after = self.share(cq, needed);
             // Kueue's fair-sharing strategies: a victim's queue must keep at least the
@@ -1182,7 +1185,7 @@ impl Scheduler {
                 }
             }
         } else {
-            self.minimal_victims(cq, needed, &candidates, &|_, _| true)
+            self.minimal_victims(cq, needed, candidates, &|_, _| true)
         };
         let Some(victims) = victims.filter(|v| !v.is_empty()) else {
             let reason = Reason::PreemptionFailed {
