@@ -248,26 +248,6 @@ impl Capacity {
         }
     }
 
-    /// Releases placements inside a scratch copy (to test placement with victims gone).
-    pub fn release_in(&self, scratch: &mut Scratch, placements: &[Placement]) {
-        for p in placements {
-            let fl = &self.flavors[p.flavor.index()];
-            let free = scratch.free.entry(p.flavor).or_insert_with(|| {
-                fl.nodes
-                    .iter()
-                    .map(|n| if n.ready { n.free.clone() } else { Vec::new() })
-                    .collect()
-            });
-            if let Some(node) = free.get_mut(p.node as usize).filter(|f| !f.is_empty()) {
-                for &(r, a) in &p.per_pod {
-                    if node[r.index()] != Amount::MAX {
-                        node[r.index()] += a.saturating_mul(p.pods as i64);
-                    }
-                }
-            }
-        }
-    }
-
     /// (used, total) of `resource` over the flavor's ready nodes; `None` if the nodes don't limit it.
     pub fn usage(&self, flavor: FlavorId, resource: ResourceId) -> Option<(Amount, Amount)> {
         let fl = &self.flavors[flavor.index()];

@@ -263,19 +263,6 @@ impl Scheduler {
         entry.reason.render(&self.cluster, &entry.workload)
     }
 
-    /// Workloads waiting to be admitted (queued, set aside or backing off).
-    pub fn pending(&self) -> usize {
-        self.entries
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.status,
-                    Status::Scoring | Status::Queued | Status::Inadmissible | Status::Backoff
-                )
-            })
-            .count()
-    }
-
     fn ctx(&self) -> Context<'_> {
         Context {
             cluster: &self.cluster,
@@ -1285,10 +1272,9 @@ impl Scheduler {
                 .cluster
                 .cluster_queues
                 .iter()
-                .filter(|cq| {
-                    cq.autoscaling.is_some()
-                        && cq.groups.iter().any(|g| g.flavors.contains(&flavor))
-                })
+                .zip(&self.flavors_of)
+                .filter(|(cq, flavors)| cq.autoscaling.is_some() && flavors.contains(&flavor))
+                .map(|(cq, _)| cq)
                 .collect();
             if users.is_empty() {
                 continue;

@@ -126,9 +126,6 @@ impl QuotaTree {
         order.into_iter().map(|(_, n)| n).collect()
     }
 
-    pub fn cq_node(&self, cq: ClusterQueueId) -> Node {
-        Node(cq.0)
-    }
     pub fn cohort_node(&self, cohort: CohortId) -> Node {
         Node((self.cluster_queues + cohort.index()) as u32)
     }
@@ -145,9 +142,6 @@ impl QuotaTree {
     /// The ClusterQueue's nominal quota (its subtree quota).
     pub fn nominal(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
         self.nodes[cq.index()].subtree[fr.index()]
-    }
-    pub fn cohort_subtree(&self, cohort: CohortId, fr: FlavorResource) -> Amount {
-        self.nodes[self.cohort_node(cohort).0 as usize].subtree[fr.index()]
     }
     /// Amount used above nominal quota.
     pub fn borrowed(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {

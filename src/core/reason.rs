@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, ResourceId};
+use crate::model::cluster::{Cluster, FlavorId, ResourceId};
 use crate::model::Amount;
 
 use super::workload::Workload;
@@ -196,9 +196,4 @@ pub fn describe(cluster: &Cluster, per_pod: &[(ResourceId, Amount)]) -> String {
         .map(|(r, a)| format!("{} {}", cluster.resource_name(*r), a))
         .collect();
     parts.join(", ")
-}
-
-/// Shorthand for a ClusterQueue's name in messages.
-pub fn queue_name(cluster: &Cluster, cq: ClusterQueueId) -> &str {
-    &cluster.cluster_queue(cq).name
 }

@@ -67,19 +67,6 @@ pub struct Workload {
     pub pod_sets: Vec<PodSetRequest>,
 }
 
-impl Workload {
-    /// Totals per resource over all pod sets, sorted by resource.
-    pub fn totals(&self) -> Vec<(ResourceId, Amount)> {
-        let mut totals: BTreeMap<ResourceId, Amount> = BTreeMap::new();
-        for ps in &self.pod_sets {
-            for &(r, a) in &ps.per_pod {
-                *totals.entry(r).or_default() += a.saturating_mul(ps.count as i64);
-            }
-        }
-        totals.into_iter().collect()
-    }
-}
-
 /// Flavor chosen for each resource of one pod set (same index as `Workload::pod_sets`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PodSetFlavors {
