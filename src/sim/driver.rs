@@ -79,6 +79,8 @@ struct FlavorTrack {
     peak_nodes: u32,
     provisioning: Vec<Millis>,
     delay: Millis,
+    /// (seconds, utilisation) after every step, for the plot.
+    samples: Vec<(f64, f64)>,
 }
 
 /// Runs the scenario to its end (or `until`) and reports.
@@ -224,12 +226,8 @@ pub fn run(
             }
         }
         series.pending.push((now.as_secs_f64(), pending_now));
-        for track in &flavors {
-            series
-                .utilization
-                .entry(track.name.clone())
-                .or_default()
-                .push((now.as_secs_f64(), track.usage.value));
+        for track in &mut flavors {
+            track.samples.push((now.as_secs_f64(), track.usage.value));
         }
         progress(Progress {
             arrived: next_arrival,
@@ -310,6 +308,7 @@ fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<FlavorTrack>
                 peak_nodes: scheduler.capacity().ready_nodes(flavor),
                 provisioning: Vec::new(),
                 delay,
+                samples: Vec::new(),
             };
             refresh_pooled(scheduler, &mut track, flavor, Millis::ZERO);
             track
@@ -688,6 +687,9 @@ fn finish_report(
                 peak_nodes: track.peak_nodes,
             },
         );
+        series
+            .utilization
+            .insert(track.name.clone(), std::mem::take(&mut track.samples));
     }
     report.scheduler = SchedulerReport {
         cycles: scheduler.cycles(),
