@@ -672,7 +672,7 @@ fn drive(scenario: &Scenario) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseEr
             finishes.pop_first();
             let entry = scheduler.entry(id);
             if entry.epoch == epoch && entry.status == Status::Admitted {
-                scheduler.finish(id);
+                scheduler.finish(id, now);
             }
         }
         check(&scheduler)?;

@@ -3,15 +3,18 @@
 //! typed, read-only views and never knows how they are implemented; the
 //! built-in [`DefaultHooks`] give Kueue's behaviour, and the CEL/WASM
 //! policy engine implements the same trait. Hooks must be deterministic.
+//! Every request carries the scheduler itself (`state`), read-only, so a
+//! hook can look at quota usage, shares, decayed usage and estimates.
 
-use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId};
+use crate::model::cluster::{ClusterQueueId, FlavorId};
 use crate::model::Millis;
 
 use super::workload::{Entry, PodSetFlavors};
+use super::Scheduler;
 
 /// What the admission hook sees: the workload, where it would go, and when.
 pub struct AdmissionRequest<'a> {
-    pub cluster: &'a Cluster,
+    pub state: &'a Scheduler,
     pub entry: &'a Entry,
     pub flavors: &'a [PodSetFlavors],
     pub borrowing: bool,
@@ -32,14 +35,23 @@ pub enum AdmissionVerdict {
 
 /// One workload to score; higher scores go first among equal priorities.
 pub struct WeightRequest<'a> {
-    pub cluster: &'a Cluster,
+    pub state: &'a Scheduler,
     pub entry: &'a Entry,
     pub now: Millis,
 }
 
+/// A workload's place in its queue: the platform's score orders all
+/// workloads; a tenant's score (from the tenant's own policies) only
+/// permutes that tenant's workloads among the positions they hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Weight {
+    pub score: f64,
+    pub tenant: Option<f64>,
+}
+
 /// Current shares, for the fair-share hook to turn into weights.
 pub struct FairShareRequest<'a> {
-    pub cluster: &'a Cluster,
+    pub state: &'a Scheduler,
     /// Per ClusterQueue: dominant resource share now (0–1000 per mille of the tree's capacity).
     pub shares: &'a [f64],
     pub now: Millis,
@@ -47,7 +59,7 @@ pub struct FairShareRequest<'a> {
 
 /// Per flavor with node pools: nodes now, nodes wanted by pending work.
 pub struct AutoscaleRequest<'a> {
-    pub cluster: &'a Cluster,
+    pub state: &'a Scheduler,
     pub flavors: &'a [FlavorLoad],
     pub now: Millis,
 }
@@ -66,8 +78,18 @@ pub struct FlavorLoad {
     pub target_utilization: f64,
 }
 
+impl FlavorLoad {
+    /// Nodes needed to run what runs and waits at the target utilisation, within bounds.
+    pub fn to_target(&self) -> u32 {
+        let target = (self.target_utilization / 100.0).clamp(0.01, 1.0);
+        let busy_nodes = self.utilization * self.nodes as f64 + self.pending_nodes;
+        let wanted = (busy_nodes / target).ceil() as u32;
+        wanted.clamp(self.min_nodes, self.max_nodes.max(self.min_nodes))
+    }
+}
+
 pub struct FlavorRequest<'a> {
-    pub cluster: &'a Cluster,
+    pub state: &'a Scheduler,
     pub entry: &'a Entry,
     pub cluster_queue: ClusterQueueId,
     /// Flavors the ClusterQueue lists, in order.
@@ -77,8 +99,8 @@ pub struct FlavorRequest<'a> {
 /// The decision points of the scheduler.
 pub trait Hooks {
     fn admission(&mut self, request: &AdmissionRequest<'_>) -> AdmissionVerdict;
-    /// One score per request, same order.
-    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<f64>;
+    /// One weight per request, same order.
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight>;
     /// Weight per ClusterQueue (index = ClusterQueueId).
     fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64>;
     /// Desired node count per flavor of `request.flavors`, same order.
@@ -96,28 +118,20 @@ impl Hooks for DefaultHooks {
     fn admission(&mut self, _request: &AdmissionRequest<'_>) -> AdmissionVerdict {
         AdmissionVerdict::Allow
     }
-    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<f64> {
-        vec![0.0; batch.len()]
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
+        vec![Weight::default(); batch.len()]
     }
     fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64> {
         request
-            .cluster
+            .state
+            .cluster()
             .cluster_queues
             .iter()
             .map(|cq| cq.fair_weight)
             .collect()
     }
     fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32> {
-        request
-            .flavors
-            .iter()
-            .map(|load| {
-                let target = (load.target_utilization / 100.0).clamp(0.01, 1.0);
-                let busy_nodes = load.utilization * load.nodes as f64 + load.pending_nodes;
-                let wanted = (busy_nodes / target).ceil() as u32;
-                wanted.clamp(load.min_nodes, load.max_nodes.max(load.min_nodes))
-            })
-            .collect()
+        request.flavors.iter().map(FlavorLoad::to_target).collect()
     }
     fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
         None

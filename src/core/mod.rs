@@ -10,6 +10,7 @@
 
 pub mod assign;
 pub mod capacity;
+pub mod history;
 pub mod hooks;
 pub mod intake;
 pub mod quota;
@@ -22,18 +23,26 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::model::api::{QueueingStrategy, ReclaimWithinCohort, StopPolicy, WithinClusterQueue};
-use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, RetryPolicy};
+use crate::model::cluster::{
+    Cluster, ClusterQueueId, FlavorId, FlavorResource, LocalQueueId, RetryPolicy,
+};
 use crate::model::{Amount, Millis};
 
 use assign::{Assignment, Context, Mode};
 use capacity::{Capacity, PoolSpec};
+use history::{DecayedUsage, Estimate, RuntimeHistory};
 use hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, FairShareRequest, FlavorLoad,
     FlavorRequest, Hooks, WeightRequest,
 };
 use quota::QuotaTree;
 pub use reason::Reason;
-pub use workload::{Admission, Entry, PodSetFlavors, PodSetRequest, Status, Workload, WorkloadId};
+pub use workload::{
+    Admission, Entry, PodSetFlavors, PodSetRequest, Slot, Status, Workload, WorkloadId,
+};
+
+/// The resource whose usage the decayed-usage history counts.
+pub const GPU: &str = "nvidia.com/gpu";
 
 /// What happened to a workload; the driver records and carries it out.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,14 +99,21 @@ impl Ord for Score {
     }
 }
 
-/// Queue order: priority, then policy score (both descending), queue time, input order.
+/// Queue order: priority, then policy score (both descending), queue time,
+/// input order — of the workload's [`Slot`], which a tenant's scores may
+/// have swapped with another of the same tenant's workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct QueueKey {
     priority: Reverse<i32>,
     score: Reverse<Score>,
     queue_time: Millis,
+    seq: WorkloadId,
     id: WorkloadId,
 }
+
+/// The workloads of one tenant (namespace) with tenant scores, in one
+/// ClusterQueue at one priority: the set a tenant's scores permute.
+type TenantGroup = (ClusterQueueId, i32, String);
 
 /// One ClusterQueue's waiting workloads. Set-aside (inadmissible) workloads
 /// stay in `parked`, in queue order; waking them does not move them back:
@@ -142,6 +158,13 @@ pub struct Scheduler {
     tree_of: Vec<usize>,
     next_fair_adjust: Option<Millis>,
     cycles: u64,
+    tenant_groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
+    /// Per ClusterQueue: decayed GPU usage.
+    decayed: Vec<DecayedUsage>,
+    /// Per LocalQueue: runtime history, where `resourceEstimation` is on.
+    runtimes: Vec<Option<RuntimeHistory>>,
+    /// Every (flavor, `nvidia.com/gpu`) pair.
+    gpu_resources: Vec<FlavorResource>,
 }
 
 impl Scheduler {
@@ -200,6 +223,19 @@ impl Scheduler {
             tree_of,
             next_fair_adjust: adaptive.map(|_| Millis::ZERO),
             cycles: 0,
+            tenant_groups: BTreeMap::new(),
+            decayed: cluster
+                .cluster_queues
+                .iter()
+                .map(|cq| DecayedUsage::new(cq.usage_half_life))
+                .collect(),
+            runtimes: history::runtime_histories(&cluster),
+            gpu_resources: match cluster.resource_id(GPU) {
+                Some(gpu) => (0..cluster.flavors.len())
+                    .map(|f| cluster.flavor_resource(FlavorId(f as u16), gpu))
+                    .collect(),
+                None => Vec::new(),
+            },
             cluster,
         }
     }
@@ -225,6 +261,40 @@ impl Scheduler {
     /// Current fair-sharing weight of each ClusterQueue.
     pub fn fair_weights(&self) -> &[f64] {
         &self.fair_weights
+    }
+    /// Dominant resource share of `cq` now (per mille, divided by its weight).
+    pub fn dominant_share(&self, cq: ClusterQueueId) -> f64 {
+        self.share(cq, &[])
+    }
+    /// `cq`'s `nvidia.com/gpu`-seconds, decayed by its `usageHalfLife`, as of the last call with a `now`.
+    pub fn decayed_usage(&self, cq: ClusterQueueId) -> f64 {
+        self.decayed[cq.index()].value()
+    }
+    /// The LocalQueue's runtime estimate, if `resourceEstimation` is on and something finished.
+    pub fn estimate(&self, lq: LocalQueueId) -> Option<Estimate> {
+        self.runtimes[lq.index()].as_ref()?.estimate()
+    }
+    /// Workloads admitted in `cq` now.
+    pub fn admitted_count(&self, cq: ClusterQueueId) -> usize {
+        self.states[cq.index()].admitted.len()
+    }
+    /// Workloads waiting in `cq` now (queued or set aside).
+    pub fn pending_count(&self, cq: ClusterQueueId) -> usize {
+        let state = &self.states[cq.index()];
+        state.queue.len() + state.parked.len()
+    }
+
+    /// Brings every ClusterQueue's decayed usage to `now` (usage changes only at call instants).
+    fn advance_history(&mut self, now: Millis) {
+        for (i, decayed) in self.decayed.iter_mut().enumerate() {
+            let cq = ClusterQueueId(i as u32);
+            let gpus: Amount = self
+                .gpu_resources
+                .iter()
+                .map(|&fr| self.quota.usage(cq, fr))
+                .sum();
+            decayed.advance(now, gpus.as_f64());
+        }
     }
     /// The earliest pending timer (backoff end, reclaim deadline, weight adjustment).
     pub fn next_timer(&self) -> Option<Millis> {
@@ -293,6 +363,12 @@ impl Scheduler {
             status,
             queue_time: now,
             score: 0.0,
+            tenant_score: None,
+            slot: Slot {
+                score: 0.0,
+                queue_time: now,
+                seq: id,
+            },
             reason,
             retries: 0,
             evictions: 0,
@@ -306,10 +382,18 @@ impl Scheduler {
         id
     }
 
-    /// The workload ran to completion: release its quota and nodes.
-    pub fn finish(&mut self, id: WorkloadId) -> Vec<Event> {
+    /// The workload ran to completion at `now`: release its quota and nodes.
+    pub fn finish(&mut self, id: WorkloadId, now: Millis) -> Vec<Event> {
         if self.entries[id.index()].status != Status::Admitted {
             return Vec::new();
+        }
+        self.advance_history(now);
+        let entry = &self.entries[id.index()];
+        if let (Some(history), Some(admission)) = (
+            self.runtimes[entry.workload.local_queue.index()].as_mut(),
+            &entry.admission,
+        ) {
+            history.record(now, now.saturating_sub(admission.at));
         }
         let released = self.release(id).map(|a| a.usage).unwrap_or_default();
         let entry = &mut self.entries[id.index()];
@@ -326,6 +410,7 @@ impl Scheduler {
         if self.entries[id.index()].status != Status::Admitted {
             return Vec::new();
         }
+        self.advance_history(now);
         let mut events = Vec::new();
         self.evict(id, format!("failed: {reason}"), None, &mut events);
         self.retry(id, now, None, &mut events);
@@ -334,6 +419,7 @@ impl Scheduler {
 
     /// Fires every timer due at or before `now`.
     pub fn fire_timers(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Vec<Event> {
+        self.advance_history(now);
         let mut events = Vec::new();
         while let Some(&(at, kind, id, epoch)) = self.timers.first() {
             if at > now {
@@ -378,7 +464,7 @@ impl Scheduler {
             .map(|i| self.share(ClusterQueueId(i as u32), &[]))
             .collect();
         let request = FairShareRequest {
-            cluster: &self.cluster,
+            state: self,
             shares: &shares,
             now,
         };
@@ -403,14 +489,71 @@ impl Scheduler {
         let entry = &mut self.entries[id.index()];
         entry.status = Status::Queued;
         let cq = entry.workload.cluster_queue;
-        let key = QueueKey {
-            priority: Reverse(entry.workload.priority),
-            score: Reverse(Score(entry.score)),
-            queue_time: entry.queue_time,
-            id,
-        };
+        let tenant_scored = entry.tenant_score.is_some();
+        let key = self.key_of(id);
         self.states[cq.index()].queue.insert(key);
         self.active.insert(cq);
+        if tenant_scored {
+            let workload = &self.entries[id.index()].workload;
+            let group = (cq, workload.priority, workload.namespace.clone());
+            self.tenant_groups
+                .entry(group.clone())
+                .or_default()
+                .insert(id);
+            self.permute(&group);
+        }
+    }
+
+    /// Gives a tenant's waiting workloads (of one ClusterQueue and priority)
+    /// the group's slots in the order of their tenant scores: the k-th best
+    /// takes the k-th earliest slot. The set of slots is unchanged, so no
+    /// other tenant's workload moves (DESIGN §3).
+    fn permute(&mut self, group: &TenantGroup) {
+        let Some(members) = self.tenant_groups.get_mut(group) else {
+            return;
+        };
+        let entries = &self.entries;
+        members.retain(|id| {
+            matches!(
+                entries[id.index()].status,
+                Status::Queued | Status::Inadmissible
+            )
+        });
+        if members.len() < 2 {
+            if members.is_empty() {
+                self.tenant_groups.remove(group);
+            }
+            return;
+        }
+        let members: Vec<WorkloadId> = members.iter().copied().collect();
+        let mut slots: Vec<Slot> = members.iter().map(|id| entries[id.index()].slot).collect();
+        slots.sort_by(Slot::queue_order);
+        let mut ranked = members;
+        ranked.sort_by(|a, b| {
+            let (ea, eb) = (&entries[a.index()], &entries[b.index()]);
+            let (ta, tb) = (
+                ea.tenant_score.unwrap_or(0.0),
+                eb.tenant_score.unwrap_or(0.0),
+            );
+            tb.total_cmp(&ta)
+                .then_with(|| ea.slot.queue_order(&eb.slot))
+        });
+        let cq = group.0;
+        for (id, slot) in ranked.into_iter().zip(slots) {
+            if self.entries[id.index()].slot == slot {
+                continue;
+            }
+            let old = self.key_of(id);
+            let state = &mut self.states[cq.index()];
+            if !state.queue.remove(&old) {
+                state.parked.remove(&old);
+            }
+            self.entries[id.index()].slot = slot;
+            self.entries[id.index()].status = Status::Queued;
+            let new = self.key_of(id);
+            self.states[cq.index()].queue.insert(new);
+        }
+        self.refresh_active(cq);
     }
 
     /// The next workload to examine in `cq`: the first of its queue and its live parked workloads.
@@ -442,8 +585,9 @@ impl Scheduler {
         let entry = &self.entries[id.index()];
         QueueKey {
             priority: Reverse(entry.workload.priority),
-            score: Reverse(Score(entry.score)),
-            queue_time: entry.queue_time,
+            score: Reverse(Score(entry.slot.score)),
+            queue_time: entry.slot.queue_time,
+            seq: entry.slot.seq,
             id,
         }
     }
@@ -529,6 +673,11 @@ impl Scheduler {
         let entry = &mut self.entries[id.index()];
         entry.retries += 1;
         entry.queue_time = now;
+        entry.slot = Slot {
+            score: entry.score,
+            queue_time: now,
+            seq: id,
+        };
         let policy = self
             .cluster
             .cluster_queue(entry.workload.cluster_queue)
@@ -619,20 +768,20 @@ impl Scheduler {
         let requests: Vec<WeightRequest<'_>> = batch
             .iter()
             .map(|id| WeightRequest {
-                cluster: &self.cluster,
+                state: self,
                 entry: &self.entries[id.index()],
                 now,
             })
             .collect();
-        let scores = hooks.weight(&requests);
+        let weights = hooks.weight(&requests);
         drop(requests);
         for (i, id) in batch.into_iter().enumerate() {
-            let score = scores
-                .get(i)
-                .copied()
-                .filter(|s| s.is_finite())
-                .unwrap_or(0.0);
-            self.entries[id.index()].score = score;
+            let weight = weights.get(i).copied().unwrap_or_default();
+            let finite = |s: f64| if s.is_finite() { s } else { 0.0 };
+            let entry = &mut self.entries[id.index()];
+            entry.score = finite(weight.score);
+            entry.slot.score = entry.score;
+            entry.tenant_score = weight.tenant.map(finite);
             self.enqueue(id);
         }
     }
@@ -691,7 +840,7 @@ impl Scheduler {
         let candidates = &self.flavors_of[cq.index()];
         let preferred = if candidates.len() > 1 {
             hooks.flavor(&FlavorRequest {
-                cluster: &self.cluster,
+                state: self,
                 entry,
                 cluster_queue: cq,
                 candidates,
@@ -779,8 +928,8 @@ impl Scheduler {
                 Score(share),
                 assignment.borrowing,
                 Reverse(entry.workload.priority),
-                entry.queue_time,
-                first.id,
+                entry.slot.queue_time,
+                entry.slot.seq,
             );
             heads.push(Head {
                 cq,
@@ -887,7 +1036,7 @@ impl Scheduler {
         cycle: &mut Cycle,
     ) -> bool {
         let verdict = hooks.admission(&AdmissionRequest {
-            cluster: &self.cluster,
+            state: self,
             entry: &self.entries[id.index()],
             flavors: &assignment.pod_sets,
             borrowing: assignment.borrowing,
@@ -1220,7 +1369,7 @@ impl Scheduler {
             return false;
         }
         let verdict = hooks.admission(&AdmissionRequest {
-            cluster: &self.cluster,
+            state: self,
             entry: &self.entries[id.index()],
             flavors: &retry.pod_sets,
             borrowing: retry.borrowing,
@@ -1342,7 +1491,7 @@ impl Scheduler {
             return Vec::new();
         }
         let desired = hooks.autoscale(&AutoscaleRequest {
-            cluster: &self.cluster,
+            state: self,
             flavors: &loads,
             now,
         });

@@ -115,13 +115,39 @@ pub enum Status {
     Unschedulable,
 }
 
+/// A place in a queue: the platform score, queue time and input order that
+/// sort it. A workload starts in its own slot; a tenant's scores may hand
+/// its slot to another of the tenant's workloads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slot {
+    pub score: f64,
+    pub queue_time: Millis,
+    pub seq: WorkloadId,
+}
+
+impl Slot {
+    /// Earlier in the queue first: higher score, earlier queue time, input order.
+    pub fn queue_order(&self, other: &Slot) -> std::cmp::Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then(self.queue_time.cmp(&other.queue_time))
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
 /// The scheduler's record of one workload.
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub workload: Workload,
     pub status: Status,
     pub queue_time: Millis,
+    /// The platform's policy score.
     pub score: f64,
+    /// The tenant's own score, if a tenant bundle scored it.
+    pub tenant_score: Option<f64>,
+    /// Where it sits in its queue (see [`Slot`]).
+    pub slot: Slot,
     /// Why it is not admitted (`Reason::None` when admitted or never examined).
     pub reason: Reason,
     pub retries: u32,

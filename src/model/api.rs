@@ -202,6 +202,10 @@ pub struct AdaptiveWeights {
     /// How often the fair-share hook recomputes weights (duration, default `5m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adjustment_interval: Option<String>,
+    /// Half-life of the decayed GPU usage the fair-share hook sees as
+    /// `clusterQueue.decayedUsage` (duration, default `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_half_life: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -114,6 +114,8 @@ pub struct ClusterQueue {
     pub priority_weight: f64,
     pub algorithm: SchedulingAlgorithm,
     pub adaptive_interval: Option<Millis>,
+    /// Half-life of the decayed usage policies see (`adaptiveWeights.usageHalfLife`).
+    pub usage_half_life: Millis,
     pub autoscaling: Option<AutoscalingPolicy>,
     pub retry: Option<RetryPolicy>,
     pub reclaim_timeout: Option<Millis>,
@@ -624,6 +626,16 @@ impl ClusterBuilder {
                 )),
                 _ => None,
             };
+            let usage_half_life = duration(
+                &scheduling
+                    .adaptive_weights
+                    .as_ref()
+                    .and_then(|a| a.usage_half_life.clone()),
+                "spec.scheduling.adaptiveWeights.usageHalfLife",
+                Millis::from_secs(3600),
+                &mut err,
+            )
+            .max(Millis(1));
             let retry = spec.retry_policy.as_ref().map(|r| RetryPolicy {
                 max_retries: r.max_retries.unwrap_or(RetryPolicy::DEFAULT.max_retries),
                 backoff: duration(
@@ -715,6 +727,7 @@ impl ClusterBuilder {
                 priority_weight,
                 algorithm: scheduling.algorithm.unwrap_or_default(),
                 adaptive_interval,
+                usage_half_life,
                 autoscaling,
                 retry,
                 reclaim_timeout,

@@ -169,7 +169,7 @@ pub fn run(
             finishes.pop();
             let entry = scheduler.entry(id);
             if entry.epoch == epoch && entry.status == Status::Admitted {
-                events.extend(scheduler.finish(id));
+                events.extend(scheduler.finish(id, now));
             }
         }
         while let Some(&Reverse((at, flavor))) = node_ready.peek() {

@@ -1,0 +1,153 @@
+//! What the scheduler remembers of the past for policies: each
+//! ClusterQueue's GPU usage with exponential decay (the fair-share hook's
+//! `clusterQueue.decayedUsage`) and each LocalQueue's runtime estimate from
+//! its finished workloads (`resourceEstimation`, `workload.estimate`).
+//! Pure: time only arrives as the `now` the caller passes.
+
+use std::collections::VecDeque;
+
+use crate::model::cluster::{Cluster, Estimation, HistoryWindow};
+use crate::model::Millis;
+
+/// GPU-seconds used, decayed with a half-life: d(t) = ∫ u(s)·2^(−(t−s)/h) ds.
+#[derive(Clone, Debug)]
+pub struct DecayedUsage {
+    value: f64,
+    last: Millis,
+    half_life_secs: f64,
+}
+
+impl DecayedUsage {
+    pub fn new(half_life: Millis) -> DecayedUsage {
+        DecayedUsage {
+            value: 0.0,
+            last: Millis::ZERO,
+            half_life_secs: half_life.as_secs_f64().max(0.001),
+        }
+    }
+
+    /// Brings the integral to `now`, `gpus` having been in use since the last call.
+    pub fn advance(&mut self, now: Millis, gpus: f64) {
+        if now <= self.last {
+            return;
+        }
+        let dt = now.saturating_sub(self.last).as_secs_f64();
+        let keep = (-dt / self.half_life_secs).exp2();
+        let mean_life = self.half_life_secs / std::f64::consts::LN_2;
+        self.value = self.value * keep + gpus * mean_life * (1.0 - keep);
+        self.last = now;
+    }
+
+    pub fn value(&self) -> f64 {
+        self.value
+    }
+}
+
+/// Runtimes of a LocalQueue's finished workloads and the estimate they give.
+#[derive(Clone, Debug)]
+pub struct RuntimeHistory {
+    estimation: Estimation,
+    /// (finished at, runtime), oldest first.
+    runs: VecDeque<(Millis, Millis)>,
+    estimate: Option<Estimate>,
+}
+
+/// The configured quantile of past runtimes and how many runs it rests on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub runtime: Millis,
+    pub samples: u32,
+}
+
+impl RuntimeHistory {
+    pub fn new(estimation: Estimation) -> RuntimeHistory {
+        RuntimeHistory {
+            estimation,
+            runs: VecDeque::new(),
+            estimate: None,
+        }
+    }
+
+    /// Records a run that finished at `now` and recomputes the estimate (nearest rank).
+    pub fn record(&mut self, now: Millis, runtime: Millis) {
+        self.runs.push_back((now, runtime));
+        match self.estimation.window {
+            HistoryWindow::Count(n) => {
+                while self.runs.len() > n.max(1) as usize {
+                    self.runs.pop_front();
+                }
+            }
+            HistoryWindow::Duration(window) => {
+                while self
+                    .runs
+                    .front()
+                    .is_some_and(|&(at, _)| now.saturating_sub(at) > window)
+                {
+                    self.runs.pop_front();
+                }
+            }
+        }
+        let mut runtimes: Vec<Millis> = self.runs.iter().map(|&(_, r)| r).collect();
+        runtimes.sort_unstable();
+        let q = self.estimation.confidence.clamp(0.0, 1.0);
+        let rank = ((q * runtimes.len() as f64).ceil() as usize).clamp(1, runtimes.len());
+        self.estimate = Some(Estimate {
+            runtime: runtimes[rank - 1],
+            samples: runtimes.len() as u32,
+        });
+    }
+
+    pub fn estimate(&self) -> Option<Estimate> {
+        self.estimate
+    }
+}
+
+/// Per LocalQueue: its history if `resourceEstimation` is enabled.
+pub fn runtime_histories(cluster: &Cluster) -> Vec<Option<RuntimeHistory>> {
+    cluster
+        .local_queues
+        .iter()
+        .map(|lq| lq.estimation.map(RuntimeHistory::new))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decayed_usage_halves_after_one_half_life_without_use() {
+        let mut d = DecayedUsage::new(Millis::from_secs(3600));
+        d.advance(Millis::from_secs(36_000), 8.0);
+        let saturated = d.value();
+        // Ten half-lives of 8 GPUs: close to 8 × mean life.
+        assert!((saturated - 8.0 * 3600.0 / std::f64::consts::LN_2).abs() / saturated < 0.01);
+        d.advance(Millis::from_secs(39_600), 0.0);
+        assert!((d.value() - saturated / 2.0).abs() < 1e-6 * saturated);
+    }
+
+    #[test]
+    fn estimate_is_the_quantile_of_the_window() {
+        let mut h = RuntimeHistory::new(Estimation {
+            window: HistoryWindow::Count(4),
+            confidence: 0.5,
+        });
+        for (i, r) in [100i64, 10, 20, 30, 40].into_iter().enumerate() {
+            h.record(Millis::from_secs(i as i64), Millis::from_secs(r));
+        }
+        // The window keeps 10, 20, 30, 40; the median by nearest rank is 20.
+        let e = h.estimate().unwrap();
+        assert_eq!((e.runtime, e.samples), (Millis::from_secs(20), 4));
+    }
+
+    #[test]
+    fn duration_window_forgets_old_runs() {
+        let mut h = RuntimeHistory::new(Estimation {
+            window: HistoryWindow::Duration(Millis::from_secs(60)),
+            confidence: 1.0,
+        });
+        h.record(Millis::from_secs(0), Millis::from_secs(500));
+        h.record(Millis::from_secs(100), Millis::from_secs(5));
+        assert_eq!(h.estimate().unwrap().runtime, Millis::from_secs(5));
+    }
+}
