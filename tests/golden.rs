@@ -1,14 +1,15 @@
-//! The seed example's report, pinned: `examples/seed/` run through the
-//! library exactly as `arbiter simulate --reproducible --report` does must
+//! The seed example's report, pinned: `examples/seed/` (with `policies/`
+//! in force) run through the library exactly as
+//! `arbiter simulate --reproducible --report` does must
 //! give `tests/golden/seed-report.json` byte for byte. A change in scheduling
 //! behaviour shows up here as a diff to review; when it is intended, rewrite
 //! the file with `ARBITER_BLESS=1 cargo test --test golden`.
 
 use std::path::{Path, PathBuf};
 
-use arbiter::core::hooks::DefaultHooks;
 use arbiter::model::load;
-use arbiter::sim::{driver, scenario};
+use arbiter::sim::policies::{self, PolicyChoice};
+use arbiter::sim::scenario;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,8 +21,10 @@ fn seed_report() -> String {
         .unwrap_or_else(|e| panic!("examples/seed does not load: {e}"));
     let scenario =
         scenario::build(loaded).unwrap_or_else(|e| panic!("examples/seed does not build: {e}"));
-    let mut report = driver::run(&scenario, &mut DefaultHooks, &mut |_| {});
-    report.scheduler.cpu_seconds = 0.0;
+    let mut engine = policies::engine(&scenario, &PolicyChoice::default())
+        .unwrap_or_else(|e| panic!("the seed's policies do not load: {e}"));
+    assert!(engine.is_some(), "examples/seed names policies/ in spec.policies");
+    let (report, _) = policies::run(&scenario, engine.as_mut(), true, &mut |_| {});
     let json = serde_json::to_string_pretty(&report).unwrap_or_else(|e| panic!("{e}"));
     format!("{json}\n")
 }

@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod crds;
+pub mod policy;
 pub mod simulate;
 
 use std::io::{self, Write};
@@ -34,6 +35,8 @@ pub enum Command {
     },
     /// Print the CustomResourceDefinitions of the arbiter.dev kinds, generated from the code.
     Crds,
+    /// Check, test, evaluate and measure policy bundles.
+    Policy(policy::PolicyArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -52,6 +55,7 @@ pub fn main() -> ExitCode {
         Command::Simulate(args) => simulate::simulate(&args),
         Command::Convert { files } => run_convert(&files),
         Command::Crds => print_stdout(&crds::crds_yaml()),
+        Command::Policy(args) => policy::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,9 +7,22 @@ use std::path::PathBuf;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 
-use crate::core::hooks::DefaultHooks;
 use crate::model::load;
+use crate::policy::engine::Decision;
+use crate::sim::policies::{self, PolicyChoice};
 use crate::sim::{driver, plot, scenario, table};
+
+fn write_decisions(path: &std::path::Path, decisions: &[Decision]) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("creating the decision log {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for d in decisions {
+        serde_json::to_writer(&mut out, d).context("writing the decision log")?;
+        writeln!(out).with_context(|| format!("writing the decision log {}", path.display()))?;
+    }
+    out.flush()
+        .with_context(|| format!("writing the decision log {}", path.display()))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -34,9 +47,31 @@ pub struct SimulateArgs {
     /// Exit 1 on any warning (unknown fields, workloads that can never be admitted).
     #[arg(long)]
     pub strict: bool,
-    /// Write 0 for `scheduler.cpuSeconds`, the one measured field, so reports are byte-identical across runs.
+    /// Write 0 for the measured fields (`scheduler.cpuSeconds`, policy latencies), so reports are byte-identical across runs.
     #[arg(long)]
     pub reproducible: bool,
+    /// Policy bundle (directory, or a ConfigMap YAML file) in force; repeat for several.
+    /// Replaces the bundles the scenario's Simulation names in `spec.policies`.
+    #[arg(long, value_name = "DIR")]
+    pub policies: Vec<PathBuf>,
+    /// A tenant's bundle: NAMESPACE=DIR (only weight and admission policies, for that namespace's workloads).
+    #[arg(long, value_name = "NS=DIR", value_parser = parse_tenant)]
+    pub tenant_policies: Vec<(String, PathBuf)>,
+    /// Run without any policy bundle (Kueue's behaviour), ignoring `spec.policies`.
+    #[arg(long, conflicts_with = "policies")]
+    pub no_policies: bool,
+    /// Write every policy decision here, one JSON object per line.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub decisions: Option<PathBuf>,
+}
+
+fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((ns, dir)) if !ns.is_empty() && !dir.is_empty() => {
+            Ok((ns.to_string(), PathBuf::from(dir)))
+        }
+        _ => Err(format!("{text:?} is not NAMESPACE=DIR")),
+    }
 }
 
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
@@ -64,12 +99,31 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let mut report = driver::run(&scenario, &mut DefaultHooks, &mut on_progress);
+    let choice = PolicyChoice {
+        platform: (!args.policies.is_empty()).then(|| args.policies.clone()),
+        tenants: args.tenant_policies.clone(),
+        none: args.no_policies,
+    };
+    let mut engine = policies::engine(&scenario, &choice)?;
+    if engine.is_none() && args.decisions.is_some() {
+        bail!("--decisions needs policies: no bundle is in force (give --policies or the Simulation's spec.policies)");
+    }
+    let (report, decisions) = policies::run(
+        &scenario,
+        engine.as_mut(),
+        args.reproducible,
+        &mut on_progress,
+    );
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    if args.reproducible {
-        report.scheduler.cpu_seconds = 0.0;
+    if let Some(engine) = engine.as_mut() {
+        for (level, line) in engine.take_plugin_logs() {
+            eprintln!("plugin log ({level:?}): {line}");
+        }
+    }
+    if let Some(path) = &args.decisions {
+        write_decisions(path, &decisions)?;
     }
     let mut warnings = report.warnings.clone();
     for w in &report.workloads {

@@ -98,6 +98,9 @@ pub struct FlavorRequest<'a> {
 
 /// The decision points of the scheduler.
 pub trait Hooks {
+    /// A scheduler call (cycle, timers, autoscale) at `now` starts: the
+    /// hooks of one call must see one consistent set of policies.
+    fn begin(&mut self, _now: Millis) {}
     fn admission(&mut self, request: &AdmissionRequest<'_>) -> AdmissionVerdict;
     /// One weight per request, same order.
     fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight>;

@@ -419,6 +419,7 @@ impl Scheduler {
 
     /// Fires every timer due at or before `now`.
     pub fn fire_timers(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Vec<Event> {
+        hooks.begin(now);
         self.advance_history(now);
         let mut events = Vec::new();
         while let Some(&(at, kind, id, epoch)) = self.timers.first() {
@@ -898,6 +899,8 @@ impl Scheduler {
     /// preempting where allowed.
     pub fn schedule(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Cycle {
         self.cycles += 1;
+        hooks.begin(now);
+        self.advance_history(now);
         self.score_new(now, hooks);
         let mut cycle = Cycle::default();
         struct Head {
@@ -1415,6 +1418,7 @@ impl Scheduler {
     /// Asks the autoscale hook for node counts of flavors whose ClusterQueues enable autoscaling.
     /// Returns (flavor, ready nodes, desired nodes).
     pub fn autoscale(&self, now: Millis, hooks: &mut dyn Hooks) -> Vec<(FlavorId, u32, u32)> {
+        hooks.begin(now);
         let mut loads = Vec::new();
         for flavor in self.capacity.pooled_flavors() {
             let users: Vec<_> = self

@@ -42,6 +42,9 @@ pub struct SimulationSpec {
     pub fair_sharing: Option<GlobalFairSharing>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_pools: Vec<NodePool>,
+    /// Policy bundles in force: directories (or ConfigMap files), relative to this file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

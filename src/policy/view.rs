@@ -16,7 +16,9 @@ pub type Quantities = BTreeMap<String, f64>;
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSetView {
+    #[serde(default)]
     pub name: String,
+    #[serde(default)]
     pub count: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_count: Option<u32>,
@@ -30,16 +32,21 @@ pub struct PodSetView {
 #[serde(rename_all = "camelCase")]
 pub struct EstimateView {
     /// The configured quantile of the runtimes of the queue's finished workloads.
+    #[serde(default)]
     pub runtime_seconds: f64,
     /// How many finished workloads the estimate rests on.
+    #[serde(default)]
     pub samples: u32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadView {
+    #[serde(default)]
     pub name: String,
+    #[serde(default)]
     pub namespace: String,
+    #[serde(default)]
     pub kind: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -73,6 +80,10 @@ pub struct WorkloadView {
     pub evictions: u32,
     #[serde(default)]
     pub estimate: Option<EstimateView>,
+    /// Flavors it is admitted on — for `admission`, the ones it would be
+    /// admitted on (distinct, in pod-set order); empty otherwise.
+    #[serde(default)]
+    pub flavors: Vec<String>,
 }
 
 fn one() -> f64 {
@@ -83,7 +94,9 @@ fn one() -> f64 {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueView {
+    #[serde(default)]
     pub name: String,
+    #[serde(default)]
     pub namespace: String,
     #[serde(default)]
     pub priority: Option<i64>,
@@ -94,6 +107,7 @@ pub struct QueueView {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterQueueView {
+    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub cohort: Option<String>,
@@ -126,6 +140,7 @@ pub struct ClusterQueueView {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantView {
+    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -136,6 +151,7 @@ pub struct TenantView {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CohortView {
+    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub parent: Option<String>,
@@ -145,15 +161,22 @@ pub struct CohortView {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorView {
+    #[serde(default)]
     pub name: String,
+    #[serde(default)]
     pub nodes: u32,
+    #[serde(default)]
     pub min_nodes: u32,
+    #[serde(default)]
     pub max_nodes: u32,
     /// Fraction (0–1) of the nodes' dominant resource in use.
+    #[serde(default)]
     pub utilization: f64,
     /// Nodes' worth of requests waiting for capacity.
+    #[serde(default)]
     pub pending_nodes: f64,
     /// Target utilisation in percent.
+    #[serde(default)]
     pub target_utilization: f64,
 }
 
@@ -161,6 +184,7 @@ pub struct FlavorView {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionInput {
+    #[serde(default)]
     pub workload: WorkloadView,
     #[serde(default)]
     pub queue: QueueView,
@@ -197,6 +221,7 @@ pub struct AdmissionOutput {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WeightInput {
+    #[serde(default)]
     pub workloads: Vec<WorkloadView>,
     /// By `namespace/name`.
     #[serde(default)]
@@ -221,6 +246,7 @@ pub struct WeightOutput {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FairShareInput {
+    #[serde(default)]
     pub cluster_queues: Vec<ClusterQueueView>,
     #[serde(default)]
     pub now: f64,
@@ -238,6 +264,7 @@ pub struct FairShareOutput {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AutoscaleInput {
+    #[serde(default)]
     pub flavors: Vec<FlavorView>,
     #[serde(default)]
     pub now: f64,
@@ -255,6 +282,7 @@ pub struct AutoscaleOutput {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorInput {
+    #[serde(default)]
     pub workload: WorkloadView,
     #[serde(default)]
     pub queue: QueueView,
@@ -263,6 +291,7 @@ pub struct FlavorInput {
     #[serde(default)]
     pub tenant: TenantView,
     /// The ClusterQueue's flavors, in listed order.
+    #[serde(default)]
     pub candidates: Vec<String>,
     #[serde(default)]
     pub now: f64,
@@ -274,4 +303,154 @@ pub struct FlavorInput {
 pub struct FlavorOutput {
     /// Preferred order, a subset of `candidates`.
     pub flavors: Vec<String>,
+}
+
+/// Building views from the scheduler's read-only state.
+pub mod build {
+    use super::*;
+    use crate::core::{Entry, Scheduler};
+    use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
+    use crate::model::{Amount, Millis};
+
+    /// Seconds as policies see them.
+    pub fn seconds(t: Millis) -> f64 {
+        t.as_secs_f64()
+    }
+
+    fn quantities(state: &Scheduler, per: &[(ResourceId, Amount)]) -> Quantities {
+        per.iter()
+            .map(|&(r, a)| (state.cluster().resource_name(r).to_string(), a.as_f64()))
+            .collect()
+    }
+
+    pub fn workload(state: &Scheduler, entry: &Entry, now: Millis) -> WorkloadView {
+        let cluster = state.cluster();
+        let wl = &entry.workload;
+        let mut requests = Quantities::new();
+        let pod_sets = wl
+            .pod_sets
+            .iter()
+            .map(|ps| {
+                for &(r, a) in &ps.per_pod {
+                    *requests
+                        .entry(cluster.resource_name(r).to_string())
+                        .or_insert(0.0) += a.as_f64() * ps.count as f64;
+                }
+                PodSetView {
+                    name: ps.name.clone(),
+                    count: ps.count,
+                    min_count: ps.min_count,
+                    requests: quantities(state, &ps.per_pod),
+                }
+            })
+            .collect();
+        let gpus = requests.get(crate::core::GPU).copied().unwrap_or(0.0).ceil() as i64;
+        WorkloadView {
+            name: wl.name.clone(),
+            namespace: wl.namespace.clone(),
+            kind: wl.kind.clone(),
+            labels: wl.labels.clone(),
+            annotations: wl.annotations.clone(),
+            priority: wl.priority as i64,
+            priority_class: wl.priority_class.clone(),
+            priority_weight: wl.priority_weight,
+            queue_name: wl.queue_name.clone(),
+            cluster_queue: cluster.cluster_queue(wl.cluster_queue).name.clone(),
+            pod_sets,
+            requests,
+            gpus,
+            age_seconds: seconds(now.saturating_sub(entry.queue_time)),
+            retries: entry.retries,
+            evictions: entry.evictions,
+            estimate: state.estimate(wl.local_queue).map(|e| EstimateView {
+                runtime_seconds: seconds(e.runtime),
+                samples: e.samples,
+            }),
+            flavors: entry
+                .admission
+                .as_ref()
+                .map(|a| flavor_names(state, &a.pod_sets))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Distinct flavor names of an assignment, in pod-set order.
+    pub fn flavor_names(state: &Scheduler, pod_sets: &[crate::core::PodSetFlavors]) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for f in pod_sets.iter().flat_map(|ps| ps.flavors.iter()) {
+            let name = flavor_name(state, f.1);
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    pub fn queue(state: &Scheduler, entry: &Entry) -> QueueView {
+        let cluster = state.cluster();
+        let lq = &cluster.local_queues[entry.workload.local_queue.index()];
+        QueueView {
+            name: lq.name.clone(),
+            namespace: lq.namespace.clone(),
+            priority: lq.priority.map(i64::from),
+            cluster_queue: cluster.cluster_queue(lq.cluster_queue).name.clone(),
+        }
+    }
+
+    pub fn tenant(state: &Scheduler, namespace: &str) -> TenantView {
+        let ns = state.cluster().namespaces.get(namespace);
+        TenantView {
+            name: namespace.to_string(),
+            labels: ns.map(|n| n.labels.clone()).unwrap_or_default(),
+            annotations: ns.map(|n| n.annotations.clone()).unwrap_or_default(),
+        }
+    }
+
+    pub fn cohort(state: &Scheduler, cq: ClusterQueueId) -> Option<CohortView> {
+        let cluster = state.cluster();
+        let cohort = cluster.cluster_queue(cq).cohort?;
+        let c = &cluster.cohorts[cohort.index()];
+        Some(CohortView {
+            name: c.name.clone(),
+            parent: c.parent.map(|p| cluster.cohorts[p.index()].name.clone()),
+        })
+    }
+
+    pub fn cluster_queue(state: &Scheduler, cq: ClusterQueueId) -> ClusterQueueView {
+        let cluster = state.cluster();
+        let def = cluster.cluster_queue(cq);
+        let mut nominal: BTreeMap<String, Quantities> = BTreeMap::new();
+        let mut usage: BTreeMap<String, Quantities> = BTreeMap::new();
+        for (i, quota) in def.quotas.iter().enumerate() {
+            let Some(quota) = quota else { continue };
+            let fr = FlavorResource(i as u32);
+            let (flavor, resource) = cluster.split(fr);
+            let flavor = &cluster.flavors[flavor.index()].name;
+            let resource = cluster.resource_name(resource).to_string();
+            nominal
+                .entry(flavor.clone())
+                .or_default()
+                .insert(resource.clone(), quota.nominal.as_f64());
+            usage
+                .entry(flavor.clone())
+                .or_default()
+                .insert(resource, state.quota().usage(cq, fr).as_f64());
+        }
+        ClusterQueueView {
+            name: def.name.clone(),
+            cohort: def.cohort.map(|c| cluster.cohorts[c.index()].name.clone()),
+            weight: state.fair_weights()[cq.index()],
+            share: state.dominant_share(cq),
+            decayed_usage: state.decayed_usage(cq),
+            nominal,
+            usage,
+            priority_weight: def.priority_weight,
+            admitted: state.admitted_count(cq) as u32,
+            pending: state.pending_count(cq) as u32,
+        }
+    }
+
+    pub fn flavor_name(state: &Scheduler, flavor: FlavorId) -> String {
+        state.cluster().flavors[flavor.index()].name.clone()
+    }
 }

@@ -2,11 +2,13 @@
 //! node pools and a stream of jobs — through the real scheduler core and
 //! policies in virtual time, and reports what happened. `scenario` turns
 //! loaded manifests into a run, `driver` runs it, `report` is the JSON
-//! contract, `table` and `plot` render it for people.
+//! contract, `table` and `plot` render it for people; `policies` picks and
+//! loads the bundles in force.
 
 pub mod driver;
 pub mod generate;
 pub mod plot;
+pub mod policies;
 pub mod report;
 pub mod scenario;
 pub mod table;

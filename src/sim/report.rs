@@ -110,6 +110,10 @@ pub struct PoliciesReport {
     pub bundles: Vec<BundleReport>,
     pub evaluations: u64,
     pub errors: u64,
+    /// Per policy: evaluations, errors by kind, latency.
+    pub by_policy: Vec<crate::policy::engine::PolicyStats>,
+    /// Every decision but successful per-workload weight scores (those are in `--decisions`).
+    pub decisions: Vec<crate::policy::engine::Decision>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -118,6 +122,10 @@ pub struct BundleReport {
     pub name: String,
     pub version: String,
     pub digest: String,
+    /// The namespace of a tenant bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub source: String,
 }
 
 /// Samples for the plots.

@@ -4,6 +4,7 @@
 //! or a seeded Poisson stream). Pure: takes loaded documents, no I/O.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
@@ -42,6 +43,8 @@ pub struct Scenario {
     /// In input order (the final tie-break).
     pub jobs: Vec<SimJob>,
     pub warnings: Vec<String>,
+    /// Policy bundles the Simulation names (`spec.policies`), resolved against its file.
+    pub policies: Vec<PathBuf>,
 }
 
 /// Everything wrong with a scenario, each naming where and what to do.
@@ -245,12 +248,20 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     if !errors.is_empty() {
         return Err(ScenarioError(errors));
     }
+    let policies = match &simulation {
+        Some((source, sim)) => {
+            let base = source.file.parent().unwrap_or(std::path::Path::new("."));
+            sim.spec.policies.iter().map(|p| base.join(p)).collect()
+        }
+        None => Vec::new(),
+    };
     Ok(Scenario {
         cluster: Arc::new(cluster),
         pools,
         until,
         jobs,
         warnings,
+        policies,
     })
 }
 

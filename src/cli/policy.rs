@@ -1,0 +1,317 @@
+//! `arbiter policy check [--watch] | test | eval | bench | schema`: the
+//! bundle pipeline from the command line. `check --watch` runs the same
+//! reload pipeline the operator uses and prints one line per reload result.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Subcommand};
+
+use crate::policy::bundle::{self, Bundle, Hook, LoadOptions};
+use crate::policy::reload::{DirWatcher, ReloadOutcome, Reloadable};
+use crate::policy::wasm::Runtime;
+use crate::policy::{self as engine_policy, test};
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    /// Validate a bundle (parse, validate, compile, run its tests); with --watch,
+    /// re-validate on every change and print one line per reload result.
+    Check {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: how long changes must settle before a reload.
+        #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+        debounce: Duration,
+    },
+    /// Run the bundle's own tests and print each result.
+    Test {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Evaluate the bundle's policies of one hook on a request (JSON or YAML file, `-` for stdin).
+    Eval {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// admission | weight | fairShare | autoscale | flavor
+        #[arg(long, value_parser = parse_hook)]
+        hook: Hook,
+        #[arg(long, value_name = "FILE")]
+        input: PathBuf,
+        /// Only this policy.
+        #[arg(long)]
+        policy: Option<String>,
+    },
+    /// Measure every policy on its tests' inputs.
+    Bench {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Evaluations per policy.
+        #[arg(long, default_value_t = 10_000)]
+        iterations: u32,
+    },
+    /// Write the JSON Schemas of the hook requests/responses and bundle.yaml into DIR.
+    Schema {
+        #[arg(value_name = "DIR", default_value = "plugin-sdk/schema")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+fn parse_hook(text: &str) -> Result<Hook, String> {
+    Hook::parse(text).ok_or_else(|| {
+        format!("unknown hook {text:?}; one of admission, weight, fairShare, autoscale, flavor")
+    })
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::model::Millis::parse(text)
+        .map(|m| Duration::from_millis(m.0.max(0) as u64))
+        .map_err(|e| e.to_string())
+}
+
+pub fn run(args: &PolicyArgs) -> anyhow::Result<()> {
+    let runtime = Runtime::new().context("starting the WebAssembly runtime")?;
+    match &args.command {
+        PolicyCommand::Check {
+            dir,
+            watch,
+            debounce,
+        } => check(dir, *watch, *debounce, &runtime),
+        PolicyCommand::Test { dir } => run_tests(dir, &runtime),
+        PolicyCommand::Eval {
+            dir,
+            hook,
+            input,
+            policy,
+        } => eval(dir, *hook, input, policy.as_deref(), &runtime),
+        PolicyCommand::Bench { dir, iterations } => bench(dir, *iterations, &runtime),
+        PolicyCommand::Schema { dir } => write_schemas(dir),
+    }
+}
+
+fn describe(b: &Bundle) -> String {
+    let cel = b.policies.iter().filter(|p| p.language() == "cel").count();
+    format!(
+        "bundle {} version {} digest {}: {} policies ({} cel, {} wasm), {} tests passed",
+        b.name,
+        if b.version.is_empty() { "-" } else { &b.version },
+        short(&b.digest),
+        b.policies.len(),
+        cel,
+        b.policies.len() - cel,
+        b.tests.len()
+    )
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+fn check(dir: &Path, watch: bool, debounce: Duration, runtime: &Runtime) -> anyhow::Result<()> {
+    let options = LoadOptions::default();
+    let first = bundle::load_path(dir, runtime, &options);
+    if !watch {
+        let b = first?;
+        println!("ok: {}", describe(&b));
+        return Ok(());
+    }
+    let initial = match first {
+        Ok(b) => {
+            println!("{} loaded: {}", stamp(), describe(&b));
+            b
+        }
+        Err(e) => {
+            println!("{} rejected: {e}", stamp());
+            Bundle::empty("(none)")
+        }
+    };
+    let current = Reloadable::new(initial);
+    let (tx, rx) = mpsc::channel();
+    let _watcher = DirWatcher::spawn(dir, debounce, move || {
+        let _ = tx.send(Instant::now());
+    })
+    .with_context(|| format!("watching {}", dir.display()))?;
+    println!(
+        "{} watching {} (debounce {} ms); Ctrl-C to stop",
+        stamp(),
+        dir.display(),
+        debounce.as_millis()
+    );
+    for _changed in rx {
+        let outcome = current.reload_with(|| bundle::load_path(dir, runtime, &options));
+        let line = match outcome {
+            ReloadOutcome::Swapped { took, .. } => {
+                format!("reloaded in {} ms: {}", took.as_millis(), describe(&current.current()))
+            }
+            ReloadOutcome::Unchanged { identity } => {
+                format!("unchanged: digest {}", short(&identity.digest))
+            }
+            ReloadOutcome::Rejected { error, kept, .. } => format!(
+                "rejected, keeping {} version {} ({}): {error}",
+                kept.name,
+                kept.version,
+                short(&kept.digest)
+            ),
+        };
+        println!("{} {line}", stamp());
+    }
+    Ok(())
+}
+
+fn stamp() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60,
+        now.subsec_millis()
+    )
+}
+
+fn load_untested(dir: &Path, runtime: &Runtime) -> anyhow::Result<Bundle> {
+    let options = LoadOptions {
+        tenant: None,
+        run_tests: false,
+    };
+    Ok(bundle::load_path(dir, runtime, &options)?)
+}
+
+fn run_tests(dir: &Path, runtime: &Runtime) -> anyhow::Result<()> {
+    let b = load_untested(dir, runtime)?;
+    let results = test::run(&b);
+    let mut failed = 0;
+    for r in &results {
+        match &r.failure {
+            None => println!("PASS {} ({})", r.name, r.policy),
+            Some(f) => {
+                failed += 1;
+                println!("FAIL {} ({}): {f}", r.name, r.policy);
+            }
+        }
+    }
+    println!(
+        "{} passed, {failed} failed, bundle {}",
+        results.len() - failed,
+        b.name
+    );
+    if failed > 0 {
+        bail!("{failed} of {} tests failed", results.len());
+    }
+    Ok(())
+}
+
+fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading the request from stdin")?
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading the request {}", path.display()))?
+    };
+    serde_yaml_ng::from_str(&text)
+        .with_context(|| format!("{} is not JSON or YAML", path.display()))
+}
+
+fn eval(
+    dir: &Path,
+    hook: Hook,
+    input: &Path,
+    only: Option<&str>,
+    runtime: &Runtime,
+) -> anyhow::Result<()> {
+    let b = load_untested(dir, runtime)?;
+    let request = read_input(input)?;
+    let policies: Vec<_> = b
+        .policies
+        .iter()
+        .filter(|p| p.hook == hook && only.is_none_or(|n| n == p.name))
+        .collect();
+    if policies.is_empty() {
+        bail!(
+            "bundle {} has no {hook} policy{}",
+            b.name,
+            only.map(|n| format!(" named {n}")).unwrap_or_default()
+        );
+    }
+    let mut out = serde_json::Map::new();
+    let mut failed = 0;
+    for p in policies {
+        let value = match test::evaluate(p, &request) {
+            Ok(v) => v,
+            Err(e) => {
+                failed += 1;
+                serde_json::json!({ "error": e })
+            }
+        };
+        out.insert(p.name.clone(), value);
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    if failed > 0 {
+        bail!("{failed} policy evaluation(s) failed");
+    }
+    Ok(())
+}
+
+fn bench(dir: &Path, iterations: u32, runtime: &Runtime) -> anyhow::Result<()> {
+    let b = load_untested(dir, runtime)?;
+    println!(
+        "{:<28} {:<10} {:<5} {:>8} {:>12} {:>12}",
+        "policy", "hook", "lang", "inputs", "mean µs", "p99 µs"
+    );
+    for p in &b.policies {
+        let inputs: Vec<&serde_json::Value> = b
+            .tests
+            .iter()
+            .filter(|t| t.policy == p.name)
+            .map(|t| &t.input)
+            .collect();
+        if inputs.is_empty() {
+            println!("{:<28} {:<10} {:<5} no tests to take inputs from", p.name, p.hook.to_string(), p.language());
+            continue;
+        }
+        let mut samples = Vec::with_capacity(iterations as usize);
+        for i in 0..iterations.max(1) {
+            let input = inputs[i as usize % inputs.len()];
+            let start = Instant::now();
+            let _ = std::hint::black_box(test::evaluate(p, input));
+            samples.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        samples.sort_by(f64::total_cmp);
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
+        println!(
+            "{:<28} {:<10} {:<5} {:>8} {:>12.2} {:>12.2}",
+            p.name,
+            p.hook.to_string(),
+            p.language(),
+            inputs.len(),
+            mean,
+            p99
+        );
+    }
+    println!("(each evaluation includes decoding the request JSON, as `policy eval` does)");
+    Ok(())
+}
+
+fn write_schemas(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, schema) in engine_policy::schemas() {
+        let path = dir.join(name);
+        std::fs::write(&path, engine_policy::schema_text(&schema))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("wrote {} schemas to {}", engine_policy::schemas().len(), dir.display());
+    Ok(())
+}

@@ -1,0 +1,746 @@
+//! The policy engine: the [`Hooks`] the scheduler core calls, implemented
+//! by the bundles in force. Shared by the simulator and the operator.
+//!
+//! At the start of every scheduler call ([`Hooks::begin`]) the engine pins
+//! the bundles in force, so one cycle always sees whole bundles even while a
+//! reload swaps them. It applies each policy's `match`, `mode` and
+//! `failurePolicy`, confines tenant bundles to their own namespace, keeps
+//! per-policy statistics and the decision log. It never decides anything
+//! itself: without policies every hook gives [`DefaultHooks`]' answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::bundle::{Bundle, FailurePolicy, Hook, Mode, Policy};
+use super::eval::{self, Logs, PolicyError};
+use super::reload::Reloadable;
+use super::view::{build, *};
+use crate::core::hooks::{
+    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
+    FlavorRequest, Hooks, Weight, WeightRequest,
+};
+use crate::core::Scheduler;
+use crate::model::cluster::{ClusterQueueId, FlavorId};
+use crate::model::Millis;
+
+/// One policy decision, as the decision log records it.
+#[derive(Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub at_seconds: f64,
+    pub bundle: String,
+    pub policy: String,
+    pub hook: String,
+    /// `Enforce` or `DryRun`.
+    pub mode: String,
+    /// `namespace/name` for workload hooks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The ClusterQueue or flavor a fairShare/autoscale decision is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// `allow`, `deny`, a score, a weight, a node count, a flavor list — or `error`.
+    pub result: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The error kind when the evaluation failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall-clock time of the evaluation (a batch's time is split evenly over its items).
+    pub duration_micros: f64,
+}
+
+/// Evaluation statistics of one policy.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyStats {
+    pub bundle: String,
+    pub policy: String,
+    pub hook: String,
+    pub language: String,
+    pub evaluations: u64,
+    /// Errors by kind (`timeout`, `trap`, `cel`, …).
+    pub errors: BTreeMap<String, u64>,
+    pub total_micros: f64,
+    pub max_micros: f64,
+    /// Latency histogram: upper bound in µs → count (powers of 4 from 1 µs).
+    pub latency_micros: BTreeMap<String, u64>,
+}
+
+impl PolicyStats {
+    fn record(&mut self, micros: f64, error: Option<&'static str>) {
+        self.evaluations += 1;
+        self.total_micros += micros;
+        self.max_micros = self.max_micros.max(micros);
+        if let Some(kind) = error {
+            *self.errors.entry(kind.to_string()).or_insert(0) += 1;
+        }
+        let mut bound = 1.0;
+        while micros > bound && bound < 1e7 {
+            bound *= 4.0;
+        }
+        let key = if micros > bound {
+            "+Inf".to_string()
+        } else {
+            format!("{bound:>9}")
+        };
+        *self.latency_micros.entry(key).or_insert(0) += 1;
+    }
+}
+
+/// The bundles the engine draws on: platform bundles in order, and tenant bundles by namespace.
+#[derive(Default)]
+pub struct Sources {
+    pub platform: Vec<Arc<Reloadable<Bundle>>>,
+    pub tenants: BTreeMap<String, Arc<Reloadable<Bundle>>>,
+}
+
+/// The bundles of one scheduler call.
+#[derive(Default)]
+struct Pinned {
+    platform: Vec<Arc<Bundle>>,
+    tenants: BTreeMap<String, Arc<Bundle>>,
+}
+
+/// The policy engine.
+pub struct Engine {
+    sources: Sources,
+    pinned: Pinned,
+    stats: BTreeMap<(String, String), PolicyStats>,
+    decisions: Vec<Decision>,
+    /// Keep per-workload weight decisions in the log (they are numerous).
+    pub log_weights: bool,
+    logs: Logs,
+    /// The `now` of the current scheduler call.
+    now: Millis,
+}
+
+impl Engine {
+    pub fn new(sources: Sources) -> Engine {
+        let mut engine = Engine {
+            sources,
+            pinned: Pinned::default(),
+            stats: BTreeMap::new(),
+            decisions: Vec::new(),
+            log_weights: true,
+            logs: Vec::new(),
+            now: Millis::ZERO,
+        };
+        engine.pin();
+        engine
+    }
+
+    /// Engine over fixed bundles (the simulator's `--policies`).
+    pub fn fixed(platform: Vec<Bundle>, tenants: BTreeMap<String, Bundle>) -> Engine {
+        Engine::new(Sources {
+            platform: platform
+                .into_iter()
+                .map(|b| Arc::new(Reloadable::new(b)))
+                .collect(),
+            tenants: tenants
+                .into_iter()
+                .map(|(ns, b)| (ns, Arc::new(Reloadable::new(b))))
+                .collect(),
+        })
+    }
+
+    fn pin(&mut self) {
+        self.pinned.platform = self.sources.platform.iter().map(|s| s.current()).collect();
+        self.pinned.tenants = self
+            .sources
+            .tenants
+            .iter()
+            .map(|(ns, s)| (ns.clone(), s.current()))
+            .collect();
+    }
+
+    /// The bundles in force now (platform, then tenants).
+    pub fn bundles(&self) -> Vec<Arc<Bundle>> {
+        self.pinned
+            .platform
+            .iter()
+            .chain(self.pinned.tenants.values())
+            .cloned()
+            .collect()
+    }
+    pub fn stats(&self) -> impl Iterator<Item = &PolicyStats> {
+        self.stats.values()
+    }
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+    pub fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
+    }
+    /// Lines plugins wrote with `arbiter.log` since the last call.
+    pub fn take_plugin_logs(&mut self) -> Logs {
+        std::mem::take(&mut self.logs)
+    }
+    pub fn evaluations(&self) -> u64 {
+        self.stats.values().map(|s| s.evaluations).sum()
+    }
+    pub fn errors(&self) -> u64 {
+        self.stats.values().flat_map(|s| s.errors.values()).sum()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        bundle: &Bundle,
+        policy: &Policy,
+        now: Millis,
+        micros: f64,
+        workload: Option<String>,
+        subject: Option<String>,
+        result: serde_json::Value,
+        reason: Option<String>,
+        error: Option<&PolicyError>,
+    ) {
+        self.stats
+            .entry((bundle.name.clone(), policy.name.clone()))
+            .or_insert_with(|| PolicyStats {
+                bundle: bundle.name.clone(),
+                policy: policy.name.clone(),
+                hook: policy.hook.to_string(),
+                language: policy.language().into(),
+                ..PolicyStats::default()
+            })
+            .record(micros, error.map(|e| e.kind));
+        if policy.hook == Hook::Weight && !self.log_weights && error.is_none() {
+            return;
+        }
+        self.decisions.push(Decision {
+            at_seconds: build::seconds(now),
+            bundle: bundle.name.clone(),
+            policy: policy.name.clone(),
+            hook: policy.hook.to_string(),
+            mode: format!("{:?}", policy.mode),
+            workload,
+            subject,
+            result: if error.is_some() {
+                "error".into()
+            } else {
+                result
+            },
+            reason: match error {
+                Some(e) => Some(e.message.clone()),
+                None => reason,
+            },
+            error: error.map(|e| e.kind.to_string()),
+            duration_micros: micros,
+        });
+    }
+
+    /// Platform bundles, then the tenant bundle of `namespace` (if any).
+    fn bundles_for(&self, namespace: Option<&str>) -> Vec<Arc<Bundle>> {
+        let mut out = self.pinned.platform.clone();
+        if let Some(t) = namespace.and_then(|ns| self.pinned.tenants.get(ns)) {
+            out.push(t.clone());
+        }
+        out
+    }
+
+    fn has_hook(&self, hook: Hook) -> bool {
+        self.pinned
+            .platform
+            .iter()
+            .chain(self.pinned.tenants.values())
+            .any(|b| b.policies.iter().any(|p| p.hook == hook))
+    }
+}
+
+fn micros_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e6
+}
+
+fn workload_name(w: &WorkloadView) -> String {
+    format!("{}/{}", w.namespace, w.name)
+}
+
+/// A tenant bundle's policy only ever sees its own namespace's workloads.
+fn applies(bundle: &Bundle, policy: &Policy, w: &WorkloadView) -> bool {
+    bundle.tenant.as_deref().is_none_or(|t| t == w.namespace)
+        && policy.applies_to(&w.namespace, &w.kind, &w.cluster_queue)
+}
+
+impl Hooks for Engine {
+    fn begin(&mut self, now: Millis) {
+        self.now = now;
+        self.pin();
+    }
+
+    fn admission(&mut self, request: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        if !self.has_hook(Hook::Admission) {
+            return AdmissionVerdict::Allow;
+        }
+        let ns = request.entry.workload.namespace.as_str();
+        let mut input: Option<AdmissionInput> = None;
+        for bundle in self.bundles_for(Some(ns)) {
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Admission) {
+                let input = input.get_or_insert_with(|| admission_input(request));
+                if !applies(&bundle, policy, &input.workload) {
+                    continue;
+                }
+                let start = Instant::now();
+                let result = eval::admission(policy, input, &mut self.logs);
+                let micros = micros_since(start);
+                let who = Some(workload_name(&input.workload));
+                let verdict = match result {
+                    Ok(out) => {
+                        let retryable = out.retryable.unwrap_or(true);
+                        let label = if out.allowed { "allow" } else { "deny" };
+                        self.record(
+                            &bundle,
+                            policy,
+                            request.now,
+                            micros,
+                            who,
+                            None,
+                            label.into(),
+                            out.reason.clone(),
+                            None,
+                        );
+                        (!out.allowed).then(|| AdmissionVerdict::Deny {
+                            policy: policy.name.clone(),
+                            reason: out
+                                .reason
+                                .unwrap_or_else(|| format!("denied by {}", policy.name)),
+                            retryable,
+                        })
+                    }
+                    Err(e) => {
+                        self.record(
+                            &bundle,
+                            policy,
+                            request.now,
+                            micros,
+                            who,
+                            None,
+                            serde_json::Value::Null,
+                            None,
+                            Some(&e),
+                        );
+                        (policy.failure_policy == FailurePolicy::Fail).then(|| {
+                            AdmissionVerdict::Deny {
+                                policy: policy.name.clone(),
+                                reason: format!(
+                                    "policy failed ({e}); failurePolicy Fail holds the workload until it succeeds"
+                                ),
+                                retryable: true,
+                            }
+                        })
+                    }
+                };
+                if let (Some(deny), Mode::Enforce) = (verdict, policy.mode) {
+                    return deny;
+                }
+            }
+        }
+        AdmissionVerdict::Allow
+    }
+
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
+        let mut weights = vec![Weight::default(); batch.len()];
+        if batch.is_empty() || !self.has_hook(Hook::Weight) {
+            return weights;
+        }
+        let now = batch[0].now;
+        let input = weight_input(batch);
+        for bundle in self.bundles_for(None) {
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Weight) {
+                let picked: Vec<usize> = (0..input.workloads.len())
+                    .filter(|&i| applies(&bundle, policy, &input.workloads[i]))
+                    .collect();
+                for (i, score) in self.run_weight(&bundle, policy, &input, &picked, now) {
+                    weights[i].score += score;
+                }
+            }
+        }
+        // Tenant bundles: only their own namespace's workloads, into the tenant score.
+        let tenants: Vec<(String, Arc<Bundle>)> = self
+            .pinned
+            .tenants
+            .iter()
+            .map(|(ns, b)| (ns.clone(), b.clone()))
+            .collect();
+        for (ns, bundle) in tenants {
+            let own: Vec<usize> = (0..input.workloads.len())
+                .filter(|&i| input.workloads[i].namespace == ns)
+                .collect();
+            if own.is_empty() || !bundle.policies.iter().any(|p| p.hook == Hook::Weight) {
+                continue;
+            }
+            for &i in &own {
+                weights[i].tenant = Some(0.0);
+            }
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Weight) {
+                let picked: Vec<usize> = own
+                    .iter()
+                    .copied()
+                    .filter(|&i| applies(&bundle, policy, &input.workloads[i]))
+                    .collect();
+                for (i, score) in self.run_weight(&bundle, policy, &input, &picked, now) {
+                    if let Some(t) = weights[i].tenant.as_mut() {
+                        *t += score;
+                    }
+                }
+            }
+        }
+        weights
+    }
+
+    fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64> {
+        let mut weights = DefaultHooks.fair_share(request);
+        if !self.has_hook(Hook::FairShare) {
+            return weights;
+        }
+        let state = request.state;
+        let views: Vec<ClusterQueueView> = (0..state.cluster().cluster_queues.len())
+            .map(|i| build::cluster_queue(state, ClusterQueueId(i as u32)))
+            .collect();
+        let mut decided = vec![false; views.len()];
+        for bundle in self.pinned.platform.clone() {
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::FairShare) {
+                let picked: Vec<usize> = (0..views.len())
+                    .filter(|&i| {
+                        !decided[i]
+                            && (policy.matches.cluster_queues.is_empty()
+                                || policy.matches.cluster_queues.contains(&views[i].name))
+                    })
+                    .collect();
+                if picked.is_empty() {
+                    continue;
+                }
+                let input = FairShareInput {
+                    cluster_queues: picked.iter().map(|&i| views[i].clone()).collect(),
+                    now: build::seconds(request.now),
+                    params: serde_json::Value::Null,
+                };
+                let start = Instant::now();
+                let result = eval::fair_share(policy, &input, &mut self.logs);
+                let micros = micros_since(start) / picked.len() as f64;
+                match result {
+                    Ok(out) => {
+                        for (k, &i) in picked.iter().enumerate() {
+                            self.record(
+                                &bundle,
+                                policy,
+                                request.now,
+                                micros,
+                                None,
+                                Some(views[i].name.clone()),
+                                out[k].into(),
+                                None,
+                                None,
+                            );
+                            if policy.mode == Mode::Enforce {
+                                weights[i] = out[k];
+                                decided[i] = true;
+                            }
+                        }
+                    }
+                    Err(e) => self.record(
+                        &bundle,
+                        policy,
+                        request.now,
+                        micros,
+                        None,
+                        None,
+                        serde_json::Value::Null,
+                        None,
+                        Some(&e),
+                    ),
+                }
+            }
+        }
+        weights
+    }
+
+    fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32> {
+        let mut nodes = DefaultHooks.autoscale(request);
+        if !self.has_hook(Hook::Autoscale) {
+            return nodes;
+        }
+        let state = request.state;
+        let views: Vec<FlavorView> = request
+            .flavors
+            .iter()
+            .map(|l| FlavorView {
+                name: build::flavor_name(state, l.flavor),
+                nodes: l.nodes,
+                min_nodes: l.min_nodes,
+                max_nodes: l.max_nodes,
+                utilization: l.utilization,
+                pending_nodes: l.pending_nodes,
+                target_utilization: l.target_utilization,
+            })
+            .collect();
+        let mut decided = vec![false; views.len()];
+        for bundle in self.pinned.platform.clone() {
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Autoscale) {
+                let picked: Vec<usize> = (0..views.len())
+                    .filter(|&i| {
+                        !decided[i]
+                            && (policy.matches.flavors.is_empty()
+                                || policy.matches.flavors.contains(&views[i].name))
+                    })
+                    .collect();
+                if picked.is_empty() {
+                    continue;
+                }
+                let input = AutoscaleInput {
+                    flavors: picked.iter().map(|&i| views[i].clone()).collect(),
+                    now: build::seconds(request.now),
+                    params: serde_json::Value::Null,
+                };
+                let start = Instant::now();
+                let result = eval::autoscale(policy, &input, &mut self.logs);
+                let micros = micros_since(start) / picked.len() as f64;
+                match result {
+                    Ok(out) => {
+                        for (k, &i) in picked.iter().enumerate() {
+                            let load = &request.flavors[i];
+                            let clamped = out[k].clamp(
+                                load.min_nodes as i64,
+                                load.max_nodes.max(load.min_nodes) as i64,
+                            ) as u32;
+                            self.record(
+                                &bundle,
+                                policy,
+                                request.now,
+                                micros,
+                                None,
+                                Some(views[i].name.clone()),
+                                clamped.into(),
+                                None,
+                                None,
+                            );
+                            if policy.mode == Mode::Enforce {
+                                nodes[i] = clamped;
+                                decided[i] = true;
+                            }
+                        }
+                    }
+                    Err(e) => self.record(
+                        &bundle,
+                        policy,
+                        request.now,
+                        micros,
+                        None,
+                        None,
+                        serde_json::Value::Null,
+                        None,
+                        Some(&e),
+                    ),
+                }
+            }
+        }
+        nodes
+    }
+
+    fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+        if !self.has_hook(Hook::Flavor) {
+            return None;
+        }
+        let state = request.state;
+        let entry = request.entry;
+        let now = self.now;
+        let mut input: Option<FlavorInput> = None;
+        for bundle in self.pinned.platform.clone() {
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Flavor) {
+                let input = input.get_or_insert_with(|| FlavorInput {
+                    workload: build::workload(state, entry, now),
+                    queue: build::queue(state, entry),
+                    cluster_queue: build::cluster_queue(state, request.cluster_queue),
+                    tenant: build::tenant(state, &entry.workload.namespace),
+                    candidates: request
+                        .candidates
+                        .iter()
+                        .map(|&f| build::flavor_name(state, f))
+                        .collect(),
+                    now: build::seconds(now),
+                    params: serde_json::Value::Null,
+                });
+                if !applies(&bundle, policy, &input.workload) {
+                    continue;
+                }
+                let start = Instant::now();
+                let result = eval::flavor(policy, input, &mut self.logs);
+                let micros = micros_since(start);
+                let who = Some(workload_name(&input.workload));
+                match result {
+                    Ok(order) => {
+                        self.record(
+                            &bundle,
+                            policy,
+                            now,
+                            micros,
+                            who,
+                            None,
+                            order.clone().into(),
+                            None,
+                            None,
+                        );
+                        if policy.mode == Mode::Enforce {
+                            let cluster = state.cluster();
+                            return Some(order.iter().filter_map(|f| cluster.flavor_id(f)).collect());
+                        }
+                    }
+                    Err(e) => self.record(
+                        &bundle,
+                        policy,
+                        now,
+                        micros,
+                        who,
+                        None,
+                        serde_json::Value::Null,
+                        None,
+                        Some(&e),
+                    ),
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Engine {
+    /// Evaluates one weight policy on the workloads `picked` (indices into `input.workloads`).
+    /// Returns (index, score) for Enforce policies that succeeded; DryRun and failures give nothing.
+    fn run_weight(
+        &mut self,
+        bundle: &Bundle,
+        policy: &Policy,
+        input: &WeightInput,
+        picked: &[usize],
+        now: Millis,
+    ) -> Vec<(usize, f64)> {
+        if picked.is_empty() {
+            return Vec::new();
+        }
+        let subset;
+        let view = if picked.len() == input.workloads.len() {
+            input
+        } else {
+            subset = WeightInput {
+                workloads: picked.iter().map(|&i| input.workloads[i].clone()).collect(),
+                queues: input.queues.clone(),
+                cluster_queues: input.cluster_queues.clone(),
+                tenants: input.tenants.clone(),
+                now: input.now,
+                params: serde_json::Value::Null,
+            };
+            &subset
+        };
+        let start = Instant::now();
+        let result = eval::weight(policy, view, &mut self.logs);
+        let micros = micros_since(start) / picked.len() as f64;
+        match result {
+            Ok(scores) => {
+                for (k, &i) in picked.iter().enumerate() {
+                    self.record(
+                        bundle,
+                        policy,
+                        now,
+                        micros,
+                        Some(workload_name(&input.workloads[i])),
+                        None,
+                        scores[k].into(),
+                        None,
+                        None,
+                    );
+                }
+                if policy.mode == Mode::Enforce {
+                    picked.iter().copied().zip(scores).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            Err(e) => {
+                self.record(
+                    bundle,
+                    policy,
+                    now,
+                    micros * picked.len() as f64,
+                    None,
+                    None,
+                    serde_json::Value::Null,
+                    None,
+                    Some(&e),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn admission_input(request: &AdmissionRequest<'_>) -> AdmissionInput {
+    let state = request.state;
+    let entry = request.entry;
+    let cluster = state.cluster();
+    let cq = entry.workload.cluster_queue;
+    let flavors = entry
+        .workload
+        .pod_sets
+        .iter()
+        .zip(request.flavors)
+        .map(|(ps, f)| {
+            (
+                ps.name.clone(),
+                f.flavors
+                    .iter()
+                    .map(|&(r, fl)| {
+                        (
+                            cluster.resource_name(r).to_string(),
+                            build::flavor_name(state, fl),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut workload = build::workload(state, entry, request.now);
+    workload.flavors = build::flavor_names(state, request.flavors);
+    AdmissionInput {
+        workload,
+        queue: build::queue(state, entry),
+        cluster_queue: build::cluster_queue(state, cq),
+        tenant: build::tenant(state, &entry.workload.namespace),
+        cohort: build::cohort(state, cq),
+        flavors,
+        borrowing: request.borrowing,
+        now: build::seconds(request.now),
+        params: serde_json::Value::Null,
+    }
+}
+
+fn weight_input(batch: &[WeightRequest<'_>]) -> WeightInput {
+    let state: &Scheduler = batch[0].state;
+    let now = batch[0].now;
+    let mut input = WeightInput {
+        now: build::seconds(now),
+        ..WeightInput::default()
+    };
+    for r in batch {
+        let w = build::workload(state, r.entry, now);
+        let wl = &r.entry.workload;
+        input
+            .queues
+            .entry(format!("{}/{}", w.namespace, w.queue_name))
+            .or_insert_with(|| build::queue(state, r.entry));
+        input
+            .cluster_queues
+            .entry(w.cluster_queue.clone())
+            .or_insert_with(|| build::cluster_queue(state, wl.cluster_queue));
+        input
+            .tenants
+            .entry(w.namespace.clone())
+            .or_insert_with(|| build::tenant(state, &w.namespace));
+        input.workloads.push(w);
+    }
+    input
+}

@@ -1,0 +1,303 @@
+//! Evaluating one policy on one hook request: CEL or WASM, the same typed
+//! input either way, the response checked before anyone acts on it.
+//! Used by the engine (scheduler hooks), `arbiter policy test|eval|bench`
+//! and the bundle's own tests — the one evaluation path. Errors come back
+//! as [`PolicyError`] with a kind (a metrics label); nothing here panics on
+//! what a policy does, and nothing here applies `failurePolicy` or `mode`
+//! (the engine does).
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::bundle::{Policy, Program};
+use super::cel::{EvalError, Vars};
+use super::view::*;
+use super::wasm;
+
+/// Why one evaluation produced no usable result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyError {
+    /// `cel`, `wrong_type`, `not_finite`, `trap`, `timeout`, `out_of_memory`,
+    /// `missing_export`, `bad_output`, `instantiate`, `input_too_large`.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} error: {}", self.kind, self.message)
+    }
+}
+
+impl From<EvalError> for PolicyError {
+    fn from(e: EvalError) -> PolicyError {
+        let kind = match e {
+            EvalError::Runtime(_) => "cel",
+            EvalError::WrongType { .. } => "wrong_type",
+            EvalError::NotFinite => "not_finite",
+        };
+        PolicyError {
+            kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+fn bad_output(message: String) -> PolicyError {
+    PolicyError {
+        kind: "bad_output",
+        message,
+    }
+}
+
+/// What a WASM call wrote with `arbiter.log`, for the caller to pass on.
+pub type Logs = Vec<(wasm::LogLevel, String)>;
+
+/// Calls a plugin with `input` (its `params` set to the policy's config) and decodes the response.
+fn call_wasm<I: Serialize, O: DeserializeOwned>(
+    policy: &Policy,
+    plugin: &wasm::Plugin,
+    input: &I,
+    logs: &mut Logs,
+) -> Result<O, PolicyError> {
+    let request = serde_json::to_vec(input).map_err(|e| PolicyError {
+        kind: "input_too_large",
+        message: e.to_string(),
+    })?;
+    let limits = wasm::Limits {
+        timeout: policy.limits.timeout,
+        memory_bytes: policy.limits.memory_bytes,
+    };
+    let output = plugin
+        .call(policy.hook.wasm(), &request, &limits)
+        .map_err(|e| PolicyError {
+            kind: e.kind(),
+            message: e.to_string(),
+        })?;
+    logs.extend(output.logs);
+    serde_json::from_slice(&output.response).map_err(|e| {
+        bad_output(format!(
+            "the response is not a valid {} response: {e}",
+            policy.hook
+        ))
+    })
+}
+
+fn check_len<T>(what: &str, got: &[T], want: usize) -> Result<(), PolicyError> {
+    if got.len() == want {
+        Ok(())
+    } else {
+        Err(bad_output(format!(
+            "returned {} {what} for {want} inputs; return exactly one per input, in order",
+            got.len()
+        )))
+    }
+}
+
+fn check_finite(what: &str, values: &[f64]) -> Result<(), PolicyError> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(bad_output(format!(
+            "{what}[{i}] is {}; return finite numbers",
+            values[i]
+        ))),
+    }
+}
+
+pub fn admission(
+    policy: &Policy,
+    input: &AdmissionInput,
+    logs: &mut Logs,
+) -> Result<AdmissionOutput, PolicyError> {
+    match &policy.program {
+        Program::Cel {
+            expression,
+            message,
+            retryable,
+        } => {
+            let vars = Vars {
+                workload: Some(&input.workload),
+                queue: Some(&input.queue),
+                cluster_queue: Some(&input.cluster_queue),
+                tenant: Some(&input.tenant),
+                cohort: input.cohort.as_ref(),
+                flavor: None,
+                now: input.now,
+                params: Some(&policy.cel_params),
+            };
+            let allowed = expression.eval_bool(&vars)?;
+            let reason = match (allowed, message) {
+                (true, _) => None,
+                (false, Some(m)) => Some(m.eval_string(&vars)?),
+                (false, None) => Some(format!("denied by {}", policy.name)),
+            };
+            Ok(AdmissionOutput {
+                allowed,
+                reason,
+                retryable: Some(*retryable),
+            })
+        }
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            call_wasm(policy, plugin, &input, logs)
+        }
+    }
+}
+
+/// Scores for `input.workloads`, in order.
+pub fn weight(
+    policy: &Policy,
+    input: &WeightInput,
+    logs: &mut Logs,
+) -> Result<Vec<f64>, PolicyError> {
+    let scores = match &policy.program {
+        Program::Cel { expression, .. } => {
+            let mut scores = Vec::with_capacity(input.workloads.len());
+            for w in &input.workloads {
+                let queue = input.queues.get(&format!("{}/{}", w.namespace, w.queue_name));
+                let vars = Vars {
+                    workload: Some(w),
+                    queue,
+                    cluster_queue: input.cluster_queues.get(&w.cluster_queue),
+                    tenant: input.tenants.get(&w.namespace),
+                    cohort: None,
+                    flavor: None,
+                    now: input.now,
+                    params: Some(&policy.cel_params),
+                };
+                scores.push(expression.eval_number(&vars)?);
+            }
+            scores
+        }
+        Program::Wasm { plugin, .. } => {
+            let request = WeightInputRef {
+                workloads: &input.workloads,
+                queues: &input.queues,
+                cluster_queues: &input.cluster_queues,
+                tenants: &input.tenants,
+                now: input.now,
+                params: &policy.params,
+            };
+            let out: WeightOutput = call_wasm(policy, plugin, &request, logs)?;
+            out.scores
+        }
+    };
+    check_len("scores", &scores, input.workloads.len())?;
+    check_finite("scores", &scores)?;
+    Ok(scores)
+}
+
+/// The weight request without copying the views.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WeightInputRef<'a> {
+    workloads: &'a [WorkloadView],
+    queues: &'a std::collections::BTreeMap<String, QueueView>,
+    cluster_queues: &'a std::collections::BTreeMap<String, ClusterQueueView>,
+    tenants: &'a std::collections::BTreeMap<String, TenantView>,
+    now: f64,
+    params: &'a serde_json::Value,
+}
+
+/// Weights for `input.clusterQueues`, in order.
+pub fn fair_share(
+    policy: &Policy,
+    input: &FairShareInput,
+    logs: &mut Logs,
+) -> Result<Vec<f64>, PolicyError> {
+    let weights = match &policy.program {
+        Program::Cel { expression, .. } => input
+            .cluster_queues
+            .iter()
+            .map(|cq| {
+                expression.eval_number(&Vars {
+                    cluster_queue: Some(cq),
+                    now: input.now,
+                    params: Some(&policy.cel_params),
+                    ..Vars::default()
+                })
+            })
+            .collect::<Result<Vec<f64>, _>>()?,
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            let out: FairShareOutput = call_wasm(policy, plugin, &input, logs)?;
+            out.weights
+        }
+    };
+    check_len("weights", &weights, input.cluster_queues.len())?;
+    check_finite("weights", &weights)?;
+    if let Some(i) = weights.iter().position(|w| *w < 0.0) {
+        return Err(bad_output(format!(
+            "weights[{i}] is {}; weights must be ≥ 0",
+            weights[i]
+        )));
+    }
+    Ok(weights)
+}
+
+/// Desired nodes for `input.flavors`, in order (not yet clamped).
+pub fn autoscale(
+    policy: &Policy,
+    input: &AutoscaleInput,
+    logs: &mut Logs,
+) -> Result<Vec<i64>, PolicyError> {
+    let nodes = match &policy.program {
+        Program::Cel { expression, .. } => input
+            .flavors
+            .iter()
+            .map(|f| {
+                let n = expression.eval_number(&Vars {
+                    flavor: Some(f),
+                    now: input.now,
+                    params: Some(&policy.cel_params),
+                    ..Vars::default()
+                })?;
+                Ok(n.ceil().clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+            })
+            .collect::<Result<Vec<i64>, PolicyError>>()?,
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            let out: AutoscaleOutput = call_wasm(policy, plugin, &input, logs)?;
+            out.nodes
+        }
+    };
+    check_len("node counts", &nodes, input.flavors.len())?;
+    Ok(nodes)
+}
+
+/// Preferred flavor order, checked to be a subset of the candidates.
+pub fn flavor(
+    policy: &Policy,
+    input: &FlavorInput,
+    logs: &mut Logs,
+) -> Result<Vec<String>, PolicyError> {
+    let flavors = match &policy.program {
+        Program::Cel { expression, .. } => expression.eval_string_list(&Vars {
+            workload: Some(&input.workload),
+            queue: Some(&input.queue),
+            cluster_queue: Some(&input.cluster_queue),
+            tenant: Some(&input.tenant),
+            now: input.now,
+            params: Some(&policy.cel_params),
+            ..Vars::default()
+        })?,
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            let out: FlavorOutput = call_wasm(policy, plugin, &input, logs)?;
+            out.flavors
+        }
+    };
+    if let Some(f) = flavors.iter().find(|f| !input.candidates.contains(f)) {
+        return Err(bad_output(format!(
+            "flavor {f:?} is not one of the ClusterQueue's flavors {:?}",
+            input.candidates
+        )));
+    }
+    Ok(flavors)
+}

@@ -1,0 +1,67 @@
+//! The policy engine (DESIGN §4): CEL expressions and sandboxed WASM
+//! plugins, loaded from bundles, hot-reloaded, evaluated through one path.
+//!
+//! `view` (what every policy sees), `cel` and `wasm` (the two languages),
+//! `bundle` (bundle.yaml from a directory or ConfigMap: parse, validate,
+//! compile, test), `eval` (one policy on one request, output checked),
+//! `test` (a bundle's own tests), `reload` (watching a directory, atomic
+//! swaps, last good bundle kept), `engine` (the core's `Hooks`: match,
+//! mode, failurePolicy, tenant confinement, statistics, decision log).
+//! Nothing here changes scheduler state except through the answers the
+//! core asks for; nothing here panics on what a policy or bundle does.
+
+pub mod bundle;
+pub mod cel;
+pub mod engine;
+pub mod eval;
+pub mod reload;
+pub mod test;
+pub mod view;
+pub mod wasm;
+
+use schemars::{schema_for, Schema};
+
+/// The JSON Schemas of every hook's request and response, by file name
+/// (what `plugin-sdk/schema/` holds).
+pub fn schemas() -> Vec<(&'static str, Schema)> {
+    use view::*;
+    vec![
+        ("admission.request.json", schema_for!(AdmissionInput)),
+        ("admission.response.json", schema_for!(AdmissionOutput)),
+        ("weight.request.json", schema_for!(WeightInput)),
+        ("weight.response.json", schema_for!(WeightOutput)),
+        ("fairShare.request.json", schema_for!(FairShareInput)),
+        ("fairShare.response.json", schema_for!(FairShareOutput)),
+        ("autoscale.request.json", schema_for!(AutoscaleInput)),
+        ("autoscale.response.json", schema_for!(AutoscaleOutput)),
+        ("flavor.request.json", schema_for!(FlavorInput)),
+        ("flavor.response.json", schema_for!(FlavorOutput)),
+        ("bundle.json", schema_for!(bundle::BundleSpec)),
+    ]
+}
+
+/// A schema as the checked-in file holds it.
+pub fn schema_text(schema: &Schema) -> String {
+    let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn checked_in_schemas_match_the_code() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin-sdk/schema");
+        for (name, schema) in super::schemas() {
+            let path = dir.join(name);
+            let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                on_disk == super::schema_text(&schema),
+                "{} is out of date; run `cargo run -- policy schema plugin-sdk/schema`",
+                path.display()
+            );
+        }
+    }
+}
