@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the WebAssembly policy plugins from source and checks their crates:
 # the guest SDK (plugin-sdk/rust) and the default bundle's plugins
-# (policies/plugins/*). Each is its own Cargo package outside the root crate,
+# (policies/plugins/*), and the C tenant-plugin example
+# (examples/tenant-plugins/c). Each is its own Cargo package outside the root crate,
 # so the root's fmt/clippy/test never see them; this script does. The built
 # modules are copied next to their sources (policies/plugins/<name>.wasm) and
 # committed, so a fresh clone runs without a wasm toolchain. Safe to re-run;
@@ -42,3 +43,23 @@ for plugin in shortest-first; do
     --release --locked --target "$wasm_target" --target-dir "$target_dir"
   install -m 644 "$target_dir/$wasm_target/release/${plugin//-/_}.wasm" "policies/plugins/$plugin.wasm"
 done
+
+# The C example: clang and wasm-ld, from Debian's clang and lld when missing.
+if ! command -v clang >/dev/null || ! command -v wasm-ld >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    log "installing clang and lld"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang lld >/dev/null
+  else
+    echo "build-plugins.sh: the C example needs clang and wasm-ld (lld) on PATH" >&2
+    exit 1
+  fi
+fi
+c_example=examples/tenant-plugins/c
+mkdir -p "$target_dir/c"
+log "$c_example: host test"
+clang -Wall -Wextra -Werror -o "$target_dir/c/urgent-test" "$c_example/test.c"
+"$target_dir/c/urgent-test"
+log "$c_example -> target/plugins/c/urgent.wasm"
+clang --target=wasm32 -O2 -Wall -Wextra -Werror -nostdlib \
+  -Wl,--no-entry -Wl,--strip-all \
+  -o "$target_dir/c/urgent.wasm" "$c_example/urgent.c"
