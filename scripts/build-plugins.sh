@@ -31,8 +31,11 @@ for package in "${packages[@]}"; do
   cargo test --manifest-path "$manifest" --locked --target-dir "$target_dir"
 done
 
-# Source paths are remapped so the module does not depend on where the
-# repository or the cargo home lie: the same toolchain builds the same bytes.
+# Source paths are remapped so no local path ends up in the module. The bytes
+# still depend on the toolchain and on where the repository lies: cargo
+# hashes the SDK's absolute path (it is outside the plugin's workspace) into
+# symbol names, which changes the function order. A build elsewhere behaves
+# the same but may differ byte for byte from the committed module.
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 wasm_rustflags="--remap-path-prefix=$cargo_home=/cargo"$'\x1f'"--remap-path-prefix=$root=/arbiter"
 
