@@ -15,5 +15,7 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+log "plugins (scripts/build-plugins.sh)"
+./scripts/build-plugins.sh
 log "cargo test"
 cargo test --all-targets --locked
