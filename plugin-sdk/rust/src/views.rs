@@ -38,6 +38,8 @@ pub struct Workload {
     /// From the LocalQueue's `resourceEstimation`; `None` when that is off
     /// or there is no history yet.
     pub estimate: Option<Estimate>,
+    /// Flavors it is admitted on; for `admission`, the ones it would be admitted on.
+    pub flavors: Vec<String>,
 }
 
 /// One group of identical pods of a workload.
@@ -67,7 +69,8 @@ pub struct Estimate {
 pub struct Queue {
     pub name: String,
     pub namespace: String,
-    pub priority: i64,
+    /// The LocalQueue's `priority`, if it sets one.
+    pub priority: Option<i64>,
     pub cluster_queue: String,
 }
 
