@@ -18,4 +18,4 @@ cargo clippy --all-targets --locked -- -D warnings
 log "plugins (scripts/build-plugins.sh)"
 ./scripts/build-plugins.sh
 log "cargo test"
-cargo test --all-targets --locked
+ARBITER_REQUIRE_PLUGINS=1 cargo test --all-targets --locked

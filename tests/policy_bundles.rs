@@ -1,0 +1,226 @@
+//! Bundles as a platform engineer meets them: what a broken bundle says,
+//! ConfigMap bundles, tenant restrictions, and how `failurePolicy` and
+//! `mode: DryRun` change what a scenario does.
+
+use std::path::Path;
+
+use arbiter::model::load;
+use arbiter::policy::bundle::{self, BundleError, LoadOptions};
+use arbiter::policy::engine::Engine;
+use arbiter::policy::wasm::Runtime;
+use arbiter::sim::report::Report;
+use arbiter::sim::{policies, scenario};
+
+fn write_bundle(dir: &Path, policies: &str, tests: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("bundle.yaml"),
+        format!(
+            "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: t, version: \"1\"}}\nspec:\n  policies:\n{policies}\n  tests:\n{tests}\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn load(dir: &Path) -> Result<bundle::Bundle, BundleError> {
+    bundle::load_path(dir, &Runtime::new().unwrap(), &LoadOptions::default())
+}
+
+fn error(policies: &str, tests: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(dir.path(), policies, tests);
+    match load(dir.path()) {
+        Ok(_) => panic!("the bundle loaded but should not have"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const WEIGHT_WAT: &str = r#"(module
+  (memory (export "memory") 1)
+  (data (i32.const 1024) "{\"scores\":[1]}")
+  (func (export "arbiter_abi_version") (result i32) i32.const 1)
+  (func (export "arbiter_alloc") (param i32) (result i32) i32.const 4096)
+  (func (export "arbiter_weight") (param i32 i32) (result i64) i64.const 4398046511118))"#;
+
+#[test]
+fn cel_syntax_error_names_policy_line_and_column() {
+    let e = error(
+        "  - name: broken\n    hook: admission\n    cel:\n      expression: \"workload.gpus <=\\n  (8 +\"\n",
+        "  []",
+    );
+    assert!(e.contains("policy broken"), "{e}");
+    assert!(e.contains("cel.expression"), "{e}");
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn misspelt_field_is_an_error_not_a_default() {
+    let e = error(
+        "  - {name: p, hook: admission, failurPolicy: Ignore, cel: {expression: 'true'}}",
+        "  []",
+    );
+    assert!(e.contains("failurPolicy"), "{e}");
+    assert!(e.contains("failurePolicy"), "did-you-mean missing: {e}");
+}
+
+#[test]
+fn wrong_sha256_pin_and_missing_module_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("w.wasm"), wat::parse_str(WEIGHT_WAT).unwrap()).unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: w, hook: weight, wasm: {module: w.wasm, sha256: \"00ff\"}}",
+        "  []",
+    );
+    let e = load(dir.path()).err().unwrap().to_string();
+    assert!(e.contains("policy w") && e.contains("sha256"), "{e}");
+    write_bundle(
+        dir.path(),
+        "  - {name: w, hook: weight, wasm: {module: nope.wasm}}",
+        "  []",
+    );
+    let e = load(dir.path()).err().unwrap().to_string();
+    assert!(e.contains("nope.wasm"), "{e}");
+}
+
+#[test]
+fn module_without_the_hook_export_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("w.wasm"), wat::parse_str(WEIGHT_WAT).unwrap()).unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: w, hook: admission, wasm: {module: w.wasm}}",
+        "  []",
+    );
+    let e = load(dir.path()).err().unwrap().to_string();
+    assert!(e.contains("arbiter_admission"), "{e}");
+}
+
+#[test]
+fn failing_bundle_test_rejects_the_bundle() {
+    let e = error(
+        "  - {name: cap, hook: admission, cel: {expression: 'workload.gpus <= 8'}}",
+        "  - {name: sixteen-denied, policy: cap, input: {workload: {gpus: 4}}, expect: {allowed: false}}",
+    );
+    assert!(e.contains("1 of 1 bundle tests failed"), "{e}");
+    assert!(e.contains("sixteen-denied"), "{e}");
+}
+
+#[test]
+fn tenant_bundle_may_not_hold_platform_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: fs, hook: fairShare, cel: {expression: '1.0'}}",
+        "  []",
+    );
+    let options = LoadOptions {
+        tenant: Some("team-a".into()),
+        run_tests: true,
+    };
+    let e = bundle::load_path(dir.path(), &Runtime::new().unwrap(), &options)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("not allowed in a tenant bundle"), "{e}");
+}
+
+fn configmap(wasm: &[u8], bundle_yaml: &str) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(wasm);
+    let indented: String = bundle_yaml.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: team-weights\n  namespace: arbiter-system\n  labels: {{arbiter.dev/policy-bundle: \"true\"}}\ndata:\n  bundle.yaml: |\n{indented}binaryData:\n  w.wasm: {b64}\n"
+    )
+}
+
+#[test]
+fn configmap_bundle_loads_and_the_1mib_limit_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle_yaml = "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {name: cm}\nspec:\n  policies:\n  - {name: w, hook: weight, wasm: {module: w.wasm}}\n  tests:\n  - {name: one, policy: w, input: {workloads: [{name: a}]}, expect: {scores: [1.0]}}\n";
+    let wasm = wat::parse_str(WEIGHT_WAT).unwrap();
+    let file = dir.path().join("cm.yaml");
+    std::fs::write(&file, configmap(&wasm, bundle_yaml)).unwrap();
+    let b = load(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(b.name, "cm");
+    assert!(b.source.contains("ConfigMap arbiter-system/team-weights"));
+
+    // Pad the module with a 1.1 MiB custom section: same behaviour, too big for a ConfigMap.
+    let mut big = wasm.clone();
+    let payload = vec![0u8; 1_100_000];
+    big.push(0); // custom section id
+    let name = b"pad";
+    let mut size = Vec::new();
+    let mut n = (1 + name.len() + payload.len()) as u32;
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            size.push(byte);
+            break;
+        }
+        size.push(byte | 0x80);
+    }
+    big.extend(size);
+    big.push(name.len() as u8);
+    big.extend(name);
+    big.extend(payload);
+    std::fs::write(&file, configmap(&big, bundle_yaml)).unwrap();
+    let e = load(&file).err().unwrap().to_string();
+    assert!(e.contains("1 MiB"), "{e}");
+}
+
+const SCENARIO: &str = "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: gpu}\n---\n\
+apiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: gpu\n      resources: [{name: nvidia.com/gpu, nominalQuota: \"8\"}]\n---\n\
+apiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {name: q, namespace: team}\nspec: {clusterQueue: cq}\n---\n\
+apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: job\n  namespace: team\n  labels: {arbiter.dev/queue-name: q}\n  annotations: {sim.arbiter.dev/runtime: 10m}\nspec:\n  template:\n    spec:\n      containers:\n      - name: main\n        resources: {requests: {nvidia.com/gpu: \"2\"}}\n";
+
+/// Runs the one-job scenario with one admission policy; the report and the engine.
+fn run_with(policy: &str) -> (Report, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.yaml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let bundle_dir = dir.path().join("b");
+    write_bundle(&bundle_dir, policy, "  []");
+    let scenario = scenario::build(load::load_paths(&[file]).unwrap()).unwrap();
+    let b = load(&bundle_dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut engine = Engine::fixed(vec![b], Default::default());
+    let (report, _) = policies::run(&scenario, Some(&mut engine), true, &mut |_| {});
+    (report, engine)
+}
+
+#[test]
+fn enforce_deny_rejects_dry_run_only_logs() {
+    let deny = "  - {name: no, hook: admission, cel: {expression: 'false', messageExpression: \"'never'\", retryable: false}}";
+    let (report, _) = run_with(deny);
+    assert_eq!(report.workloads[0].state, "rejected");
+    assert!(report.workloads[0].reason.contains("never"), "{}", report.workloads[0].reason);
+
+    let dry = "  - {name: no, hook: admission, mode: DryRun, cel: {expression: 'false', retryable: false}}";
+    let (report, _) = run_with(dry);
+    assert_eq!(report.workloads[0].state, "finished");
+    let decisions = &report.policies.as_ref().unwrap().decisions;
+    assert!(decisions
+        .iter()
+        .any(|d| d.policy == "no" && d.mode == "DryRun" && d.result == "deny"));
+}
+
+#[test]
+fn failure_policy_decides_what_an_error_means() {
+    // A runtime error: the label does not exist.
+    let broken = |fp: &str| {
+        format!("  - {{name: label, hook: admission, failurePolicy: {fp}, cel: {{expression: \"workload.labels['missing'] == 'x'\"}}}}")
+    };
+    let (report, engine) = run_with(&broken("Ignore"));
+    assert_eq!(report.workloads[0].state, "finished");
+    assert!(engine.errors() >= 1);
+    let (report, _) = run_with(&broken("Fail"));
+    assert_eq!(report.workloads[0].state, "pending");
+    assert!(
+        report.workloads[0].reason.contains("policy failed"),
+        "{}",
+        report.workloads[0].reason
+    );
+    let decisions = &report.policies.as_ref().unwrap().decisions;
+    assert!(decisions.iter().any(|d| d.error.as_deref() == Some("cel")));
+}
