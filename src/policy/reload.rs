@@ -1,0 +1,795 @@
+//! Hot reload of what the policy engine builds from a bundle. [`Reloadable`]
+//! keeps the value in force behind an atomic pointer swap: a scheduling cycle
+//! that took [`Reloadable::current`] holds one whole value until it lets go,
+//! while [`Reloadable::reload_with`] builds the next one and swaps it in only
+//! if every step succeeded. [`DirWatcher`] watches a bundle directory (a plain
+//! one, or a ConfigMap volume with the kubelet's `..data` symlink swap) and
+//! calls back once changes have settled. This module never reads, parses or
+//! judges a bundle (the caller's `build` closure does: parse → validate →
+//! compile → run the bundle's tests), never lets a failed build replace the
+//! last good value, and never panics on a filesystem error. The drivers (the
+//! operator, `arbiter` commands that watch a bundle) call it, wiring the
+//! watcher's callback to `reload_with`.
+
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use jiff::Timestamp;
+use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use serde::Serialize;
+
+/// What a reload produced, for status and metrics: the identity of the thing
+/// in force.
+pub trait Loaded: Send + Sync + 'static {
+    fn identity(&self) -> Identity;
+}
+
+/// Which bundle is in force: `metadata.name`, `metadata.version` and a digest
+/// of its whole content. Two builds with the same digest are the same bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Identity {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} ({})", self.name, self.version, self.digest)
+    }
+}
+
+/// The reload history a status page or metrics endpoint shows.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleStatus {
+    /// The bundle in force.
+    pub identity: Identity,
+    /// When the bundle in force was swapped in (or created, before any swap).
+    pub loaded_at: Timestamp,
+    /// Successful swaps since start.
+    pub generation: u64,
+    /// Reloads attempted since start, whatever their outcome.
+    pub attempts: u64,
+    /// Why the latest attempt was rejected; `None` once an attempt succeeds
+    /// or finds the bundle in force unchanged.
+    pub last_error: Option<String>,
+    pub last_attempt_at: Option<Timestamp>,
+}
+
+/// What one [`Reloadable::reload_with`] did.
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new value is in force.
+    Swapped { identity: Identity, took: Duration },
+    /// The build has the digest of the value in force: nothing was swapped.
+    Unchanged { identity: Identity },
+    /// The build failed; `kept` stays in force.
+    Rejected {
+        error: String,
+        kept: Identity,
+        took: Duration,
+    },
+}
+
+/// The value in force and its reload history. Readers never wait: `current`
+/// is a lock-free load. Reloads are serialised among themselves.
+pub struct Reloadable<T> {
+    current: ArcSwap<T>,
+    status: Mutex<BundleStatus>,
+    reloading: Mutex<()>,
+}
+
+impl<T: Loaded> Reloadable<T> {
+    pub fn new(initial: T) -> Self {
+        let status = BundleStatus {
+            identity: initial.identity(),
+            loaded_at: Timestamp::now(),
+            generation: 0,
+            attempts: 0,
+            last_error: None,
+            last_attempt_at: None,
+        };
+        Self {
+            current: ArcSwap::from_pointee(initial),
+            status: Mutex::new(status),
+            reloading: Mutex::new(()),
+        }
+    }
+
+    /// The value in force. Hold the `Arc` for a whole scheduling cycle: a
+    /// reload during the cycle does not change what the cycle sees.
+    pub fn current(&self) -> Arc<T> {
+        self.current.load_full()
+    }
+
+    /// A snapshot of the reload history. It is updated right after a swap, so
+    /// for a moment it may name the value `current` just replaced.
+    pub fn status(&self) -> BundleStatus {
+        lock(&self.status).clone()
+    }
+
+    /// The pipeline step: run `build` (parse → validate → compile → test,
+    /// supplied by the caller) and on success swap atomically; on failure keep
+    /// the last good value and record the error. A panic inside `build` is
+    /// caught and counts as a failure.
+    pub fn reload_with<E: fmt::Display>(
+        &self,
+        build: impl FnOnce() -> Result<T, E>,
+    ) -> ReloadOutcome {
+        let _one_reload_at_a_time = lock(&self.reloading);
+        let started = Instant::now();
+        let attempted_at = Timestamp::now();
+        let built = match panic::catch_unwind(AssertUnwindSafe(build)) {
+            Ok(Ok(next)) => Ok(next),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(payload) => Err(format!(
+                "building the bundle panicked ({}); this is a bug in Arbiter, please report it",
+                panic_message(payload.as_ref())
+            )),
+        };
+        let kept = self.current.load().identity();
+        let mut status = lock(&self.status);
+        status.attempts += 1;
+        status.last_attempt_at = Some(attempted_at);
+        match built {
+            Ok(next) => {
+                let identity = next.identity();
+                if identity.digest == kept.digest {
+                    status.last_error = None;
+                    tracing::debug!(bundle = %kept, "policy bundle unchanged");
+                    return ReloadOutcome::Unchanged { identity: kept };
+                }
+                self.current.store(Arc::new(next));
+                let took = started.elapsed();
+                status.identity = identity.clone();
+                status.loaded_at = Timestamp::now();
+                status.generation += 1;
+                status.last_error = None;
+                tracing::info!(bundle = %identity, previous = %kept, ?took, "policy bundle swapped in");
+                ReloadOutcome::Swapped { identity, took }
+            }
+            Err(error) => {
+                let took = started.elapsed();
+                status.last_error = Some(error.clone());
+                tracing::warn!(%error, kept = %kept, "policy bundle rejected; the last good bundle stays in force");
+                ReloadOutcome::Rejected { error, kept, took }
+            }
+        }
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every
+/// critical section here only assigns fields; `build` runs under
+/// `catch_unwind`), so poisoning is ignored rather than spread.
+fn lock<V>(mutex: &Mutex<V>) -> MutexGuard<'_, V> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(message) = payload.downcast_ref::<&str>() {
+        message
+    } else if let Some(message) = payload.downcast_ref::<String>() {
+        message
+    } else {
+        "no message"
+    }
+}
+
+/// A debounce that keeps reload latency (change → new bundle in force) well
+/// under 100 ms while folding the kubelet's update (a handful of renames and
+/// removals within a millisecond) or an editor's save into one call.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// A burst that never pauses still gets a call every this many debounce
+/// windows, so a directory written continuously is not ignored forever.
+const MAX_WAIT_WINDOWS: u32 = 10;
+
+/// How often a watcher whose directory disappeared looks for it again.
+const REWATCH_EVERY: Duration = Duration::from_millis(200);
+
+/// Why a bundle directory cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot read policy bundle directory {}: {source}; check the path and that the scheduler may read it", .dir.display())]
+    Unreadable {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("policy bundle path {} is not a directory; point it at the directory holding bundle.yaml (for a ConfigMap, the volume's mount path)", .dir.display())]
+    NotADirectory { dir: PathBuf },
+    #[error("cannot watch policy bundle directory {}: {source}; on Linux, check the fs.inotify.max_user_watches and fs.inotify.max_user_instances limits", .dir.display())]
+    Watch { dir: PathBuf, source: notify::Error },
+    #[error("cannot start the thread that watches policy bundle directory {}: {source}", .dir.display())]
+    Thread {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+enum Signal {
+    Fs(notify::Result<Event>),
+    Stop,
+}
+
+/// Watches a bundle directory and calls `on_change` once changes have settled
+/// (no new change for one debounce window, or at the latest ten windows after
+/// the first change of a burst). Dropping it stops watching; the drop waits
+/// for a running `on_change` to return.
+///
+/// It watches the directory itself, not its subdirectories: every change a
+/// bundle can see shows up there. Writing, creating, removing or renaming a
+/// file counts; so does the kubelet's ConfigMap update (new `..<timestamp>`
+/// directory, `..data_tmp` symlink renamed over `..data`, old directory
+/// removed), any number of times. Opening and reading files does not count,
+/// so `on_change` may read the bundle without calling itself again.
+///
+/// If the directory itself is removed or renamed away, `on_change` is called
+/// (a reload then fails and the last good bundle stays in force) and the
+/// watcher looks for the path again every 200 ms; when a directory is there
+/// again it is watched and `on_change` is called. Changes made between its
+/// reappearance and the new watch are seen by that call's reload, since it
+/// reads everything afresh.
+pub struct DirWatcher {
+    signals: mpsc::Sender<Signal>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl DirWatcher {
+    /// Starts watching `dir`. `debounce` below 1 ms is taken as 1 ms.
+    pub fn spawn(
+        dir: &Path,
+        debounce: Duration,
+        on_change: impl FnMut() + Send + 'static,
+    ) -> Result<DirWatcher, WatchError> {
+        let dir = dir.to_path_buf();
+        match std::fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(WatchError::NotADirectory { dir }),
+            Err(source) => return Err(WatchError::Unreadable { dir, source }),
+        }
+        let (signals, received) = mpsc::channel();
+        let from_notify = signals.clone();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            // The receiver is gone only once the worker has stopped.
+            let _ = from_notify.send(Signal::Fs(event));
+        })
+        .map_err(|source| WatchError::Watch {
+            dir: dir.clone(),
+            source,
+        })?;
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|source| WatchError::Watch {
+                dir: dir.clone(),
+                source,
+            })?;
+        let debounce = debounce.max(Duration::from_millis(1));
+        let worker_dir = dir.clone();
+        let worker = thread::Builder::new()
+            .name("bundle-watch".to_string())
+            .spawn(move || watch_loop(&worker_dir, debounce, watcher, &received, on_change))
+            .map_err(|source| WatchError::Thread { dir, source })?;
+        Ok(DirWatcher {
+            signals,
+            worker: Some(worker),
+        })
+    }
+}
+
+impl Drop for DirWatcher {
+    fn drop(&mut self) {
+        // A failed send means the worker has already stopped.
+        let _ = self.signals.send(Signal::Stop);
+        if let Some(worker) = self.worker.take() {
+            // Joining itself would deadlock (a DirWatcher dropped from its
+            // own `on_change`); the worker stops on the Stop signal anyway.
+            if worker.thread().id() != thread::current().id() {
+                let _ = worker.join();
+            }
+        }
+    }
+}
+
+/// The watcher thread: folds filesystem events into debounced calls, and
+/// re-establishes the watch if the directory is replaced.
+fn watch_loop(
+    dir: &Path,
+    debounce: Duration,
+    mut watcher: RecommendedWatcher,
+    signals: &Receiver<Signal>,
+    mut on_change: impl FnMut(),
+) {
+    let max_wait = debounce * MAX_WAIT_WINDOWS;
+    let mut burst_started: Option<Instant> = None;
+    let mut fire_at: Option<Instant> = None;
+    let mut watching = true;
+    let note_change = |burst_started: &mut Option<Instant>, fire_at: &mut Option<Instant>| {
+        let now = Instant::now();
+        let first = *burst_started.get_or_insert(now);
+        *fire_at = Some((now + debounce).min(first + max_wait));
+    };
+    loop {
+        // Checked before every wait, so a steady stream of events already
+        // queued cannot postpone a due call.
+        if fire_at.is_some_and(|due| Instant::now() >= due) {
+            fire_at = None;
+            burst_started = None;
+            if panic::catch_unwind(AssertUnwindSafe(&mut on_change)).is_err() {
+                tracing::error!(dir = %dir.display(), "the bundle reload callback panicked; watching goes on");
+            }
+        }
+        let wait = match (fire_at, watching) {
+            (Some(due), true) => Some(due.saturating_duration_since(Instant::now())),
+            (Some(due), false) => Some(
+                due.saturating_duration_since(Instant::now())
+                    .min(REWATCH_EVERY),
+            ),
+            (None, false) => Some(REWATCH_EVERY),
+            (None, true) => None,
+        };
+        let signal = match wait {
+            Some(wait) => signals.recv_timeout(wait),
+            None => signals.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match signal {
+            Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+            Ok(Signal::Fs(Ok(event))) => {
+                if watching && lost_root(dir, &event) {
+                    // The inotify watch followed the old directory away (or
+                    // died with it); an error here only says it is gone.
+                    let _ = watcher.unwatch(dir);
+                    watching = rewatch(&mut watcher, dir);
+                    if !watching {
+                        tracing::warn!(dir = %dir.display(), "policy bundle directory disappeared; the last good bundle stays in force until it is back");
+                    }
+                }
+                if is_change(&event.kind) {
+                    note_change(&mut burst_started, &mut fire_at);
+                }
+            }
+            Ok(Signal::Fs(Err(error))) => {
+                // Events may have been lost (e.g. the inotify queue
+                // overflowed): a reload reads everything afresh.
+                tracing::warn!(dir = %dir.display(), %error, "watching the policy bundle directory failed; reloading to be safe");
+                note_change(&mut burst_started, &mut fire_at);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if !watching && rewatch(&mut watcher, dir) {
+                    watching = true;
+                    tracing::info!(dir = %dir.display(), "policy bundle directory is back; watching it again");
+                    note_change(&mut burst_started, &mut fire_at);
+                }
+            }
+        }
+    }
+}
+
+fn rewatch(watcher: &mut RecommendedWatcher, dir: &Path) -> bool {
+    dir.is_dir() && watcher.watch(dir, RecursiveMode::NonRecursive).is_ok()
+}
+
+/// Whether an event can change what a re-read of the directory sees. Opening
+/// and reading files (the reload's own reads) cannot; a file closed after
+/// writing can.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Whether the watched directory itself was removed or renamed away.
+fn lost_root(dir: &Path, event: &Event) -> bool {
+    matches!(
+        event.kind,
+        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+    ) && event.paths.iter().any(|path| path == dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::fs;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Barrier;
+
+    /// Generous: CI machines are slow and shared. Waits poll a channel and
+    /// return as soon as the awaited call arrives.
+    const PATIENCE: Duration = Duration::from_secs(10);
+    /// How long without a call counts as "no more calls".
+    const QUIET: Duration = Duration::from_secs(1);
+
+    /// A stand-in for a compiled bundle: the text of `bundle.yaml`.
+    #[derive(Debug)]
+    struct Text(String);
+
+    impl Loaded for Text {
+        fn identity(&self) -> Identity {
+            Identity {
+                name: "test".to_string(),
+                version: "1".to_string(),
+                digest: self.0.clone(),
+            }
+        }
+    }
+
+    fn text(s: &str) -> Text {
+        Text(s.to_string())
+    }
+
+    fn read_bundle(dir: &Path) -> Result<Text, String> {
+        let path = dir.join("bundle.yaml");
+        fs::read_to_string(&path)
+            .map(Text)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn a_good_build_swaps_and_counts_a_generation() {
+        let bundles = Reloadable::new(text("a"));
+        assert_eq!(bundles.status().generation, 0);
+        match bundles.reload_with(|| Ok::<_, Infallible>(text("b"))) {
+            ReloadOutcome::Swapped { identity, .. } => assert_eq!(identity.digest, "b"),
+            other => panic!("expected a swap, got {other:?}"),
+        }
+        assert_eq!(bundles.current().0, "b");
+        let status = bundles.status();
+        assert_eq!(status.identity.digest, "b");
+        assert_eq!((status.generation, status.attempts), (1, 1));
+        assert_eq!(status.last_error, None);
+        assert!(status.last_attempt_at.is_some());
+    }
+
+    #[test]
+    fn a_failed_build_keeps_the_last_good_value_and_records_why() {
+        let bundles = Reloadable::new(text("a"));
+        let outcome =
+            bundles.reload_with(|| Err::<Text, _>("bundle.yaml:3:7: unknown hook `wieght`"));
+        match outcome {
+            ReloadOutcome::Rejected { error, kept, .. } => {
+                assert_eq!(error, "bundle.yaml:3:7: unknown hook `wieght`");
+                assert_eq!(kept.digest, "a");
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        assert_eq!(bundles.current().0, "a");
+        let status = bundles.status();
+        assert_eq!(status.identity.digest, "a");
+        assert_eq!((status.generation, status.attempts), (0, 1));
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some("bundle.yaml:3:7: unknown hook `wieght`")
+        );
+    }
+
+    #[test]
+    fn a_panicking_build_is_a_rejection() {
+        let bundles = Reloadable::new(text("a"));
+        let outcome =
+            bundles.reload_with(|| -> Result<Text, Infallible> { panic!("compiler bug") });
+        match outcome {
+            ReloadOutcome::Rejected { error, .. } => {
+                assert!(error.contains("compiler bug"), "{error}")
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        assert_eq!(bundles.current().0, "a");
+        let after = bundles.reload_with(|| Ok::<_, Infallible>(text("b")));
+        assert!(matches!(after, ReloadOutcome::Swapped { .. }), "{after:?}");
+    }
+
+    #[test]
+    fn the_same_digest_is_not_swapped_and_clears_the_last_error() {
+        let bundles = Reloadable::new(text("a"));
+        let first = bundles.current();
+        let _ = bundles.reload_with(|| Err::<Text, _>("broken"));
+        let outcome = bundles.reload_with(|| Ok::<_, Infallible>(text("a")));
+        assert_eq!(
+            outcome,
+            ReloadOutcome::Unchanged {
+                identity: first.identity()
+            }
+        );
+        assert!(
+            Arc::ptr_eq(&first, &bundles.current()),
+            "the value in force was replaced"
+        );
+        let status = bundles.status();
+        assert_eq!((status.generation, status.attempts), (0, 2));
+        assert_eq!(status.last_error, None);
+    }
+
+    #[test]
+    fn status_serialises_with_rfc3339_times() {
+        let bundles = Reloadable::new(text("a"));
+        let json = serde_json::to_value(bundles.status()).expect("status serialises");
+        let loaded_at = json["loadedAt"].as_str().expect("loadedAt is a string");
+        assert!(loaded_at.parse::<Timestamp>().is_ok(), "{loaded_at}");
+        assert_eq!(json["identity"]["digest"], "a");
+        assert_eq!(json["lastError"], serde_json::Value::Null);
+    }
+
+    /// A value that is only correct whole: every copy equals `stamp`.
+    struct Stamped {
+        stamp: u64,
+        copies: Vec<u64>,
+    }
+
+    impl Loaded for Stamped {
+        fn identity(&self) -> Identity {
+            Identity {
+                name: "stamped".to_string(),
+                version: "1".to_string(),
+                digest: self.stamp.to_string(),
+            }
+        }
+    }
+
+    fn stamped(stamp: u64) -> Stamped {
+        Stamped {
+            stamp,
+            copies: vec![stamp; 64],
+        }
+    }
+
+    #[test]
+    fn readers_always_see_one_whole_value_while_reloads_run() {
+        let bundles = Arc::new(Reloadable::new(stamped(0)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = Arc::new(Barrier::new(2));
+        let reader = thread::spawn({
+            let bundles = Arc::clone(&bundles);
+            let stop = Arc::clone(&stop);
+            let start = Arc::clone(&start);
+            move || {
+                start.wait();
+                let mut last = 0;
+                loop {
+                    // Read before loading: the load after `stop` is seen
+                    // comes after the last reload.
+                    let stopping = stop.load(Ordering::Acquire);
+                    let seen = bundles.current();
+                    assert!(
+                        seen.copies.iter().all(|&c| c == seen.stamp),
+                        "torn value {}",
+                        seen.stamp
+                    );
+                    assert!(
+                        seen.stamp >= last,
+                        "went back from {last} to {}",
+                        seen.stamp
+                    );
+                    last = seen.stamp;
+                    if stopping {
+                        return last;
+                    }
+                }
+            }
+        });
+        start.wait();
+        for stamp in 1..=1000 {
+            let outcome = bundles.reload_with(|| Ok::<_, Infallible>(stamped(stamp)));
+            assert!(
+                matches!(outcome, ReloadOutcome::Swapped { .. }),
+                "{outcome:?}"
+            );
+        }
+        stop.store(true, Ordering::Release);
+        let last_seen = reader.join().expect("the reader saw a torn or stale value");
+        assert_eq!(last_seen, 1000, "the reader's last load after all reloads");
+        assert_eq!(bundles.current().stamp, 1000);
+        assert_eq!(bundles.status().generation, 1000);
+    }
+
+    /// Receives until `wanted` holds, or fails after `PATIENCE` without one.
+    fn wait_for<M: fmt::Debug>(calls: &Receiver<M>, what: &str, wanted: impl Fn(&M) -> bool) {
+        loop {
+            match calls.recv_timeout(PATIENCE) {
+                Ok(message) if wanted(&message) => return,
+                Ok(_) => {}
+                Err(e) => panic!("{what}: no call within {PATIENCE:?} ({e})"),
+            }
+        }
+    }
+
+    /// Counts the calls still arriving until none has come for `QUIET`.
+    fn drain<M>(calls: &Receiver<M>) -> usize {
+        let mut count = 0;
+        while calls.recv_timeout(QUIET).is_ok() {
+            count += 1;
+            assert!(count < 100, "calls keep coming: the watcher feeds itself");
+        }
+        count
+    }
+
+    fn signal_on_change(dir: &Path) -> (DirWatcher, Receiver<()>) {
+        let (tx, rx) = mpsc::channel();
+        let watcher = DirWatcher::spawn(dir, DEFAULT_DEBOUNCE, move || {
+            let _ = tx.send(());
+        })
+        .expect("watching a fresh temporary directory");
+        (watcher, rx)
+    }
+
+    /// Updates `dir` exactly as the kubelet's AtomicWriter updates a
+    /// ConfigMap volume.
+    #[cfg(unix)]
+    fn kubelet_update(dir: &Path, serial: u32, files: &[(&str, &str)]) {
+        use std::os::unix::fs::symlink;
+        let data = dir.join("..data");
+        let old = fs::read_link(&data).ok();
+        let stamped = format!("..2026_11_30_04_00_00.{serial:09}");
+        fs::create_dir(dir.join(&stamped)).expect("timestamped dir");
+        for (name, content) in files {
+            fs::write(dir.join(&stamped).join(name), content).expect("payload file");
+        }
+        symlink(&stamped, dir.join("..data_tmp")).expect("..data_tmp symlink");
+        fs::rename(dir.join("..data_tmp"), &data).expect("..data swap");
+        for (name, _) in files {
+            let visible = dir.join(name);
+            if fs::symlink_metadata(&visible).is_err() {
+                symlink(Path::new("..data").join(name), visible).expect("per-key symlink");
+            }
+        }
+        if let Some(old) = old {
+            fs::remove_dir_all(dir.join(old)).expect("old timestamped dir");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_kubelet_data_swap_reloads_every_time() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        kubelet_update(&dir, 0, &[("bundle.yaml", "v0"), ("w.wasm", "\0asm")]);
+        let bundles = Arc::new(Reloadable::new(read_bundle(&dir).expect("first bundle")));
+        let (tx, outcomes) = mpsc::channel();
+        let _watcher = DirWatcher::spawn(&dir, DEFAULT_DEBOUNCE, {
+            let bundles = Arc::clone(&bundles);
+            let dir = dir.clone();
+            move || {
+                let _ = tx.send(bundles.reload_with(|| read_bundle(&dir)));
+            }
+        })
+        .expect("watching the volume");
+        for serial in 1..=20 {
+            let want = format!("v{serial}");
+            kubelet_update(&dir, serial, &[("bundle.yaml", &want), ("w.wasm", "\0asm")]);
+            wait_for(&outcomes, &format!("update {serial}"), |outcome| {
+                assert!(
+                    !matches!(outcome, ReloadOutcome::Rejected { .. }),
+                    "{outcome:?}"
+                );
+                matches!(outcome, ReloadOutcome::Swapped { identity, .. } if identity.digest == want)
+            });
+            assert_eq!(bundles.current().0, want);
+            assert_eq!(
+                fs::read_to_string(dir.join("bundle.yaml")).expect("re-read"),
+                want
+            );
+        }
+        assert_eq!(bundles.status().generation, 20);
+    }
+
+    #[test]
+    fn plain_edits_each_trigger() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
+        fs::write(dir.join("bundle.yaml"), "a").expect("bundle.yaml");
+        let (_watcher, calls) = signal_on_change(dir);
+        fs::write(dir.join("bundle.yaml"), "b").expect("write");
+        wait_for(&calls, "write", |_| true);
+        drain(&calls);
+        fs::write(dir.join("extra.wasm"), "\0asm").expect("create");
+        wait_for(&calls, "create", |_| true);
+        drain(&calls);
+        fs::rename(dir.join("extra.wasm"), dir.join("renamed.wasm")).expect("rename");
+        wait_for(&calls, "rename", |_| true);
+        drain(&calls);
+        fs::remove_file(dir.join("renamed.wasm")).expect("remove");
+        wait_for(&calls, "remove", |_| true);
+    }
+
+    #[test]
+    fn a_burst_of_writes_makes_few_calls() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
+        let (tx, calls) = mpsc::channel();
+        // A wide window, so the burst surely falls inside it on a slow machine.
+        let _watcher = DirWatcher::spawn(dir, Duration::from_millis(300), move || {
+            let _ = tx.send(());
+        })
+        .expect("watching a fresh temporary directory");
+        for i in 0..50 {
+            fs::write(dir.join("bundle.yaml"), format!("version {i}")).expect("write");
+        }
+        wait_for(&calls, "burst", |_| true);
+        let more = drain(&calls);
+        assert!(more < 5, "50 writes made {} calls", more + 1);
+    }
+
+    #[test]
+    fn reading_the_bundle_does_not_trigger() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        fs::write(dir.join("bundle.yaml"), "a").expect("bundle.yaml");
+        let (tx, calls) = mpsc::channel();
+        let _watcher = DirWatcher::spawn(&dir, DEFAULT_DEBOUNCE, {
+            let dir = dir.clone();
+            move || {
+                for entry in fs::read_dir(&dir).expect("list").flatten() {
+                    let _ = fs::read(entry.path());
+                }
+                let _ = tx.send(());
+            }
+        })
+        .expect("watching a fresh temporary directory");
+        for _ in 0..20 {
+            let _ = fs::read_dir(&dir).expect("list").count();
+            let _ = fs::read_to_string(dir.join("bundle.yaml")).expect("read");
+        }
+        assert!(
+            calls.recv_timeout(QUIET).is_err(),
+            "reads alone triggered a call"
+        );
+        fs::write(dir.join("bundle.yaml"), "b").expect("write");
+        wait_for(&calls, "write", |_| true);
+        assert_eq!(
+            drain(&calls),
+            0,
+            "the callback's own reads triggered it again"
+        );
+    }
+
+    #[test]
+    fn a_removed_and_recreated_directory_is_watched_again() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("bundle");
+        fs::create_dir(&dir).expect("bundle dir");
+        fs::write(dir.join("bundle.yaml"), "a").expect("bundle.yaml");
+        let (_watcher, calls) = signal_on_change(&dir);
+        fs::remove_dir_all(&dir).expect("remove");
+        wait_for(&calls, "removal", |_| true);
+        drain(&calls);
+        fs::create_dir(&dir).expect("recreate");
+        fs::write(dir.join("bundle.yaml"), "b").expect("bundle.yaml again");
+        wait_for(&calls, "recreation", |_| true);
+        drain(&calls);
+        fs::write(dir.join("bundle.yaml"), "c").expect("write after recreation");
+        wait_for(&calls, "write after recreation", |_| true);
+    }
+
+    #[test]
+    fn spawn_names_a_missing_directory() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let missing = tmp.path().join("nope");
+        let error = DirWatcher::spawn(&missing, DEFAULT_DEBOUNCE, || {})
+            .err()
+            .expect("a missing directory is an error");
+        assert!(matches!(error, WatchError::Unreadable { .. }), "{error:?}");
+        assert!(
+            error.to_string().contains(&missing.display().to_string()),
+            "{error}"
+        );
+        let file = tmp.path().join("bundle.yaml");
+        fs::write(&file, "a").expect("file");
+        let error = DirWatcher::spawn(&file, DEFAULT_DEBOUNCE, || {})
+            .err()
+            .expect("a file is not a bundle directory");
+        assert!(
+            matches!(error, WatchError::NotADirectory { .. }),
+            "{error:?}"
+        );
+    }
+}
