@@ -5,4 +5,5 @@ pub mod cli;
 pub mod core;
 pub mod jobs;
 pub mod model;
+pub mod policy;
 pub mod sim;

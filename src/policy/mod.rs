@@ -1,0 +1,3 @@
+//! Policy evaluation: the sandboxed WebAssembly plugin runtime.
+
+pub mod wasm;
