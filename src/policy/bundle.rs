@@ -334,23 +334,23 @@ impl Bundle {
 /// Why a bundle was not loaded. The message names the source, the policy and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    #[error("{source}: cannot read {file}: {error}; check the path and permissions")]
+    #[error("{at}: cannot read {file}: {error}; check the path and permissions")]
     Read {
-        source: String,
+        at: String,
         file: String,
         error: std::io::Error,
     },
-    #[error("{source}: {message}")]
-    Invalid { source: String, message: String },
-    #[error("{source}: policy {policy}: {message}")]
+    #[error("{at}: {message}")]
+    Invalid { at: String, message: String },
+    #[error("{at}: policy {policy}: {message}")]
     Policy {
-        source: String,
+        at: String,
         policy: String,
         message: String,
     },
-    #[error("{source}: {failed} of {total} bundle tests failed:\n{details}")]
+    #[error("{at}: {failed} of {total} bundle tests failed:\n{details}")]
     Tests {
-        source: String,
+        at: String,
         failed: usize,
         total: usize,
         details: String,
@@ -380,7 +380,7 @@ impl Files<'_> {
             Files::Dir(dir) => {
                 let file: PathBuf = dir.join(name);
                 fs::read(&file).map_err(|error| BundleError::Read {
-                    source,
+                    at: source,
                     file: file.display().to_string(),
                     error,
                 })
@@ -393,7 +393,7 @@ impl Files<'_> {
                     return Ok(bytes.0.clone());
                 }
                 Err(BundleError::Invalid {
-                    source,
+                    at: source,
                     message: format!(
                         "has no key {name:?} in data or binaryData; add it (wasm modules go in binaryData)"
                     ),
@@ -424,12 +424,12 @@ pub fn configmap_size(cm: &ConfigMap) -> usize {
 pub fn read_configmap(file: &Path) -> Result<ConfigMap, BundleError> {
     let source = file.display().to_string();
     let text = fs::read_to_string(file).map_err(|error| BundleError::Read {
-        source: source.clone(),
+        at: source.clone(),
         file: source.clone(),
         error,
     })?;
     serde_yaml_ng::from_str(&text).map_err(|e| BundleError::Invalid {
-        source,
+        at: source,
         message: format!("not a ConfigMap: {e}"),
     })
 }
@@ -461,7 +461,7 @@ pub fn load_path(path: &Path, runtime: &Runtime, options: &LoadOptions) -> Resul
         load(Files::Dir(path), runtime, options)
     } else {
         Err(BundleError::Invalid {
-            source: path.display().to_string(),
+            at: path.display().to_string(),
             message: "is neither a bundle directory nor a ConfigMap file; give a directory holding bundle.yaml".into(),
         })
     }
@@ -471,7 +471,7 @@ pub fn load_path(path: &Path, runtime: &Runtime, options: &LoadOptions) -> Resul
 pub fn load(files: Files<'_>, runtime: &Runtime, options: &LoadOptions) -> Result<Bundle, BundleError> {
     let source = files.describe();
     let invalid = |message: String| BundleError::Invalid {
-        source: source.clone(),
+        at: source.clone(),
         message,
     };
     if let Files::ConfigMap(cm) = &files {
@@ -501,7 +501,7 @@ pub fn load(files: Files<'_>, runtime: &Runtime, options: &LoadOptions) -> Resul
     let mut names = BTreeSet::new();
     for p in &spec.spec.policies {
         let fail = |message: String| BundleError::Policy {
-            source: source.clone(),
+            at: source.clone(),
             policy: p.name.clone(),
             message,
         };
@@ -625,7 +625,7 @@ pub fn load(files: Files<'_>, runtime: &Runtime, options: &LoadOptions) -> Resul
         .collect();
     if !failed.is_empty() {
         return Err(BundleError::Tests {
-            source,
+            at: source,
             failed: failed.len(),
             total: results.len(),
             details: failed.join("\n"),
@@ -636,7 +636,7 @@ pub fn load(files: Files<'_>, runtime: &Runtime, options: &LoadOptions) -> Resul
 
 fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
     let invalid = |message: String| BundleError::Invalid {
-        source: source.to_string(),
+        at: source.to_string(),
         message,
     };
     let text = std::str::from_utf8(raw)
@@ -724,4 +724,14 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
         s
     })
+}
+
+impl super::reload::Loaded for Bundle {
+    fn identity(&self) -> super::reload::Identity {
+        super::reload::Identity {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            digest: self.digest.clone(),
+        }
+    }
 }

@@ -77,7 +77,7 @@ fn call_wasm<I: Serialize, O: DeserializeOwned>(
             message: e.to_string(),
         })?;
     logs.extend(output.logs);
-    serde_json::from_slice(&output.response).map_err(|e| {
+    serde_json::from_str(&output.response).map_err(|e| {
         bad_output(format!(
             "the response is not a valid {} response: {e}",
             policy.hook
