@@ -23,7 +23,10 @@ fn seed_report() -> String {
         scenario::build(loaded).unwrap_or_else(|e| panic!("examples/seed does not build: {e}"));
     let mut engine = policies::engine(&scenario, &PolicyChoice::default())
         .unwrap_or_else(|e| panic!("the seed's policies do not load: {e}"));
-    assert!(engine.is_some(), "examples/seed names policies/ in spec.policies");
+    assert!(
+        engine.is_some(),
+        "examples/seed names policies/ in spec.policies"
+    );
     let (report, _) = policies::run(&scenario, engine.as_mut(), true, &mut |_| {});
     let json = serde_json::to_string_pretty(&report).unwrap_or_else(|e| panic!("{e}"));
     format!("{json}\n")

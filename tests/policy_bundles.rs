@@ -46,7 +46,7 @@ const WEIGHT_WAT: &str = r#"(module
 fn cel_syntax_error_names_policy_line_and_column() {
     let e = error(
         "  - name: broken\n    hook: admission\n    cel:\n      expression: \"workload.gpus <=\\n  (8 +\"\n",
-        "  []",
+        "    []",
     );
     assert!(e.contains("policy broken"), "{e}");
     assert!(e.contains("cel.expression"), "{e}");
@@ -57,7 +57,7 @@ fn cel_syntax_error_names_policy_line_and_column() {
 fn misspelt_field_is_an_error_not_a_default() {
     let e = error(
         "  - {name: p, hook: admission, failurPolicy: Ignore, cel: {expression: 'true'}}",
-        "  []",
+        "    []",
     );
     assert!(e.contains("failurPolicy"), "{e}");
     assert!(e.contains("failurePolicy"), "did-you-mean missing: {e}");
@@ -66,18 +66,22 @@ fn misspelt_field_is_an_error_not_a_default() {
 #[test]
 fn wrong_sha256_pin_and_missing_module_are_errors() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("w.wasm"), wat::parse_str(WEIGHT_WAT).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("w.wasm"),
+        wat::parse_str(WEIGHT_WAT).unwrap(),
+    )
+    .unwrap();
     write_bundle(
         dir.path(),
         "  - {name: w, hook: weight, wasm: {module: w.wasm, sha256: \"00ff\"}}",
-        "  []",
+        "    []",
     );
     let e = load(dir.path()).err().unwrap().to_string();
     assert!(e.contains("policy w") && e.contains("sha256"), "{e}");
     write_bundle(
         dir.path(),
         "  - {name: w, hook: weight, wasm: {module: nope.wasm}}",
-        "  []",
+        "    []",
     );
     let e = load(dir.path()).err().unwrap().to_string();
     assert!(e.contains("nope.wasm"), "{e}");
@@ -86,11 +90,15 @@ fn wrong_sha256_pin_and_missing_module_are_errors() {
 #[test]
 fn module_without_the_hook_export_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("w.wasm"), wat::parse_str(WEIGHT_WAT).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("w.wasm"),
+        wat::parse_str(WEIGHT_WAT).unwrap(),
+    )
+    .unwrap();
     write_bundle(
         dir.path(),
         "  - {name: w, hook: admission, wasm: {module: w.wasm}}",
-        "  []",
+        "    []",
     );
     let e = load(dir.path()).err().unwrap().to_string();
     assert!(e.contains("arbiter_admission"), "{e}");
@@ -112,7 +120,7 @@ fn tenant_bundle_may_not_hold_platform_hooks() {
     write_bundle(
         dir.path(),
         "  - {name: fs, hook: fairShare, cel: {expression: '1.0'}}",
-        "  []",
+        "    []",
     );
     let options = LoadOptions {
         tenant: Some("team-a".into()),
@@ -181,7 +189,7 @@ fn run_with(policy: &str) -> (Report, Engine) {
     let file = dir.path().join("s.yaml");
     std::fs::write(&file, SCENARIO).unwrap();
     let bundle_dir = dir.path().join("b");
-    write_bundle(&bundle_dir, policy, "  []");
+    write_bundle(&bundle_dir, policy, "    []");
     let scenario = scenario::build(load::load_paths(&[file]).unwrap()).unwrap();
     let b = load(&bundle_dir).unwrap_or_else(|e| panic!("{e}"));
     let mut engine = Engine::fixed(vec![b], Default::default());
@@ -194,7 +202,11 @@ fn enforce_deny_rejects_dry_run_only_logs() {
     let deny = "  - {name: no, hook: admission, cel: {expression: 'false', messageExpression: \"'never'\", retryable: false}}";
     let (report, _) = run_with(deny);
     assert_eq!(report.workloads[0].state, "rejected");
-    assert!(report.workloads[0].reason.contains("never"), "{}", report.workloads[0].reason);
+    assert!(
+        report.workloads[0].reason.contains("never"),
+        "{}",
+        report.workloads[0].reason
+    );
 
     let dry = "  - {name: no, hook: admission, mode: DryRun, cel: {expression: 'false', retryable: false}}";
     let (report, _) = run_with(dry);

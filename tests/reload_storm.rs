@@ -34,7 +34,7 @@ fn write_bundle(dir: &Path, version: u32) {
         format!(
             "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: storm, version: \"{version}\"}}\n\
              spec:\n  policies:\n  - {{name: score, hook: weight, cel: {{expression: 'double(params.v)'}}, config: {{v: {version}}}}}\n  \
-             - {{name: empty, hook: fairShare, wasm: {{module: w.wasm}}, failurePolicy: Ignore}}\n"
+             - {{name: idle, hook: weight, match: {{namespaces: [nobody]}}, wasm: {{module: w.wasm}}}}\n"
         ),
     )
     .unwrap();
@@ -80,11 +80,11 @@ fn reload_storm_while_scheduling_loses_nothing() {
             })
             .collect();
         std::thread::spawn(move || {
-            let mut swaps = 0u32;
+            let (mut swaps, mut attempt) = (0u32, 0usize);
             while !stop.load(Ordering::Relaxed) || swaps < 20 {
-                let d = &dirs[swaps as usize % 2];
-                if let ReloadOutcome::Swapped { .. } =
-                    source.reload_with(|| load_dir(d, &runtime))
+                attempt += 1;
+                let d = &dirs[attempt % 2];
+                if let ReloadOutcome::Swapped { .. } = source.reload_with(|| load_dir(d, &runtime))
                 {
                     swaps += 1;
                 }
@@ -97,7 +97,10 @@ fn reload_storm_while_scheduling_loses_nothing() {
     let swaps = reloader.join().unwrap();
     assert!(swaps >= 20);
     assert_eq!(report.summary.workloads, 3000);
-    assert_eq!(report.summary.finished, 3000, "every workload ran to the end");
+    assert_eq!(
+        report.summary.finished, 3000,
+        "every workload ran to the end"
+    );
     // Every score came from one whole bundle: 1 or 2, never anything else.
     for d in engine.decisions().iter().filter(|d| d.hook == "weight") {
         let v = d.result.as_f64().unwrap();
@@ -150,7 +153,10 @@ fn thousand_reloads_keep_memory_flat() {
     let source = Reloadable::new(load_dir(&dirs[0], &runtime).unwrap());
     let reload = |i: usize| {
         let outcome = source.reload_with(|| load_dir(&dirs[i % 2], &runtime));
-        assert!(matches!(outcome, ReloadOutcome::Swapped { .. }), "{outcome:?}");
+        assert!(
+            matches!(outcome, ReloadOutcome::Swapped { .. }),
+            "{outcome:?}"
+        );
     };
     for i in 1..=100 {
         reload(i);

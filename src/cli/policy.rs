@@ -103,7 +103,11 @@ fn describe(b: &Bundle) -> String {
     format!(
         "bundle {} version {} digest {}: {} policies ({} cel, {} wasm), {} tests passed",
         b.name,
-        if b.version.is_empty() { "-" } else { &b.version },
+        if b.version.is_empty() {
+            "-"
+        } else {
+            &b.version
+        },
         short(&b.digest),
         b.policies.len(),
         cel,
@@ -150,7 +154,11 @@ fn check(dir: &Path, watch: bool, debounce: Duration, runtime: &Runtime) -> anyh
         let outcome = current.reload_with(|| bundle::load_path(dir, runtime, &options));
         let line = match outcome {
             ReloadOutcome::Swapped { took, .. } => {
-                format!("reloaded in {} ms: {}", took.as_millis(), describe(&current.current()))
+                format!(
+                    "reloaded in {} ms: {}",
+                    took.as_millis(),
+                    describe(&current.current())
+                )
             }
             ReloadOutcome::Unchanged { identity } => {
                 format!("unchanged: digest {}", short(&identity.digest))
@@ -278,7 +286,12 @@ fn bench(dir: &Path, iterations: u32, runtime: &Runtime) -> anyhow::Result<()> {
             .map(|t| &t.input)
             .collect();
         if inputs.is_empty() {
-            println!("{:<28} {:<10} {:<5} no tests to take inputs from", p.name, p.hook.to_string(), p.language());
+            println!(
+                "{:<28} {:<10} {:<5} no tests to take inputs from",
+                p.name,
+                p.hook.to_string(),
+                p.language()
+            );
             continue;
         }
         let mut samples = Vec::with_capacity(iterations as usize);
@@ -312,6 +325,10 @@ fn write_schemas(dir: &Path) -> anyhow::Result<()> {
         std::fs::write(&path, engine_policy::schema_text(&schema))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    println!("wrote {} schemas to {}", engine_policy::schemas().len(), dir.display());
+    println!(
+        "wrote {} schemas to {}",
+        engine_policy::schemas().len(),
+        dir.display()
+    );
     Ok(())
 }

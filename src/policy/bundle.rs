@@ -32,7 +32,9 @@ pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 pub const CONFIGMAP_LABEL: &str = "arbiter.dev/policy-bundle";
 
 /// The decision point a policy serves.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum Hook {
     Admission,
@@ -342,6 +344,9 @@ pub enum BundleError {
     },
     #[error("{at}: {message}")]
     Invalid { at: String, message: String },
+    /// bundle.yaml does not decode; the message names the file and field.
+    #[error("{0}")]
+    Decode(String),
     #[error("{at}: policy {policy}: {message}")]
     Policy {
         at: String,
@@ -453,7 +458,11 @@ impl Default for LoadOptions {
 }
 
 /// Loads a bundle from a directory, or from a file holding a ConfigMap manifest.
-pub fn load_path(path: &Path, runtime: &Runtime, options: &LoadOptions) -> Result<Bundle, BundleError> {
+pub fn load_path(
+    path: &Path,
+    runtime: &Runtime,
+    options: &LoadOptions,
+) -> Result<Bundle, BundleError> {
     if path.is_file() {
         let cm = read_configmap(path)?;
         load(Files::ConfigMap(&cm), runtime, options)
@@ -468,7 +477,11 @@ pub fn load_path(path: &Path, runtime: &Runtime, options: &LoadOptions) -> Resul
 }
 
 /// Parse → validate → compile → test. The result is ready to swap in.
-pub fn load(files: Files<'_>, runtime: &Runtime, options: &LoadOptions) -> Result<Bundle, BundleError> {
+pub fn load(
+    files: Files<'_>,
+    runtime: &Runtime,
+    options: &LoadOptions,
+) -> Result<Bundle, BundleError> {
     let source = files.describe();
     let invalid = |message: String| BundleError::Invalid {
         at: source.clone(),
@@ -506,10 +519,14 @@ pub fn load(files: Files<'_>, runtime: &Runtime, options: &LoadOptions) -> Resul
             message,
         };
         if p.name.is_empty() {
-            return Err(invalid("a policy has an empty name; give every policy a unique name".into()));
+            return Err(invalid(
+                "a policy has an empty name; give every policy a unique name".into(),
+            ));
         }
         if !names.insert(p.name.clone()) {
-            return Err(fail("the name is used twice; policy names must be unique in a bundle".into()));
+            return Err(fail(
+                "the name is used twice; policy names must be unique in a bundle".into(),
+            ));
         }
         if let Some(ns) = &tenant {
             if !matches!(p.hook, Hook::Weight | Hook::Admission) {
@@ -639,19 +656,19 @@ fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
         at: source.to_string(),
         message,
     };
-    let text = std::str::from_utf8(raw)
-        .map_err(|_| invalid("bundle.yaml is not UTF-8 text".into()))?;
+    let text =
+        std::str::from_utf8(raw).map_err(|_| invalid("bundle.yaml is not UTF-8 text".into()))?;
     let value: serde_json::Value = serde_yaml_ng::from_str(text)
         .map_err(|e| invalid(format!("bundle.yaml is not valid YAML: {e}")))?;
     let at = Source {
-        file: PathBuf::from(format!("{source}/bundle.yaml")),
+        file: Path::new(source).join("bundle.yaml"),
         document: 1,
     };
     let mut warnings = Vec::new();
-    let spec: BundleSpec = load::decode(&value, &at, &mut warnings)
-        .map_err(|e| invalid(format!("bundle.yaml: {e}")))?;
+    let spec: BundleSpec =
+        load::decode(&value, &at, &mut warnings).map_err(|e| BundleError::Decode(e.to_string()))?;
     if let Some(w) = warnings.first() {
-        return Err(invalid(format!("bundle.yaml: {}", w.message)));
+        return Err(BundleError::Decode(w.to_string()));
     }
     if spec.api_version != API_VERSION || spec.kind != "PolicyBundle" {
         return Err(invalid(format!(
@@ -660,7 +677,9 @@ fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
         )));
     }
     if spec.metadata.name.is_empty() {
-        return Err(invalid("bundle.yaml: metadata.name is empty; name the bundle".into()));
+        return Err(invalid(
+            "bundle.yaml: metadata.name is empty; name the bundle".into(),
+        ));
     }
     Ok(spec)
 }
@@ -694,8 +713,8 @@ fn limits(spec: Option<&LimitsSpec>, default: Limits, max: Limits) -> Result<Lim
 
 fn compile_cel(hook: Hook, spec: &CelSpec) -> Result<Program, String> {
     let limits = CelLimits::default();
-    let expression = cel::compile(&spec.expression, &limits)
-        .map_err(|e| format!("cel.expression: {e}"))?;
+    let expression =
+        cel::compile(&spec.expression, &limits).map_err(|e| format!("cel.expression: {e}"))?;
     let message = match &spec.message_expression {
         Some(m) if hook == Hook::Admission => {
             Some(cel::compile(m, &limits).map_err(|e| format!("cel.messageExpression: {e}"))?)
@@ -708,7 +727,9 @@ fn compile_cel(hook: Hook, spec: &CelSpec) -> Result<Program, String> {
         None => None,
     };
     if spec.retryable.is_some() && hook != Hook::Admission {
-        return Err(format!("cel.retryable is only for admission policies, not {hook}"));
+        return Err(format!(
+            "cel.retryable is only for admission policies, not {hook}"
+        ));
     }
     Ok(Program::Cel {
         expression,
@@ -720,10 +741,12 @@ fn compile_cel(hook: Hook, spec: &CelSpec) -> Result<Program, String> {
 /// Lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 impl super::reload::Loaded for Bundle {

@@ -904,6 +904,14 @@ fn pod_sets<'b, 'v>(pod_sets: &'v [PodSetView]) -> CowVal<'b, 'v> {
     CowVal::owned(CelList::from(items))
 }
 
+fn string_list<'b, 'v>(items: &'v [String]) -> CowVal<'b, 'v> {
+    let items: Vec<Box<dyn Val + 'v>> = items
+        .iter()
+        .map(|s| Box::new(CelString::from(s.as_str())) as Box<dyn Val + 'v>)
+        .collect();
+    CowVal::owned(CelList::from(items))
+}
+
 /// The field name of `x.f` or `x['f']`.
 fn field_name(index: &dyn Val) -> Result<&str, ExecutionError> {
     index
@@ -990,6 +998,7 @@ view_val!(WorkloadVal, WorkloadView, "arbiter.Workload", |w, field| {
         "retries" => int(i64::from(w.retries)),
         "evictions" => int(i64::from(w.evictions)),
         "estimate" => optional(w.estimate.as_ref(), |e| CowVal::owned(EstimateVal(e))),
+        "flavors" => string_list(&w.flavors),
         _ => return Err(ExecutionError::no_such_key(field)),
     })
 });

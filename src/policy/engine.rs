@@ -587,7 +587,9 @@ impl Hooks for Engine {
                         );
                         if policy.mode == Mode::Enforce {
                             let cluster = state.cluster();
-                            return Some(order.iter().filter_map(|f| cluster.flavor_id(f)).collect());
+                            return Some(
+                                order.iter().filter_map(|f| cluster.flavor_id(f)).collect(),
+                            );
                         }
                     }
                     Err(e) => self.record(

@@ -156,13 +156,23 @@ pub fn weight(
     let scores = match &policy.program {
         Program::Cel { expression, .. } => {
             let mut scores = Vec::with_capacity(input.workloads.len());
+            let (no_queue, no_cq, no_tenant) = (
+                QueueView::default(),
+                ClusterQueueView::default(),
+                TenantView::default(),
+            );
             for w in &input.workloads {
-                let queue = input.queues.get(&format!("{}/{}", w.namespace, w.queue_name));
+                let queue = input
+                    .queues
+                    .get(&format!("{}/{}", w.namespace, w.queue_name))
+                    .unwrap_or(&no_queue);
                 let vars = Vars {
                     workload: Some(w),
-                    queue,
-                    cluster_queue: input.cluster_queues.get(&w.cluster_queue),
-                    tenant: input.tenants.get(&w.namespace),
+                    queue: Some(queue),
+                    cluster_queue: Some(
+                        input.cluster_queues.get(&w.cluster_queue).unwrap_or(&no_cq),
+                    ),
+                    tenant: Some(input.tenants.get(&w.namespace).unwrap_or(&no_tenant)),
                     cohort: None,
                     flavor: None,
                     now: input.now,

@@ -104,7 +104,10 @@ fn run_one(policy: &Policy, test: &TestSpec) -> Result<(), String> {
         }
     };
     let close = |a: &[f64], b: &[f64]| {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(1.0))
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(1.0))
     };
     match policy.hook {
         Hook::Admission => {
@@ -127,7 +130,9 @@ fn run_one(policy: &Policy, test: &TestSpec) -> Result<(), String> {
             if let Some(text) = &e.reason_contains {
                 let reason = out.reason.unwrap_or_default();
                 if !reason.contains(text.as_str()) {
-                    return Err(format!("expected the reason to contain {text:?}, got {reason:?}"));
+                    return Err(format!(
+                        "expected the reason to contain {text:?}, got {reason:?}"
+                    ));
                 }
             }
             if let Some(retryable) = e.retryable {

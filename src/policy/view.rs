@@ -344,7 +344,11 @@ pub mod build {
                 }
             })
             .collect();
-        let gpus = requests.get(crate::core::GPU).copied().unwrap_or(0.0).ceil() as i64;
+        let gpus = requests
+            .get(crate::core::GPU)
+            .copied()
+            .unwrap_or(0.0)
+            .ceil() as i64;
         WorkloadView {
             name: wl.name.clone(),
             namespace: wl.namespace.clone(),

@@ -663,7 +663,8 @@ fn finish_report(
             cqr.mean_usage = round6(cq_usage[i].mean(end));
             cqr.mean_wait_seconds = round6(mean(waits));
             if !waits.is_empty() || cqr.admitted > 0 {
-                let weight = scheduler.fair_weights()[i];
+                // The configured entitlement, not the adaptive weight in force at the end.
+                let weight = cq.fair_weight;
                 fairness_inputs.push(if weight > 0.0 {
                     cqr.mean_usage / weight
                 } else {

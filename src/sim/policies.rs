@@ -33,7 +33,9 @@ pub enum PolicySetupError {
     Runtime(String),
     #[error("loading the policy bundle {path}: {error}")]
     Bundle { path: String, error: BundleError },
-    #[error("{path} is the tenant bundle of {tenant}; pass it as --tenant-policies {tenant}={path}")]
+    #[error(
+        "{path} is the tenant bundle of {tenant}; pass it as --tenant-policies {tenant}={path}"
+    )]
     TenantAsPlatform { path: String, tenant: String },
     #[error("two tenant bundles for {0}; give one bundle per tenant")]
     DuplicateTenant(String),

@@ -24,6 +24,54 @@ pub fn render(report: &Report) -> String {
         "Wait: mean {:.1}s, p50 {:.1}s, p95 {:.1}s, max {:.1}s; makespan {:.0}s; Jain fairness {:.3}",
         s.mean_wait_seconds, s.p50_wait_seconds, s.p95_wait_seconds, s.max_wait_seconds, s.makespan_seconds, s.jain_fairness_index
     );
+    if let Some(p) = &report.policies {
+        let _ = writeln!(out);
+        for b in &p.bundles {
+            let _ = writeln!(
+                out,
+                "Policies: bundle {} {} ({}){} from {}",
+                b.name,
+                b.version,
+                b.digest.get(..12).unwrap_or(&b.digest),
+                b.tenant
+                    .as_ref()
+                    .map(|t| format!(", tenant {t}"))
+                    .unwrap_or_default(),
+                b.source
+            );
+        }
+        let mut rows = vec![vec![
+            "POLICY".to_string(),
+            "HOOK".into(),
+            "LANG".into(),
+            "EVALUATIONS".into(),
+            "ERRORS".into(),
+            "MEAN µs".into(),
+        ]];
+        for s in &p.by_policy {
+            let errors: u64 = s.errors.values().sum();
+            rows.push(vec![
+                format!("{}/{}", s.bundle, s.policy),
+                s.hook.clone(),
+                s.language.clone(),
+                s.evaluations.to_string(),
+                errors.to_string(),
+                format!("{:.1}", s.total_micros / s.evaluations.max(1) as f64),
+            ]);
+        }
+        let _ = writeln!(out);
+        table(&mut out, &rows);
+        let denials = p
+            .decisions
+            .iter()
+            .filter(|d| d.hook == "admission" && d.result == "deny")
+            .count();
+        let _ = writeln!(
+            out,
+            "{} evaluations, {} errors, {} admission denials (every decision: --decisions FILE.jsonl)",
+            p.evaluations, p.errors, denials
+        );
+    }
     let _ = writeln!(out);
     let mut rows = vec![vec![
         "CLUSTERQUEUE".to_string(),
