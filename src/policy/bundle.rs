@@ -9,7 +9,6 @@
 //! reloader decides when a loaded bundle replaces the one in force.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cel::{self, CelLimits, CelProgram, Params};
-use super::wasm::{self, Plugin, Runtime};
+pub use super::wasm::Hook;
+use super::wasm::{Plugin, Runtime};
 use crate::model::load::{self, Source};
 
 /// `apiVersion` of a bundle.
@@ -30,53 +30,6 @@ pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 /// The label that marks a ConfigMap as a policy bundle.
 pub const CONFIGMAP_LABEL: &str = "arbiter.dev/policy-bundle";
-
-/// The decision point a policy serves.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum Hook {
-    Admission,
-    Weight,
-    FairShare,
-    Autoscale,
-    Flavor,
-}
-
-impl Hook {
-    pub const ALL: [Hook; 5] = [
-        Hook::Admission,
-        Hook::Weight,
-        Hook::FairShare,
-        Hook::Autoscale,
-        Hook::Flavor,
-    ];
-    pub fn wasm(self) -> wasm::Hook {
-        match self {
-            Hook::Admission => wasm::Hook::Admission,
-            Hook::Weight => wasm::Hook::Weight,
-            Hook::FairShare => wasm::Hook::FairShare,
-            Hook::Autoscale => wasm::Hook::Autoscale,
-            Hook::Flavor => wasm::Hook::Flavor,
-        }
-    }
-    pub fn parse(text: &str) -> Option<Hook> {
-        Hook::ALL.into_iter().find(|h| h.to_string() == text)
-    }
-}
-
-impl fmt::Display for Hook {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Hook::Admission => "admission",
-            Hook::Weight => "weight",
-            Hook::FairShare => "fairShare",
-            Hook::Autoscale => "autoscale",
-            Hook::Flavor => "flavor",
-        })
-    }
-}
 
 /// `Fail`: an error denies admission (retryably) and counts as a failed
 /// decision; `Ignore`: an error allows admission. For the other hooks both
@@ -581,11 +534,11 @@ pub fn load(
                         )));
                     }
                 }
-                if !plugin.exports_hook(p.hook.wasm()) {
+                if !plugin.exports_hook(p.hook) {
                     return Err(fail(format!(
                         "{} does not export {}, which hook {} needs",
                         w.module,
-                        p.hook.wasm().export_name(),
+                        p.hook.export_name(),
                         p.hook
                     )));
                 }

@@ -71,7 +71,7 @@ fn call_wasm<I: Serialize, O: DeserializeOwned>(
         memory_bytes: policy.limits.memory_bytes,
     };
     let output = plugin
-        .call(policy.hook.wasm(), &request, &limits)
+        .call(policy.hook, &request, &limits)
         .map_err(|e| PolicyError {
             kind: e.kind(),
             message: e.to_string(),

@@ -62,8 +62,22 @@ impl Default for Limits {
     }
 }
 
-/// A policy hook a plugin may implement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A policy hook: the decision point a policy serves (`hook:` in a bundle)
+/// and the function a plugin exports for it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
 pub enum Hook {
     Admission,
     Weight,
@@ -80,6 +94,11 @@ impl Hook {
         Hook::Autoscale,
         Hook::Flavor,
     ];
+
+    /// The hook named as bundles spell it (`fairShare`).
+    pub fn parse(text: &str) -> Option<Hook> {
+        Hook::ALL.into_iter().find(|h| h.to_string() == text)
+    }
 
     /// The function a module exports to implement this hook.
     pub fn export_name(self) -> &'static str {
