@@ -22,7 +22,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arbiter::core::capacity::PoolSpec;
-use arbiter::core::hooks::DefaultHooks;
+use arbiter::core::hooks::{
+    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
+    FlavorRequest, Hooks, Weight, WeightRequest,
+};
 use arbiter::core::intake::{intake, Intake};
 use arbiter::core::{Entry, Event, Scheduler, Status, WorkloadId};
 use arbiter::model::api::QueueingStrategy;
@@ -630,9 +633,51 @@ fn check(scheduler: &Scheduler) -> Result<(), TestCaseError> {
 /// checking after every cycle. Returns the scheduler at the end and, per
 /// job, its workload id.
 fn drive(scenario: &Scenario) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseError> {
+    drive_with(scenario, &mut DefaultHooks)
+}
+
+/// Kueue's hooks, except that every workload gets a tenant score from its
+/// name: tenant permutations happen all the time.
+struct TenantScores;
+
+impl Hooks for TenantScores {
+    fn admission(&mut self, r: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        DefaultHooks.admission(r)
+    }
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
+        batch
+            .iter()
+            .map(|r| Weight {
+                score: 0.0,
+                tenant: Some(
+                    r.entry
+                        .workload
+                        .name
+                        .bytes()
+                        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64))
+                        as f64
+                        % 97.0,
+                ),
+            })
+            .collect()
+    }
+    fn fair_share(&mut self, r: &FairShareRequest<'_>) -> Vec<f64> {
+        DefaultHooks.fair_share(r)
+    }
+    fn autoscale(&mut self, r: &AutoscaleRequest<'_>) -> Vec<u32> {
+        DefaultHooks.autoscale(r)
+    }
+    fn flavor(&mut self, r: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+        DefaultHooks.flavor(r)
+    }
+}
+
+fn drive_with(
+    scenario: &Scenario,
+    hooks: &mut dyn Hooks,
+) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseError> {
     let pools: Vec<PoolSpec> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
     let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
-    let mut hooks = DefaultHooks;
     let jobs = &scenario.jobs;
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].arrival, i));
@@ -676,11 +721,11 @@ fn drive(scenario: &Scenario) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseEr
             }
         }
         check(&scheduler)?;
-        scheduler.fire_timers(now, &mut hooks);
+        scheduler.fire_timers(now, hooks);
         check(&scheduler)?;
         let mut cycles = 0;
         loop {
-            let cycle = scheduler.schedule(now, &mut hooks);
+            let cycle = scheduler.schedule(now, hooks);
             check(&scheduler)?;
             for event in &cycle.events {
                 if let Event::Admitted { workload } = event {
@@ -800,6 +845,14 @@ proptest! {
         let yaml = generated.yaml();
         let scenario = build(&yaml)?;
         let (scheduler, _) = drive(&scenario)?;
+        check_nothing_lost(&scenario, &scheduler)?;
+    }
+
+    #[test]
+    fn tenant_permutations_keep_quota_capacity_and_workloads(generated in scenario_gen()) {
+        let yaml = generated.yaml();
+        let scenario = build(&yaml)?;
+        let (scheduler, _) = drive_with(&scenario, &mut TenantScores)?;
         check_nothing_lost(&scenario, &scheduler)?;
     }
 

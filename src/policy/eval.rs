@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::bundle::{Policy, Program};
-use super::cel::{EvalError, Vars};
+use super::cel::{check_input_sizes, EvalError, Vars};
 use super::view::*;
 use super::wasm;
 
@@ -43,6 +43,14 @@ impl From<EvalError> for PolicyError {
             message: e.to_string(),
         }
     }
+}
+
+/// CEL comprehensions are bounded by input sizes: refuse oversized workloads.
+fn sized(w: &WorkloadView) -> Result<(), PolicyError> {
+    check_input_sizes(w).map_err(|e| PolicyError {
+        kind: "input_too_large",
+        message: e.to_string(),
+    })
 }
 
 fn bad_output(message: String) -> PolicyError {
@@ -117,6 +125,7 @@ pub fn admission(
             message,
             retryable,
         } => {
+            sized(&input.workload)?;
             let vars = Vars {
                 workload: Some(&input.workload),
                 queue: Some(&input.queue),
@@ -162,6 +171,7 @@ pub fn weight(
                 TenantView::default(),
             );
             for w in &input.workloads {
+                sized(w)?;
                 let queue = input
                     .queues
                     .get(&format!("{}/{}", w.namespace, w.queue_name))
@@ -287,15 +297,18 @@ pub fn flavor(
     logs: &mut Logs,
 ) -> Result<Vec<String>, PolicyError> {
     let flavors = match &policy.program {
-        Program::Cel { expression, .. } => expression.eval_string_list(&Vars {
-            workload: Some(&input.workload),
-            queue: Some(&input.queue),
-            cluster_queue: Some(&input.cluster_queue),
-            tenant: Some(&input.tenant),
-            now: input.now,
-            params: Some(&policy.cel_params),
-            ..Vars::default()
-        })?,
+        Program::Cel { expression, .. } => {
+            sized(&input.workload)?;
+            expression.eval_string_list(&Vars {
+                workload: Some(&input.workload),
+                queue: Some(&input.queue),
+                cluster_queue: Some(&input.cluster_queue),
+                tenant: Some(&input.tenant),
+                now: input.now,
+                params: Some(&policy.cel_params),
+                ..Vars::default()
+            })?
+        }
         Program::Wasm { plugin, .. } => {
             let mut input = input.clone();
             input.params = policy.params.clone();
