@@ -421,7 +421,6 @@ fn bench_lists_every_policy() {
 }
 
 #[test]
-#[ignore = "plugin-sdk/schema/bundle.json is stale since a4fd174 (the Hook doc comment changed); regenerate it with `arbiter policy schema`"]
 fn schema_writes_the_shipped_schemas() {
     let dir = tempdir();
     let out = dir.path().join("schema");
