@@ -5,22 +5,25 @@
 //! `cargo run --release --example kueue-perf -- run baseline` simulates it and
 //! prints the figures BENCHMARKS.md reports: scheduler CPU seconds, peak RSS,
 //! cycles, minimum ClusterQueue usage and mean time to admission per class.
+//! `run baseline --policies policies/` runs it with a policy bundle in force
+//! (loaded as `arbiter simulate --policies` loads it); each policy applies to
+//! the shape's workloads by its `match`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use arbiter::core::hooks::DefaultHooks;
 use arbiter::model::load;
 use arbiter::sim::generate::Shape;
-use arbiter::sim::{driver, scenario};
+use arbiter::sim::policies::{self, PolicyChoice};
+use arbiter::sim::scenario;
 
 /// The same allocator as the `arbiter` binary.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: kueue-perf yaml|run baseline|large-scale");
+    eprintln!("usage: kueue-perf yaml|run baseline|large-scale [--policies DIR]");
     ExitCode::from(2)
 }
 
@@ -44,12 +47,16 @@ fn main() -> ExitCode {
             print!("{}", shape.to_yaml());
             ExitCode::SUCCESS
         }
-        Some("run") => run(&shape),
+        Some("run") => match args.get(2..).unwrap_or_default() {
+            [] => run(&shape, None),
+            [flag, dir] if flag == "--policies" => run(&shape, Some(PathBuf::from(dir))),
+            _ => usage(),
+        },
         _ => usage(),
     }
 }
 
-fn run(shape: &Shape) -> ExitCode {
+fn run(shape: &Shape, bundle: Option<PathBuf>) -> ExitCode {
     let yaml = shape.to_yaml();
     let built = load::load_str(&yaml, Path::new("kueue-perf.yaml"))
         .map_err(|e| e.to_string())
@@ -61,7 +68,19 @@ fn run(shape: &Shape) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let report = driver::run(&scenario, &mut DefaultHooks, &mut |_| {});
+    let choice = PolicyChoice {
+        platform: bundle.map(|dir| vec![dir]),
+        tenants: Vec::new(),
+        none: false,
+    };
+    let mut engine = match policies::engine(&scenario, &choice) {
+        Ok(engine) => engine,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (report, _) = policies::run(&scenario, engine.as_mut(), false, &mut |_| {});
     let mut waits: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
     for w in &report.workloads {
         let class = w.name.split('-').next().unwrap_or("");
@@ -81,6 +100,12 @@ fn run(shape: &Shape) -> ExitCode {
     println!("preemptions            {}", report.summary.preemptions);
     println!("cycles                 {}", report.scheduler.cycles);
     println!("scheduler CPU seconds  {:.3}", report.scheduler.cpu_seconds);
+    if let Some(p) = &report.policies {
+        println!(
+            "policy evaluations     {} ({} errors)",
+            p.evaluations, p.errors
+        );
+    }
     match peak_rss_mib() {
         Some(mib) => println!("peak RSS (process)     {mib:.0} MiB"),
         None => println!("peak RSS (process)     unknown (no /proc/self/status)"),
