@@ -89,9 +89,9 @@ fn workload(i: usize) -> WorkloadView {
         requests,
         age_seconds: (i * 37 % 7_200) as f64,
         retries: (i % 3) as u32,
-        evictions: (i % 5 == 0) as u32,
+        evictions: i.is_multiple_of(5) as u32,
         // One in ten has no estimate yet.
-        estimate: (i % 10 != 0).then(|| EstimateView {
+        estimate: (!i.is_multiple_of(10)).then(|| EstimateView {
             runtime_seconds: 300.0 + (i * 613 % 86_400) as f64,
             samples: 5 + (i % 40) as u32,
         }),

@@ -90,7 +90,7 @@ fn bundle_yaml(tenant: &str, small: bool, i: usize) -> String {
         (
             "\n      config: {scale: 100.0, referenceSeconds: 3600.0, unknownScore: 0.0}"
                 .to_string(),
-            format!("[{}]", vec!["85.71428571428571"; BATCH].join(", ")),
+            format!("[{}]", ["85.71428571428571"; BATCH].join(", ")),
         )
     };
     format!(
