@@ -17,7 +17,10 @@ fn root() -> &'static Path {
 
 /// The report as `--reproducible --report` writes it.
 fn seed_report() -> String {
-    let loaded = load::load_paths(&[root().join("examples/seed")])
+    // Relative, as a user types it (cargo runs tests in the package root):
+    // the report names the bundle's source, which must not depend on the checkout.
+    assert_eq!(std::env::current_dir().ok().as_deref(), Some(root()));
+    let loaded = load::load_paths(&[PathBuf::from("examples/seed")])
         .unwrap_or_else(|e| panic!("examples/seed does not load: {e}"));
     let scenario =
         scenario::build(loaded).unwrap_or_else(|e| panic!("examples/seed does not build: {e}"));

@@ -47,6 +47,28 @@ pub struct Scenario {
     pub policies: Vec<PathBuf>,
 }
 
+/// `a/b/../c` → `a/c`, without touching the file system (`..` that climbs
+/// above the start is kept).
+fn normalize(path: &std::path::Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
 /// Everything wrong with a scenario, each naming where and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.join("\n"))]
@@ -251,7 +273,11 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     let policies = match &simulation {
         Some((source, sim)) => {
             let base = source.file.parent().unwrap_or(std::path::Path::new("."));
-            sim.spec.policies.iter().map(|p| base.join(p)).collect()
+            sim.spec
+                .policies
+                .iter()
+                .map(|p| normalize(&base.join(p)))
+                .collect()
         }
         None => Vec::new(),
     };
