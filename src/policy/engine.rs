@@ -402,59 +402,28 @@ impl Hooks for Engine {
         let views: Vec<ClusterQueueView> = (0..state.cluster().cluster_queues.len())
             .map(|i| build::cluster_queue(state, ClusterQueueId(i as u32)))
             .collect();
-        let mut decided = vec![false; views.len()];
-        for bundle in self.pinned.platform.clone() {
-            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::FairShare) {
-                let picked: Vec<usize> = (0..views.len())
-                    .filter(|&i| {
-                        !decided[i]
-                            && (policy.matches.cluster_queues.is_empty()
-                                || policy.matches.cluster_queues.contains(&views[i].name))
-                    })
-                    .collect();
-                if picked.is_empty() {
-                    continue;
-                }
+        let names: Vec<String> = views.iter().map(|v| v.name.clone()).collect();
+        let now = build::seconds(request.now);
+        let decided = self.first_match(
+            Hook::FairShare,
+            request.now,
+            &names,
+            |policy, name| {
+                policy.matches.cluster_queues.is_empty()
+                    || policy.matches.cluster_queues.iter().any(|c| c == name)
+            },
+            |policy, picked, logs| {
                 let input = FairShareInput {
                     cluster_queues: picked.iter().map(|&i| views[i].clone()).collect(),
-                    now: build::seconds(request.now),
+                    now,
                     params: serde_json::Value::Null,
                 };
-                let start = Instant::now();
-                let result = eval::fair_share(policy, &input, &mut self.logs);
-                let micros = micros_since(start) / picked.len() as f64;
-                match result {
-                    Ok(out) => {
-                        for (k, &i) in picked.iter().enumerate() {
-                            self.record(
-                                &bundle,
-                                policy,
-                                request.now,
-                                micros,
-                                None,
-                                Some(views[i].name.clone()),
-                                out[k].into(),
-                                None,
-                                None,
-                            );
-                            if policy.mode == Mode::Enforce {
-                                weights[i] = out[k];
-                                decided[i] = true;
-                            }
-                        }
-                    }
-                    Err(e) => self.record(
-                        &bundle,
-                        policy,
-                        request.now,
-                        micros,
-                        None,
-                        None,
-                        serde_json::Value::Null,
-                        None,
-                        Some(&e),
-                    ),
-                }
+                eval::fair_share(policy, &input, logs)
+            },
+        );
+        for (weight, value) in weights.iter_mut().zip(decided) {
+            if let Some(value) = value {
+                *weight = value;
             }
         }
         weights
@@ -479,64 +448,40 @@ impl Hooks for Engine {
                 target_utilization: l.target_utilization,
             })
             .collect();
-        let mut decided = vec![false; views.len()];
-        for bundle in self.pinned.platform.clone() {
-            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Autoscale) {
-                let picked: Vec<usize> = (0..views.len())
-                    .filter(|&i| {
-                        !decided[i]
-                            && (policy.matches.flavors.is_empty()
-                                || policy.matches.flavors.contains(&views[i].name))
-                    })
-                    .collect();
-                if picked.is_empty() {
-                    continue;
-                }
+        let names: Vec<String> = views.iter().map(|v| v.name.clone()).collect();
+        let now = build::seconds(request.now);
+        let decided = self.first_match(
+            Hook::Autoscale,
+            request.now,
+            &names,
+            |policy, name| {
+                policy.matches.flavors.is_empty()
+                    || policy.matches.flavors.iter().any(|f| f == name)
+            },
+            |policy, picked, logs| {
                 let input = AutoscaleInput {
                     flavors: picked.iter().map(|&i| views[i].clone()).collect(),
-                    now: build::seconds(request.now),
+                    now,
                     params: serde_json::Value::Null,
                 };
-                let start = Instant::now();
-                let result = eval::autoscale(policy, &input, &mut self.logs);
-                let micros = micros_since(start) / picked.len() as f64;
-                match result {
-                    Ok(out) => {
-                        for (k, &i) in picked.iter().enumerate() {
-                            let load = &request.flavors[i];
-                            let clamped = out[k].clamp(
-                                load.min_nodes as i64,
-                                load.max_nodes.max(load.min_nodes) as i64,
-                            ) as u32;
-                            self.record(
-                                &bundle,
-                                policy,
-                                request.now,
-                                micros,
-                                None,
-                                Some(views[i].name.clone()),
-                                clamped.into(),
-                                None,
-                                None,
-                            );
-                            if policy.mode == Mode::Enforce {
-                                nodes[i] = clamped;
-                                decided[i] = true;
-                            }
-                        }
-                    }
-                    Err(e) => self.record(
-                        &bundle,
-                        policy,
-                        request.now,
-                        micros,
-                        None,
-                        None,
-                        serde_json::Value::Null,
-                        None,
-                        Some(&e),
-                    ),
-                }
+                let wanted = eval::autoscale(policy, &input, logs)?;
+                // Clamped to the pool's bounds before it is logged or acted on.
+                Ok(picked
+                    .iter()
+                    .zip(wanted)
+                    .map(|(&i, n)| {
+                        let load = &request.flavors[i];
+                        n.clamp(
+                            load.min_nodes as i64,
+                            load.max_nodes.max(load.min_nodes) as i64,
+                        ) as u32
+                    })
+                    .collect())
+            },
+        );
+        for (n, value) in nodes.iter_mut().zip(decided) {
+            if let Some(value) = value {
+                *n = value;
             }
         }
         nodes
@@ -611,6 +556,67 @@ impl Hooks for Engine {
 }
 
 impl Engine {
+    /// For hooks that decide per subject (ClusterQueue, flavor): each
+    /// platform policy of `hook`, in bundle order, is evaluated once on the
+    /// subjects it matches that no enforcing policy has decided yet; the
+    /// first enforcing policy to succeed decides. Returns the decided value
+    /// per subject (`None`: the built-in answer stands).
+    fn first_match<T: Copy + Into<serde_json::Value>>(
+        &mut self,
+        hook: Hook,
+        now: Millis,
+        names: &[String],
+        matches: impl Fn(&Policy, &str) -> bool,
+        evaluate: impl Fn(&Policy, &[usize], &mut Logs) -> Result<Vec<T>, PolicyError>,
+    ) -> Vec<Option<T>> {
+        let mut decided: Vec<Option<T>> = vec![None; names.len()];
+        for bundle in self.pinned.platform.clone() {
+            for policy in bundle.policies.iter().filter(|p| p.hook == hook) {
+                let picked: Vec<usize> = (0..names.len())
+                    .filter(|&i| decided[i].is_none() && matches(policy, &names[i]))
+                    .collect();
+                if picked.is_empty() {
+                    continue;
+                }
+                let start = Instant::now();
+                let result = evaluate(policy, &picked, &mut self.logs);
+                let micros = micros_since(start) / picked.len() as f64;
+                match result {
+                    Ok(values) => {
+                        for (&i, value) in picked.iter().zip(values) {
+                            self.record(
+                                &bundle,
+                                policy,
+                                now,
+                                micros,
+                                None,
+                                Some(names[i].clone()),
+                                value.into(),
+                                None,
+                                None,
+                            );
+                            if policy.mode == Mode::Enforce {
+                                decided[i] = Some(value);
+                            }
+                        }
+                    }
+                    Err(e) => self.record(
+                        &bundle,
+                        policy,
+                        now,
+                        micros,
+                        None,
+                        None,
+                        serde_json::Value::Null,
+                        None,
+                        Some(&e),
+                    ),
+                }
+            }
+        }
+        decided
+    }
+
     /// Evaluates one weight policy on the workloads `picked` (indices into `input.workloads`).
     /// Returns (index, score) for Enforce policies that succeeded; DryRun and failures give nothing.
     fn run_weight(
