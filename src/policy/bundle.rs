@@ -187,13 +187,10 @@ pub struct BundleSpec {
     pub spec: BundleSpecBody,
 }
 
-/// Limits of one policy's evaluations.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Limits {
-    pub timeout: Duration,
-    pub memory_bytes: usize,
-}
+/// Limits of one policy's evaluations: a plugin call's limits.
+pub use super::wasm::Limits;
 
+/// The defaults and ceilings a bundle's `limits` are checked against.
 impl Limits {
     pub const PLATFORM: Limits = Limits {
         timeout: Duration::from_millis(100),

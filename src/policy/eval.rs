@@ -74,12 +74,8 @@ fn call_wasm<I: Serialize, O: DeserializeOwned>(
         kind: "input_too_large",
         message: e.to_string(),
     })?;
-    let limits = wasm::Limits {
-        timeout: policy.limits.timeout,
-        memory_bytes: policy.limits.memory_bytes,
-    };
     let output = plugin
-        .call(policy.hook, &request, &limits)
+        .call(policy.hook, &request, &policy.limits)
         .map_err(|e| PolicyError {
             kind: e.kind(),
             message: e.to_string(),
