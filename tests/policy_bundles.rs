@@ -7,6 +7,8 @@ use std::path::Path;
 use arbiter::model::load;
 use arbiter::policy::bundle::{self, BundleError, LoadOptions};
 use arbiter::policy::engine::Engine;
+use arbiter::policy::eval;
+use arbiter::policy::view::{EstimateView, TenantView, WeightInput, WorkloadView};
 use arbiter::policy::wasm::Runtime;
 use arbiter::sim::report::Report;
 use arbiter::sim::{policies, scenario};
@@ -235,4 +237,98 @@ fn failure_policy_decides_what_an_error_means() {
     );
     let decisions = &report.policies.as_ref().unwrap().decisions;
     assert!(decisions.iter().any(|d| d.error.as_deref() == Some("cel")));
+}
+
+/// A weight plugin that declares `fields`, logs the request it gets and
+/// scores every (single) workload 1.
+fn lean_weight_wat(fields: &str) -> Vec<u8> {
+    let text = format!(
+        r#"(module
+  (import "arbiter" "log" (func $log (param i32 i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 1024) "{{\"scores\":[1]}}")
+  (data (i32.const 2048) "{}")
+  (func (export "arbiter_abi_version") (result i32) i32.const 1)
+  (func (export "arbiter_alloc") (param i32) (result i32) i32.const 4096)
+  (func (export "arbiter_weight_fields") (result i64)
+    (i64.or (i64.const 8796093022208) (i64.const {})))
+  (func (export "arbiter_weight") (param $p i32) (param $n i32) (result i64)
+    (call $log (i32.const 2) (local.get $p) (local.get $n))
+    i64.const 4398046511118))"#,
+        fields.replace('"', "\\\""),
+        fields.len()
+    );
+    wat::parse_str(text).unwrap()
+}
+
+#[test]
+fn a_plugin_that_declares_its_weight_fields_is_sent_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lean.wasm"),
+        lean_weight_wat(r#"["workloads.gpus","workloads.estimate","tenants"]"#),
+    )
+    .unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: lean, hook: weight, wasm: {module: lean.wasm, config: {k: 1}}}",
+        "    []",
+    );
+    let bundle = load(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let input = WeightInput {
+        workloads: vec![WorkloadView {
+            name: "train".into(),
+            namespace: "research".into(),
+            gpus: 8,
+            estimate: Some(EstimateView {
+                runtime_seconds: 60.0,
+                samples: 3,
+            }),
+            ..WorkloadView::default()
+        }],
+        tenants: [("research".to_string(), TenantView::default())].into(),
+        now: 7.0,
+        ..WeightInput::default()
+    };
+    let mut logs = Vec::new();
+    let scores = eval::weight(bundle.policy("lean").unwrap(), &input, &mut logs).unwrap();
+    assert_eq!(scores, [1.0]);
+    let sent: serde_json::Value = serde_json::from_str(&logs[0].1).unwrap();
+    assert_eq!(
+        sent,
+        serde_json::json!({
+            "workloads": [{"gpus": 8, "estimate": {"runtimeSeconds": 60.0, "samples": 3}}],
+            "tenants": {"research": {"name": "", "labels": {}, "annotations": {}}},
+            "now": 7.0,
+            "params": {"k": 1}
+        })
+    );
+}
+
+#[test]
+fn an_unknown_declared_weight_field_rejects_the_bundle_naming_policy_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lean.wasm"),
+        lean_weight_wat(r#"["workloads.gpu"]"#),
+    )
+    .unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: lean, hook: weight, wasm: {module: lean.wasm}}",
+        "    []",
+    );
+    let error = load(dir.path())
+        .err()
+        .expect("the bundle is refused")
+        .to_string();
+    for needle in [
+        "lean",
+        "lean.wasm",
+        "workloads.gpu",
+        "gpus",
+        "arbiter_weight_fields",
+    ] {
+        assert!(error.contains(needle), "{needle} not in: {error}");
+    }
 }

@@ -533,3 +533,63 @@ fn hooks_name_their_exports() {
         ]
     );
 }
+
+/// A weight plugin declaring `declaration` (raw bytes at offset 2048) through
+/// `arbiter_weight_fields` with the given WAT result type.
+fn declaring(declaration: &str, result: &str) -> Vec<u8> {
+    plugin(&format!(
+        r#"(data (i32.const 2048) "{}")
+           (func (export "arbiter_weight_fields") (result {result})
+             {})
+           (func (export "arbiter_weight") (param i32 i32) (result i64) i64.const 0)"#,
+        declaration.replace('"', "\\\""),
+        if result == "i64" {
+            packed(
+                "(i32.const 2048)",
+                &format!("(i32.const {})", declaration.len()),
+            )
+        } else {
+            "i32.const 0".to_string()
+        }
+    ))
+}
+
+#[test]
+fn weight_fields_declaration_is_read_once_at_load() {
+    let runtime = runtime();
+    let plugin = runtime
+        .load(
+            "lean.wasm",
+            &declaring(r#"["workloads.estimate","queues"]"#, "i64"),
+        )
+        .expect("plugin loads");
+    assert_eq!(
+        plugin.weight_fields(),
+        Some(&["workloads.estimate".to_string(), "queues".to_string()][..])
+    );
+    let whole = runtime
+        .load("whole.wasm", &plugin_bytes_without_declaration())
+        .unwrap();
+    assert_eq!(whole.weight_fields(), None);
+}
+
+fn plugin_bytes_without_declaration() -> Vec<u8> {
+    plugin(r#"(func (export "arbiter_weight") (param i32 i32) (result i64) i64.const 0)"#)
+}
+
+#[test]
+fn unusable_weight_fields_declarations_are_refused_at_load() {
+    match load_error(&declaring("workloads.estimate", "i64")) {
+        LoadError::WeightFields { module, reason } => {
+            assert_eq!(module, "bad.wasm");
+            assert!(reason.contains("not a JSON list of strings"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let error = load_error(&declaring("[]", "i32"));
+    assert!(
+        matches!(&error, LoadError::ExportType { export, .. } if export == "arbiter_weight_fields"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("() -> i64"), "{error}");
+}

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cel::{self, CelLimits, CelProgram, Params};
+use super::view::WeightFields;
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
 use crate::model::load::{self, Source};
@@ -220,6 +221,8 @@ pub enum Program {
     Wasm {
         plugin: Arc<Plugin>,
         module: String,
+        /// What a `weight` request sends it (all unless the module declares less).
+        weight_fields: WeightFields,
     },
 }
 
@@ -539,9 +542,20 @@ pub fn load(
                         p.hook
                     )));
                 }
+                let weight_fields = match plugin.weight_fields() {
+                    Some(names) => WeightFields::parse(names).map_err(|e| {
+                        fail(format!(
+                            "wasm.module {}: its arbiter_weight_fields {e}; fix the \
+                             declaration in the plugin (plugin-sdk/ABI.md)",
+                            w.module
+                        ))
+                    })?,
+                    None => WeightFields::ALL,
+                };
                 Program::Wasm {
                     plugin,
                     module: w.module.clone(),
+                    weight_fields,
                 }
             }
             (Some(_), Some(_)) => {

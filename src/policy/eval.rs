@@ -70,22 +70,46 @@ fn call_wasm<I: Serialize, O: DeserializeOwned>(
     input: &I,
     logs: &mut Logs,
 ) -> Result<O, PolicyError> {
-    let request = serde_json::to_vec(input).map_err(|e| PolicyError {
-        kind: "input_too_large",
-        message: e.to_string(),
-    })?;
-    let output = plugin
-        .call(policy.hook, &request, &policy.limits)
-        .map_err(|e| PolicyError {
-            kind: e.kind(),
+    let output = with_request_buffer(|request| {
+        serde_json::to_writer(&mut *request, input).map_err(|e| PolicyError {
+            kind: "input_too_large",
             message: e.to_string(),
         })?;
+        plugin
+            .call(policy.hook, request, &policy.limits)
+            .map_err(|e| PolicyError {
+                kind: e.kind(),
+                message: e.to_string(),
+            })
+    })?;
     logs.extend(output.logs);
     serde_json::from_str(&output.response).map_err(|e| {
         bad_output(format!(
             "the response is not a valid {} response: {e}",
             policy.hook
         ))
+    })
+}
+
+/// Runs `f` with an empty buffer for a request's JSON: the thread's own,
+/// reused from call to call (so a big batch does not fault in fresh heap
+/// pages every time), unless it is in use or has grown past 16 MiB.
+fn with_request_buffer<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    use std::cell::RefCell;
+    const KEEP: usize = 16 << 20;
+    thread_local! {
+        static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    BUFFER.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut buffer) => {
+            buffer.clear();
+            let out = f(&mut buffer);
+            if buffer.capacity() > KEEP {
+                *buffer = Vec::new();
+            }
+            out
+        }
+        Err(_) => f(&mut Vec::new()),
     })
 }
 
@@ -188,15 +212,12 @@ pub fn weight(
             }
             scores
         }
-        Program::Wasm { plugin, .. } => {
-            let request = WeightInputRef {
-                workloads: &input.workloads,
-                queues: &input.queues,
-                cluster_queues: &input.cluster_queues,
-                tenants: &input.tenants,
-                now: input.now,
-                params: &policy.params,
-            };
+        Program::Wasm {
+            plugin,
+            weight_fields,
+            ..
+        } => {
+            let request = WeightRequest::new(input, &policy.params, weight_fields);
             let out: WeightOutput = call_wasm(policy, plugin, &request, logs)?;
             out.scores
         }
@@ -204,18 +225,6 @@ pub fn weight(
     check_len("scores", &scores, input.workloads.len())?;
     check_finite("scores", &scores)?;
     Ok(scores)
-}
-
-/// The weight request without copying the views.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WeightInputRef<'a> {
-    workloads: &'a [WorkloadView],
-    queues: &'a std::collections::BTreeMap<String, QueueView>,
-    cluster_queues: &'a std::collections::BTreeMap<String, ClusterQueueView>,
-    tenants: &'a std::collections::BTreeMap<String, TenantView>,
-    now: f64,
-    params: &'a serde_json::Value,
 }
 
 /// Weights for `input.clusterQueues`, in order.

@@ -305,6 +305,201 @@ pub struct FlavorOutput {
     pub flavors: Vec<String>,
 }
 
+/// The fields of a `weight` request a plugin reads, as it declares them with
+/// the optional `arbiter_weight_fields` export (plugin-sdk/ABI.md "Lean
+/// weight requests"): `workloads.<field>` for each [`WorkloadView`] field,
+/// and the context maps `queues`, `clusterQueues` and `tenants`. The host
+/// then sends only those, plus `now` and `params`; a plugin that declares
+/// nothing gets the whole request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeightFields {
+    /// Bit `i` set: [`WORKLOAD_FIELDS`]`[i]` is sent.
+    workload: u32,
+    queues: bool,
+    cluster_queues: bool,
+    tenants: bool,
+}
+
+/// The JSON names of [`WorkloadView`]'s fields, in serialisation order (a
+/// test checks them against the schema).
+pub const WORKLOAD_FIELDS: [&str; 18] = [
+    "name",
+    "namespace",
+    "kind",
+    "labels",
+    "annotations",
+    "priority",
+    "priorityClass",
+    "priorityWeight",
+    "queueName",
+    "clusterQueue",
+    "podSets",
+    "requests",
+    "gpus",
+    "ageSeconds",
+    "retries",
+    "evictions",
+    "estimate",
+    "flavors",
+];
+
+const CONTEXT_MAPS: [&str; 3] = ["queues", "clusterQueues", "tenants"];
+
+impl WeightFields {
+    /// The whole request: what a plugin that declares nothing gets.
+    pub const ALL: WeightFields = WeightFields {
+        workload: (1 << WORKLOAD_FIELDS.len()) - 1,
+        queues: true,
+        cluster_queues: true,
+        tenants: true,
+    };
+
+    /// Reads a declaration; an unknown name is an error that lists the known ones.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<WeightFields, String> {
+        let mut fields = WeightFields {
+            workload: 0,
+            queues: false,
+            cluster_queues: false,
+            tenants: false,
+        };
+        for name in names {
+            let name = name.as_ref();
+            if let Some(field) = name.strip_prefix("workloads.") {
+                match WORKLOAD_FIELDS.iter().position(|&f| f == field) {
+                    Some(i) => fields.workload |= 1 << i,
+                    None => {
+                        return Err(format!(
+                            "declares weight field {name:?}, but a workload has no field \
+                             {field:?}; the fields are {}",
+                            WORKLOAD_FIELDS.join(", ")
+                        ))
+                    }
+                }
+                continue;
+            }
+            match name {
+                "queues" => fields.queues = true,
+                "clusterQueues" => fields.cluster_queues = true,
+                "tenants" => fields.tenants = true,
+                // Always sent; naming them is harmless.
+                "now" | "params" => {}
+                _ => {
+                    return Err(format!(
+                        "declares weight field {name:?}, which a weight request does not \
+                         have; name workload fields as workloads.<field> ({}) or the maps {}",
+                        WORKLOAD_FIELDS.join(", "),
+                        CONTEXT_MAPS.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(fields)
+    }
+
+    /// The declaration in its canonical form (known order, no duplicates).
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = WORKLOAD_FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.workload & (1 << i) != 0)
+            .map(|(_, f)| format!("workloads.{f}"))
+            .collect();
+        for (on, map) in [self.queues, self.cluster_queues, self.tenants]
+            .into_iter()
+            .zip(CONTEXT_MAPS)
+        {
+            if on {
+                names.push(map.to_string());
+            }
+        }
+        names
+    }
+}
+
+/// A `weight` request as the host serialises it: borrowed views, cut to
+/// the fields the plugin reads.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightRequest<'a> {
+    workloads: Workloads<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queues: Option<&'a BTreeMap<String, QueueView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_queues: Option<&'a BTreeMap<String, ClusterQueueView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenants: Option<&'a BTreeMap<String, TenantView>>,
+    now: f64,
+    params: &'a serde_json::Value,
+}
+
+impl<'a> WeightRequest<'a> {
+    pub fn new(
+        input: &'a WeightInput,
+        params: &'a serde_json::Value,
+        fields: &WeightFields,
+    ) -> WeightRequest<'a> {
+        WeightRequest {
+            workloads: Workloads {
+                views: &input.workloads,
+                mask: fields.workload,
+            },
+            queues: fields.queues.then_some(&input.queues),
+            cluster_queues: fields.cluster_queues.then_some(&input.cluster_queues),
+            tenants: fields.tenants.then_some(&input.tenants),
+            now: input.now,
+            params,
+        }
+    }
+}
+
+struct Workloads<'a> {
+    views: &'a [WorkloadView],
+    mask: u32,
+}
+
+impl Serialize for Workloads<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.mask == WeightFields::ALL.workload {
+            return self.views.serialize(serializer);
+        }
+        serializer.collect_seq(self.views.iter().map(|view| Projected {
+            view,
+            mask: self.mask,
+        }))
+    }
+}
+
+/// One workload view with only the fields in `mask`, each serialised as the
+/// derived `Serialize` does.
+struct Projected<'a> {
+    view: &'a WorkloadView,
+    mask: u32,
+}
+
+impl Serialize for Projected<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (w, mask) = (self.view, self.mask);
+        let mut map = serializer.serialize_map(Some(mask.count_ones() as usize))?;
+        macro_rules! fields {
+            ($($i:literal $field:ident),* $(,)?) => {
+                $(
+                    if mask & (1 << $i) != 0 {
+                        map.serialize_entry(WORKLOAD_FIELDS[$i], &w.$field)?;
+                    }
+                )*
+            };
+        }
+        fields!(
+            0 name, 1 namespace, 2 kind, 3 labels, 4 annotations, 5 priority,
+            6 priority_class, 7 priority_weight, 8 queue_name, 9 cluster_queue,
+            10 pod_sets, 11 requests, 12 gpus, 13 age_seconds, 14 retries,
+            15 evictions, 16 estimate, 17 flavors,
+        );
+        map.end()
+    }
+}
+
 /// Building views from the scheduler's read-only state.
 pub mod build {
     use super::*;
@@ -456,5 +651,140 @@ pub mod build {
 
     pub fn flavor_name(state: &Scheduler, flavor: FlavorId) -> String {
         state.cluster().flavors[flavor.index()].name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn full_workload() -> WorkloadView {
+        WorkloadView {
+            name: "train".into(),
+            namespace: "research".into(),
+            kind: "PyTorchJob".into(),
+            labels: BTreeMap::from([("team".into(), "nlp".into())]),
+            annotations: BTreeMap::from([("note".into(), "x".into())]),
+            priority: 100,
+            priority_class: Some("high".into()),
+            priority_weight: 1.5,
+            queue_name: "research-queue".into(),
+            cluster_queue: "gpu".into(),
+            pod_sets: vec![PodSetView {
+                name: "worker".into(),
+                count: 2,
+                min_count: Some(1),
+                requests: BTreeMap::from([("nvidia.com/gpu".into(), 4.0)]),
+            }],
+            requests: BTreeMap::from([("nvidia.com/gpu".into(), 8.0)]),
+            gpus: 8,
+            age_seconds: 60.0,
+            retries: 1,
+            evictions: 2,
+            estimate: Some(EstimateView {
+                runtime_seconds: 300.0,
+                samples: 4,
+            }),
+            flavors: vec!["a100".into()],
+        }
+    }
+
+    #[test]
+    fn workload_fields_are_the_schema_properties_in_order() {
+        let derived = serde_json::to_value(full_workload()).unwrap();
+        let keys: Vec<&str> = derived
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut sorted = WORKLOAD_FIELDS.to_vec();
+        sorted.sort_unstable();
+        let mut keys_sorted = keys.clone();
+        keys_sorted.sort_unstable();
+        assert_eq!(
+            keys_sorted, sorted,
+            "WORKLOAD_FIELDS drifted from WorkloadView"
+        );
+        let schema = serde_json::to_value(schemars::schema_for!(WorkloadView)).unwrap();
+        let mut properties: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        properties.sort_unstable();
+        assert_eq!(properties, sorted);
+    }
+
+    fn request_json(fields: &WeightFields) -> Value {
+        let input = WeightInput {
+            workloads: vec![full_workload(), WorkloadView::default()],
+            queues: BTreeMap::from([("research/q".into(), QueueView::default())]),
+            cluster_queues: BTreeMap::from([("gpu".into(), ClusterQueueView::default())]),
+            tenants: BTreeMap::from([("research".into(), TenantView::default())]),
+            now: 5.0,
+            params: Value::Null,
+        };
+        let params = json!({"scale": 1});
+        serde_json::to_value(WeightRequest::new(&input, &params, fields)).unwrap()
+    }
+
+    #[test]
+    fn every_single_field_projects_to_the_derived_json_of_that_field() {
+        let full = request_json(&WeightFields::ALL);
+        for field in WORKLOAD_FIELDS {
+            let fields = WeightFields::parse(&[format!("workloads.{field}")]).unwrap();
+            let lean = request_json(&fields);
+            for (i, w) in lean["workloads"].as_array().unwrap().iter().enumerate() {
+                assert_eq!(
+                    w,
+                    &json!({ field: full["workloads"][i][field].clone() }),
+                    "{field}"
+                );
+            }
+            assert_eq!(
+                lean.as_object().unwrap().keys().collect::<Vec<_>>(),
+                ["now", "params", "workloads"],
+                "context maps are left out unless declared"
+            );
+            assert_eq!(lean["params"], json!({"scale": 1}));
+        }
+    }
+
+    #[test]
+    fn declaring_everything_is_the_whole_request() {
+        let all: Vec<String> = WeightFields::ALL.names();
+        assert_eq!(WeightFields::parse(&all).unwrap(), WeightFields::ALL);
+        let input = request_json(&WeightFields::ALL);
+        assert_eq!(
+            input["workloads"][0],
+            serde_json::to_value(full_workload()).unwrap()
+        );
+        assert_eq!(
+            input["queues"],
+            json!({"research/q": serde_json::to_value(QueueView::default()).unwrap()})
+        );
+        let maps = WeightFields::parse(&["queues", "tenants", "now"]).unwrap();
+        let lean = request_json(&maps);
+        assert_eq!(lean["workloads"], json!([{}, {}]));
+        assert!(lean.get("queues").is_some() && lean.get("tenants").is_some());
+        assert!(lean.get("clusterQueues").is_none());
+        assert_eq!(maps.names(), ["queues", "tenants"]);
+    }
+
+    #[test]
+    fn unknown_declarations_are_errors_that_list_the_known_names() {
+        let error = WeightFields::parse(&["workloads.estimat"]).unwrap_err();
+        assert!(
+            error.contains("\"estimat\"") && error.contains("estimate"),
+            "{error}"
+        );
+        let error = WeightFields::parse(&["workload.gpus"]).unwrap_err();
+        assert!(
+            error.contains("workloads.<field>") && error.contains("clusterQueues"),
+            "{error}"
+        );
     }
 }

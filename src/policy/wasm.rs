@@ -42,6 +42,8 @@ const MAX_RANDOM_BYTES: u64 = 1 << 20;
 const RANDOM_SEED: u64 = 0x6172_6269_7465_7221;
 /// The ABI version this host speaks.
 pub const ABI_VERSION: i32 = 1;
+/// Optional export declaring the `weight` request fields a plugin reads.
+pub const WEIGHT_FIELDS_EXPORT: &str = "arbiter_weight_fields";
 
 /// Per-call limits of one policy (ABI.md "Life of a call").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,6 +228,11 @@ pub enum LoadError {
     AbiVersion { module: String, found: i32 },
     #[error("plugin {module}: calling `arbiter_abi_version` failed: {source}")]
     AbiCheck { module: String, source: CallError },
+    #[error(
+        "plugin {module}: its `arbiter_weight_fields` declaration is unusable: {reason} \
+         (plugin-sdk/ABI.md \"Lean weight requests\")"
+    )]
+    WeightFields { module: String, reason: String },
 }
 
 /// Why the runtime itself could not start.
@@ -280,6 +287,8 @@ struct Compiled {
     pre: InstancePre<CallState>,
     hooks: Vec<Hook>,
     reactor: bool,
+    /// What `arbiter_weight_fields` declared, when the module exports it.
+    weight_fields: Option<Vec<String>>,
 }
 
 impl Runtime {
@@ -301,6 +310,10 @@ impl Runtime {
         let mut wasm = Config::new();
         wasm.epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // For `perf`: names JIT code by plugin function in /tmp/perf-<pid>.map.
+        if std::env::var_os("ARBITER_WASM_PERFMAP").is_some() {
+            wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let linker = plugin_linker(&engine).map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
         spawn_ticker(&engine).map_err(RuntimeError::Ticker)?;
@@ -373,11 +386,19 @@ impl Runtime {
                 module: name.to_string(),
                 reason: format!("{e:#}"),
             })?;
-        let compiled = Compiled {
+        let declares_fields = match module.get_export(WEIGHT_FIELDS_EXPORT) {
+            Some(_) => {
+                check_func_export(name, &module, WEIGHT_FIELDS_EXPORT, "() -> i64")?;
+                true
+            }
+            None => false,
+        };
+        let mut compiled = Compiled {
             digest,
             pre,
             hooks,
             reactor,
+            weight_fields: None,
         };
         let probe = Limits {
             timeout: ABI_CHECK_TIMEOUT,
@@ -395,11 +416,26 @@ impl Runtime {
                 found,
             });
         }
+        if declares_fields {
+            let fields =
+                compiled
+                    .weight_fields(&probe)
+                    .map_err(|reason| LoadError::WeightFields {
+                        module: name.to_string(),
+                        reason,
+                    })?;
+            compiled.weight_fields = Some(fields);
+        }
         Ok(compiled)
     }
 }
 
 impl Plugin {
+    /// The names `arbiter_weight_fields` returned at load, if it is exported.
+    pub fn weight_fields(&self) -> Option<&[String]> {
+        self.compiled.weight_fields.as_deref()
+    }
+
     /// The name the bundle gave this module.
     pub fn name(&self) -> &str {
         &self.name
@@ -483,6 +519,26 @@ impl Compiled {
         Ok(run)
     }
 
+    /// Calls `arbiter_weight_fields` and reads the JSON list of names it returns.
+    fn weight_fields(&self, limits: &Limits) -> Result<Vec<String>, String> {
+        let mut run = self.start(limits).map_err(|e| e.to_string())?;
+        let declare = run
+            .func::<(), i64>(WEIGHT_FIELDS_EXPORT)
+            .map_err(|e| e.to_string())?;
+        let packed = declare
+            .call(&mut run.store, ())
+            .map_err(|e| classify(&e, run.store.data()).to_string())?;
+        let bytes = run
+            .response(WEIGHT_FIELDS_EXPORT, packed)
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "it returned {:?}, not a JSON list of strings: {e}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            )
+        })
+    }
+
     fn abi_version(&self, limits: &Limits) -> Result<i32, CallError> {
         let mut run = self.start(limits)?;
         let version = run.func::<(), i32>("arbiter_abi_version")?;
@@ -527,34 +583,42 @@ impl Run {
         let packed = entry
             .call(&mut self.store, (ptr, len))
             .map_err(|e| classify(&e, self.store.data()))?;
-        let out_ptr = (packed as u64 >> 32) as usize;
-        let out_len = (packed as u64 & 0xffff_ffff) as usize;
-        if out_len > MAX_RESPONSE_BYTES {
-            return Err(CallError::BadOutput(format!(
-                "{} returned a {out_len}-byte response; at most {MAX_RESPONSE_BYTES} bytes \
-                 are accepted",
-                hook.export_name()
-            )));
-        }
-        let data = memory.data(&self.store);
-        let bytes = out_ptr
-            .checked_add(out_len)
-            .and_then(|end| data.get(out_ptr..end))
-            .ok_or_else(|| {
-                CallError::BadOutput(format!(
-                    "{} returned the response at {out_ptr}..+{out_len}, outside the \
-                     {}-byte memory",
-                    hook.export_name(),
-                    data.len()
-                ))
-            })?;
-        String::from_utf8(bytes.to_vec()).map_err(|e| {
+        let bytes = self.response(hook.export_name(), packed)?;
+        String::from_utf8(bytes).map_err(|e| {
             CallError::BadOutput(format!(
                 "{} returned a response that is not UTF-8 (bad byte at offset {})",
                 hook.export_name(),
                 e.utf8_error().valid_up_to()
             ))
         })
+    }
+
+    /// Copies out the `(out_ptr << 32) | out_len` result of `export`.
+    fn response(&mut self, export: &str, packed: i64) -> Result<Vec<u8>, CallError> {
+        let memory = self
+            .instance
+            .get_memory(&mut self.store, "memory")
+            .ok_or_else(|| CallError::MissingExport("memory".to_string()))?;
+        let out_ptr = (packed as u64 >> 32) as usize;
+        let out_len = (packed as u64 & 0xffff_ffff) as usize;
+        if out_len > MAX_RESPONSE_BYTES {
+            return Err(CallError::BadOutput(format!(
+                "{export} returned a {out_len}-byte response; at most {MAX_RESPONSE_BYTES} \
+                 bytes are accepted"
+            )));
+        }
+        let data = memory.data(&self.store);
+        out_ptr
+            .checked_add(out_len)
+            .and_then(|end| data.get(out_ptr..end))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                CallError::BadOutput(format!(
+                    "{export} returned the response at {out_ptr}..+{out_len}, outside the \
+                     {}-byte memory",
+                    data.len()
+                ))
+            })
     }
 }
 

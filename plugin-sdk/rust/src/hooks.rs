@@ -68,10 +68,18 @@ impl AdmissionResponse {
 }
 
 /// `weight`: score a batch of workloads.
+///
+/// `W` is how a workload is decoded: the whole [`Workload`] by default, or a
+/// plugin's own smaller type holding just the fields it reads, which with
+/// `export_weight_fields!` makes big batches cheap to decode.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct WeightRequest {
-    pub workloads: Vec<Workload>,
+#[serde(
+    default,
+    rename_all = "camelCase",
+    bound(deserialize = "W: Deserialize<'de> + Default")
+)]
+pub struct WeightRequest<W = Workload> {
+    pub workloads: Vec<W>,
     /// LocalQueues by `"namespace/name"`.
     pub queues: BTreeMap<String, Queue>,
     /// ClusterQueues by name.

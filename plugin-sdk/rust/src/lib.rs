@@ -46,5 +46,5 @@ pub use serde_json;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::abi::call_raw;
+    pub use crate::abi::{call_raw, leak_json};
 }

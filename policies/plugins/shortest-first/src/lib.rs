@@ -18,8 +18,19 @@
 //! param fails the call with a message, so a typo shows up in the bundle's
 //! tests instead of silently using a default.
 
-use arbiter_plugin_sdk::{export_weight, serde_json, WeightRequest, WeightResponse, Workload};
+use arbiter_plugin_sdk::{
+    export_weight, export_weight_fields, serde_json, Estimate, WeightRequest, WeightResponse,
+};
 use serde::Deserialize;
+
+/// All the plugin reads of a workload; it declares just this field with
+/// `export_weight_fields!`, so the host sends nothing else and a batch of
+/// thousands decodes into a few bytes per workload.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Item {
+    pub estimate: Option<Estimate>,
+}
 
 /// The policy's `config`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -70,7 +81,7 @@ impl Params {
     }
 
     /// The score of one workload.
-    pub fn score(&self, workload: &Workload) -> f64 {
+    pub fn score(&self, workload: &Item) -> f64 {
         match &workload.estimate {
             Some(estimate) => {
                 let runtime = estimate.runtime_seconds.max(0.0);
@@ -82,7 +93,7 @@ impl Params {
 }
 
 /// The `weight` hook: one score per workload, in request order.
-pub fn weight(request: WeightRequest) -> Result<WeightResponse, String> {
+pub fn weight(request: WeightRequest<Item>) -> Result<WeightResponse, String> {
     let params = Params::parse(&request.params)?;
     Ok(WeightResponse {
         scores: request.workloads.iter().map(|w| params.score(w)).collect(),
@@ -90,20 +101,21 @@ pub fn weight(request: WeightRequest) -> Result<WeightResponse, String> {
 }
 
 export_weight!(weight);
+// All it reads of each workload; the host sends nothing else of the batch.
+export_weight_fields!["workloads.estimate"];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbiter_plugin_sdk::{call_json, Estimate};
+    use arbiter_plugin_sdk::call_json;
     use serde_json::{json, Value};
 
-    fn workload(runtime_seconds: Option<f64>) -> Workload {
-        Workload {
+    fn workload(runtime_seconds: Option<f64>) -> Item {
+        Item {
             estimate: runtime_seconds.map(|runtime_seconds| Estimate {
                 runtime_seconds,
                 samples: 10,
             }),
-            ..Workload::default()
         }
     }
 
