@@ -4,14 +4,19 @@
 //! - `cel/lazy`: as the engine runs it, the views bound lazily;
 //! - `cel/eager`: the same program with the views first converted to
 //!   `cel::Value` maps, as binding by value would;
-//! - `cel/native`: the same formula as a Rust closure, the floor.
+//! - `cel/native`: the same formula as a Rust closure, the floor;
+//! - `cel/bundle-multifactor`: the default bundle's `multifactor` policy
+//!   itself (its params, the LocalQueue-priority null check and the age
+//!   cap), as loaded, with its `config` folded in; `-native` is its twin.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
 use std::sync::Arc;
 
+use arbiter::policy::bundle::{self, LoadOptions, Program};
 use arbiter::policy::cel::{compile, CelLimits, Vars};
 use arbiter::policy::view::{PodSetView, QueueView, WorkloadView};
+use arbiter::policy::wasm::Runtime;
 use cel::objects::{Key, Map};
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -113,5 +118,53 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// The default bundle's `multifactor` policy as loaded (its `config` folded
+/// in), one evaluation, beside the same formula in Rust.
+fn bundle_multifactor(c: &mut Criterion) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let runtime = Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let bundle = bundle::load_path(&dir, &runtime, &LoadOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let policy = bundle
+        .policy("multifactor")
+        .unwrap_or_else(|| panic!("policies/ has no multifactor policy"));
+    let Program::Cel { expression, .. } = &policy.program else {
+        panic!("multifactor is not a CEL policy");
+    };
+    let (workload, queue) = views();
+    let vars = Vars {
+        workload: Some(&workload),
+        queue: Some(&queue),
+        params: Some(&policy.cel_params),
+        ..Vars::default()
+    };
+    let param = |name: &str| policy.params[name].as_f64().unwrap_or(f64::NAN);
+    let (priority_factor, queue_factor, age_factor, max_age) = (
+        param("priorityFactor"),
+        param("queueFactor"),
+        param("ageFactor"),
+        param("maxAgeMinutes"),
+    );
+    let native = |w: &WorkloadView, q: &QueueView| {
+        w.priority as f64 * w.priority_weight * priority_factor
+            + q.priority.map_or(0.0, |p| p as f64) * queue_factor
+            + (w.age_seconds / 60.0).min(max_age) * age_factor
+    };
+    let score = expression
+        .eval_number(&vars)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        score,
+        native(&workload, &queue),
+        "policy and native twin agree"
+    );
+    c.bench_function("cel/bundle-multifactor", |b| {
+        b.iter(|| expression.eval_number(black_box(&vars)))
+    });
+    c.bench_function("cel/bundle-multifactor-native", |b| {
+        b.iter(|| native(black_box(&workload), black_box(&queue)))
+    });
+}
+
+criterion_group!(benches, bench, bundle_multifactor);
 criterion_main!(benches);

@@ -8,17 +8,21 @@
 //! - `policy/weight-1000/native-shortest-first`: its formula in Rust;
 //! - `policy/weight-1000/cel-multifactor`: the default bundle's CEL policy;
 //! - `policy/weight-1000/native-multifactor`: its formula in Rust;
-//! - `policy/weight-1000/request-json`: serialising the request alone, the
-//!   part of the WASM cost spent before the plugin runs.
+//! - `policy/weight-1000/request-json`: serialising the request alone, as
+//!   `shortest-first` gets it (only `workloads.estimate`, which it declares),
+//!   the part of the WASM cost spent before the plugin runs;
+//! - `policy/weight-1000/request-json-whole`: the same request with whole
+//!   views, as a plugin that declares no fields gets it.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 
-use arbiter::policy::bundle::{self, Bundle, LoadOptions, Policy};
+use arbiter::policy::bundle::{self, Bundle, LoadOptions, Policy, Program};
 use arbiter::policy::eval;
 use arbiter::policy::view::{
-    ClusterQueueView, EstimateView, PodSetView, QueueView, TenantView, WeightInput, WorkloadView,
+    ClusterQueueView, EstimateView, PodSetView, QueueView, TenantView, WeightFields, WeightInput,
+    WeightRequest, WorkloadView,
 };
 use arbiter::policy::wasm::Runtime;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -229,12 +233,29 @@ fn bench(c: &mut Criterion) {
     group.bench_function("native-multifactor", |b| {
         b.iter(|| native_multifactor(black_box(&input)))
     });
-    let request = WeightInput {
-        params: shortest.params.clone(),
-        ..input.clone()
+    // The request as `shortest-first` gets it: only the fields it declares.
+    let Program::Wasm { weight_fields, .. } = &shortest.program else {
+        panic!("shortest-first is not a WASM policy");
     };
+    assert_eq!(weight_fields.names(), ["workloads.estimate"]);
     group.bench_function("request-json", |b| {
-        b.iter(|| serde_json::to_vec(black_box(&request)))
+        b.iter(|| {
+            serde_json::to_vec(&WeightRequest::new(
+                black_box(&input),
+                &shortest.params,
+                weight_fields,
+            ))
+        })
+    });
+    // ... and whole, as a plugin that declares nothing gets it.
+    group.bench_function("request-json-whole", |b| {
+        b.iter(|| {
+            serde_json::to_vec(&WeightRequest::new(
+                black_box(&input),
+                &shortest.params,
+                &WeightFields::ALL,
+            ))
+        })
     });
     group.finish();
 }

@@ -506,7 +506,7 @@ pub fn load(
             .or_else(|| p.wasm.as_ref().and_then(|w| w.config.clone()))
             .unwrap_or(serde_json::Value::Object(Default::default()));
         let program = match (&p.cel, &p.wasm) {
-            (Some(c), None) => compile_cel(p.hook, c).map_err(&fail)?,
+            (Some(c), None) => compile_cel(p.hook, c, &params).map_err(&fail)?,
             (None, Some(w)) => {
                 let plugin = match modules.get(&w.module) {
                     Some(plugin) => plugin.clone(),
@@ -675,13 +675,18 @@ fn limits(spec: Option<&LimitsSpec>, default: Limits, max: Limits) -> Result<Lim
     Ok(limits)
 }
 
-fn compile_cel(hook: Hook, spec: &CelSpec) -> Result<Program, String> {
+/// Compiles a CEL policy, its scalar `params` folded in.
+fn compile_cel(hook: Hook, spec: &CelSpec, params: &serde_json::Value) -> Result<Program, String> {
     let limits = CelLimits::default();
-    let expression =
+    let mut expression =
         cel::compile(&spec.expression, &limits).map_err(|e| format!("cel.expression: {e}"))?;
+    expression.fold_params(params);
     let message = match &spec.message_expression {
         Some(m) if hook == Hook::Admission => {
-            Some(cel::compile(m, &limits).map_err(|e| format!("cel.messageExpression: {e}"))?)
+            let mut message =
+                cel::compile(m, &limits).map_err(|e| format!("cel.messageExpression: {e}"))?;
+            message.fold_params(params);
+            Some(message)
         }
         Some(_) => {
             return Err(format!(

@@ -435,6 +435,7 @@ pub fn compile(expression: &str, limits: &CelLimits) -> Result<CelProgram, CelEr
     // The tree is now known to be shallow: recursion over it is safe.
     check_names(&parsed, &mut Vec::new())?;
     rewrite_has(&mut parsed);
+    flatten_view_fields(&mut parsed);
     Ok(CelProgram {
         expression: parsed,
         env,
@@ -639,12 +640,17 @@ fn rewrite_has(node: &mut Expression) {
             });
         }
     }
+    children_mut(node, rewrite_has);
+}
+
+/// Calls `f` on each direct child of `node`.
+fn children_mut(node: &mut Expression, mut f: impl FnMut(&mut Expression)) {
     match &mut node.expr {
         Expr::Call(call) => {
             if let Some(target) = call.target.as_deref_mut() {
-                rewrite_has(target);
+                f(target);
             }
-            call.args.iter_mut().for_each(rewrite_has);
+            call.args.iter_mut().for_each(&mut f);
         }
         Expr::Comprehension(c) => {
             for e in [
@@ -654,35 +660,150 @@ fn rewrite_has(node: &mut Expression) {
                 &mut c.loop_step,
                 &mut c.result,
             ] {
-                rewrite_has(e);
+                f(e);
             }
         }
-        Expr::List(list) => list.elements.iter_mut().for_each(rewrite_has),
+        Expr::List(list) => list.elements.iter_mut().for_each(&mut f),
         Expr::Map(map) => {
             for entry in &mut map.entries {
                 match &mut entry.expr {
                     EntryExpr::MapEntry(m) => {
-                        rewrite_has(&mut m.key);
-                        rewrite_has(&mut m.value);
+                        f(&mut m.key);
+                        f(&mut m.value);
                     }
-                    EntryExpr::StructField(f) => rewrite_has(&mut f.value),
+                    EntryExpr::StructField(field) => f(&mut field.value),
                 }
             }
         }
         Expr::Struct(s) => {
             for entry in &mut s.entries {
                 match &mut entry.expr {
-                    EntryExpr::MapEntry(m) => rewrite_has(&mut m.value),
-                    EntryExpr::StructField(f) => rewrite_has(&mut f.value),
+                    EntryExpr::MapEntry(m) => f(&mut m.value),
+                    EntryExpr::StructField(field) => f(&mut field.value),
                 }
             }
         }
-        Expr::Select(select) => rewrite_has(&mut select.operand),
+        Expr::Select(select) => f(&mut select.operand),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
+/// The views, by variable name, with the JSON names of their fields.
+fn view_fields(view: &str) -> Option<&'static [String]> {
+    static FIELDS: OnceLock<HashMap<&'static str, Vec<String>>> = OnceLock::new();
+    fn names(schema: schemars::Schema) -> Vec<String> {
+        schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .map(|properties| properties.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+    FIELDS
+        .get_or_init(|| {
+            HashMap::from([
+                ("workload", names(schemars::schema_for!(WorkloadView))),
+                ("queue", names(schemars::schema_for!(QueueView))),
+                (
+                    "clusterQueue",
+                    names(schemars::schema_for!(ClusterQueueView)),
+                ),
+                ("tenant", names(schemars::schema_for!(TenantView))),
+                ("cohort", names(schemars::schema_for!(CohortView))),
+                ("flavor", names(schemars::schema_for!(FlavorView))),
+            ])
+        })
+        .get(view)
+        .map(Vec::as_slice)
+}
+
+/// `view.field` (a known field of a view variable) becomes the identifier
+/// `view.field`, which the resolver answers in one lookup: cel resolves a
+/// selected name by collecting its segments into a `Vec` and joining them
+/// into a `String` on every evaluation, an identifier it looks up as it is.
+/// The value is the same; so is every error, as only fields the view has
+/// are flattened. `has(view.field)` is left alone, and so is anything
+/// inside a comprehension that binds a variable named like a view.
+fn flatten_view_fields(node: &mut Expression) {
+    match &node.expr {
+        Expr::Select(select) if !select.test => {
+            if let Expr::Ident(root) = &select.operand.expr {
+                if view_fields(root).is_some_and(|fields| fields.contains(&select.field)) {
+                    node.expr = Expr::Ident(format!("{root}.{}", select.field));
+                }
+                return;
+            }
+        }
+        Expr::Comprehension(c)
+            if [Some(&c.iter_var), Some(&c.accu_var), c.iter_var2.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|var| view_fields(var).is_some()) =>
+        {
+            return
+        }
+        _ => {}
+    }
+    children_mut(node, flatten_view_fields);
+}
+
+/// Folds `params.<field>` into the literal of that field of the policy's
+/// `config` where it is a scalar (params are constants of the policy), so an
+/// evaluation does not look them up. The literal is the value `params`
+/// would have resolved to at run time (`json_to_val`): the result and its
+/// errors are unchanged. Lists, maps, missing fields and `has(params.x)` are
+/// left as they are, and so is anything inside a comprehension that binds a
+/// variable named `params`.
+fn fold_params(node: &mut Expression, config: &serde_json::Map<String, serde_json::Value>) {
+    match &node.expr {
+        Expr::Select(select) if !select.test => {
+            if let Expr::Ident(root) = &select.operand.expr {
+                if root == "params" {
+                    if let Some(literal) = config.get(&select.field).and_then(json_literal) {
+                        node.expr = Expr::Literal(literal);
+                    }
+                    return;
+                }
+            }
+        }
+        Expr::Comprehension(c)
+            if c.iter_var == "params"
+                || c.accu_var == "params"
+                || c.iter_var2.as_deref() == Some("params") =>
+        {
+            return
+        }
+        _ => {}
+    }
+    children_mut(node, |child| fold_params(child, config));
+}
+
+/// A scalar of `config` as the literal `json_to_val` would make of it.
+fn json_literal(value: &serde_json::Value) -> Option<LiteralValue> {
+    use serde_json::Value as Json;
+    Some(match value {
+        Json::Null => LiteralValue::Null,
+        Json::Bool(b) => LiteralValue::Boolean(CelBool::from(*b)),
+        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(int), _, _) => LiteralValue::Int(CelInt::from(int)),
+            (None, Some(uint), _) => LiteralValue::UInt(CelUInt::from(uint)),
+            (None, None, Some(float)) => LiteralValue::Double(CelDouble::from(float)),
+            (None, None, None) => LiteralValue::Null,
+        },
+        Json::String(text) => LiteralValue::String(CelString::from(text.clone())),
+        Json::Array(_) | Json::Object(_) => return None,
+    })
+}
+
 impl CelProgram {
+    /// Folds the policy's scalar `config` values into the program (see
+    /// `fold_params`); call once, after compiling, with the config the
+    /// policy's evaluations will see as `params`.
+    pub fn fold_params(&mut self, config: &serde_json::Value) {
+        if let serde_json::Value::Object(config) = config {
+            fold_params(&mut self.expression, config);
+        }
+    }
+
     pub fn eval_bool(&self, vars: &Vars) -> Result<bool, EvalError> {
         self.eval(vars, |value| {
             value
@@ -758,9 +879,12 @@ fn wrong_type(expected: &'static str, value: &dyn Val) -> EvalError {
 }
 
 fn runtime_error(error: ExecutionError) -> EvalError {
+    // A flattened `view.field` (see `flatten_view_fields`) is missing only
+    // when its view is: report the view, as an unflattened select would.
+    let root = |name: &str| name.split('.').next().unwrap_or(name).to_string();
     EvalError::Runtime(match error {
-        ExecutionError::UndeclaredReference(name) if VARIABLES.contains(&name.as_str()) => {
-            format!("variable `{name}` is not available to this hook")
+        ExecutionError::UndeclaredReference(name) if VARIABLES.contains(&root(&name).as_str()) => {
+            format!("variable `{}` is not available to this hook", root(&name))
         }
         ExecutionError::UndeclaredReference(name) => format!("unknown name `{name}`"),
         ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
@@ -1134,6 +1258,97 @@ mod tests {
             params: Some(params),
             ..Vars::default()
         }
+    }
+
+    #[test]
+    fn folded_params_give_the_same_results_and_errors() {
+        let (w, q) = (workload(), queue());
+        let config = serde_json::json!({
+            "int": 3, "big": u64::MAX, "double": 2.5, "text": "urgent", "yes": true,
+            "none": null, "teams": ["nlp"], "nested": {"k": 1}
+        });
+        let params = Params::new(&config);
+        let v = vars(&w, &q, &params);
+        let numbers = [
+            "double(params.int) * params.double",
+            "params.double * 2.0 + double(params.big) * 0.0",
+            "params.yes ? params.double : 0.0",
+            "params.int * 1.5",     // int * double: no such overload
+            "params.missing * 1.0", // no such key
+            "params.none == null ? 1.0 : 0.0",
+            "double(params.nested.k)",
+            "[1.0, 2.0].map(params, params * 2.0)[1]", // shadowed: not folded
+        ];
+        let booleans = [
+            "params.text in workload.labels",
+            "has(params.text) && !has(params.missing)",
+            "workload.labels['team'] in params.teams",
+            "[1, 2].exists(params, params > 1)",
+        ];
+        let strings = ["params.text + '!'", "string(params.int) + params.text"];
+        let both = |e: &str| {
+            let mut folded = program(e);
+            folded.fold_params(&config);
+            (program(e), folded)
+        };
+        for e in numbers {
+            let (plain, folded) = both(e);
+            assert_eq!(
+                format!("{:?}", plain.eval_number(&v)),
+                format!("{:?}", folded.eval_number(&v)),
+                "{e}"
+            );
+        }
+        for e in booleans {
+            let (plain, folded) = both(e);
+            assert_eq!(
+                format!("{:?}", plain.eval_bool(&v)),
+                format!("{:?}", folded.eval_bool(&v)),
+                "{e}"
+            );
+        }
+        for e in strings {
+            let (plain, folded) = both(e);
+            assert_eq!(
+                format!("{:?}", plain.eval_string(&v)),
+                format!("{:?}", folded.eval_string(&v)),
+                "{e}"
+            );
+        }
+        // Folding happened: the folded program runs without any `params`.
+        let mut folded = program("params.double * 2.0");
+        folded.fold_params(&config);
+        let no_params = Vars {
+            params: None,
+            ..vars(&w, &q, &params)
+        };
+        assert_eq!(folded.eval_number(&no_params).unwrap(), 5.0);
+        assert!(program("params.double * 2.0")
+            .eval_number(&no_params)
+            .is_err());
+    }
+
+    #[test]
+    fn known_view_fields_are_flattened_into_identifiers() {
+        let flattened = |e: &str| format!("{:?}", program(e).expression);
+        let debug = flattened("workload.gpus > 1 && queue.name == 'q'");
+        assert!(debug.contains(r#"Ident("workload.gpus")"#), "{debug}");
+        assert!(debug.contains(r#"Ident("queue.name")"#), "{debug}");
+        // Unknown fields, has() and shadowed views keep their selects.
+        for e in [
+            "workload.gpuz > 1",
+            "has(workload.labels)",
+            "[1].exists(workload, workload.gpus > 0)",
+        ] {
+            assert!(!flattened(e).contains("Ident(\"workload."), "{e}");
+        }
+        let (w, q) = (workload(), queue());
+        let params = Params::new(&serde_json::Value::Null);
+        let error = program("workload.gpuz > 1")
+            .eval_bool(&vars(&w, &q, &params))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("gpuz"), "{error}");
     }
 
     #[test]
