@@ -4,8 +4,10 @@
 //! and the field (never a panic or a backtrace); usage errors get 2; the
 //! schemas the command writes are the ones shipped in `plugin-sdk/schema/`;
 //! `check --watch` follows a kubelet-mounted ConfigMap through good and bad
-//! updates, keeping the last good bundle.
+//! updates, keeping the last good bundle; the `--metrics` textfiles of
+//! `check --watch` and `simulate` count what the output and the report count.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -124,6 +126,80 @@ fn check_fails(text: &str, files: &[(&str, &[u8])]) -> String {
     let stderr = failure(arbiter().args(["policy", "check"]).arg(dir.path()), 1);
     assert_contains(&stderr, &[&dir.path().display().to_string()]);
     stderr
+}
+
+/// One sample of a Prometheus text file.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// The samples of a Prometheus text file (comments skipped, label values unescaped).
+fn samples(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let bad = |why: &str| -> ! { panic!("{why} in the sample line {line:?}") };
+        let name_end = line.find(['{', ' ']).unwrap_or_else(|| bad("no value"));
+        let mut labels = BTreeMap::new();
+        let mut rest = &line[name_end..];
+        if let Some(mut inner) = rest.strip_prefix('{') {
+            while let Some((key, after)) = inner.split_once("=\"") {
+                let mut value = String::new();
+                let mut chars = after.char_indices();
+                let end = loop {
+                    match chars.next() {
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, 'n')) => value.push('\n'),
+                            Some((_, c)) => value.push(c),
+                            None => bad("a dangling escape"),
+                        },
+                        Some((at, '"')) => break at,
+                        Some((_, c)) => value.push(c),
+                        None => bad("an unterminated label value"),
+                    }
+                };
+                labels.insert(key.to_string(), value);
+                inner = &after[end + 1..];
+                match inner.strip_prefix(',') {
+                    Some(next) => inner = next,
+                    None => break,
+                }
+            }
+            rest = inner
+                .strip_prefix('}')
+                .unwrap_or_else(|| bad("no closing brace"));
+        }
+        let value = rest
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| bad("an unparsable value"));
+        out.push(Sample {
+            name: line[..name_end].to_string(),
+            labels,
+            value,
+        });
+    }
+    out
+}
+
+/// The value of the one sample `name` whose labels include `labels`; `None` if there is none.
+fn sample_value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let found: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert!(
+        found.len() <= 1,
+        "several {name} samples with {labels:?}: {found:#?}"
+    );
+    found.first().map(|s| s.value)
 }
 
 #[test]
@@ -594,6 +670,198 @@ fn simulate_tenant_bundle_given_as_platform_policies() {
     );
 }
 
+/// A bundle whose two admission policies fail on every workload (ignored, so
+/// the schedule is the default bundle's).
+fn failing_admission_bundle() -> String {
+    bundle_yaml(
+        "flaky",
+        "1",
+        "  policies:\n  - {name: not-a-verdict, hook: admission, failurePolicy: Ignore, cel: {expression: \"'yes'\"}}\n  - {name: missing-label, hook: admission, failurePolicy: Ignore, cel: {expression: \"workload.labels['no-such-label'] == 'x'\"}}\n",
+    )
+}
+
+#[test]
+fn simulate_metrics_count_what_the_report_counts() {
+    let dir = tempdir();
+    let flaky = dir.path().join("flaky");
+    std::fs::create_dir(&flaky).unwrap_or_else(|e| panic!("{e}"));
+    write(&flaky, "bundle.yaml", &failing_admission_bundle());
+    let metrics = dir.path().join("policy.prom");
+    let report = dir.path().join("report.json");
+    arbiter()
+        .args([
+            "simulate",
+            "examples/seed/",
+            "--policies",
+            "policies",
+            "--policies",
+        ])
+        .arg(&flaky)
+        .arg("--metrics")
+        .arg(&metrics)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .success();
+    let text = read(&metrics);
+    let samples = samples(&text);
+    let report = json(&read(&report));
+    let policies = &report["policies"];
+    let bundles = policies["bundles"].as_array().cloned().unwrap_or_default();
+    assert_eq!(bundles.len(), 2, "{policies:#}");
+    let mut source_of = BTreeMap::new();
+    for b in &bundles {
+        let field = |f: &str| b[f].as_str().unwrap_or_default().to_string();
+        let labels = [
+            ("bundle", field("source")),
+            ("name", field("name")),
+            ("version", field("version")),
+            ("digest", field("digest")),
+        ];
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(
+            sample_value(&samples, "arbiter_policy_bundle_info", &labels),
+            Some(1.0),
+            "{text}"
+        );
+        source_of.insert(field("name"), field("source"));
+    }
+    let by_policy = policies["byPolicy"].as_array().cloned().unwrap_or_default();
+    assert_eq!(by_policy.len(), DEFAULT_POLICIES.len() + 2, "{policies:#}");
+    let mut errors_seen = 0.0;
+    for stats in &by_policy {
+        let field = |f: &str| stats[f].as_str().unwrap_or_default();
+        let labels = [
+            ("bundle", source_of[field("bundle")].as_str()),
+            ("policy", field("policy")),
+            ("hook", field("hook")),
+        ];
+        let evaluations = stats["evaluations"].as_f64();
+        assert!(evaluations > Some(0.0), "{stats:#}");
+        for name in [
+            "arbiter_policy_evaluations_total",
+            "arbiter_policy_evaluation_duration_seconds_count",
+        ] {
+            assert_eq!(
+                sample_value(&samples, name, &labels),
+                evaluations,
+                "{name} {labels:?}:\n{text}"
+            );
+        }
+        let errors = stats["errors"].as_object().cloned().unwrap_or_default();
+        for (kind, count) in &errors {
+            let mut with_kind = labels.to_vec();
+            with_kind.push(("kind", kind));
+            assert_eq!(
+                sample_value(&samples, "arbiter_policy_errors_total", &with_kind),
+                count.as_f64(),
+                "{with_kind:?}:\n{text}"
+            );
+            errors_seen += count.as_f64().unwrap_or_default();
+        }
+        let error_series = samples
+            .iter()
+            .filter(|s| {
+                s.name == "arbiter_policy_errors_total"
+                    && labels.iter().all(|(k, v)| s.labels[*k] == *v)
+            })
+            .count();
+        assert_eq!(error_series, errors.len(), "{labels:?}:\n{text}");
+    }
+    assert_eq!(
+        Some(errors_seen),
+        policies["errors"].as_f64(),
+        "{policies:#}"
+    );
+    assert!(
+        errors_seen > 0.0,
+        "the flaky bundle never failed: {policies:#}"
+    );
+    let evaluation_series = samples
+        .iter()
+        .filter(|s| s.name == "arbiter_policy_evaluations_total")
+        .count();
+    assert_eq!(evaluation_series, by_policy.len(), "{text}");
+}
+
+#[test]
+fn simulate_metrics_to_an_unwritable_path_names_the_file() {
+    let dir = tempdir();
+    let metrics = dir.path().join("no-such-dir").join("policy.prom");
+    let stderr = failure(
+        arbiter()
+            .args(["simulate", "examples/seed/", "--metrics"])
+            .arg(&metrics),
+        1,
+    );
+    assert_contains(
+        &stderr,
+        &[
+            "cannot write the metrics file",
+            &metrics.display().to_string(),
+        ],
+    );
+}
+
+#[test]
+fn simulate_metrics_without_policies() {
+    let dir = tempdir();
+    let metrics = dir.path().join("policy.prom");
+    let stderr = failure(
+        arbiter()
+            .args(["simulate", "examples/seed/", "--no-policies", "--metrics"])
+            .arg(&metrics),
+        1,
+    );
+    assert_contains(&stderr, &["--metrics needs policies"]);
+    assert!(!metrics.exists(), "a metrics file was written");
+}
+
+#[test]
+fn check_metrics_without_watch_is_a_usage_error() {
+    let dir = tempdir();
+    let stderr = failure(
+        arbiter()
+            .args(["policy", "check", "policies", "--metrics"])
+            .arg(dir.path().join("policy.prom")),
+        2,
+    );
+    assert_contains(&stderr, &["--watch"]);
+}
+
+#[test]
+fn check_watch_metrics_to_an_unwritable_path_names_the_file() {
+    let dir = tempdir();
+    let metrics = dir.path().join("no-such-dir").join("policy.prom");
+    let stderr = failure(
+        arbiter()
+            .args(["policy", "check", "policies", "--watch", "--metrics"])
+            .arg(&metrics),
+        1,
+    );
+    assert_contains(
+        &stderr,
+        &[
+            "cannot write the metrics file",
+            &metrics.display().to_string(),
+        ],
+    );
+}
+
+#[test]
+fn check_watch_metrics_in_the_watched_directory_is_refused() {
+    let dir = tempdir();
+    write(dir.path(), "bundle.yaml", &gpu_cap_bundle("1", 8));
+    let stderr = failure(
+        arbiter()
+            .args(["policy", "check", "--watch", "--metrics"])
+            .arg(dir.path().join("policy.prom"))
+            .arg(dir.path()),
+        1,
+    );
+    assert_contains(&stderr, &["is in the watched directory"]);
+}
+
 /// `policy check --watch` on a directory laid out as the kubelet mounts a
 /// ConfigMap: `..<timestamp>/` holding the files, `..data` pointing to it,
 /// and every key a symlink through `..data`.
@@ -606,7 +874,7 @@ mod watch {
     use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
     use std::time::{Duration, Instant};
 
-    use super::{cel_syntax_error_bundle, gpu_cap_bundle};
+    use super::{cel_syntax_error_bundle, gpu_cap_bundle, sample_value, samples};
 
     /// A safety net against a hung child; waits return as soon as a line arrives.
     const PATIENCE: Duration = Duration::from_secs(20);
@@ -620,10 +888,12 @@ mod watch {
     }
 
     impl Watching {
-        fn start(dir: &Path) -> Watching {
+        fn start(dir: &Path, metrics: &Path) -> Watching {
             let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"))
                 .args(["policy", "check", "--watch"])
                 .arg(dir)
+                .arg("--metrics")
+                .arg(metrics)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -712,28 +982,106 @@ mod watch {
         std::fs::remove_dir_all(dir.join(old)).unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// What the metrics file says after a reload result, which `check
+    /// --watch` writes before it prints the result's line.
+    struct Metrics {
+        loaded: f64,
+        rejected: f64,
+        last_success: f64,
+        /// `arbiter_policy_bundle_info` as (version, digest) for every series.
+        info: Vec<(String, String)>,
+        text: String,
+    }
+
+    fn metrics(file: &Path, dir: &Path) -> Metrics {
+        let text = super::read(file);
+        let samples = samples(&text);
+        let bundle = dir.display().to_string();
+        let reloads = |result| {
+            sample_value(
+                &samples,
+                "arbiter_policy_bundle_reloads_total",
+                &[("bundle", &bundle), ("result", result)],
+            )
+            .unwrap_or_else(|| panic!("no {result} count:\n{text}"))
+        };
+        Metrics {
+            loaded: reloads("loaded"),
+            rejected: reloads("rejected"),
+            last_success: sample_value(
+                &samples,
+                "arbiter_policy_bundle_last_reload_success",
+                &[("bundle", &bundle)],
+            )
+            .unwrap_or_else(|| panic!("no last_reload_success:\n{text}")),
+            info: samples
+                .iter()
+                .filter(|s| s.name == "arbiter_policy_bundle_info" && s.labels["bundle"] == bundle)
+                .map(|s| (s.labels["version"].clone(), s.labels["digest"].clone()))
+                .collect(),
+            text,
+        }
+    }
+
+    /// The short digest a `loaded:`/`reloaded in` line shows.
+    fn shown_digest(line: &str) -> &str {
+        line.split_once(" digest ")
+            .and_then(|(_, rest)| rest.split_once(':'))
+            .map(|(digest, _)| digest)
+            .unwrap_or_else(|| panic!("no digest in {line:?}"))
+    }
+
+    fn assert_in_force(m: &Metrics, version: &str, line: &str) {
+        assert_eq!(m.info.len(), 1, "one bundle in force:\n{}", m.text);
+        let (shown_version, digest) = &m.info[0];
+        assert_eq!(shown_version, version, "{}", m.text);
+        assert!(
+            digest.len() == 64 && digest.starts_with(shown_digest(line)),
+            "digest {digest} is not the one of {line:?}"
+        );
+    }
+
     #[test]
     fn follows_kubelet_configmap_updates_and_keeps_the_last_good_bundle() {
         let dir = super::tempdir();
-        let dir = dir.path();
+        let dir = dir.path().join("bundle");
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let metrics_dir = super::tempdir();
+        let file = metrics_dir.path().join("policy.prom");
         mount(
-            dir,
+            &dir,
             "..2026_11_30_00_00_00.000000001",
             &gpu_cap_bundle("1", 8),
         );
-        let mut watching = Watching::start(dir);
-        watching.next(&[" loaded: bundle watched version 1 ", "1 tests passed"]);
+        let mut watching = Watching::start(&dir, &file);
+        let line = watching.next(&[" loaded: bundle watched version 1 ", "1 tests passed"]);
+        let m = metrics(&file, &dir);
+        assert_eq!(
+            (m.loaded, m.rejected, m.last_success),
+            (1.0, 0.0, 1.0),
+            "{}",
+            m.text
+        );
+        assert_in_force(&m, "1", &line);
         watching.next(&[" watching "]);
 
         update(
-            dir,
+            &dir,
             "..2026_11_30_00_01_00.000000002",
             &gpu_cap_bundle("2", 4),
         );
-        watching.next(&[" reloaded in ", "bundle watched version 2 "]);
+        let line = watching.next(&[" reloaded in ", "bundle watched version 2 "]);
+        let m = metrics(&file, &dir);
+        assert_eq!(
+            (m.loaded, m.rejected, m.last_success),
+            (2.0, 0.0, 1.0),
+            "{}",
+            m.text
+        );
+        assert_in_force(&m, "2", &line);
 
         update(
-            dir,
+            &dir,
             "..2026_11_30_00_02_00.000000003",
             &cel_syntax_error_bundle("3"),
         );
@@ -742,12 +1090,35 @@ mod watch {
             "policy broken",
             "cel.expression",
         ]);
+        let m = metrics(&file, &dir);
+        assert_eq!(
+            (m.loaded, m.rejected, m.last_success),
+            (2.0, 1.0, 0.0),
+            "{}",
+            m.text
+        );
+        assert_in_force(&m, "2", &line);
 
         update(
-            dir,
+            &dir,
             "..2026_11_30_00_03_00.000000004",
             &gpu_cap_bundle("4", 2),
         );
-        watching.next(&[" reloaded in ", "bundle watched version 4 "]);
+        let line = watching.next(&[" reloaded in ", "bundle watched version 4 "]);
+        let m = metrics(&file, &dir);
+        assert_eq!(
+            (m.loaded, m.rejected, m.last_success),
+            (3.0, 1.0, 1.0),
+            "{}",
+            m.text
+        );
+        assert_in_force(&m, "4", &line);
+        let leftovers: Vec<_> = std::fs::read_dir(metrics_dir.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|name| name != "policy.prom")
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     }
 }

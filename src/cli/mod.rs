@@ -8,10 +8,14 @@ pub mod policy;
 pub mod simulate;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use prometheus_client::registry::Registry;
+
+use crate::policy::metrics;
 
 /// Queues and admits GPU training work under per-tenant quotas, with policy as code.
 #[derive(Parser, Debug)]
@@ -86,4 +90,30 @@ fn print_stdout(text: &str) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Writes the registry's metrics to `path` as node_exporter's textfile
+/// collector expects: the Prometheus text format, replaced atomically (a
+/// temporary file in the same directory, renamed over `path`), so a scrape
+/// never reads half a file. The temporary name does not end in `.prom`, so
+/// the collector never picks it up.
+fn write_metrics(path: &Path, registry: &Registry) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("the metrics file {} names no file", path.display()))?;
+    let mut temporary = name.to_os_string();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(temporary);
+    let written = std::fs::write(&temporary, metrics::encode(registry))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if written.is_err() {
+        // Nothing to clean up if it was never created.
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.with_context(|| {
+        format!(
+            "cannot write the metrics file {}; check that its directory exists and is writable",
+            path.display()
+        )
+    })
 }

@@ -1,6 +1,7 @@
 //! `arbiter policy check [--watch] | test | eval | bench | schema`: the
 //! bundle pipeline from the command line. `check --watch` runs the same
-//! reload pipeline the operator uses and prints one line per reload result.
+//! reload pipeline the operator uses and prints one line per reload result
+//! (and with `--metrics`, rewrites a Prometheus textfile after each).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -8,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand};
+use prometheus_client::registry::Registry;
 
 use crate::policy::bundle::{self, Bundle, Hook, LoadOptions};
+use crate::policy::metrics::PolicyMetrics;
 use crate::policy::reload::{DirWatcher, ReloadOutcome, Reloadable};
 use crate::policy::wasm::Runtime;
 use crate::policy::{self as engine_policy, test};
@@ -26,6 +29,10 @@ pub enum PolicyCommand {
         /// With --watch: how long changes must settle before a reload.
         #[arg(long, default_value = "50ms", value_parser = parse_duration)]
         debounce: Duration,
+        /// With --watch: rewrite this Prometheus textfile (for node_exporter's
+        /// textfile collector) atomically after every reload result.
+        #[arg(long, value_name = "FILE.prom", requires = "watch")]
+        metrics: Option<PathBuf>,
     },
     /// Run the bundle's own tests and print each result.
     Test {
@@ -82,10 +89,14 @@ pub fn run(args: &PolicyArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new().context("starting the WebAssembly runtime")?;
     match &args.command {
         PolicyCommand::Check {
+            dir, watch: false, ..
+        } => check(dir, &runtime),
+        PolicyCommand::Check {
             dir,
-            watch,
+            watch: true,
             debounce,
-        } => check(dir, *watch, *debounce, &runtime),
+            metrics,
+        } => check_watch(dir, *debounce, metrics.as_deref(), &runtime),
         PolicyCommand::Test { dir } => run_tests(dir, &runtime),
         PolicyCommand::Eval {
             dir,
@@ -120,25 +131,40 @@ fn short(digest: &str) -> &str {
     digest.get(..12).unwrap_or(digest)
 }
 
-fn check(dir: &Path, watch: bool, debounce: Duration, runtime: &Runtime) -> anyhow::Result<()> {
-    let options = LoadOptions::default();
-    let first = bundle::load_path(dir, runtime, &options);
-    if !watch {
-        let b = first?;
-        println!("ok: {}", describe(&b));
-        return Ok(());
+fn check(dir: &Path, runtime: &Runtime) -> anyhow::Result<()> {
+    let b = bundle::load_path(dir, runtime, &LoadOptions::default())?;
+    println!("ok: {}", describe(&b));
+    Ok(())
+}
+
+/// `check --watch`: the first load and every reload go through
+/// `Reloadable::reload_with`, starting from an empty bundle in force.
+fn check_watch(
+    dir: &Path,
+    debounce: Duration,
+    metrics_file: Option<&Path>,
+    runtime: &Runtime,
+) -> anyhow::Result<()> {
+    if let Some(path) = metrics_file {
+        refuse_metrics_inside(dir, path)?;
     }
-    let initial = match first {
-        Ok(b) => {
-            println!("{} loaded: {}", stamp(), describe(&b));
-            b
-        }
-        Err(e) => {
-            println!("{} rejected: {e}", stamp());
-            Bundle::empty("(none)")
-        }
+    let options = LoadOptions::default();
+    let current = Reloadable::new(Bundle::empty("(none)"));
+    let mut registry = Registry::default();
+    if metrics_file.is_some() {
+        let metrics = PolicyMetrics::register(&mut registry);
+        current.report_to(&metrics, &dir.display().to_string());
+    }
+    let outcome = current.reload_with(|| bundle::load_path(dir, runtime, &options));
+    if let Some(path) = metrics_file {
+        super::write_metrics(path, &registry)?;
+    }
+    let line = match outcome {
+        ReloadOutcome::Swapped { .. } => format!("loaded: {}", describe(&current.current())),
+        ReloadOutcome::Rejected { error, .. } => format!("rejected: {error}"),
+        unchanged @ ReloadOutcome::Unchanged { .. } => reload_line(unchanged, &current),
     };
-    let current = Reloadable::new(initial);
+    println!("{} {line}", stamp());
     let (tx, rx) = mpsc::channel();
     let _watcher = DirWatcher::spawn(dir, debounce, move || {
         let _ = tx.send(Instant::now());
@@ -152,27 +178,55 @@ fn check(dir: &Path, watch: bool, debounce: Duration, runtime: &Runtime) -> anyh
     );
     for _changed in rx {
         let outcome = current.reload_with(|| bundle::load_path(dir, runtime, &options));
-        let line = match outcome {
-            ReloadOutcome::Swapped { took, .. } => {
-                format!(
-                    "reloaded in {} ms: {}",
-                    took.as_millis(),
-                    describe(&current.current())
-                )
+        if let Some(path) = metrics_file {
+            // The bundle is what is watched; a metrics file that cannot be
+            // written now is reported, and written again after the next reload.
+            if let Err(e) = super::write_metrics(path, &registry) {
+                eprintln!("{} error: {e:#}", stamp());
             }
-            ReloadOutcome::Unchanged { identity } => {
-                format!("unchanged: digest {}", short(&identity.digest))
-            }
-            ReloadOutcome::Rejected { error, kept, .. } => format!(
-                "rejected, keeping {} version {} ({}): {error}",
-                kept.name,
-                kept.version,
-                short(&kept.digest)
-            ),
-        };
-        println!("{} {line}", stamp());
+        }
+        println!("{} {}", stamp(), reload_line(outcome, &current));
     }
     Ok(())
+}
+
+/// A metrics file in the watched directory would trigger a reload every time it is written.
+fn refuse_metrics_inside(dir: &Path, metrics_file: &Path) -> anyhow::Result<()> {
+    let parent = match metrics_file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if let (Ok(parent), Ok(dir)) = (parent.canonicalize(), dir.canonicalize()) {
+        if parent == dir {
+            bail!(
+                "the metrics file {} is in the watched directory {}, so writing it would trigger a reload each time; write it elsewhere",
+                metrics_file.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn reload_line(outcome: ReloadOutcome, current: &Reloadable<Bundle>) -> String {
+    match outcome {
+        ReloadOutcome::Swapped { took, .. } => {
+            format!(
+                "reloaded in {} ms: {}",
+                took.as_millis(),
+                describe(&current.current())
+            )
+        }
+        ReloadOutcome::Unchanged { identity } => {
+            format!("unchanged: digest {}", short(&identity.digest))
+        }
+        ReloadOutcome::Rejected { error, kept, .. } => format!(
+            "rejected, keeping {} version {} ({}): {error}",
+            kept.name,
+            kept.version,
+            short(&kept.digest)
+        ),
+    }
 }
 
 fn stamp() -> String {

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
+use prometheus_client::registry::Registry;
 
 use crate::model::load;
 use crate::policy::engine::Decision;
+use crate::policy::metrics::PolicyMetrics;
 use crate::sim::policies::{self, PolicyChoice};
 use crate::sim::{driver, plot, scenario, table};
 
@@ -63,6 +65,11 @@ pub struct SimulateArgs {
     /// Write every policy decision here, one JSON object per line.
     #[arg(long, value_name = "FILE.jsonl")]
     pub decisions: Option<PathBuf>,
+    /// Write the policy engine's Prometheus metrics here at the end of the run
+    /// (text format, for node_exporter's textfile collector). Latencies are
+    /// measured, also with --reproducible.
+    #[arg(long, value_name = "FILE.prom")]
+    pub metrics: Option<PathBuf>,
 }
 
 fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
@@ -105,8 +112,18 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         none: args.no_policies,
     };
     let mut engine = policies::engine(&scenario, &choice)?;
-    if engine.is_none() && args.decisions.is_some() {
-        bail!("--decisions needs policies: no bundle is in force (give --policies or the Simulation's spec.policies)");
+    for (flag, given) in [
+        ("--decisions", args.decisions.is_some()),
+        ("--metrics", args.metrics.is_some()),
+    ] {
+        if engine.is_none() && given {
+            bail!("{flag} needs policies: no bundle is in force (give --policies or the Simulation's spec.policies)");
+        }
+    }
+    let mut registry = Registry::default();
+    if args.metrics.is_some() {
+        let metrics = PolicyMetrics::register(&mut registry);
+        engine = engine.map(|e| e.with_metrics(&metrics));
     }
     let (report, decisions) = policies::run(
         &scenario,
@@ -124,6 +141,9 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.decisions {
         write_decisions(path, &decisions)?;
+    }
+    if let Some(path) = &args.metrics {
+        super::write_metrics(path, &registry)?;
     }
     let mut warnings = report.warnings.clone();
     for w in &report.workloads {

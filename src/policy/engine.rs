@@ -5,7 +5,8 @@
 //! the bundles in force, so one cycle always sees whole bundles even while a
 //! reload swaps them. It applies each policy's `match`, `mode` and
 //! `failurePolicy`, confines tenant bundles to their own namespace, keeps
-//! per-policy statistics and the decision log. It never decides anything
+//! per-policy statistics (and, given [`PolicyMetrics`], feeds the same
+//! numbers to Prometheus) and the decision log. It never decides anything
 //! itself: without policies every hook gives [`DefaultHooks`]' answer.
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use serde::Serialize;
 
 use super::bundle::{Bundle, FailurePolicy, Hook, Mode, Policy};
 use super::eval::{self, Logs, PolicyError};
+use super::metrics::{PolicyHandle, PolicyMetrics};
 use super::reload::Reloadable;
 use super::view::{build, *};
 use crate::core::hooks::{
@@ -92,6 +94,21 @@ impl PolicyStats {
     }
 }
 
+/// One policy's statistics, and its Prometheus handle when the engine has metrics.
+struct Tracked {
+    stats: PolicyStats,
+    metrics: Option<PolicyHandle>,
+}
+
+impl Tracked {
+    fn record(&mut self, micros: f64, error: Option<&'static str>) {
+        self.stats.record(micros, error);
+        if let Some(metrics) = &mut self.metrics {
+            metrics.record(micros / 1e6, error);
+        }
+    }
+}
+
 /// The bundles the engine draws on: platform bundles in order, and tenant bundles by namespace.
 #[derive(Default)]
 pub struct Sources {
@@ -110,7 +127,9 @@ struct Pinned {
 pub struct Engine {
     sources: Sources,
     pinned: Pinned,
-    stats: BTreeMap<(String, String), PolicyStats>,
+    /// By bundle name, bundle source, policy name.
+    stats: BTreeMap<(String, String, String), Tracked>,
+    metrics: Option<PolicyMetrics>,
     decisions: Vec<Decision>,
     /// Keep per-workload weight decisions in the log (they are numerous).
     pub log_weights: bool,
@@ -125,6 +144,7 @@ impl Engine {
             sources,
             pinned: Pinned::default(),
             stats: BTreeMap::new(),
+            metrics: None,
             decisions: Vec::new(),
             log_weights: true,
             logs: Vec::new(),
@@ -148,6 +168,23 @@ impl Engine {
         })
     }
 
+    /// Feeds every evaluation into `metrics` too (give it before the first
+    /// scheduler call), and makes each bundle source that reports nowhere yet
+    /// report its bundle in force and reload results there, labelled with
+    /// the source of its bundle in force.
+    pub fn with_metrics(mut self, metrics: &PolicyMetrics) -> Engine {
+        for source in self
+            .sources
+            .platform
+            .iter()
+            .chain(self.sources.tenants.values())
+        {
+            source.report_to(metrics, &source.current().source);
+        }
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
     fn pin(&mut self) {
         self.pinned.platform = self.sources.platform.iter().map(|s| s.current()).collect();
         self.pinned.tenants = self
@@ -168,7 +205,7 @@ impl Engine {
             .collect()
     }
     pub fn stats(&self) -> impl Iterator<Item = &PolicyStats> {
-        self.stats.values()
+        self.stats.values().map(|t| &t.stats)
     }
     pub fn decisions(&self) -> &[Decision] {
         &self.decisions
@@ -181,10 +218,10 @@ impl Engine {
         std::mem::take(&mut self.logs)
     }
     pub fn evaluations(&self) -> u64 {
-        self.stats.values().map(|s| s.evaluations).sum()
+        self.stats().map(|s| s.evaluations).sum()
     }
     pub fn errors(&self) -> u64 {
-        self.stats.values().flat_map(|s| s.errors.values()).sum()
+        self.stats().flat_map(|s| s.errors.values()).sum()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -200,14 +237,27 @@ impl Engine {
         reason: Option<String>,
         error: Option<&PolicyError>,
     ) {
+        let metrics = &self.metrics;
         self.stats
-            .entry((bundle.name.clone(), policy.name.clone()))
-            .or_insert_with(|| PolicyStats {
-                bundle: bundle.name.clone(),
-                policy: policy.name.clone(),
-                hook: policy.hook.to_string(),
-                language: policy.language().into(),
-                ..PolicyStats::default()
+            .entry((
+                bundle.name.clone(),
+                bundle.source.clone(),
+                policy.name.clone(),
+            ))
+            .or_insert_with(|| {
+                let hook = policy.hook.to_string();
+                Tracked {
+                    metrics: metrics
+                        .as_ref()
+                        .map(|m| m.policy(&bundle.source, &policy.name, &hook)),
+                    stats: PolicyStats {
+                        bundle: bundle.name.clone(),
+                        policy: policy.name.clone(),
+                        hook,
+                        language: policy.language().into(),
+                        ..PolicyStats::default()
+                    },
+                }
             })
             .record(micros, error.map(|e| e.kind));
         if policy.hook == Hook::Weight && !self.log_weights && error.is_none() {

@@ -6,7 +6,9 @@
 //! compile, test), `eval` (one policy on one request, output checked),
 //! `test` (a bundle's own tests), `reload` (watching a directory, atomic
 //! swaps, last good bundle kept), `engine` (the core's `Hooks`: match,
-//! mode, failurePolicy, tenant confinement, statistics, decision log).
+//! mode, failurePolicy, tenant confinement, statistics, decision log),
+//! `metrics` (the `arbiter_policy_*` Prometheus families the engine and
+//! `reload` feed).
 //! Nothing here changes scheduler state except through the answers the
 //! core asks for; nothing here panics on what a policy or bundle does.
 
@@ -14,6 +16,7 @@ pub mod bundle;
 pub mod cel;
 pub mod engine;
 pub mod eval;
+pub mod metrics;
 pub mod reload;
 pub mod test;
 pub mod view;

@@ -9,7 +9,9 @@
 //! compile → run the bundle's tests), never lets a failed build replace the
 //! last good value, and never panics on a filesystem error. The drivers (the
 //! operator, `arbiter` commands that watch a bundle) call it, wiring the
-//! watcher's callback to `reload_with`.
+//! watcher's callback to `reload_with`. A `Reloadable` told to
+//! [`report_to`](Reloadable::report_to) metrics records every reload result
+//! and the value in force there.
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
@@ -24,6 +26,8 @@ use jiff::Timestamp;
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use serde::Serialize;
+
+use super::metrics::{BundleMetrics, PolicyMetrics};
 
 /// What a reload produced, for status and metrics: the identity of the thing
 /// in force.
@@ -84,8 +88,14 @@ pub enum ReloadOutcome {
 /// is a lock-free load. Reloads are serialised among themselves.
 pub struct Reloadable<T> {
     current: ArcSwap<T>,
-    status: Mutex<BundleStatus>,
+    state: Mutex<State>,
     reloading: Mutex<()>,
+}
+
+/// What a reload updates besides the value: the history, and the metrics it reports to.
+struct State {
+    status: BundleStatus,
+    metrics: Option<BundleMetrics>,
 }
 
 impl<T: Loaded> Reloadable<T> {
@@ -100,9 +110,29 @@ impl<T: Loaded> Reloadable<T> {
         };
         Self {
             current: ArcSwap::from_pointee(initial),
-            status: Mutex::new(status),
+            state: Mutex::new(State {
+                status,
+                metrics: None,
+            }),
             reloading: Mutex::new(()),
         }
+    }
+
+    /// Reports the value in force, and from now on every reload result, to
+    /// `metrics` with label `bundle` (the source: directory or ConfigMap). A
+    /// `Reloadable` reports to one place: if it already does, this keeps
+    /// that, adds no series and returns `false`.
+    pub fn report_to(&self, metrics: &PolicyMetrics, bundle: &str) -> bool {
+        let _no_reload_meanwhile = lock(&self.reloading);
+        let mut state = lock(&self.state);
+        if state.metrics.is_some() {
+            return false;
+        }
+        let mut metrics = metrics.bundle(bundle);
+        metrics.in_force(&state.status.identity, state.status.loaded_at);
+        metrics.last_succeeded(state.status.last_error.is_none());
+        state.metrics = Some(metrics);
+        true
     }
 
     /// The value in force. Hold the `Arc` for a whole scheduling cycle: a
@@ -114,7 +144,7 @@ impl<T: Loaded> Reloadable<T> {
     /// A snapshot of the reload history. It is updated right after a swap, so
     /// for a moment it may name the value `current` just replaced.
     pub fn status(&self) -> BundleStatus {
-        lock(&self.status).clone()
+        lock(&self.state).status.clone()
     }
 
     /// The pipeline step: run `build` (parse → validate → compile → test,
@@ -137,17 +167,18 @@ impl<T: Loaded> Reloadable<T> {
             )),
         };
         let kept = self.current.load().identity();
-        let mut status = lock(&self.status);
+        let mut state = lock(&self.state);
+        let State { status, metrics } = &mut *state;
         status.attempts += 1;
         status.last_attempt_at = Some(attempted_at);
-        match built {
+        let outcome = match built {
+            Ok(next) if next.identity().digest == kept.digest => {
+                status.last_error = None;
+                tracing::debug!(bundle = %kept, "policy bundle unchanged");
+                ReloadOutcome::Unchanged { identity: kept }
+            }
             Ok(next) => {
                 let identity = next.identity();
-                if identity.digest == kept.digest {
-                    status.last_error = None;
-                    tracing::debug!(bundle = %kept, "policy bundle unchanged");
-                    return ReloadOutcome::Unchanged { identity: kept };
-                }
                 self.current.store(Arc::new(next));
                 let took = started.elapsed();
                 status.identity = identity.clone();
@@ -163,12 +194,16 @@ impl<T: Loaded> Reloadable<T> {
                 tracing::warn!(%error, kept = %kept, "policy bundle rejected; the last good bundle stays in force");
                 ReloadOutcome::Rejected { error, kept, took }
             }
+        };
+        if let Some(metrics) = metrics {
+            metrics.reloaded(&outcome, status.loaded_at);
         }
+        outcome
     }
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (every
-/// critical section here only assigns fields; `build` runs under
+/// critical section here only assigns fields and records metrics; `build` runs under
 /// `catch_unwind`), so poisoning is ignored rather than spread.
 fn lock<V>(mutex: &Mutex<V>) -> MutexGuard<'_, V> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -518,6 +553,58 @@ mod tests {
         assert!(loaded_at.parse::<Timestamp>().is_ok(), "{loaded_at}");
         assert_eq!(json["identity"]["digest"], "a");
         assert_eq!(json["lastError"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_reloadable_reports_what_is_in_force_and_every_result() {
+        use crate::policy::metrics::{encode, PolicyMetrics};
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = PolicyMetrics::register(&mut registry);
+        let bundles = Reloadable::new(text("a"));
+        let _ = bundles.reload_with(|| Err::<Text, _>("broken"));
+        assert!(bundles.report_to(&metrics, "dir"));
+        assert!(
+            !bundles.report_to(&metrics, "elsewhere"),
+            "a second report_to took over"
+        );
+        let info = |digest: &str| {
+            format!(
+                "arbiter_policy_bundle_info{{bundle=\"dir\",name=\"test\",version=\"1\",digest=\"{digest}\"}} 1\n"
+            )
+        };
+        let shown = encode(&registry);
+        assert!(shown.contains(&info("a")), "{shown}");
+        assert!(
+            shown.contains("arbiter_policy_bundle_last_reload_success{bundle=\"dir\"} 0\n"),
+            "the rejection before report_to is the latest result:\n{shown}"
+        );
+        assert!(
+            shown.contains(
+                "arbiter_policy_bundle_reloads_total{bundle=\"dir\",result=\"rejected\"} 0\n"
+            ),
+            "a result before report_to was counted:\n{shown}"
+        );
+        let _ = bundles.reload_with(|| Ok::<_, Infallible>(text("a")));
+        let _ = bundles.reload_with(|| Ok::<_, Infallible>(text("b")));
+        let _ = bundles.reload_with(|| Err::<Text, _>("broken again"));
+        let shown = encode(&registry);
+        for (result, count) in [("loaded", 1), ("unchanged", 1), ("rejected", 1)] {
+            let series = format!(
+                "arbiter_policy_bundle_reloads_total{{bundle=\"dir\",result=\"{result}\"}} {count}\n"
+            );
+            assert!(shown.contains(&series), "lacks {series}:\n{shown}");
+        }
+        assert!(shown.contains(&info("b")), "{shown}");
+        assert!(!shown.contains(&info("a")), "{shown}");
+        assert!(!shown.contains("elsewhere"), "{shown}");
+        let loaded_at = bundles.status().loaded_at.as_millisecond() as f64 / 1000.0;
+        let in_force_since = shown
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("arbiter_policy_bundle_loaded_timestamp_seconds{bundle=\"dir\"} ")
+            })
+            .and_then(|v| v.parse::<f64>().ok());
+        assert_eq!(in_force_since, Some(loaded_at), "{shown}");
     }
 
     /// A value that is only correct whole: every copy equals `stamp`.
