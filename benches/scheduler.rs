@@ -3,7 +3,8 @@
 //!   cannot be admitted, with N workloads pending behind them — the cost must
 //!   not grow with N;
 //! - `cycle/heads/K`: the same with K ClusterQueues (K heads) — it grows with K;
-//! - `simulate/*`: whole simulations (the seed example, the Kueue baseline).
+//! - `simulate/*`: whole simulations (the seed example, without and with its
+//!   policies in force, and the Kueue baseline).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use arbiter::core::Scheduler;
 use arbiter::model::load;
 use arbiter::model::Millis;
 use arbiter::sim::generate::Shape;
+use arbiter::sim::policies::{self, PolicyChoice};
 use arbiter::sim::{driver, scenario};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -93,6 +95,18 @@ fn simulations(c: &mut Criterion) {
         scenario::build(load::load_paths(&[seed]).expect("seed loads")).expect("seed builds");
     group.bench_function("seed", |b| {
         b.iter(|| black_box(driver::run(&seed, &mut DefaultHooks, &mut |_| {})))
+    });
+    // The same with its policies (the default bundle) in force, as
+    // `arbiter simulate examples/seed/` runs it; one engine, loaded once.
+    let mut engine = policies::engine(&seed, &PolicyChoice::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("examples/seed names no policies"));
+    group.bench_function("seed-policies", |b| {
+        b.iter(|| {
+            let report = driver::run(&seed, &mut engine, &mut |_| {});
+            engine.take_decisions();
+            black_box(report)
+        })
     });
     let yaml = Shape::baseline().to_yaml();
     let baseline =

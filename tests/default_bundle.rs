@@ -56,3 +56,38 @@ fn freshly_built_plugin_passes_the_bundle_tests() {
     bundle::load_path(dir.path(), &runtime, &LoadOptions::default())
         .unwrap_or_else(|e| panic!("the freshly built plugin fails the bundle: {e}"));
 }
+
+/// The engine builds only the context views some policy reads: what each of
+/// the default bundle's policies reads, as the engine sees it.
+#[test]
+fn each_policy_reads_only_the_views_it_names() {
+    use arbiter::policy::view::Reads;
+    let runtime = Runtime::new().expect("runtime starts");
+    let bundle = bundle::load_path(&root().join("policies"), &runtime, &LoadOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reads = |name: &str| bundle.policy(name).expect("policy exists").reads();
+    let none = Reads::default();
+    assert_eq!(
+        reads("multifactor"),
+        Reads {
+            queue: true,
+            ..none
+        }
+    );
+    assert_eq!(
+        reads("adaptive-fair-share"),
+        Reads {
+            cluster_queue: true,
+            ..none
+        }
+    );
+    // WASM, but it declares it reads only workloads.estimate.
+    assert_eq!(reads("shortest-first"), none);
+    for name in [
+        "premium-flavor-order",
+        "a100-80gb-production-only",
+        "dev-gpu-cap",
+    ] {
+        assert_eq!(reads(name), none, "{name}");
+    }
+}

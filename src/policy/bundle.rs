@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cel::{self, CelLimits, CelProgram, Params};
-use super::view::WeightFields;
+use super::view::{Reads, WeightFields};
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
 use crate::model::load::{self, Source};
@@ -246,6 +246,32 @@ impl Policy {
             Program::Wasm { .. } => "wasm",
         }
     }
+    /// The context views an evaluation reads: for CEL, those its
+    /// expressions name; for WASM, every one, but for a `weight` plugin
+    /// only the maps it declares (`arbiter_weight_fields`).
+    pub fn reads(&self) -> Reads {
+        match &self.program {
+            Program::Cel {
+                expression,
+                message,
+                ..
+            } => {
+                let names =
+                    |v: &str| expression.names(v) || message.as_ref().is_some_and(|m| m.names(v));
+                Reads {
+                    queue: names("queue"),
+                    cluster_queue: names("clusterQueue"),
+                    tenant: names("tenant"),
+                    cohort: names("cohort"),
+                }
+            }
+            Program::Wasm { weight_fields, .. } if self.hook == Hook::Weight => {
+                weight_fields.reads()
+            }
+            Program::Wasm { .. } => Reads::ALL,
+        }
+    }
+
     /// Does it apply to a workload of `namespace`/`kind` in `cluster_queue`?
     pub fn applies_to(&self, namespace: &str, kind: &str, cluster_queue: &str) -> bool {
         let m = &self.matches;

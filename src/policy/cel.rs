@@ -291,6 +291,8 @@ pub fn check_input_sizes(workload: &WorkloadView) -> Result<(), EvalError> {
 pub struct CelProgram {
     expression: Expression,
     env: Arc<Env>,
+    /// Bit `i` set: the expression names [`VARIABLES`]`[i]`.
+    variables: u8,
 }
 
 impl std::fmt::Debug for CelProgram {
@@ -437,6 +439,7 @@ pub fn compile(expression: &str, limits: &CelLimits) -> Result<CelProgram, CelEr
     rewrite_has(&mut parsed);
     flatten_view_fields(&mut parsed);
     Ok(CelProgram {
+        variables: variables_named(&parsed),
         expression: parsed,
         env,
     })
@@ -688,6 +691,26 @@ fn children_mut(node: &mut Expression, mut f: impl FnMut(&mut Expression)) {
     }
 }
 
+/// The [`VARIABLES`] an expression names (as bits), by the root of each
+/// identifier (`workload` of a flattened `workload.gpus`). A comprehension
+/// variable named like one counts too: an over-estimate, never an under-.
+fn variables_named(node: &Expression) -> u8 {
+    let own = match &node.expr {
+        Expr::Ident(name) => {
+            let name = name.strip_prefix('.').unwrap_or(name);
+            let root = name.split('.').next().unwrap_or(name);
+            VARIABLES
+                .iter()
+                .position(|&v| v == root)
+                .map_or(0, |i| 1u8 << i)
+        }
+        _ => 0,
+    };
+    children(&node.expr)
+        .into_iter()
+        .fold(own, |bits, child| bits | variables_named(child))
+}
+
 /// The views, by variable name, with the JSON names of their fields.
 fn view_fields(view: &str) -> Option<&'static [String]> {
     static FIELDS: OnceLock<HashMap<&'static str, Vec<String>>> = OnceLock::new();
@@ -795,6 +818,14 @@ fn json_literal(value: &serde_json::Value) -> Option<LiteralValue> {
 }
 
 impl CelProgram {
+    /// Whether the expression names `variable` (one of [`VARIABLES`]).
+    pub fn names(&self, variable: &str) -> bool {
+        VARIABLES
+            .iter()
+            .position(|&v| v == variable)
+            .is_some_and(|i| self.variables & (1 << i) != 0)
+    }
+
     /// Folds the policy's scalar `config` values into the program (see
     /// `fold_params`); call once, after compiling, with the config the
     /// policy's evaluations will see as `params`.

@@ -81,17 +81,78 @@ impl PolicyStats {
         if let Some(kind) = error {
             *self.errors.entry(kind.to_string()).or_insert(0) += 1;
         }
+        let mut bucket = 0;
         let mut bound = 1.0;
         while micros > bound && bound < 1e7 {
             bound *= 4.0;
+            bucket += 1;
         }
         let key = if micros > bound {
-            "+Inf".to_string()
+            "+Inf"
         } else {
-            format!("{bound:>9}")
+            latency_key(bucket)
         };
-        *self.latency_micros.entry(key).or_insert(0) += 1;
+        match self.latency_micros.get_mut(key) {
+            Some(count) => *count += 1,
+            None => {
+                self.latency_micros.insert(key.to_string(), 1);
+            }
+        }
     }
+}
+
+/// The statistics of `policy` of `bundle`, created on its first evaluation;
+/// later ones find it by reference, without allocating a key. (Always
+/// `Some`; an `Option` only so that no path can panic.)
+fn tracked<'s>(
+    stats: &'s mut StatsMap,
+    metrics: Option<&PolicyMetrics>,
+    bundle: &Bundle,
+    policy: &Policy,
+) -> Option<&'s mut Tracked> {
+    let known = stats
+        .get(&bundle.name)
+        .and_then(|sources| sources.get(&bundle.source))
+        .is_some_and(|policies| policies.contains_key(&policy.name));
+    if !known {
+        let hook = policy.hook.to_string();
+        let tracked = Tracked {
+            metrics: metrics.map(|m| m.policy(&bundle.source, &policy.name, &hook)),
+            stats: PolicyStats {
+                bundle: bundle.name.clone(),
+                policy: policy.name.clone(),
+                hook,
+                language: policy.language().into(),
+                ..PolicyStats::default()
+            },
+        };
+        stats
+            .entry(bundle.name.clone())
+            .or_default()
+            .entry(bundle.source.clone())
+            .or_default()
+            .insert(policy.name.clone(), tracked);
+    }
+    stats
+        .get_mut(&bundle.name)
+        .and_then(|sources| sources.get_mut(&bundle.source))
+        .and_then(|policies| policies.get_mut(&policy.name))
+}
+
+/// The latency histogram key of bucket `i`: its bound, 4^i µs, right-aligned.
+fn latency_key(i: usize) -> &'static str {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        let mut bound = 1.0f64;
+        (0..=12)
+            .map(|_| {
+                let key = format!("{bound:>9}");
+                bound *= 4.0;
+                key
+            })
+            .collect()
+    });
+    keys.get(i).map_or("+Inf", String::as_str)
 }
 
 /// One policy's statistics, and its Prometheus handle when the engine has metrics.
@@ -108,6 +169,9 @@ impl Tracked {
         }
     }
 }
+
+/// Statistics by bundle name, bundle source and policy name.
+type StatsMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, Tracked>>>;
 
 /// The bundles the engine draws on: platform bundles in order, and tenant bundles by namespace.
 #[derive(Default)]
@@ -128,7 +192,7 @@ pub struct Engine {
     sources: Sources,
     pinned: Pinned,
     /// By bundle name, bundle source, policy name.
-    stats: BTreeMap<(String, String, String), Tracked>,
+    stats: StatsMap,
     metrics: Option<PolicyMetrics>,
     decisions: Vec<Decision>,
     /// Keep per-workload weight decisions in the log (they are numerous).
@@ -205,7 +269,11 @@ impl Engine {
             .collect()
     }
     pub fn stats(&self) -> impl Iterator<Item = &PolicyStats> {
-        self.stats.values().map(|t| &t.stats)
+        self.stats
+            .values()
+            .flat_map(BTreeMap::values)
+            .flat_map(BTreeMap::values)
+            .map(|t| &t.stats)
     }
     pub fn decisions(&self) -> &[Decision] {
         &self.decisions
@@ -237,29 +305,9 @@ impl Engine {
         reason: Option<String>,
         error: Option<&PolicyError>,
     ) {
-        let metrics = &self.metrics;
-        self.stats
-            .entry((
-                bundle.name.clone(),
-                bundle.source.clone(),
-                policy.name.clone(),
-            ))
-            .or_insert_with(|| {
-                let hook = policy.hook.to_string();
-                Tracked {
-                    metrics: metrics
-                        .as_ref()
-                        .map(|m| m.policy(&bundle.source, &policy.name, &hook)),
-                    stats: PolicyStats {
-                        bundle: bundle.name.clone(),
-                        policy: policy.name.clone(),
-                        hook,
-                        language: policy.language().into(),
-                        ..PolicyStats::default()
-                    },
-                }
-            })
-            .record(micros, error.map(|e| e.kind));
+        if let Some(tracked) = tracked(&mut self.stats, self.metrics.as_ref(), bundle, policy) {
+            tracked.record(micros, error.map(|e| e.kind));
+        }
         if policy.hook == Hook::Weight && !self.log_weights && error.is_none() {
             return;
         }
@@ -328,10 +376,12 @@ impl Hooks for Engine {
             return AdmissionVerdict::Allow;
         }
         let ns = request.entry.workload.namespace.as_str();
+        let bundles = self.bundles_for(Some(ns));
+        let reads = reads(&bundles, Hook::Admission);
         let mut input: Option<AdmissionInput> = None;
-        for bundle in self.bundles_for(Some(ns)) {
+        for bundle in bundles {
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Admission) {
-                let input = input.get_or_insert_with(|| admission_input(request));
+                let input = input.get_or_insert_with(|| admission_input(request, reads));
                 if !applies(&bundle, policy, &input.workload) {
                     continue;
                 }
@@ -399,7 +449,9 @@ impl Hooks for Engine {
             return weights;
         }
         let now = batch[0].now;
-        let input = weight_input(batch);
+        let mut bundles = self.bundles_for(None);
+        bundles.extend(self.pinned.tenants.values().cloned());
+        let input = weight_input(batch, reads(&bundles, Hook::Weight));
         for bundle in self.bundles_for(None) {
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Weight) {
                 let picked: Vec<usize> = (0..input.workloads.len())
@@ -545,13 +597,27 @@ impl Hooks for Engine {
         let entry = request.entry;
         let now = self.now;
         let mut input: Option<FlavorInput> = None;
-        for bundle in self.pinned.platform.clone() {
+        let bundles = self.pinned.platform.clone();
+        let reads = reads(&bundles, Hook::Flavor);
+        for bundle in bundles {
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Flavor) {
                 let input = input.get_or_insert_with(|| FlavorInput {
                     workload: build::workload(state, entry, now),
-                    queue: build::queue(state, entry),
-                    cluster_queue: build::cluster_queue(state, request.cluster_queue),
-                    tenant: build::tenant(state, &entry.workload.namespace),
+                    queue: if reads.queue {
+                        build::queue(state, entry)
+                    } else {
+                        Default::default()
+                    },
+                    cluster_queue: if reads.cluster_queue {
+                        build::cluster_queue(state, request.cluster_queue)
+                    } else {
+                        Default::default()
+                    },
+                    tenant: if reads.tenant {
+                        build::tenant(state, &entry.workload.namespace)
+                    } else {
+                        Default::default()
+                    },
                     candidates: request
                         .candidates
                         .iter()
@@ -736,7 +802,8 @@ impl Engine {
     }
 }
 
-fn admission_input(request: &AdmissionRequest<'_>) -> AdmissionInput {
+/// The admission request's views: the workload, and the context views in `reads`.
+fn admission_input(request: &AdmissionRequest<'_>, reads: Reads) -> AdmissionInput {
     let state = request.state;
     let entry = request.entry;
     let cluster = state.cluster();
@@ -765,10 +832,26 @@ fn admission_input(request: &AdmissionRequest<'_>) -> AdmissionInput {
     workload.flavors = build::flavor_names(state, request.flavors);
     AdmissionInput {
         workload,
-        queue: build::queue(state, entry),
-        cluster_queue: build::cluster_queue(state, cq),
-        tenant: build::tenant(state, &entry.workload.namespace),
-        cohort: build::cohort(state, cq),
+        queue: if reads.queue {
+            build::queue(state, entry)
+        } else {
+            Default::default()
+        },
+        cluster_queue: if reads.cluster_queue {
+            build::cluster_queue(state, cq)
+        } else {
+            Default::default()
+        },
+        tenant: if reads.tenant {
+            build::tenant(state, &entry.workload.namespace)
+        } else {
+            Default::default()
+        },
+        cohort: if reads.cohort {
+            build::cohort(state, cq)
+        } else {
+            None
+        },
         flavors,
         borrowing: request.borrowing,
         now: build::seconds(request.now),
@@ -776,7 +859,17 @@ fn admission_input(request: &AdmissionRequest<'_>) -> AdmissionInput {
     }
 }
 
-fn weight_input(batch: &[WeightRequest<'_>]) -> WeightInput {
+/// The context views the `hook` policies of `bundles` read, together.
+fn reads(bundles: &[Arc<Bundle>], hook: Hook) -> Reads {
+    bundles
+        .iter()
+        .flat_map(|b| b.policies.iter())
+        .filter(|p| p.hook == hook)
+        .fold(Reads::default(), |reads, p| reads.union(p.reads()))
+}
+
+/// The weight batch's views: the workloads, and the context maps in `reads`.
+fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightInput {
     let state: &Scheduler = batch[0].state;
     let now = batch[0].now;
     let mut input = WeightInput {
@@ -786,18 +879,23 @@ fn weight_input(batch: &[WeightRequest<'_>]) -> WeightInput {
     for r in batch {
         let w = build::workload(state, r.entry, now);
         let wl = &r.entry.workload;
-        input
-            .queues
-            .entry(format!("{}/{}", w.namespace, w.queue_name))
-            .or_insert_with(|| build::queue(state, r.entry));
-        input
-            .cluster_queues
-            .entry(w.cluster_queue.clone())
-            .or_insert_with(|| build::cluster_queue(state, wl.cluster_queue));
-        input
-            .tenants
-            .entry(w.namespace.clone())
-            .or_insert_with(|| build::tenant(state, &w.namespace));
+        if reads.queue {
+            input
+                .queues
+                .entry(format!("{}/{}", w.namespace, w.queue_name))
+                .or_insert_with(|| build::queue(state, r.entry));
+        }
+        if reads.cluster_queue && !input.cluster_queues.contains_key(&w.cluster_queue) {
+            input.cluster_queues.insert(
+                w.cluster_queue.clone(),
+                build::cluster_queue(state, wl.cluster_queue),
+            );
+        }
+        if reads.tenant && !input.tenants.contains_key(&w.namespace) {
+            input
+                .tenants
+                .insert(w.namespace.clone(), build::tenant(state, &w.namespace));
+        }
         input.workloads.push(w);
     }
     input

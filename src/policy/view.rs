@@ -416,6 +416,46 @@ impl WeightFields {
     }
 }
 
+/// Which context views a policy reads besides the workload: the engine
+/// builds only the views some matching policy reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reads {
+    pub queue: bool,
+    pub cluster_queue: bool,
+    pub tenant: bool,
+    pub cohort: bool,
+}
+
+impl Reads {
+    pub const ALL: Reads = Reads {
+        queue: true,
+        cluster_queue: true,
+        tenant: true,
+        cohort: true,
+    };
+
+    pub fn union(self, other: Reads) -> Reads {
+        Reads {
+            queue: self.queue || other.queue,
+            cluster_queue: self.cluster_queue || other.cluster_queue,
+            tenant: self.tenant || other.tenant,
+            cohort: self.cohort || other.cohort,
+        }
+    }
+}
+
+impl WeightFields {
+    /// The context maps sent, as views read (a weight request has no cohort).
+    pub fn reads(&self) -> Reads {
+        Reads {
+            queue: self.queues,
+            cluster_queue: self.cluster_queues,
+            tenant: self.tenants,
+            cohort: false,
+        }
+    }
+}
+
 /// A `weight` request as the host serialises it: borrowed views, cut to
 /// the fields the plugin reads.
 #[derive(Serialize)]
