@@ -788,20 +788,32 @@ fn check_nothing_lost(scenario: &Scenario, scheduler: &Scheduler) -> Result<(), 
         );
     }
     prop_assert_eq!(by_state.values().sum::<usize>(), entries.len());
-    // StrictFIFO: only the head of each queue must be admissible; it may block the rest.
-    let mut heads: BTreeMap<ClusterQueueId, (i32, Millis, usize)> = BTreeMap::new();
+    // StrictFIFO: only the head of each queue must be admissible; it may block
+    // the rest. The head is first by priority, then by the queue slot it holds:
+    // its own (queue time, input order) unless a tenant's scores handed it
+    // another of the tenant's slots — then the tenant's choice may block it.
+    let mut heads: BTreeMap<ClusterQueueId, usize> = BTreeMap::new();
     for (i, entry) in entries.iter().enumerate() {
         if entry.status == Status::Queued {
-            let key = (-entry.workload.priority, entry.queue_time, i);
-            let head = heads.entry(entry.workload.cluster_queue).or_insert(key);
-            *head = (*head).min(key);
+            let head = heads.entry(entry.workload.cluster_queue).or_insert(i);
+            let current = &entries[*head];
+            let earlier = entry
+                .workload
+                .priority
+                .cmp(&current.workload.priority)
+                .reverse()
+                .then_with(|| entry.slot.queue_order(&current.slot))
+                .is_lt();
+            if earlier {
+                *head = i;
+            }
         }
     }
     for (i, entry) in entries.iter().enumerate() {
         let cq = entry.workload.cluster_queue;
         let strict = cluster.cluster_queue(cq).strategy == QueueingStrategy::StrictFIFO;
         let pending = matches!(entry.status, Status::Queued | Status::Inadmissible);
-        let must_be_tried = !strict || heads.get(&cq).is_some_and(|h| h.2 == i);
+        let must_be_tried = !strict || heads.get(&cq) == Some(&i);
         if pending && must_be_tried {
             let reason = scheduler.reason_text(WorkloadId(i as u32));
             prop_assert!(
@@ -1044,4 +1056,271 @@ fn pod_sets_together_over_quota_never_fit_and_block_nobody() {
     let reason = scheduler.reason_text(WorkloadId(0));
     assert!(reason.contains("could ever give"), "{reason}");
     assert_eq!(small.status, Status::Finished);
+}
+
+/// Found by `tenant_permutations_keep_quota_capacity_and_workloads`: in a
+/// StrictFIFO queue the tenant's scores hand w12's slot to w0, which can
+/// never fit (3 pods of 2 GPUs, two 2-GPU nodes) and so blocks the queue —
+/// the tenant's own choice. The oracle must take the slot-holder as the
+/// head; with Kueue's hooks w12 is the head and is admitted.
+#[test]
+fn strict_fifo_head_is_the_holder_of_the_first_slot() {
+    let generated = ScenarioGen {
+        pools: vec![Some(PoolGen {
+            nodes: 2,
+            gpus: 2,
+            cpus: 16,
+        })],
+        cohorts: 1,
+        nested: false,
+        cohort_gpus: None,
+        global_fair: false,
+        cqs: vec![
+            CqGen {
+                cohort: None,
+                strict: false,
+                within: "Never",
+                reclaim: "Never",
+                when_can_borrow: "MayStopSearch",
+                when_can_preempt: "MayStopSearch",
+                fair_sharing: false,
+                weight: 0,
+                flavors: vec![None, None, None],
+                retry: None,
+                reclaim_timeout: None,
+            },
+            CqGen {
+                cohort: None,
+                strict: true,
+                within: "LowerPriority",
+                reclaim: "Never",
+                when_can_borrow: "MayStopSearch",
+                when_can_preempt: "MayStopSearch",
+                fair_sharing: false,
+                weight: 0,
+                flavors: vec![
+                    Some((
+                        0,
+                        QuotaGen {
+                            gpu: 6,
+                            cpu: 20,
+                            borrowing: None,
+                            lending: None,
+                        },
+                    )),
+                    None,
+                    None,
+                ],
+                retry: None,
+                reclaim_timeout: None,
+            },
+        ],
+        jobs: vec![
+            JobGen {
+                cq: 1,
+                arrival: 431,
+                runtime: 1,
+                priority: -1,
+                pod_sets: vec![PodSetGen {
+                    count: 3,
+                    gpu: 2,
+                    cpu: 1,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 1,
+                arrival: 0,
+                runtime: 39,
+                priority: 0,
+                pod_sets: vec![
+                    PodSetGen {
+                        count: 3,
+                        gpu: 0,
+                        cpu: 5,
+                    },
+                    PodSetGen {
+                        count: 1,
+                        gpu: 0,
+                        cpu: 5,
+                    },
+                ],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 0,
+                arrival: 0,
+                runtime: 1,
+                priority: 0,
+                pod_sets: vec![PodSetGen {
+                    count: 1,
+                    gpu: 0,
+                    cpu: 1,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 0,
+                arrival: 0,
+                runtime: 1,
+                priority: 0,
+                pod_sets: vec![PodSetGen {
+                    count: 2,
+                    gpu: 4,
+                    cpu: 7,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 1,
+                arrival: 119,
+                runtime: 78,
+                priority: 2,
+                pod_sets: vec![PodSetGen {
+                    count: 4,
+                    gpu: 1,
+                    cpu: 2,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 3,
+                arrival: 321,
+                runtime: 92,
+                priority: 0,
+                pod_sets: vec![
+                    PodSetGen {
+                        count: 2,
+                        gpu: 2,
+                        cpu: 8,
+                    },
+                    PodSetGen {
+                        count: 4,
+                        gpu: 2,
+                        cpu: 3,
+                    },
+                ],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 2,
+                arrival: 220,
+                runtime: 279,
+                priority: 0,
+                pod_sets: vec![PodSetGen {
+                    count: 3,
+                    gpu: 3,
+                    cpu: 8,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 1,
+                arrival: 172,
+                runtime: 244,
+                priority: -2,
+                pod_sets: vec![PodSetGen {
+                    count: 2,
+                    gpu: 2,
+                    cpu: 1,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 3,
+                arrival: 242,
+                runtime: 210,
+                priority: 1,
+                pod_sets: vec![
+                    PodSetGen {
+                        count: 2,
+                        gpu: 4,
+                        cpu: 1,
+                    },
+                    PodSetGen {
+                        count: 4,
+                        gpu: 2,
+                        cpu: 1,
+                    },
+                ],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 4,
+                arrival: 250,
+                runtime: 198,
+                priority: 1,
+                pod_sets: vec![
+                    PodSetGen {
+                        count: 4,
+                        gpu: 0,
+                        cpu: 2,
+                    },
+                    PodSetGen {
+                        count: 4,
+                        gpu: 2,
+                        cpu: 3,
+                    },
+                ],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 0,
+                arrival: 4,
+                runtime: 392,
+                priority: 0,
+                pod_sets: vec![PodSetGen {
+                    count: 3,
+                    gpu: 0,
+                    cpu: 4,
+                }],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 2,
+                arrival: 374,
+                runtime: 160,
+                priority: 3,
+                pod_sets: vec![
+                    PodSetGen {
+                        count: 3,
+                        gpu: 2,
+                        cpu: 1,
+                    },
+                    PodSetGen {
+                        count: 3,
+                        gpu: 2,
+                        cpu: 8,
+                    },
+                ],
+                uncovered: false,
+            },
+            JobGen {
+                cq: 3,
+                arrival: 430,
+                runtime: 278,
+                priority: -1,
+                pod_sets: vec![PodSetGen {
+                    count: 4,
+                    gpu: 0,
+                    cpu: 5,
+                }],
+                uncovered: false,
+            },
+        ],
+    };
+    let scenario = build(&generated.yaml()).unwrap_or_else(|e| panic!("{e:?}"));
+    let (scheduler, _) = drive(&scenario).unwrap_or_else(|e| panic!("{e}"));
+    check_nothing_lost(&scenario, &scheduler).unwrap_or_else(|e| panic!("{e}"));
+    let (scheduler, _) = drive_with(&scenario, &mut TenantScores).unwrap_or_else(|e| panic!("{e}"));
+    check_nothing_lost(&scenario, &scheduler).unwrap_or_else(|e| panic!("{e}"));
+    let status = |name: &str| {
+        scheduler
+            .entries()
+            .iter()
+            .find(|e| e.workload.name == name)
+            .map(|e| e.status)
+    };
+    assert_eq!(status("w0"), Some(Status::Queued));
+    assert_eq!(status("w12"), Some(Status::Queued));
 }
