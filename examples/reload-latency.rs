@@ -4,7 +4,7 @@
 //! callback, and to the new value in force, through `DirWatcher` and
 //! `Reloadable::reload_with`.
 //!
-//! `cargo run --release --example reload-latency [-- [--bundle [--new-module]] [CHANGES [DEBOUNCE_MS]]]`
+//! `cargo run --release --example reload-latency [-- [--bundle [--new-module | --new-code]] [CHANGES [DEBOUNCE_MS]]]`
 //! prints p50, p99 and max over CHANGES updates (default 200; debounce
 //! default `DEFAULT_DEBOUNCE`). Without `--bundle` the build is trivial
 //! (read `bundle.yaml`); with it, the build is the real pipeline,
@@ -14,7 +14,12 @@
 //! Each update changes `metadata.version`; the module's bytes stay the same,
 //! so it is compiled once and reused, as for a ConfigMap whose module did not
 //! change. `--new-module` also makes every update ship a new module (a custom
-//! section naming the update appended), which is compiled afresh each time.
+//! section naming the update appended): the code is the same, so the
+//! runtime's compilation cache serves every function. `--new-code` ships a
+//! module whose code changed: the default `scale` constant (`f64.const
+//! 100`) in the plugin's functions is rewritten each update, as a one-line
+//! edit and rebuild of the plugin would, so the functions holding it are
+//! compiled afresh and the rest come from the cache.
 //! Measured only, never asserted.
 
 #[cfg(unix)]
@@ -243,13 +248,47 @@ spec:
         );
     }
 
+    /// How the WASM module changes from one update to the next.
+    #[derive(Clone, Copy, PartialEq)]
+    enum ModuleChange {
+        None,
+        /// New bytes, same code (a custom section).
+        Bytes,
+        /// A constant in the code changes.
+        Code,
+    }
+
+    /// `module` with every `f64.const 100` instruction's immediate replaced
+    /// by `100 + serial / 1024`, or an error if it has none.
+    fn with_changed_constant(module: &[u8], serial: u32) -> Result<Vec<u8>, String> {
+        let mut pattern = vec![0x44u8];
+        pattern.extend_from_slice(&100.0f64.to_le_bytes());
+        let value = (100.0 + f64::from(serial) / 1024.0).to_le_bytes();
+        let mut out = module.to_vec();
+        let mut found = 0;
+        let mut i = 0;
+        while i + pattern.len() <= out.len() {
+            if out[i..i + pattern.len()] == pattern[..] {
+                out[i + 1..i + pattern.len()].copy_from_slice(&value);
+                found += 1;
+                i += pattern.len();
+            } else {
+                i += 1;
+            }
+        }
+        if found == 0 {
+            return Err(format!("{MODULE} has no `f64.const 100` to change"));
+        }
+        Ok(out)
+    }
+
     /// What each update writes and how the callback builds the new value.
     #[derive(Clone, Copy, PartialEq)]
     enum Build {
         /// Read `bundle.yaml`.
         Trivial,
-        /// `bundle::load_path` on the generated bundle; `new_module`: a new module every update.
-        Bundle { new_module: bool },
+        /// `bundle::load_path` on the generated bundle, and how the module changes.
+        Bundle { module: ModuleChange },
     }
 
     pub fn main() -> ExitCode {
@@ -257,7 +296,13 @@ spec:
         let flag = |name: &str| args.iter().any(|a| a == name);
         let build = if flag("--bundle") {
             Build::Bundle {
-                new_module: flag("--new-module"),
+                module: if flag("--new-code") {
+                    ModuleChange::Code
+                } else if flag("--new-module") {
+                    ModuleChange::Bytes
+                } else {
+                    ModuleChange::None
+                },
             }
         } else {
             Build::Trivial
@@ -302,17 +347,28 @@ spec:
                 .join("policies/plugins")
                 .join(MODULE),
         )?;
+        if build
+            == (Build::Bundle {
+                module: ModuleChange::Code,
+            })
+        {
+            with_changed_constant(&module, 1)?;
+        }
         let files = |serial: u32| -> Vec<(&'static str, Vec<u8>)> {
             match build {
                 Build::Trivial => vec![("bundle.yaml", format!("{serial}").into_bytes())],
-                Build::Bundle { new_module } => vec![
+                Build::Bundle { module: change } => vec![
                     ("bundle.yaml", generated_bundle(serial).into_bytes()),
                     (
                         MODULE,
-                        if new_module {
-                            with_custom_section(&module, &format!("update {serial}"))
-                        } else {
-                            module.clone()
+                        match change {
+                            ModuleChange::None => module.clone(),
+                            ModuleChange::Bytes => {
+                                with_custom_section(&module, &format!("update {serial}"))
+                            }
+                            // Checked below before the first update.
+                            ModuleChange::Code => with_changed_constant(&module, serial)
+                                .unwrap_or_else(|_| module.clone()),
                         },
                     ),
                 ],
@@ -365,12 +421,12 @@ spec:
         }
         match build {
             Build::Trivial => println!("build: read bundle.yaml"),
-            Build::Bundle { new_module } => println!(
+            Build::Bundle { module } => println!(
                 "build: bundle::load_path, 20 policies (16 CEL, 4 WASM), 6 tests; {}; first load {:.2} ms",
-                if new_module {
-                    "a new module every update"
-                } else {
-                    "the module unchanged"
+                match module {
+                    ModuleChange::None => "the module unchanged",
+                    ModuleChange::Bytes => "a new module every update (same code)",
+                    ModuleChange::Code => "a new module every update (a constant in its code changed)",
                 },
                 first.as_secs_f64() * 1e3
             ),

@@ -246,6 +246,64 @@ pub enum RuntimeError {
     Ticker(std::io::Error),
 }
 
+/// Cranelift's per-function compilation results, kept so that a new
+/// version of a module (a bundle update, or another tenant's copy of a
+/// plugin) recompiles only the functions that changed. In memory, bounded:
+/// past `max_bytes` it starts over, which costs only recompilation.
+#[derive(Debug)]
+struct CompileCache {
+    max_bytes: usize,
+    entries: Mutex<Cached>,
+}
+
+/// The cached results, and their total size in bytes (keys included).
+#[derive(Debug, Default)]
+struct Cached {
+    map: HashMap<Vec<u8>, Vec<u8>>,
+    bytes: usize,
+}
+
+impl CompileCache {
+    fn new(max_bytes: usize) -> CompileCache {
+        CompileCache {
+            max_bytes,
+            entries: Mutex::new(Cached::default()),
+        }
+    }
+}
+
+impl wasmtime::CacheStore for CompileCache {
+    fn get(&self, key: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .map
+            .get(key)
+            .map(|value| std::borrow::Cow::Owned(value.clone()))
+    }
+
+    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        let size = key.len() + value.len();
+        if size > self.max_bytes {
+            return false;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let Cached { map, bytes } = &mut *entries;
+        if let Some(old) = map.remove(key) {
+            *bytes -= key.len() + old.len();
+        }
+        if *bytes + size > self.max_bytes {
+            map.clear();
+            *bytes = 0;
+        }
+        map.insert(key.to_vec(), value);
+        *bytes += size;
+        true
+    }
+}
+
+/// Bound of the [`CompileCache`].
+const COMPILE_CACHE_BYTES: usize = 64 << 20;
+
 /// Sizing of a [`Runtime`]'s instance pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuntimeConfig {
@@ -309,7 +367,9 @@ impl Runtime {
             .max_memory_size(config.max_memory_bytes);
         let mut wasm = Config::new();
         wasm.epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+            .enable_incremental_compilation(Arc::new(CompileCache::new(COMPILE_CACHE_BYTES)))
+            .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         // For `perf`: names JIT code by plugin function in /tmp/perf-<pid>.map.
         if std::env::var_os("ARBITER_WASM_PERFMAP").is_some() {
             wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
@@ -956,6 +1016,25 @@ mod tests {
         assert_eq!(deadline_ticks(Duration::from_micros(1500)), 3);
         assert_eq!(deadline_ticks(Duration::from_millis(20)), 21);
         assert_eq!(deadline_ticks(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn the_compile_cache_is_bounded_and_starts_over_when_full() {
+        use wasmtime::CacheStore;
+        let cache = CompileCache::new(100);
+        assert!(cache.insert(b"a", vec![1; 40]));
+        assert!(cache.insert(b"b", vec![2; 40]));
+        assert_eq!(cache.get(b"a").as_deref(), Some(&[1u8; 40][..]));
+        // Replacing an entry does not count it twice.
+        assert!(cache.insert(b"a", vec![3; 40]));
+        assert_eq!(cache.get(b"b").as_deref(), Some(&[2u8; 40][..]));
+        // Past the bound it starts over with the new entry only.
+        assert!(cache.insert(b"c", vec![4; 40]));
+        assert_eq!(cache.get(b"a"), None);
+        assert_eq!(cache.get(b"c").as_deref(), Some(&[4u8; 40][..]));
+        // An entry larger than the bound is refused.
+        assert!(!cache.insert(b"d", vec![5; 200]));
+        assert_eq!(cache.get(b"d"), None);
     }
 
     #[test]
