@@ -449,10 +449,10 @@ impl Hooks for Engine {
             return weights;
         }
         let now = batch[0].now;
-        let mut bundles = self.bundles_for(None);
-        bundles.extend(self.pinned.tenants.values().cloned());
-        let input = weight_input(batch, reads(&bundles, Hook::Weight));
-        for bundle in self.bundles_for(None) {
+        let platform = self.bundles_for(None);
+        let all = platform.iter().chain(self.pinned.tenants.values());
+        let input = weight_input(batch, reads(all, Hook::Weight));
+        for bundle in platform {
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Weight) {
                 let picked: Vec<usize> = (0..input.workloads.len())
                     .filter(|&i| applies(&bundle, policy, &input.workloads[i]))
@@ -860,9 +860,9 @@ fn admission_input(request: &AdmissionRequest<'_>, reads: Reads) -> AdmissionInp
 }
 
 /// The context views the `hook` policies of `bundles` read, together.
-fn reads(bundles: &[Arc<Bundle>], hook: Hook) -> Reads {
+fn reads<'b>(bundles: impl IntoIterator<Item = &'b Arc<Bundle>>, hook: Hook) -> Reads {
     bundles
-        .iter()
+        .into_iter()
         .flat_map(|b| b.policies.iter())
         .filter(|p| p.hook == hook)
         .fold(Reads::default(), |reads, p| reads.union(p.reads()))
