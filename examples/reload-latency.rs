@@ -97,26 +97,13 @@ mod unix {
     /// `module` with a custom section (id 0) named `arbiter-bench` holding
     /// `payload` appended: the same code, different bytes and digest.
     fn with_custom_section(module: &[u8], payload: &str) -> Vec<u8> {
-        fn leb128(mut n: usize, out: &mut Vec<u8>) {
-            loop {
-                let byte = (n & 0x7f) as u8;
-                n >>= 7;
-                if n == 0 {
-                    out.push(byte);
-                    return;
-                }
-                out.push(byte | 0x80);
-            }
-        }
-        let name = b"arbiter-bench";
-        let mut content = Vec::new();
-        leb128(name.len(), &mut content);
-        content.extend_from_slice(name);
-        content.extend_from_slice(payload.as_bytes());
+        use wasm_encoder::Section;
         let mut out = module.to_vec();
-        out.push(0);
-        leb128(content.len(), &mut out);
-        out.extend_from_slice(&content);
+        wasm_encoder::CustomSection {
+            name: "arbiter-bench".into(),
+            data: payload.as_bytes().into(),
+        }
+        .append_to(&mut out);
         out
     }
 
