@@ -115,6 +115,40 @@ fn echo_plugin_sees_the_request_even_when_alloc_must_grow_memory() {
 }
 
 #[test]
+fn every_call_starts_from_the_pristine_module() {
+    // Reports what it finds — the data byte at 1024 (7 in the module), its
+    // global (0), memory.size (1 page) and the byte at 3000 (0) — as four
+    // digits, then changes all four and writes into a page it grew. Pool
+    // slots keep their pages resident between instances (and reset only
+    // the dirtied ones), so nothing of that may show in the next call.
+    let bytes = plugin(&format!(
+        r#"(data (i32.const 1024) "\07")
+           (data (i32.const 2048) "{{\"scores\":[0,0,0,0]}}")
+           (global $calls (mut i32) (i32.const 0))
+           (func (export "arbiter_weight") (param i32 i32) (result i64)
+             (i32.store8 (i32.const 2059) (i32.add (i32.load8_u (i32.const 1024)) (i32.const 48)))
+             (i32.store8 (i32.const 2061) (i32.add (global.get $calls) (i32.const 48)))
+             (i32.store8 (i32.const 2063) (i32.add (memory.size) (i32.const 48)))
+             (i32.store8 (i32.const 2065) (i32.add (i32.load8_u (i32.const 3000)) (i32.const 48)))
+             (i32.store8 (i32.const 1024) (i32.const 1))
+             (global.set $calls (i32.add (global.get $calls) (i32.const 5)))
+             (i32.store8 (i32.const 3000) (i32.const 9))
+             (drop (memory.grow (i32.const 2)))
+             (i32.store8 (i32.const 131172) (i32.const 9))
+             {})"#,
+        packed("(i32.const 2048)", "(i32.const 20)")
+    ));
+    let runtime = runtime();
+    let plugin = runtime.load("traces.wasm", &bytes).expect("plugin loads");
+    for call in 0..5 {
+        let out = plugin
+            .call(Hook::Weight, b"{}", &limits())
+            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+        assert_eq!(out.response, r#"{"scores":[7,0,1,0]}"#, "call {call}");
+    }
+}
+
+#[test]
 fn infinite_loop_times_out_and_the_plugin_still_works_afterwards() {
     // Loops forever when the request starts with 'L', echoes otherwise.
     let bytes = plugin(&format!(

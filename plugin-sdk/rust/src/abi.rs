@@ -32,7 +32,8 @@ pub extern "C" fn arbiter_alloc(len: i32) -> i32 {
     let Ok(len) = usize::try_from(len) else {
         return 0;
     };
-    let buffer = Box::leak(vec![0u8; len].into_boxed_slice());
+    // Not zeroed: the host overwrites all of it before the hook reads it.
+    let buffer = Box::leak(Box::<[u8]>::new_uninit_slice(len));
     buffer.as_mut_ptr() as usize as i32
 }
 
@@ -87,11 +88,16 @@ where
     R: Response,
     O: HookOutput<R>,
 {
-    let request = serde_json::from_slice(request)
+    // One UTF-8 check of the whole request, instead of one per string.
+    let request = std::str::from_utf8(request)
+        .map_err(|error| format!("the request is not UTF-8: {error}"))?;
+    let request = serde_json::from_str(request)
         .map_err(|error| format!("the request does not parse: {error}"))?;
     let response = hook(request).into_response()?;
-    serde_json::to_vec(&response)
-        .map_err(|error| format!("the response does not serialize: {error}"))
+    let mut out = Vec::with_capacity(4096);
+    serde_json::to_writer(&mut out, &response)
+        .map_err(|error| format!("the response does not serialize: {error}"))?;
+    Ok(out)
 }
 
 /// The body of every `arbiter_<hook>` export: reads the request the host
