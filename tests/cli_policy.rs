@@ -670,6 +670,45 @@ fn simulate_tenant_bundle_given_as_platform_policies() {
     );
 }
 
+#[test]
+fn simulate_tells_apart_tenant_bundles_that_share_a_name() {
+    let dir = tempdir();
+    let mut args = vec!["simulate".to_string(), "examples/seed/".to_string()];
+    for tenant in ["development", "ai-research"] {
+        let bundle = dir.path().join(tenant);
+        std::fs::create_dir(&bundle).unwrap_or_else(|e| panic!("{e}"));
+        let body = format!(
+            "  tenant: {tenant}\n  policies:\n  - {{name: any-size, hook: admission, cel: {{expression: 'workload.gpus >= 0'}}}}\n"
+        );
+        write(&bundle, "bundle.yaml", &bundle_yaml("team", "1", &body));
+        args.push("--tenant-policies".into());
+        args.push(format!("{tenant}={}", bundle.display()));
+    }
+    let report = dir.path().join("report.json");
+    arbiter()
+        .args(&args)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .success();
+    let report = json(&read(&report));
+    let sources: Vec<String> = report["policies"]["byPolicy"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s["bundle"] == "team")
+        .map(|s| s["source"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(sources.len(), 2, "{:#}", report["policies"]["byPolicy"]);
+    assert_ne!(sources[0], sources[1], "the two entries look identical");
+    assert!(
+        sources.iter().any(|s| s.ends_with("development"))
+            && sources.iter().any(|s| s.ends_with("ai-research")),
+        "{sources:?}"
+    );
+}
+
 /// A bundle whose two admission policies fail on every workload (ignored, so
 /// the schedule is the default bundle's).
 fn failing_admission_bundle() -> String {
@@ -827,6 +866,15 @@ fn check_metrics_without_watch_is_a_usage_error() {
         2,
     );
     assert_contains(&stderr, &["--watch"]);
+}
+
+#[test]
+fn check_debounce_without_watch_is_a_usage_error() {
+    let stderr = failure(
+        arbiter().args(["policy", "check", "policies", "--debounce", "200ms"]),
+        2,
+    );
+    assert_contains(&stderr, &["--debounce", "--watch"]);
 }
 
 #[test]

@@ -27,7 +27,7 @@ pub enum PolicyCommand {
         #[arg(long)]
         watch: bool,
         /// With --watch: how long changes must settle before a reload.
-        #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+        #[arg(long, default_value = "50ms", value_parser = parse_duration, requires = "watch")]
         debounce: Duration,
         /// With --watch: rewrite this Prometheus textfile (for node_exporter's
         /// textfile collector) atomically after every reload result.

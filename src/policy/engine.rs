@@ -61,6 +61,9 @@ pub struct Decision {
 #[serde(rename_all = "camelCase")]
 pub struct PolicyStats {
     pub bundle: String,
+    /// Where the bundle was loaded from (its directory or ConfigMap): tells
+    /// apart bundles that share a name, such as two tenants' copies.
+    pub source: String,
     pub policy: String,
     pub hook: String,
     pub language: String,
@@ -120,6 +123,7 @@ fn tracked<'s>(
             metrics: metrics.map(|m| m.policy(&bundle.source, &policy.name, &hook)),
             stats: PolicyStats {
                 bundle: bundle.name.clone(),
+                source: bundle.source.clone(),
                 policy: policy.name.clone(),
                 hook,
                 language: policy.language().into(),
