@@ -447,6 +447,21 @@ fn node_pool_autoscaling_adds_a_node_and_admits_after_the_provisioning_delay() {
     assert_eq!(r.summary.finished, 3);
 }
 
+#[test]
+fn a_pod_set_more_nodes_than_the_pool_can_ever_have_stays_pending_and_blocks_nobody() {
+    let r = run("capacity-node-count");
+    // Three 2-GPU pods, two fixed 2-GPU nodes: quota allows it, the pool never will.
+    assert_pending_because(
+        &r,
+        "three-workers",
+        "needs 6 nvidia.com/gpu (3 pod(s)), more than any flavor of ClusterQueue ml could ever give (quota, node size and count,",
+    );
+    // StrictFIFO, yet the job behind it is admitted on arrival.
+    assert_eq!(admitted_at(&r, "two-workers"), Some(1.0));
+    // With minCount 2 the same shape can run: it waits for the nodes instead.
+    assert_eq!(admitted_at(&r, "elastic"), Some(1.0 + 600.0));
+}
+
 // ------------------------------------------------------------ 11. node constraints
 
 #[test]
@@ -462,7 +477,7 @@ fn node_selectors_affinity_and_taints_restrict_flavors() {
     assert_pending_because(
         &r,
         "h100-intolerant",
-        "more than any flavor of ClusterQueue ml could ever give (quota, node size, selectors and taints considered)",
+        "more than any flavor of ClusterQueue ml could ever give (quota, node size and count, selectors and taints considered)",
     );
 }
 

@@ -252,7 +252,8 @@ pub fn assign(
 }
 
 /// Why this workload can never be admitted in `cq` as configured, if so:
-/// a resource no group covers, or a pod set larger than any flavor's quota or nodes.
+/// a resource no group covers, or a pod set larger than any flavor's quota,
+/// node size or node count (pools at their largest) allows.
 pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) -> Option<String> {
     let cluster = ctx.cluster;
     let def = cluster.cluster_queue(cq);
@@ -289,7 +290,8 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                         per_pod.saturating_mul(fewest(ps) as i64)
                             <= ctx.quota.potential(cq, cluster.flavor_resource(f, r))
                     })
-                    && ctx.capacity.pod_could_ever_fit(f, &ps.per_pod)
+                    && ctx.capacity.pods_could_ever_fit(f, &ps.per_pod)
+                        >= u64::from(fewest(ps).max(1))
             });
             if !possible {
                 let wants: Vec<String> = requested
@@ -303,7 +305,7 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                     })
                     .collect();
                 return Some(format!(
-                    "pod set {} needs {} ({} pod(s)), more than any flavor of ClusterQueue {} could ever give (quota, node size, selectors and taints considered)",
+                    "pod set {} needs {} ({} pod(s)), more than any flavor of ClusterQueue {} could ever give (quota, node size and count, selectors and taints considered)",
                     ps.name,
                     wants.join(", "),
                     fewest(ps),

@@ -162,14 +162,28 @@ impl Capacity {
         }
     }
 
-    /// Could one pod with these requests ever fit on a node of this flavor?
-    pub fn pod_could_ever_fit(&self, flavor: FlavorId, per_pod: &[(ResourceId, Amount)]) -> bool {
+    /// The most pods with these requests the flavor's nodes could ever hold
+    /// at once: every pool at its largest size, every node empty. An upper
+    /// bound, so a pod set above it can never be placed. `u64::MAX` when
+    /// nothing limits them (no node pools, or no request a node limits).
+    pub fn pods_could_ever_fit(&self, flavor: FlavorId, per_pod: &[(ResourceId, Amount)]) -> u64 {
         let fl = &self.flavors[flavor.index()];
-        fl.pools.is_empty()
-            || fl.pools.iter().any(|pool| {
+        if fl.pools.is_empty() {
+            return u64::MAX;
+        }
+        fl.pools
+            .iter()
+            .map(|pool| {
                 let free = self.template(pool);
-                pool.max_nodes.max(pool.nodes) > 0 && fits(&free, per_pod)
+                let per_node = per_pod
+                    .iter()
+                    .filter(|&&(r, a)| a.milli() > 0 && free[r.index()] != Amount::MAX)
+                    .map(|&(r, a)| (free[r.index()].milli().max(0) / a.milli()) as u64)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                per_node.saturating_mul(pool.max_nodes.max(pool.nodes) as u64)
             })
+            .fold(0, u64::saturating_add)
     }
 
     /// Places `pods` pods on the flavor's nodes in `scratch`; `None` if they don't all fit.
