@@ -355,6 +355,15 @@ impl Engine {
     }
 }
 
+/// `build()` when a matching policy reads the view, else its empty default.
+fn built_if<T: Default>(read: bool, build: impl FnOnce() -> T) -> T {
+    if read {
+        build()
+    } else {
+        T::default()
+    }
+}
+
 fn micros_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e6
 }
@@ -607,21 +616,13 @@ impl Hooks for Engine {
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Flavor) {
                 let input = input.get_or_insert_with(|| FlavorInput {
                     workload: build::workload(state, entry, now),
-                    queue: if reads.queue {
-                        build::queue(state, entry)
-                    } else {
-                        Default::default()
-                    },
-                    cluster_queue: if reads.cluster_queue {
+                    queue: built_if(reads.queue, || build::queue(state, entry)),
+                    cluster_queue: built_if(reads.cluster_queue, || {
                         build::cluster_queue(state, request.cluster_queue)
-                    } else {
-                        Default::default()
-                    },
-                    tenant: if reads.tenant {
+                    }),
+                    tenant: built_if(reads.tenant, || {
                         build::tenant(state, &entry.workload.namespace)
-                    } else {
-                        Default::default()
-                    },
+                    }),
                     candidates: request
                         .candidates
                         .iter()
@@ -836,26 +837,12 @@ fn admission_input(request: &AdmissionRequest<'_>, reads: Reads) -> AdmissionInp
     workload.flavors = build::flavor_names(state, request.flavors);
     AdmissionInput {
         workload,
-        queue: if reads.queue {
-            build::queue(state, entry)
-        } else {
-            Default::default()
-        },
-        cluster_queue: if reads.cluster_queue {
-            build::cluster_queue(state, cq)
-        } else {
-            Default::default()
-        },
-        tenant: if reads.tenant {
+        queue: built_if(reads.queue, || build::queue(state, entry)),
+        cluster_queue: built_if(reads.cluster_queue, || build::cluster_queue(state, cq)),
+        tenant: built_if(reads.tenant, || {
             build::tenant(state, &entry.workload.namespace)
-        } else {
-            Default::default()
-        },
-        cohort: if reads.cohort {
-            build::cohort(state, cq)
-        } else {
-            None
-        },
+        }),
+        cohort: built_if(reads.cohort, || build::cohort(state, cq)),
         flavors,
         borrowing: request.borrowing,
         now: build::seconds(request.now),
