@@ -768,6 +768,7 @@ fn simulate_metrics_count_what_the_report_counts() {
     let by_policy = policies["byPolicy"].as_array().cloned().unwrap_or_default();
     assert_eq!(by_policy.len(), DEFAULT_POLICIES.len() + 2, "{policies:#}");
     let mut errors_seen = 0.0;
+    let mut reused_seen = 0.0;
     for stats in &by_policy {
         let field = |f: &str| stats[f].as_str().unwrap_or_default();
         let labels = [
@@ -787,6 +788,12 @@ fn simulate_metrics_count_what_the_report_counts() {
                 "{name} {labels:?}:\n{text}"
             );
         }
+        assert_eq!(
+            sample_value(&samples, "arbiter_policy_reused_total", &labels),
+            stats["reused"].as_f64(),
+            "{labels:?}:\n{text}"
+        );
+        reused_seen += stats["reused"].as_f64().unwrap_or_default();
         let errors = stats["errors"].as_object().cloned().unwrap_or_default();
         for (kind, count) in &errors {
             let mut with_kind = labels.to_vec();
@@ -815,6 +822,10 @@ fn simulate_metrics_count_what_the_report_counts() {
     assert!(
         errors_seen > 0.0,
         "the flaky bundle never failed: {policies:#}"
+    );
+    assert!(
+        reused_seen > 0.0,
+        "target-utilization never reused an answer: {policies:#}"
     );
     let evaluation_series = samples
         .iter()

@@ -2,11 +2,16 @@
 //! ConfigMap bundles, tenant restrictions, and how `failurePolicy` and
 //! `mode: DryRun` change what a scenario does.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use arbiter::model::load;
-use arbiter::policy::bundle::{self, BundleError, LoadOptions};
-use arbiter::policy::engine::Engine;
+use arbiter::policy::bundle::{self, BundleError, Hook, LoadOptions, Mode};
+use arbiter::policy::engine::Sources;
+use arbiter::policy::reload::{ReloadOutcome, Reloadable};
+use std::sync::Arc;
+
+use arbiter::policy::engine::{Decision, Engine};
 use arbiter::policy::eval;
 use arbiter::policy::view::{EstimateView, TenantView, WeightInput, WorkloadView};
 use arbiter::policy::wasm::Runtime;
@@ -216,7 +221,7 @@ fn enforce_deny_rejects_dry_run_only_logs() {
     let decisions = &report.policies.as_ref().unwrap().decisions;
     assert!(decisions
         .iter()
-        .any(|d| d.policy == "no" && d.mode == "DryRun" && d.result == "deny"));
+        .any(|d| d.policy == "no" && d.mode == Mode::DryRun && d.result == "deny"));
 }
 
 #[test]
@@ -331,4 +336,154 @@ fn an_unknown_declared_weight_field_rejects_the_bundle_naming_policy_and_field()
     ] {
         assert!(error.contains(needle), "{needle} not in: {error}");
     }
+}
+
+/// An autoscale bundle whose one policy's expression is `expression`.
+fn autoscale_bundle(dir: &Path, expression: &str) -> bundle::Bundle {
+    write_bundle(
+        dir,
+        &format!("  - {{name: util, hook: autoscale, cel: {{expression: \"{expression}\"}}}}"),
+        "    []",
+    );
+    load(dir).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The autoscale decisions of `policy`, in order: (subject, result, reused).
+fn autoscale_answers(decisions: &[Decision]) -> Vec<(String, serde_json::Value, bool)> {
+    decisions
+        .iter()
+        .filter(|d| d.hook == Hook::Autoscale)
+        .map(|d| (d.subject.clone().unwrap(), d.result.clone(), d.reused))
+        .collect()
+}
+
+#[test]
+fn unchanged_autoscale_inputs_reuse_the_answer_and_the_schedule_is_the_same() {
+    // The seed: three autoscaled flavors, a pass every few minutes for 8 hours.
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
+    let scenario = scenario::build(load::load_paths(&[seed]).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let utilization = "(flavor.utilization * double(flavor.nodes) + flavor.pendingNodes) / 0.5";
+    let run = |expression: &str, name: &str| {
+        let b = autoscale_bundle(&dir.path().join(name), expression);
+        let mut engine = Engine::fixed(vec![b], Default::default());
+        policies::run(&scenario, Some(&mut engine), true, &mut |_| {})
+    };
+    let (pure, pure_decisions) = run(utilization, "pure");
+    // The same answers, but the expression names `now`: never reused.
+    let (timed, timed_decisions) =
+        run(&format!("{utilization} + (now < 0.0 ? 1.0 : 0.0)"), "timed");
+
+    let json = |v: &Report| serde_json::to_value((&v.workloads, &v.by_flavor, &v.summary)).unwrap();
+    assert_eq!(json(&pure), json(&timed), "reuse changed the schedule");
+    let stats = |r: &Report| {
+        let s = &r.policies.as_ref().unwrap().by_policy[0];
+        (s.evaluations, s.reused)
+    };
+    let (evaluated, reused) = stats(&pure);
+    assert!(
+        reused > 0 && evaluated > 0,
+        "{evaluated} evaluated, {reused} reused"
+    );
+    assert_eq!(stats(&timed), (evaluated + reused, 0));
+
+    // Every pass is logged, and a reused answer is the one last evaluated for that flavor.
+    let pure_answers = autoscale_answers(&pure_decisions);
+    let timed_answers = autoscale_answers(&timed_decisions);
+    assert_eq!(pure_answers.len() as u64, evaluated + reused);
+    let mut last = std::collections::BTreeMap::new();
+    for ((subject, result, reused), (timed_subject, timed_result, _)) in
+        pure_answers.iter().zip(&timed_answers)
+    {
+        assert_eq!((subject, result), (timed_subject, timed_result));
+        if *reused {
+            assert_eq!(
+                last.get(subject),
+                Some(result),
+                "{subject}: reused a stale answer"
+            );
+        } else {
+            last.insert(subject.clone(), result.clone());
+        }
+    }
+}
+
+#[test]
+fn a_reloaded_bundle_never_reuses_the_answers_of_the_one_it_replaced() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
+    let scenario = scenario::build(load::load_paths(&[seed]).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Constant answers, clamped to each pool's minNodes, then its maxNodes.
+    let low = autoscale_bundle(&dir.path().join("low"), "0.0");
+    let high_dir = dir.path().join("high");
+    autoscale_bundle(&high_dir, "1000.0");
+    let source = Arc::new(Reloadable::new(low));
+    let mut engine = Engine::new(Sources {
+        platform: vec![source.clone()],
+        tenants: Default::default(),
+    });
+    let halfway = arbiter::model::Millis::from_secs(4 * 3600);
+    // Progress is reported after a cycle: decisions at that instant came before the swap.
+    let mut swapped_at = None;
+    let (_, decisions) = policies::run(&scenario, Some(&mut engine), true, &mut |p| {
+        if swapped_at.is_none() && p.now >= halfway {
+            let outcome = source.reload_with(|| load(&high_dir));
+            assert!(
+                matches!(outcome, ReloadOutcome::Swapped { .. }),
+                "{outcome:?}"
+            );
+            swapped_at = Some(p.now.as_secs_f64());
+        }
+    });
+    let swapped_at = swapped_at.expect("the run reached the halfway mark");
+    let mut before = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    let mut after = before.clone();
+    let mut reused_after = 0;
+    for d in decisions.iter().filter(|d| d.hook == Hook::Autoscale) {
+        let late = d.at_seconds > swapped_at;
+        let side = if late { &mut after } else { &mut before };
+        side.entry(d.subject.clone().unwrap())
+            .or_default()
+            .insert(d.result.to_string());
+        reused_after += usize::from(late && d.reused);
+    }
+    assert!(
+        reused_after > 0,
+        "no answer was reused after the reload: the test proves nothing"
+    );
+    for (flavor, answers) in &after {
+        assert_eq!(
+            answers.len(),
+            1,
+            "{flavor}: answers of both bundles after the reload: {answers:?}"
+        );
+    }
+    assert_ne!(before, after, "the reload changed no answer");
+}
+
+#[test]
+fn a_fair_share_policy_that_reads_the_quota_maps_gets_them() {
+    // Quota maps are built only for policies that read them: this one does.
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
+    let scenario = scenario::build(load::load_paths(&[seed]).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: flavors, hook: fairShare, cel: {expression: \"double(clusterQueue.nominal.size() * 10 + clusterQueue.usage.size())\"}}",
+        "    []",
+    );
+    let b = load(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let mut engine = Engine::fixed(vec![b], Default::default());
+    let (_, decisions) = policies::run(&scenario, Some(&mut engine), true, &mut |_| {});
+    assert_eq!(engine.errors(), 0);
+    let answers: BTreeSet<String> = decisions
+        .iter()
+        .filter(|d| d.hook == Hook::FairShare)
+        .map(|d| format!("{}={}", d.subject.as_deref().unwrap_or("?"), d.result))
+        .collect();
+    // ai-cluster-queue has three flavors, finance-cluster-queue two.
+    assert_eq!(
+        answers.into_iter().collect::<Vec<_>>(),
+        ["ai-cluster-queue=33.0", "finance-cluster-queue=22.0"]
+    );
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arbiter::core::hooks::Hooks;
 use arbiter::model::load;
-use arbiter::policy::bundle::{self, Bundle, LoadOptions};
+use arbiter::policy::bundle::{self, Bundle, Hook, LoadOptions};
 use arbiter::policy::engine::{Engine, Sources};
 use arbiter::policy::reload::{ReloadOutcome, Reloadable};
 use arbiter::policy::wasm::Runtime;
@@ -102,7 +102,7 @@ fn reload_storm_while_scheduling_loses_nothing() {
         "every workload ran to the end"
     );
     // Every score came from one whole bundle: 1 or 2, never anything else.
-    for d in engine.decisions().iter().filter(|d| d.hook == "weight") {
+    for d in engine.decisions().iter().filter(|d| d.hook == Hook::Weight) {
         let v = d.result.as_f64().unwrap();
         assert!(v == 1.0 || v == 2.0, "score {v}");
     }

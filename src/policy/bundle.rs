@@ -246,6 +246,20 @@ impl Policy {
             Program::Wasm { .. } => "wasm",
         }
     }
+    /// Can an answer be reused for an identical input later? True for a CEL
+    /// policy that does not name `now`: CEL is a pure function of its
+    /// variables, and `params` are fixed for the bundle's life. A WASM
+    /// plugin's request always carries `now`, so its answers are never reused.
+    pub fn reusable(&self) -> bool {
+        match &self.program {
+            Program::Cel {
+                expression,
+                message,
+                ..
+            } => !expression.names("now") && !message.as_ref().is_some_and(|m| m.names("now")),
+            Program::Wasm { .. } => false,
+        }
+    }
     /// The context views an evaluation reads: for CEL, those its
     /// expressions name; for WASM, every one, but for a `weight` plugin
     /// only the maps it declares (`arbiter_weight_fields`).
@@ -258,11 +272,17 @@ impl Policy {
             } => {
                 let names =
                     |v: &str| expression.names(v) || message.as_ref().is_some_and(|m| m.names(v));
+                let reads_field = |v: &str, f: &str| {
+                    expression.reads_field(v, f)
+                        || message.as_ref().is_some_and(|m| m.reads_field(v, f))
+                };
                 Reads {
                     queue: names("queue"),
                     cluster_queue: names("clusterQueue"),
                     tenant: names("tenant"),
                     cohort: names("cohort"),
+                    quotas: reads_field("clusterQueue", "nominal")
+                        || reads_field("clusterQueue", "usage"),
                 }
             }
             Program::Wasm { weight_fields, .. } if self.hook == Hook::Weight => {

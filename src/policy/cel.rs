@@ -293,6 +293,8 @@ pub struct CelProgram {
     env: Arc<Env>,
     /// Bit `i` set: the expression names [`VARIABLES`]`[i]`.
     variables: u8,
+    /// Every identifier, after `view.field` flattening (sorted, distinct).
+    idents: Vec<String>,
 }
 
 impl std::fmt::Debug for CelProgram {
@@ -438,8 +440,13 @@ pub fn compile(expression: &str, limits: &CelLimits) -> Result<CelProgram, CelEr
     check_names(&parsed, &mut Vec::new())?;
     rewrite_has(&mut parsed);
     flatten_view_fields(&mut parsed);
+    let mut idents = Vec::new();
+    identifiers(&parsed, &mut idents);
+    idents.sort();
+    idents.dedup();
     Ok(CelProgram {
         variables: variables_named(&parsed),
+        idents,
         expression: parsed,
         env,
     })
@@ -711,6 +718,15 @@ fn variables_named(node: &Expression) -> u8 {
         .fold(own, |bits, child| bits | variables_named(child))
 }
 
+fn identifiers(node: &Expression, out: &mut Vec<String>) {
+    if let Expr::Ident(name) = &node.expr {
+        out.push(name.strip_prefix('.').unwrap_or(name).to_string());
+    }
+    for child in children(&node.expr) {
+        identifiers(child, out);
+    }
+}
+
 /// The views, by variable name, with the JSON names of their fields.
 fn view_fields(view: &str) -> Option<&'static [String]> {
     static FIELDS: OnceLock<HashMap<&'static str, Vec<String>>> = OnceLock::new();
@@ -824,6 +840,20 @@ impl CelProgram {
             .iter()
             .position(|&v| v == variable)
             .is_some_and(|i| self.variables & (1 << i) != 0)
+    }
+
+    /// Whether the expression may read `field` of view `variable`: it names
+    /// `variable.field` (flattened), or the view itself in any other way
+    /// (`has(variable.field)`, `variable[...]`, passing it whole, a
+    /// comprehension variable of that name) — an over-estimate, never an under-.
+    pub fn reads_field(&self, variable: &str, field: &str) -> bool {
+        self.idents.iter().any(|ident| {
+            ident == variable
+                || ident
+                    .strip_prefix(variable)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    == Some(field)
+        })
     }
 
     /// Folds the policy's scalar `config` values into the program (see
@@ -1357,6 +1387,25 @@ mod tests {
         assert!(program("params.double * 2.0")
             .eval_number(&no_params)
             .is_err());
+    }
+
+    #[test]
+    fn reads_field_over_estimates_never_under() {
+        let reads = |e: &str| program(e).reads_field("clusterQueue", "nominal");
+        assert!(!reads("clusterQueue.decayedUsage > 0.0"));
+        assert!(!reads("clusterQueue.usage.size() > 0"));
+        assert!(!reads("workload.namespace == 'nominal'"));
+        for e in [
+            "clusterQueue.nominal.size() > 0",
+            "clusterQueue.nominal['a100']['nvidia.com/gpu'] > 1.0",
+            // The view itself, not one field of it: anything may be read.
+            "has(clusterQueue.nominal)",
+            "clusterQueue['nominal'].size() > 0",
+            "[clusterQueue].exists(c, c.weight > 0.0)",
+            "[1].exists(clusterQueue, clusterQueue > 0)",
+        ] {
+            assert!(reads(e), "{e}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! numbers to Prometheus) and the decision log. It never decides anything
 //! itself: without policies every hook gives [`DefaultHooks`]' answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,9 +36,9 @@ pub struct Decision {
     pub at_seconds: f64,
     pub bundle: String,
     pub policy: String,
-    pub hook: String,
+    pub hook: Hook,
     /// `Enforce` or `DryRun`.
-    pub mode: String,
+    pub mode: Mode,
     /// `namespace/name` for workload hooks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
@@ -54,6 +54,10 @@ pub struct Decision {
     pub error: Option<String>,
     /// Wall-clock time of the evaluation (a batch's time is split evenly over its items).
     pub duration_micros: f64,
+    /// The answer was reused, not evaluated: the policy had already decided
+    /// on exactly this input (see [`Policy::reusable`]); `durationMicros` is 0.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// Evaluation statistics of one policy.
@@ -68,6 +72,10 @@ pub struct PolicyStats {
     pub hook: String,
     pub language: String,
     pub evaluations: u64,
+    /// Answers reused without evaluating, for an input identical to the one
+    /// the policy last decided on (fairShare and autoscale CEL policies that
+    /// do not read `now`).
+    pub reused: u64,
     /// Errors by kind (`timeout`, `trap`, `cel`, …).
     pub errors: BTreeMap<String, u64>,
     pub total_micros: f64,
@@ -104,43 +112,64 @@ impl PolicyStats {
     }
 }
 
-/// The statistics of `policy` of `bundle`, created on its first evaluation;
-/// later ones find it by reference, without allocating a key. (Always
-/// `Some`; an `Option` only so that no path can panic.)
-fn tracked<'s>(
-    stats: &'s mut StatsMap,
-    metrics: Option<&PolicyMetrics>,
-    bundle: &Bundle,
-    policy: &Policy,
-) -> Option<&'s mut Tracked> {
-    let known = stats
-        .get(&bundle.name)
-        .and_then(|sources| sources.get(&bundle.source))
-        .is_some_and(|policies| policies.contains_key(&policy.name));
-    if !known {
-        let hook = policy.hook.to_string();
-        let tracked = Tracked {
-            metrics: metrics.map(|m| m.policy(&bundle.source, &policy.name, &hook)),
-            stats: PolicyStats {
-                bundle: bundle.name.clone(),
-                source: bundle.source.clone(),
-                policy: policy.name.clone(),
-                hook,
-                language: policy.language().into(),
-                ..PolicyStats::default()
-            },
+/// Per-policy statistics, kept across reloads by (bundle name, bundle
+/// source, policy name) and found on the hot path by the policy's address
+/// in the bundles in force.
+#[derive(Default)]
+struct StatsTable {
+    all: Vec<Tracked>,
+    /// Report order.
+    by_name: BTreeMap<(String, String, String), usize>,
+    /// By `&Policy` address; valid while the same bundles are pinned.
+    by_address: HashMap<usize, usize>,
+}
+
+impl StatsTable {
+    /// The statistics of `policy` of `bundle`, created on its first evaluation.
+    fn tracked(
+        &mut self,
+        metrics: Option<&PolicyMetrics>,
+        bundle: &Bundle,
+        policy: &Policy,
+    ) -> &mut Tracked {
+        let address = policy as *const Policy as usize;
+        let at = match self.by_address.get(&address) {
+            Some(&at) => at,
+            None => {
+                let key = (
+                    bundle.name.clone(),
+                    bundle.source.clone(),
+                    policy.name.clone(),
+                );
+                let at = match self.by_name.get(&key) {
+                    Some(&at) => at,
+                    None => {
+                        let hook = policy.hook.to_string();
+                        self.all.push(Tracked {
+                            metrics: metrics.map(|m| m.policy(&bundle.source, &policy.name, &hook)),
+                            stats: PolicyStats {
+                                bundle: bundle.name.clone(),
+                                source: bundle.source.clone(),
+                                policy: policy.name.clone(),
+                                hook,
+                                language: policy.language().into(),
+                                ..PolicyStats::default()
+                            },
+                        });
+                        self.by_name.insert(key, self.all.len() - 1);
+                        self.all.len() - 1
+                    }
+                };
+                self.by_address.insert(address, at);
+                at
+            }
         };
-        stats
-            .entry(bundle.name.clone())
-            .or_default()
-            .entry(bundle.source.clone())
-            .or_default()
-            .insert(policy.name.clone(), tracked);
+        &mut self.all[at]
     }
-    stats
-        .get_mut(&bundle.name)
-        .and_then(|sources| sources.get_mut(&bundle.source))
-        .and_then(|policies| policies.get_mut(&policy.name))
+
+    fn iter(&self) -> impl Iterator<Item = &PolicyStats> {
+        self.by_name.values().map(|&at| &self.all[at].stats)
+    }
 }
 
 /// The latency histogram key of bucket `i`: its bound, 4^i µs, right-aligned.
@@ -174,9 +203,6 @@ impl Tracked {
     }
 }
 
-/// Statistics by bundle name, bundle source and policy name.
-type StatsMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, Tracked>>>;
-
 /// The bundles the engine draws on: platform bundles in order, and tenant bundles by namespace.
 #[derive(Default)]
 pub struct Sources {
@@ -191,12 +217,19 @@ struct Pinned {
     tenants: BTreeMap<String, Arc<Bundle>>,
 }
 
+/// The answers a subject-keyed policy (fairShare, autoscale) gave last,
+/// with the view each was given, by (platform bundle index, policy index)
+/// and subject name. Emptied whenever a bundle in force changes.
+type Memo<V, T> = HashMap<(usize, usize), HashMap<String, (V, T)>>;
+
 /// The policy engine.
 pub struct Engine {
     sources: Sources,
     pinned: Pinned,
+    fair_share_memo: Memo<ClusterQueueView, f64>,
+    autoscale_memo: Memo<FlavorView, u32>,
     /// By bundle name, bundle source, policy name.
-    stats: StatsMap,
+    stats: StatsTable,
     metrics: Option<PolicyMetrics>,
     decisions: Vec<Decision>,
     /// Keep per-workload weight decisions in the log (they are numerous).
@@ -211,7 +244,9 @@ impl Engine {
         let mut engine = Engine {
             sources,
             pinned: Pinned::default(),
-            stats: BTreeMap::new(),
+            fair_share_memo: HashMap::new(),
+            autoscale_memo: HashMap::new(),
+            stats: StatsTable::default(),
             metrics: None,
             decisions: Vec::new(),
             log_weights: true,
@@ -254,13 +289,34 @@ impl Engine {
     }
 
     fn pin(&mut self) {
-        self.pinned.platform = self.sources.platform.iter().map(|s| s.current()).collect();
-        self.pinned.tenants = self
+        let platform: Vec<Arc<Bundle>> =
+            self.sources.platform.iter().map(|s| s.current()).collect();
+        let same = platform.len() == self.pinned.platform.len()
+            && platform
+                .iter()
+                .zip(&self.pinned.platform)
+                .all(|(a, b)| Arc::ptr_eq(a, b));
+        if !same {
+            self.fair_share_memo.clear();
+            self.autoscale_memo.clear();
+        }
+        let tenants: BTreeMap<String, Arc<Bundle>> = self
             .sources
             .tenants
             .iter()
             .map(|(ns, s)| (ns.clone(), s.current()))
             .collect();
+        let same_tenants = tenants.len() == self.pinned.tenants.len()
+            && tenants
+                .iter()
+                .zip(&self.pinned.tenants)
+                .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
+        if !(same && same_tenants) {
+            // A policy's address may be reused by the bundles pinned next.
+            self.stats.by_address.clear();
+        }
+        self.pinned.platform = platform;
+        self.pinned.tenants = tenants;
     }
 
     /// The bundles in force now (platform, then tenants).
@@ -273,11 +329,7 @@ impl Engine {
             .collect()
     }
     pub fn stats(&self) -> impl Iterator<Item = &PolicyStats> {
-        self.stats
-            .values()
-            .flat_map(BTreeMap::values)
-            .flat_map(BTreeMap::values)
-            .map(|t| &t.stats)
+        self.stats.iter()
     }
     pub fn decisions(&self) -> &[Decision] {
         &self.decisions
@@ -309,7 +361,55 @@ impl Engine {
         reason: Option<String>,
         error: Option<&PolicyError>,
     ) {
-        if let Some(tracked) = tracked(&mut self.stats, self.metrics.as_ref(), bundle, policy) {
+        self.log(
+            bundle, policy, now, micros, workload, subject, result, reason, error, false,
+        );
+    }
+
+    /// Records an answer reused for an unchanged input: counted and logged, not timed.
+    fn record_reused(
+        &mut self,
+        bundle: &Bundle,
+        policy: &Policy,
+        now: Millis,
+        subject: String,
+        result: serde_json::Value,
+    ) {
+        self.log(
+            bundle,
+            policy,
+            now,
+            0.0,
+            None,
+            Some(subject),
+            result,
+            None,
+            None,
+            true,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn log(
+        &mut self,
+        bundle: &Bundle,
+        policy: &Policy,
+        now: Millis,
+        micros: f64,
+        workload: Option<String>,
+        subject: Option<String>,
+        result: serde_json::Value,
+        reason: Option<String>,
+        error: Option<&PolicyError>,
+        reused: bool,
+    ) {
+        let tracked = self.stats.tracked(self.metrics.as_ref(), bundle, policy);
+        if reused {
+            tracked.stats.reused += 1;
+            if let Some(metrics) = &mut tracked.metrics {
+                metrics.record_reused();
+            }
+        } else {
             tracked.record(micros, error.map(|e| e.kind));
         }
         if policy.hook == Hook::Weight && !self.log_weights && error.is_none() {
@@ -319,8 +419,8 @@ impl Engine {
             at_seconds: build::seconds(now),
             bundle: bundle.name.clone(),
             policy: policy.name.clone(),
-            hook: policy.hook.to_string(),
-            mode: format!("{:?}", policy.mode),
+            hook: policy.hook,
+            mode: policy.mode,
             workload,
             subject,
             result: if error.is_some() {
@@ -334,6 +434,7 @@ impl Engine {
             },
             error: error.map(|e| e.kind.to_string()),
             duration_micros: micros,
+            reused,
         });
     }
 
@@ -514,15 +615,20 @@ impl Hooks for Engine {
             return weights;
         }
         let state = request.state;
+        // Quota maps are the costly part of a view: built only if some policy reads them.
+        let quotas = reads(&self.pinned.platform, Hook::FairShare).quotas;
         let views: Vec<ClusterQueueView> = (0..state.cluster().cluster_queues.len())
-            .map(|i| build::cluster_queue(state, ClusterQueueId(i as u32)))
+            .map(|i| build::cluster_queue(state, ClusterQueueId(i as u32), quotas))
             .collect();
         let names: Vec<String> = views.iter().map(|v| v.name.clone()).collect();
         let now = build::seconds(request.now);
+        let mut memo = std::mem::take(&mut self.fair_share_memo);
         let decided = self.first_match(
             Hook::FairShare,
             request.now,
             &names,
+            &views,
+            &mut memo,
             |policy, name| {
                 policy.matches.cluster_queues.is_empty()
                     || policy.matches.cluster_queues.iter().any(|c| c == name)
@@ -536,6 +642,7 @@ impl Hooks for Engine {
                 eval::fair_share(policy, &input, logs)
             },
         );
+        self.fair_share_memo = memo;
         for (weight, value) in weights.iter_mut().zip(decided) {
             if let Some(value) = value {
                 *weight = value;
@@ -565,10 +672,13 @@ impl Hooks for Engine {
             .collect();
         let names: Vec<String> = views.iter().map(|v| v.name.clone()).collect();
         let now = build::seconds(request.now);
+        let mut memo = std::mem::take(&mut self.autoscale_memo);
         let decided = self.first_match(
             Hook::Autoscale,
             request.now,
             &names,
+            &views,
+            &mut memo,
             |policy, name| {
                 policy.matches.flavors.is_empty()
                     || policy.matches.flavors.iter().any(|f| f == name)
@@ -594,6 +704,7 @@ impl Hooks for Engine {
                     .collect())
             },
         );
+        self.autoscale_memo = memo;
         for (n, value) in nodes.iter_mut().zip(decided) {
             if let Some(value) = value {
                 *n = value;
@@ -618,7 +729,7 @@ impl Hooks for Engine {
                     workload: build::workload(state, entry, now),
                     queue: built_if(reads.queue, || build::queue(state, entry)),
                     cluster_queue: built_if(reads.cluster_queue, || {
-                        build::cluster_queue(state, request.cluster_queue)
+                        build::cluster_queue(state, request.cluster_queue, reads.quotas)
                     }),
                     tenant: built_if(reads.tenant, || {
                         build::tenant(state, &entry.workload.namespace)
@@ -682,56 +793,94 @@ impl Engine {
     /// subjects it matches that no enforcing policy has decided yet; the
     /// first enforcing policy to succeed decides. Returns the decided value
     /// per subject (`None`: the built-in answer stands).
-    fn first_match<T: Copy + Into<serde_json::Value>>(
+    ///
+    /// A [`Policy::reusable`] policy is not evaluated again for a subject
+    /// whose view equals the one it last answered for: its answer is
+    /// reused, and logged as such.
+    #[allow(clippy::too_many_arguments)]
+    fn first_match<V: Clone + PartialEq, T: Copy + Into<serde_json::Value>>(
         &mut self,
         hook: Hook,
         now: Millis,
         names: &[String],
+        views: &[V],
+        memo: &mut Memo<V, T>,
         matches: impl Fn(&Policy, &str) -> bool,
         evaluate: impl Fn(&Policy, &[usize], &mut Logs) -> Result<Vec<T>, PolicyError>,
     ) -> Vec<Option<T>> {
         let mut decided: Vec<Option<T>> = vec![None; names.len()];
-        for bundle in self.pinned.platform.clone() {
-            for policy in bundle.policies.iter().filter(|p| p.hook == hook) {
-                let picked: Vec<usize> = (0..names.len())
-                    .filter(|&i| decided[i].is_none() && matches(policy, &names[i]))
-                    .collect();
-                if picked.is_empty() {
+        for (b, bundle) in self.pinned.platform.clone().iter().enumerate() {
+            for (p, policy) in bundle.policies.iter().enumerate() {
+                if policy.hook != hook {
                     continue;
                 }
-                let start = Instant::now();
-                let result = evaluate(policy, &picked, &mut self.logs);
-                let micros = micros_since(start) / picked.len() as f64;
-                match result {
-                    Ok(values) => {
-                        for (&i, value) in picked.iter().zip(values) {
-                            self.record(
-                                &bundle,
-                                policy,
-                                now,
-                                micros,
-                                None,
-                                Some(names[i].clone()),
-                                value.into(),
-                                None,
-                                None,
-                            );
-                            if policy.mode == Mode::Enforce {
-                                decided[i] = Some(value);
+                let mut picked: Vec<usize> = (0..names.len())
+                    .filter(|&i| decided[i].is_none() && matches(policy, &names[i]))
+                    .collect();
+                // (subject, answer, reused); logged in subject order.
+                let mut answered: Vec<(usize, T, bool)> = Vec::new();
+                if policy.reusable() {
+                    let known = memo.entry((b, p)).or_default();
+                    picked.retain(|&i| match known.get(names[i].as_str()) {
+                        Some((view, value)) if *view == views[i] => {
+                            answered.push((i, *value, true));
+                            false
+                        }
+                        _ => true,
+                    });
+                }
+                let mut micros = 0.0;
+                if !picked.is_empty() {
+                    let start = Instant::now();
+                    let result = evaluate(policy, &picked, &mut self.logs);
+                    micros = micros_since(start) / picked.len() as f64;
+                    match result {
+                        Ok(values) => {
+                            for (&i, value) in picked.iter().zip(values) {
+                                if policy.reusable() {
+                                    memo.entry((b, p))
+                                        .or_default()
+                                        .insert(names[i].clone(), (views[i].clone(), value));
+                                }
+                                answered.push((i, value, false));
                             }
                         }
+                        Err(e) => self.record(
+                            bundle,
+                            policy,
+                            now,
+                            micros,
+                            None,
+                            None,
+                            serde_json::Value::Null,
+                            None,
+                            Some(&e),
+                        ),
                     }
-                    Err(e) => self.record(
-                        &bundle,
-                        policy,
-                        now,
-                        micros,
-                        None,
-                        None,
-                        serde_json::Value::Null,
-                        None,
-                        Some(&e),
-                    ),
+                }
+                answered.sort_by_key(|&(i, _, _)| i);
+                for &(i, value, reused) in &answered {
+                    let subject = names[i].clone();
+                    if reused {
+                        self.record_reused(bundle, policy, now, subject, value.into());
+                    } else {
+                        self.record(
+                            bundle,
+                            policy,
+                            now,
+                            micros,
+                            None,
+                            Some(subject),
+                            value.into(),
+                            None,
+                            None,
+                        );
+                    }
+                }
+                if policy.mode == Mode::Enforce {
+                    for (i, value, _) in answered {
+                        decided[i] = Some(value);
+                    }
                 }
             }
         }
@@ -838,7 +987,9 @@ fn admission_input(request: &AdmissionRequest<'_>, reads: Reads) -> AdmissionInp
     AdmissionInput {
         workload,
         queue: built_if(reads.queue, || build::queue(state, entry)),
-        cluster_queue: built_if(reads.cluster_queue, || build::cluster_queue(state, cq)),
+        cluster_queue: built_if(reads.cluster_queue, || {
+            build::cluster_queue(state, cq, reads.quotas)
+        }),
         tenant: built_if(reads.tenant, || {
             build::tenant(state, &entry.workload.namespace)
         }),
@@ -879,7 +1030,7 @@ fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightInput {
         if reads.cluster_queue && !input.cluster_queues.contains_key(&w.cluster_queue) {
             input.cluster_queues.insert(
                 w.cluster_queue.clone(),
-                build::cluster_queue(state, wl.cluster_queue),
+                build::cluster_queue(state, wl.cluster_queue, reads.quotas),
             );
         }
         if reads.tenant && !input.tenants.contains_key(&w.namespace) {

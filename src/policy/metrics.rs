@@ -75,6 +75,7 @@ type Timestamps = Family<BundleLabels, Gauge<f64, AtomicU64>>;
 #[derive(Clone)]
 pub struct PolicyMetrics {
     evaluations: Family<PolicyLabels, Counter>,
+    reused: Family<PolicyLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     durations: Family<PolicyLabels, Histogram, fn() -> Histogram>,
     reloads: Family<ReloadLabels, Counter>,
@@ -88,6 +89,7 @@ impl PolicyMetrics {
     pub fn register(registry: &mut Registry) -> PolicyMetrics {
         let metrics = PolicyMetrics {
             evaluations: Family::default(),
+            reused: Family::default(),
             errors: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
             reloads: Family::default(),
@@ -99,6 +101,11 @@ impl PolicyMetrics {
             "arbiter_policy_evaluations",
             "Policy evaluations, failed ones included (a batch hook counts one per workload or subject)",
             metrics.evaluations.clone(),
+        );
+        registry.register(
+            "arbiter_policy_reused",
+            "Answers reused without evaluating: the policy had already decided on exactly this input (fairShare and autoscale CEL policies that do not read now)",
+            metrics.reused.clone(),
         );
         registry.register(
             "arbiter_policy_errors",
@@ -144,6 +151,7 @@ impl PolicyMetrics {
         };
         PolicyHandle {
             evaluations: self.evaluations.get_or_create_owned(&labels),
+            reused: self.reused.get_or_create_owned(&labels),
             duration: self.durations.get_or_create_owned(&labels),
             errors: self.errors.clone(),
             by_kind: Vec::new(),
@@ -179,6 +187,7 @@ impl PolicyMetrics {
 pub struct PolicyHandle {
     labels: PolicyLabels,
     evaluations: Counter,
+    reused: Counter,
     duration: Histogram,
     errors: Family<ErrorLabels, Counter>,
     /// The error counters resolved so far (a handful of kinds at most).
@@ -193,6 +202,11 @@ impl PolicyHandle {
         if let Some(kind) = error {
             self.error_counter(kind).inc();
         }
+    }
+
+    /// One answer reused for an input the policy had already decided on.
+    pub fn record_reused(&mut self) {
+        self.reused.inc();
     }
 
     fn error_counter(&mut self, kind: &'static str) -> &Counter {

@@ -424,6 +424,9 @@ pub struct Reads {
     pub cluster_queue: bool,
     pub tenant: bool,
     pub cohort: bool,
+    /// The ClusterQueue view's `nominal` and `usage` maps (the costly part
+    /// of building it): left empty when no policy reads them.
+    pub quotas: bool,
 }
 
 impl Reads {
@@ -432,6 +435,7 @@ impl Reads {
         cluster_queue: true,
         tenant: true,
         cohort: true,
+        quotas: true,
     };
 
     pub fn union(self, other: Reads) -> Reads {
@@ -440,6 +444,7 @@ impl Reads {
             cluster_queue: self.cluster_queue || other.cluster_queue,
             tenant: self.tenant || other.tenant,
             cohort: self.cohort || other.cohort,
+            quotas: self.quotas || other.quotas,
         }
     }
 }
@@ -452,6 +457,7 @@ impl WeightFields {
             cluster_queue: self.cluster_queues,
             tenant: self.tenants,
             cohort: false,
+            quotas: self.cluster_queues,
         }
     }
 }
@@ -655,12 +661,14 @@ pub mod build {
         })
     }
 
-    pub fn cluster_queue(state: &Scheduler, cq: ClusterQueueId) -> ClusterQueueView {
+    /// The ClusterQueue's view; its `nominal` and `usage` maps only with `quotas`.
+    pub fn cluster_queue(state: &Scheduler, cq: ClusterQueueId, quotas: bool) -> ClusterQueueView {
         let cluster = state.cluster();
         let def = cluster.cluster_queue(cq);
         let mut nominal: BTreeMap<String, Quantities> = BTreeMap::new();
         let mut usage: BTreeMap<String, Quantities> = BTreeMap::new();
-        for (i, quota) in def.quotas.iter().enumerate() {
+        let defined = if quotas { def.quotas.as_slice() } else { &[] };
+        for (i, quota) in defined.iter().enumerate() {
             let Some(quota) = quota else { continue };
             let fr = FlavorResource(i as u32);
             let (flavor, resource) = cluster.split(fr);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::core::hooks::DefaultHooks;
-use crate::policy::bundle::{self, BundleError, LoadOptions};
+use crate::policy::bundle::{self, BundleError, Hook, LoadOptions};
 use crate::policy::engine::{Decision, Engine};
 use crate::policy::wasm::Runtime;
 
@@ -138,7 +138,7 @@ pub fn run(
         by_policy,
         decisions: decisions
             .iter()
-            .filter(|d| d.hook != "weight" || d.error.is_some())
+            .filter(|d| d.hook != Hook::Weight || d.error.is_some())
             .cloned()
             .collect(),
     });

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::report::Report;
+use crate::policy::bundle::Hook;
 
 /// Runs with at most this many workloads list every one.
 const LIST_ALL_UP_TO: usize = 60;
@@ -45,6 +46,7 @@ pub fn render(report: &Report) -> String {
             "HOOK".into(),
             "LANG".into(),
             "EVALUATIONS".into(),
+            "REUSED".into(),
             "ERRORS".into(),
             "MEAN µs".into(),
         ]];
@@ -55,6 +57,7 @@ pub fn render(report: &Report) -> String {
                 s.hook.clone(),
                 s.language.clone(),
                 s.evaluations.to_string(),
+                s.reused.to_string(),
                 errors.to_string(),
                 format!("{:.1}", s.total_micros / s.evaluations.max(1) as f64),
             ]);
@@ -64,7 +67,7 @@ pub fn render(report: &Report) -> String {
         let denials = p
             .decisions
             .iter()
-            .filter(|d| d.hook == "admission" && d.result == "deny")
+            .filter(|d| d.hook == Hook::Admission && d.result == "deny")
             .count();
         let _ = writeln!(
             out,
