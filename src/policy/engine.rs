@@ -228,7 +228,6 @@ pub struct Engine {
     pinned: Pinned,
     fair_share_memo: Memo<ClusterQueueView, f64>,
     autoscale_memo: Memo<FlavorView, u32>,
-    /// By bundle name, bundle source, policy name.
     stats: StatsTable,
     metrics: Option<PolicyMetrics>,
     decisions: Vec<Decision>,
@@ -366,29 +365,8 @@ impl Engine {
         );
     }
 
-    /// Records an answer reused for an unchanged input: counted and logged, not timed.
-    fn record_reused(
-        &mut self,
-        bundle: &Bundle,
-        policy: &Policy,
-        now: Millis,
-        subject: String,
-        result: serde_json::Value,
-    ) {
-        self.log(
-            bundle,
-            policy,
-            now,
-            0.0,
-            None,
-            Some(subject),
-            result,
-            None,
-            None,
-            true,
-        );
-    }
-
+    /// [`Engine::record`], or with `reused` an answer reused for an
+    /// unchanged input: counted and logged, not timed.
     #[allow(clippy::too_many_arguments)]
     fn log(
         &mut self,
@@ -819,7 +797,8 @@ impl Engine {
                     .collect();
                 // (subject, answer, reused); logged in subject order.
                 let mut answered: Vec<(usize, T, bool)> = Vec::new();
-                if policy.reusable() {
+                let reusable = policy.reusable();
+                if reusable {
                     let known = memo.entry((b, p)).or_default();
                     picked.retain(|&i| match known.get(names[i].as_str()) {
                         Some((view, value)) if *view == views[i] => {
@@ -837,7 +816,7 @@ impl Engine {
                     match result {
                         Ok(values) => {
                             for (&i, value) in picked.iter().zip(values) {
-                                if policy.reusable() {
+                                if reusable {
                                     memo.entry((b, p))
                                         .or_default()
                                         .insert(names[i].clone(), (views[i].clone(), value));
@@ -861,21 +840,19 @@ impl Engine {
                 answered.sort_by_key(|&(i, _, _)| i);
                 for &(i, value, reused) in &answered {
                     let subject = names[i].clone();
-                    if reused {
-                        self.record_reused(bundle, policy, now, subject, value.into());
-                    } else {
-                        self.record(
-                            bundle,
-                            policy,
-                            now,
-                            micros,
-                            None,
-                            Some(subject),
-                            value.into(),
-                            None,
-                            None,
-                        );
-                    }
+                    let micros = if reused { 0.0 } else { micros };
+                    self.log(
+                        bundle,
+                        policy,
+                        now,
+                        micros,
+                        None,
+                        Some(subject),
+                        value.into(),
+                        None,
+                        None,
+                        reused,
+                    );
                 }
                 if policy.mode == Mode::Enforce {
                     for (i, value, _) in answered {
