@@ -347,28 +347,10 @@ impl Engine {
         self.stats().flat_map(|s| s.errors.values()).sum()
     }
 
+    /// Counts one answer in its policy's statistics and logs the decision;
+    /// with `reused`, an answer reused for an unchanged input (not timed).
     #[allow(clippy::too_many_arguments)]
     fn record(
-        &mut self,
-        bundle: &Bundle,
-        policy: &Policy,
-        now: Millis,
-        micros: f64,
-        workload: Option<String>,
-        subject: Option<String>,
-        result: serde_json::Value,
-        reason: Option<String>,
-        error: Option<&PolicyError>,
-    ) {
-        self.log(
-            bundle, policy, now, micros, workload, subject, result, reason, error, false,
-        );
-    }
-
-    /// [`Engine::record`], or with `reused` an answer reused for an
-    /// unchanged input: counted and logged, not timed.
-    #[allow(clippy::too_many_arguments)]
-    fn log(
         &mut self,
         bundle: &Bundle,
         policy: &Policy,
@@ -495,6 +477,7 @@ impl Hooks for Engine {
                             label.into(),
                             out.reason.clone(),
                             None,
+                            false,
                         );
                         (!out.allowed).then(|| AdmissionVerdict::Deny {
                             policy: policy.name.clone(),
@@ -515,6 +498,7 @@ impl Hooks for Engine {
                             serde_json::Value::Null,
                             None,
                             Some(&e),
+                            false,
                         );
                         (policy.failure_policy == FailurePolicy::Fail).then(|| {
                             AdmissionVerdict::Deny {
@@ -739,6 +723,7 @@ impl Hooks for Engine {
                             order.clone().into(),
                             None,
                             None,
+                            false,
                         );
                         if policy.mode == Mode::Enforce {
                             let cluster = state.cluster();
@@ -757,6 +742,7 @@ impl Hooks for Engine {
                         serde_json::Value::Null,
                         None,
                         Some(&e),
+                        false,
                     ),
                 }
             }
@@ -834,6 +820,7 @@ impl Engine {
                             serde_json::Value::Null,
                             None,
                             Some(&e),
+                            false,
                         ),
                     }
                 }
@@ -841,7 +828,7 @@ impl Engine {
                 for &(i, value, reused) in &answered {
                     let subject = names[i].clone();
                     let micros = if reused { 0.0 } else { micros };
-                    self.log(
+                    self.record(
                         bundle,
                         policy,
                         now,
@@ -907,6 +894,7 @@ impl Engine {
                         scores[k].into(),
                         None,
                         None,
+                        false,
                     );
                 }
                 if policy.mode == Mode::Enforce {
@@ -926,6 +914,7 @@ impl Engine {
                     serde_json::Value::Null,
                     None,
                     Some(&e),
+                    false,
                 );
                 Vec::new()
             }
