@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
 use std::sync::Arc;
 
-use arbiter::policy::bundle::{self, LoadOptions, Program};
-use arbiter::policy::cel::{compile, CelLimits, Vars};
-use arbiter::policy::view::{PodSetView, QueueView, WorkloadView};
-use arbiter::policy::wasm::Runtime;
+use arbiter_policy::bundle::{self, LoadOptions, Program};
+use arbiter_policy::cel::{compile, CelLimits, Vars};
+use arbiter_policy::view::{PodSetView, QueueView, WorkloadView};
+use arbiter_policy::wasm::Runtime;
 use cel::objects::{Key, Map};
 use criterion::{criterion_group, criterion_main, Criterion};
 

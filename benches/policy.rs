@@ -18,13 +18,13 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 
-use arbiter::policy::bundle::{self, Bundle, LoadOptions, Policy, Program};
-use arbiter::policy::eval;
-use arbiter::policy::view::{
+use arbiter_policy::bundle::{self, Bundle, LoadOptions, Policy, Program};
+use arbiter_policy::eval;
+use arbiter_policy::view::{
     ClusterQueueView, EstimateView, PodSetView, QueueView, TenantView, WeightFields, WeightInput,
     WeightRequest, WorkloadView,
 };
-use arbiter::policy::wasm::Runtime;
+use arbiter_policy::wasm::Runtime;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// The same allocator as the `arbiter` binary.

@@ -9,14 +9,13 @@
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
-use arbiter::core::hooks::DefaultHooks;
-use arbiter::core::intake::{intake, Intake};
-use arbiter::core::Scheduler;
-use arbiter::model::load;
-use arbiter::model::Millis;
-use arbiter::sim::generate::Shape;
-use arbiter::sim::policies::{self, PolicyChoice};
-use arbiter::sim::{driver, scenario};
+use arbiter_core::model::Millis;
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_core::scheduler::intake::{intake, Intake};
+use arbiter_core::scheduler::Scheduler;
+use arbiter_sim::generate::Shape;
+use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_sim::{driver, scenario};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 /// The same allocator as the `arbiter` binary.
@@ -52,7 +51,8 @@ spec: {{count: {per_queue}, namespace: ns-{q}, queueName: lq, podSets: [{{name: 
 "
         ));
     }
-    let loaded = load::load_str(&yaml, Path::new("bench.yaml")).expect("bench scenario loads");
+    let loaded = arbiter_core::model::load::load_str(&yaml, Path::new("bench.yaml"))
+        .expect("bench scenario loads");
     let scenario = scenario::build(loaded).expect("bench scenario builds");
     let mut scheduler = Scheduler::new(scenario.cluster.clone(), &[]);
     let mut hooks = DefaultHooks;
@@ -91,8 +91,8 @@ fn simulations(c: &mut Criterion) {
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10);
     let seed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
-    let seed =
-        scenario::build(load::load_paths(&[seed]).expect("seed loads")).expect("seed builds");
+    let seed = scenario::build(arbiter_sim::files::load_paths(&[seed]).expect("seed loads"))
+        .expect("seed builds");
     group.bench_function("seed", |b| {
         b.iter(|| black_box(driver::run(&seed, &mut DefaultHooks, &mut |_| {})))
     });
@@ -109,9 +109,10 @@ fn simulations(c: &mut Criterion) {
         })
     });
     let yaml = Shape::baseline().to_yaml();
-    let baseline =
-        scenario::build(load::load_str(&yaml, Path::new("baseline.yaml")).expect("loads"))
-            .expect("builds");
+    let baseline = scenario::build(
+        arbiter_core::model::load::load_str(&yaml, Path::new("baseline.yaml")).expect("loads"),
+    )
+    .expect("builds");
     group.bench_function("kueue-baseline", |b| {
         b.iter(|| black_box(driver::run(&baseline, &mut DefaultHooks, &mut |_| {})))
     });

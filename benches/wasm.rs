@@ -8,7 +8,7 @@
 
 use std::hint::black_box;
 
-use arbiter::policy::wasm::{Hook, Limits, Runtime};
+use arbiter_policy::wasm::{Hook, Limits, Runtime};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// The same allocator as the `arbiter` binary.

@@ -13,10 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use arbiter::model::load;
-use arbiter::sim::generate::Shape;
-use arbiter::sim::policies::{self, PolicyChoice};
-use arbiter::sim::scenario;
+use arbiter_sim::generate::Shape;
+use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_sim::scenario;
 
 /// The same allocator as the `arbiter` binary.
 #[global_allocator]
@@ -58,7 +57,7 @@ fn main() -> ExitCode {
 
 fn run(shape: &Shape, bundle: Option<PathBuf>) -> ExitCode {
     let yaml = shape.to_yaml();
-    let built = load::load_str(&yaml, Path::new("kueue-perf.yaml"))
+    let built = arbiter_core::model::load::load_str(&yaml, Path::new("kueue-perf.yaml"))
         .map_err(|e| e.to_string())
         .and_then(|loaded| scenario::build(loaded).map_err(|e| e.to_string()));
     let scenario = match built {

@@ -42,11 +42,11 @@ mod unix {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use arbiter::policy::bundle::{self, LoadOptions};
-    use arbiter::policy::reload::{
+    use arbiter_policy::bundle::{self, LoadOptions};
+    use arbiter_policy::reload::{
         DirWatcher, Identity, Loaded, ReloadOutcome, Reloadable, DEFAULT_DEBOUNCE,
     };
-    use arbiter::policy::wasm::Runtime;
+    use arbiter_policy::wasm::Runtime;
 
     /// The same allocator as the `arbiter` binary.
     #[global_allocator]

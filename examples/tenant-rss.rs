@@ -23,11 +23,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use arbiter::policy::bundle::{self, Hook, LoadOptions};
-use arbiter::policy::engine::Engine;
-use arbiter::policy::eval;
-use arbiter::policy::view::{EstimateView, WeightInput, WorkloadView};
-use arbiter::policy::wasm::Runtime;
+use arbiter_policy::bundle::{self, Hook, LoadOptions};
+use arbiter_policy::engine::Engine;
+use arbiter_policy::eval;
+use arbiter_policy::view::{EstimateView, WeightInput, WorkloadView};
+use arbiter_policy::wasm::Runtime;
 
 /// The same allocator as the `arbiter` binary.
 #[global_allocator]

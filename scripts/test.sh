@@ -24,9 +24,9 @@ fi
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 log "plugins (scripts/build-plugins.sh)"
 ./scripts/build-plugins.sh
 log "cargo test"
-ARBITER_REQUIRE_PLUGINS=1 cargo test --all-targets --locked
+ARBITER_REQUIRE_PLUGINS=1 cargo test --workspace --all-targets --locked
 log "disk used by target/: $(du -sh target | cut -f1)"

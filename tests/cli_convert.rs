@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use arbiter::model::load::{Document, Manifest, Origin};
+use arbiter_core::model::load::{Document, Manifest, Origin};
 use assert_cmd::Command;
 use predicates::prelude::*;
 
@@ -73,7 +73,7 @@ fn convert_kueue_v1beta1_prints_arbiter_manifests_and_warns_on_stderr() {
         .clone();
     let yaml = String::from_utf8(output).unwrap_or_else(|e| panic!("{e}"));
     let converted = write(dir.path(), "arbiter.yaml", &yaml);
-    let loaded = arbiter::model::load::load_paths(&[converted])
+    let loaded = arbiter_sim::files::load_paths(&[converted])
         .unwrap_or_else(|e| panic!("converted output does not load: {e}\n{yaml}"));
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     for document in &loaded.documents {

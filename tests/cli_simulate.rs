@@ -449,7 +449,7 @@ fn kueue_v1beta1_example_converts() {
     let yaml = String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let converted = write(dir.path(), "converted.yaml", &yaml);
-    let loaded = arbiter::model::load::load_paths(&[converted])
+    let loaded = arbiter_sim::files::load_paths(&[converted])
         .unwrap_or_else(|e| panic!("converted output does not load: {e}\n{yaml}"));
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert!(

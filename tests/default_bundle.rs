@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use arbiter::policy::bundle::{self, LoadOptions};
-use arbiter::policy::wasm::Runtime;
+use arbiter_policy::bundle::{self, LoadOptions};
+use arbiter_policy::wasm::Runtime;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -61,7 +61,7 @@ fn freshly_built_plugin_passes_the_bundle_tests() {
 /// the default bundle's policies reads, as the engine sees it.
 #[test]
 fn each_policy_reads_only_the_views_it_names() {
-    use arbiter::policy::view::Reads;
+    use arbiter_policy::view::Reads;
     let runtime = Runtime::new().expect("runtime starts");
     let bundle = bundle::load_path(&root().join("policies"), &runtime, &LoadOptions::default())
         .unwrap_or_else(|e| panic!("{e}"));

@@ -7,9 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use arbiter::model::load;
-use arbiter::sim::policies::{self, PolicyChoice};
-use arbiter::sim::scenario;
+use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_sim::scenario;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,7 +19,7 @@ fn seed_report() -> String {
     // Relative, as a user types it (cargo runs tests in the package root):
     // the report names the bundle's source, which must not depend on the checkout.
     assert_eq!(std::env::current_dir().ok().as_deref(), Some(root()));
-    let loaded = load::load_paths(&[PathBuf::from("examples/seed")])
+    let loaded = arbiter_sim::files::load_paths(&[PathBuf::from("examples/seed")])
         .unwrap_or_else(|e| panic!("examples/seed does not load: {e}"));
     let scenario =
         scenario::build(loaded).unwrap_or_else(|e| panic!("examples/seed does not build: {e}"));

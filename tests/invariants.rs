@@ -21,17 +21,17 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use arbiter::core::capacity::PoolSpec;
-use arbiter::core::hooks::{
+use arbiter_core::model::api::QueueingStrategy;
+use arbiter_core::model::cluster::{Cluster, ClusterQueueId, CohortId, FlavorId, FlavorResource};
+use arbiter_core::model::{Amount, Millis};
+use arbiter_core::scheduler::capacity::PoolSpec;
+use arbiter_core::scheduler::hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
     FlavorRequest, Hooks, Weight, WeightRequest,
 };
-use arbiter::core::intake::{intake, Intake};
-use arbiter::core::{Entry, Event, Scheduler, Status, WorkloadId};
-use arbiter::model::api::QueueingStrategy;
-use arbiter::model::cluster::{Cluster, ClusterQueueId, CohortId, FlavorId, FlavorResource};
-use arbiter::model::{Amount, Millis};
-use arbiter::sim::scenario::{self, Scenario};
+use arbiter_core::scheduler::intake::{intake, Intake};
+use arbiter_core::scheduler::{Entry, Event, Scheduler, Status, WorkloadId};
+use arbiter_sim::scenario::{self, Scenario};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------- generation
@@ -390,7 +390,7 @@ impl ScenarioGen {
 }
 
 fn build(yaml: &str) -> Result<Scenario, TestCaseError> {
-    let loaded = arbiter::model::load::load_str(yaml, Path::new("prop.yaml"))
+    let loaded = arbiter_core::model::load::load_str(yaml, Path::new("prop.yaml"))
         .map_err(|e| TestCaseError::fail(format!("load: {e}\n{yaml}")))?;
     prop_assert!(
         loaded.warnings.is_empty(),
@@ -834,7 +834,7 @@ fn check_nothing_lost(scenario: &Scenario, scheduler: &Scheduler) -> Result<(), 
 }
 
 fn report_json(scenario: &Scenario) -> String {
-    let mut report = arbiter::sim::driver::run(scenario, &mut DefaultHooks, &mut |_| {});
+    let mut report = arbiter_sim::driver::run(scenario, &mut DefaultHooks, &mut |_| {});
     report.scheduler.cpu_seconds = 0.0;
     serde_json::to_string_pretty(&report).unwrap_or_else(|e| panic!("report: {e}"))
 }
@@ -926,7 +926,7 @@ spec:
 #[test]
 fn quota_oracle_reports_overuse_and_overlending() {
     let scenario = scenario::build(
-        arbiter::model::load::load_str(TWO_QUEUES, Path::new("two.yaml"))
+        arbiter_core::model::load::load_str(TWO_QUEUES, Path::new("two.yaml"))
             .unwrap_or_else(|e| panic!("{e}")),
     )
     .unwrap_or_else(|e| panic!("{e}"));

@@ -5,18 +5,17 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use arbiter::model::load;
-use arbiter::policy::bundle::{self, BundleError, Hook, LoadOptions, Mode};
-use arbiter::policy::engine::Sources;
-use arbiter::policy::reload::{ReloadOutcome, Reloadable};
+use arbiter_policy::bundle::{self, BundleError, Hook, LoadOptions, Mode};
+use arbiter_policy::engine::Sources;
+use arbiter_policy::reload::{ReloadOutcome, Reloadable};
 use std::sync::Arc;
 
-use arbiter::policy::engine::{Decision, Engine};
-use arbiter::policy::eval;
-use arbiter::policy::view::{EstimateView, TenantView, WeightInput, WorkloadView};
-use arbiter::policy::wasm::Runtime;
-use arbiter::sim::report::Report;
-use arbiter::sim::{policies, scenario};
+use arbiter_policy::engine::{Decision, Engine};
+use arbiter_policy::eval;
+use arbiter_policy::view::{EstimateView, TenantView, WeightInput, WorkloadView};
+use arbiter_policy::wasm::Runtime;
+use arbiter_sim::report::Report;
+use arbiter_sim::{policies, scenario};
 
 fn write_bundle(dir: &Path, policies: &str, tests: &str) {
     std::fs::create_dir_all(dir).unwrap();
@@ -197,7 +196,7 @@ fn run_with(policy: &str) -> (Report, Engine) {
     std::fs::write(&file, SCENARIO).unwrap();
     let bundle_dir = dir.path().join("b");
     write_bundle(&bundle_dir, policy, "    []");
-    let scenario = scenario::build(load::load_paths(&[file]).unwrap()).unwrap();
+    let scenario = scenario::build(arbiter_sim::files::load_paths(&[file]).unwrap()).unwrap();
     let b = load(&bundle_dir).unwrap_or_else(|e| panic!("{e}"));
     let mut engine = Engine::fixed(vec![b], Default::default());
     let (report, _) = policies::run(&scenario, Some(&mut engine), true, &mut |_| {});
@@ -361,7 +360,7 @@ fn autoscale_answers(decisions: &[Decision]) -> Vec<(String, serde_json::Value, 
 fn unchanged_autoscale_inputs_reuse_the_answer_and_the_schedule_is_the_same() {
     // The seed: three autoscaled flavors, a pass every few minutes for 8 hours.
     let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
-    let scenario = scenario::build(load::load_paths(&[seed]).unwrap()).unwrap();
+    let scenario = scenario::build(arbiter_sim::files::load_paths(&[seed]).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let utilization = "(flavor.utilization * double(flavor.nodes) + flavor.pendingNodes) / 0.5";
     let run = |expression: &str, name: &str| {
@@ -411,7 +410,7 @@ fn unchanged_autoscale_inputs_reuse_the_answer_and_the_schedule_is_the_same() {
 #[test]
 fn a_reloaded_bundle_never_reuses_the_answers_of_the_one_it_replaced() {
     let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
-    let scenario = scenario::build(load::load_paths(&[seed]).unwrap()).unwrap();
+    let scenario = scenario::build(arbiter_sim::files::load_paths(&[seed]).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Constant answers, clamped to each pool's minNodes, then its maxNodes.
     let low = autoscale_bundle(&dir.path().join("low"), "0.0");
@@ -422,7 +421,7 @@ fn a_reloaded_bundle_never_reuses_the_answers_of_the_one_it_replaced() {
         platform: vec![source.clone()],
         tenants: Default::default(),
     });
-    let halfway = arbiter::model::Millis::from_secs(4 * 3600);
+    let halfway = arbiter_core::model::Millis::from_secs(4 * 3600);
     // Progress is reported after a cycle: decisions at that instant came before the swap.
     let mut swapped_at = None;
     let (_, decisions) = policies::run(&scenario, Some(&mut engine), true, &mut |p| {
@@ -465,7 +464,7 @@ fn a_reloaded_bundle_never_reuses_the_answers_of_the_one_it_replaced() {
 fn a_fair_share_policy_that_reads_the_quota_maps_gets_them() {
     // Quota maps are built only for policies that read them: this one does.
     let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed");
-    let scenario = scenario::build(load::load_paths(&[seed]).unwrap()).unwrap();
+    let scenario = scenario::build(arbiter_sim::files::load_paths(&[seed]).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_bundle(
         dir.path(),

@@ -6,13 +6,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use arbiter::core::hooks::Hooks;
-use arbiter::model::load;
-use arbiter::policy::bundle::{self, Bundle, Hook, LoadOptions};
-use arbiter::policy::engine::{Engine, Sources};
-use arbiter::policy::reload::{ReloadOutcome, Reloadable};
-use arbiter::policy::wasm::Runtime;
-use arbiter::sim::{driver, scenario};
+use arbiter_core::scheduler::hooks::Hooks;
+use arbiter_policy::bundle::{self, Bundle, Hook, LoadOptions};
+use arbiter_policy::engine::{Engine, Sources};
+use arbiter_policy::reload::{ReloadOutcome, Reloadable};
+use arbiter_policy::wasm::Runtime;
+use arbiter_sim::{driver, scenario};
 
 /// A bundle whose one weight policy scores every workload `score` (CEL), plus a WASM policy.
 fn write_bundle(dir: &Path, version: u32) {
@@ -54,7 +53,7 @@ fn generated_scenario(dir: &Path) -> scenario::Scenario {
          apiVersion: sim.arbiter.dev/v1alpha1\nkind: WorkloadGenerator\nmetadata: {name: g}\nspec:\n  count: 3000\n  namespace: ns\n  queueName: q\n  interval: 100ms\n  runtime: 1s\n  podSets: [{name: main, count: 1, requests: {cpu: \"1\"}}]\n",
     )
     .unwrap();
-    scenario::build(load::load_paths(&[file]).unwrap()).unwrap()
+    scenario::build(arbiter_sim::files::load_paths(&[file]).unwrap()).unwrap()
 }
 
 #[test]
@@ -120,12 +119,12 @@ fn one_call_sees_one_bundle() {
         platform: vec![source.clone()],
         tenants: Default::default(),
     });
-    engine.begin(arbiter::model::Millis::ZERO);
+    engine.begin(arbiter_core::model::Millis::ZERO);
     let pinned = engine.bundles()[0].version.clone();
     let _ = source.reload_with(|| load_dir(&b, &runtime));
     // Still pinned until the next call begins.
     assert_eq!(engine.bundles()[0].version, pinned);
-    engine.begin(arbiter::model::Millis(1));
+    engine.begin(arbiter_core::model::Millis(1));
     assert_eq!(engine.bundles()[0].version, "2");
 }
 

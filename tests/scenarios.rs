@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 
-use arbiter::core::hooks::DefaultHooks;
-use arbiter::model::load::load_paths;
-use arbiter::sim::report::{Report, WorkloadReport};
-use arbiter::sim::{driver, scenario};
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_sim::files::load_paths;
+use arbiter_sim::report::{Report, WorkloadReport};
+use arbiter_sim::{driver, scenario};
 
 /// Runs the scenario made of these paths (relative to `tests/scenarios/`).
 fn run_paths(paths: &[&str]) -> Report {

@@ -6,13 +6,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use arbiter::core::hooks::DefaultHooks;
-use arbiter::model::load;
-use arbiter::policy::bundle::{self, LoadOptions};
-use arbiter::policy::engine::Engine;
-use arbiter::policy::wasm::Runtime;
-use arbiter::sim::report::Report;
-use arbiter::sim::{driver, scenario};
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_policy::bundle::{self, LoadOptions};
+use arbiter_policy::engine::Engine;
+use arbiter_policy::wasm::Runtime;
+use arbiter_sim::report::Report;
+use arbiter_sim::{driver, scenario};
 
 const TENANTS: [&str; 5] = ["t-loop", "t-trap", "t-absurd", "t-good1", "t-good2"];
 
@@ -72,7 +71,7 @@ fn run(with_plugins: bool) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("scenario.yaml");
     std::fs::write(&file, scenario_yaml()).unwrap();
-    let scenario = scenario::build(load::load_paths(&[file]).unwrap()).unwrap();
+    let scenario = scenario::build(arbiter_sim::files::load_paths(&[file]).unwrap()).unwrap();
     if !with_plugins {
         return driver::run(&scenario, &mut DefaultHooks, &mut |_| {});
     }

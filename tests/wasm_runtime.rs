@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use arbiter::policy::wasm::{CallError, Hook, Limits, LoadError, LogLevel, Runtime};
+use arbiter_policy::wasm::{CallError, Hook, Limits, LoadError, LogLevel, Runtime};
 
 /// A plugin whose `arbiter_alloc` is a bump allocator that grows memory on
 /// demand, with `extra` spliced into the module.

@@ -10,8 +10,9 @@
 
 use std::path::PathBuf;
 
-use crate::model::api::{self, FungibilityPolicy};
-use crate::model::load::{load_paths, Document, LoadError, Manifest, Origin, Warning};
+use arbiter_core::model::api::{self, FungibilityPolicy};
+use arbiter_core::model::load::{Document, LoadError, Manifest, Origin, Warning};
+use arbiter_sim::files::load_paths;
 use serde::Serialize;
 
 /// Converts the manifests in `paths` (files or directories, as
@@ -152,7 +153,7 @@ mod tests {
                 "kueue.x-k8s.io/v1beta1 AdmissionCheck has no Arbiter equivalent; left out of the output",
             ]
         );
-        let reread = crate::model::load::load_str(&yaml, std::path::Path::new("out.yaml"))
+        let reread = arbiter_core::model::load::load_str(&yaml, std::path::Path::new("out.yaml"))
             .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
         assert!(reread.warnings.is_empty(), "{:?}", reread.warnings);
         assert_eq!(reread.documents.len(), 2);

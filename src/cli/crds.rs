@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::model::api;
+use arbiter_core::model::api;
 
 /// All six CRDs, in DESIGN §2 order.
 pub fn crds() -> Vec<CustomResourceDefinition> {

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use prometheus_client::registry::Registry;
 
-use crate::policy::metrics;
+use arbiter_policy::metrics;
 
 /// Queues and admits GPU training work under per-tenant quotas, with policy as code.
 #[derive(Parser, Debug)]

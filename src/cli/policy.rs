@@ -11,11 +11,11 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand};
 use prometheus_client::registry::Registry;
 
-use crate::policy::bundle::{self, Bundle, Hook, LoadOptions};
-use crate::policy::metrics::PolicyMetrics;
-use crate::policy::reload::{DirWatcher, ReloadOutcome, Reloadable};
-use crate::policy::wasm::Runtime;
-use crate::policy::{self as engine_policy, test};
+use arbiter_policy::bundle::{self, Bundle, Hook, LoadOptions};
+use arbiter_policy::metrics::PolicyMetrics;
+use arbiter_policy::reload::{DirWatcher, ReloadOutcome, Reloadable};
+use arbiter_policy::wasm::Runtime;
+use arbiter_policy::{self as engine_policy, test};
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
@@ -80,7 +80,7 @@ fn parse_hook(text: &str) -> Result<Hook, String> {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::model::Millis::parse(text)
+    arbiter_core::model::Millis::parse(text)
         .map(|m| Duration::from_millis(m.0.max(0) as u64))
         .map_err(|e| e.to_string())
 }

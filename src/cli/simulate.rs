@@ -8,11 +8,10 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use prometheus_client::registry::Registry;
 
-use crate::model::load;
-use crate::policy::engine::Decision;
-use crate::policy::metrics::PolicyMetrics;
-use crate::sim::policies::{self, PolicyChoice};
-use crate::sim::{driver, plot, scenario, table};
+use arbiter_policy::engine::Decision;
+use arbiter_policy::metrics::PolicyMetrics;
+use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_sim::{driver, plot, scenario, table};
 
 fn write_decisions(path: &std::path::Path, decisions: &[Decision]) -> anyhow::Result<()> {
     let file = std::fs::File::create(path)
@@ -82,7 +81,7 @@ fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
 }
 
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
-    let loaded = load::load_paths(&args.paths)?;
+    let loaded = arbiter_sim::files::load_paths(&args.paths)?;
     let scenario = scenario::build(loaded)?;
     let total = scenario.jobs.len();
     let bar = (args.format == Format::Table && std::io::stderr().is_terminal() && total >= 1000)

@@ -23,7 +23,7 @@ use super::cel::{self, CelLimits, CelProgram, Params};
 use super::view::{Reads, WeightFields};
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
-use crate::model::load::{self, Source};
+use arbiter_core::model::load::{self, Source};
 
 /// `apiVersion` of a bundle.
 pub const API_VERSION: &str = "arbiter.dev/v1alpha1";

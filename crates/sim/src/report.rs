@@ -111,9 +111,9 @@ pub struct PoliciesReport {
     pub evaluations: u64,
     pub errors: u64,
     /// Per policy: evaluations, errors by kind, latency.
-    pub by_policy: Vec<crate::policy::engine::PolicyStats>,
+    pub by_policy: Vec<arbiter_policy::engine::PolicyStats>,
     /// Every decision but successful per-workload weight scores (those are in `--decisions`).
-    pub decisions: Vec<crate::policy::engine::Decision>,
+    pub decisions: Vec<arbiter_policy::engine::Decision>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -56,7 +56,7 @@ mod tests {
 
     #[test]
     fn checked_in_schemas_match_the_code() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin-sdk/schema");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugin-sdk/schema");
         for (name, schema) in super::schemas() {
             let path = dir.join(name);
             let on_disk = std::fs::read_to_string(&path).unwrap_or_default();

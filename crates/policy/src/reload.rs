@@ -557,7 +557,7 @@ mod tests {
 
     #[test]
     fn a_reloadable_reports_what_is_in_force_and_every_result() {
-        use crate::policy::metrics::{encode, PolicyMetrics};
+        use crate::metrics::{encode, PolicyMetrics};
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = PolicyMetrics::register(&mut registry);
         let bundles = Reloadable::new(text("a"));

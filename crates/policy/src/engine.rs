@@ -21,13 +21,13 @@ use super::eval::{self, Logs, PolicyError};
 use super::metrics::{PolicyHandle, PolicyMetrics};
 use super::reload::Reloadable;
 use super::view::{build, *};
-use crate::core::hooks::{
+use arbiter_core::model::cluster::{ClusterQueueId, FlavorId};
+use arbiter_core::model::Millis;
+use arbiter_core::scheduler::hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
     FlavorRequest, Hooks, Weight, WeightRequest,
 };
-use crate::core::Scheduler;
-use crate::model::cluster::{ClusterQueueId, FlavorId};
-use crate::model::Millis;
+use arbiter_core::scheduler::Scheduler;
 
 /// One policy decision, as the decision log records it.
 #[derive(Serialize, Clone, Debug, PartialEq, JsonSchema)]

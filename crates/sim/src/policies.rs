@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::core::hooks::DefaultHooks;
-use crate::policy::bundle::{self, BundleError, Hook, LoadOptions};
-use crate::policy::engine::{Decision, Engine};
-use crate::policy::wasm::Runtime;
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_policy::bundle::{self, BundleError, Hook, LoadOptions};
+use arbiter_policy::engine::{Decision, Engine};
+use arbiter_policy::wasm::Runtime;
 
 use super::driver::{self, Progress};
 use super::report::{BundleReport, PoliciesReport, Report};

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::report::Report;
-use crate::policy::bundle::Hook;
+use arbiter_policy::bundle::Hook;
 
 /// Runs with at most this many workloads list every one.
 const LIST_ALL_UP_TO: usize = 60;

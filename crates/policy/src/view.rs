@@ -549,9 +549,9 @@ impl Serialize for Projected<'_> {
 /// Building views from the scheduler's read-only state.
 pub mod build {
     use super::*;
-    use crate::core::{Entry, Scheduler};
-    use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
-    use crate::model::{Amount, Millis};
+    use arbiter_core::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
+    use arbiter_core::model::{Amount, Millis};
+    use arbiter_core::scheduler::{Entry, Scheduler};
 
     /// Seconds as policies see them.
     pub fn seconds(t: Millis) -> f64 {
@@ -586,7 +586,7 @@ pub mod build {
             })
             .collect();
         let gpus = requests
-            .get(crate::core::GPU)
+            .get(arbiter_core::scheduler::GPU)
             .copied()
             .unwrap_or(0.0)
             .ceil() as i64;
@@ -620,7 +620,10 @@ pub mod build {
     }
 
     /// Distinct flavor names of an assignment, in pod-set order.
-    pub fn flavor_names(state: &Scheduler, pod_sets: &[crate::core::PodSetFlavors]) -> Vec<String> {
+    pub fn flavor_names(
+        state: &Scheduler,
+        pod_sets: &[arbiter_core::scheduler::PodSetFlavors],
+    ) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         for f in pod_sets.iter().flat_map(|ps| ps.flavors.iter()) {
             let name = flavor_name(state, f.1);

@@ -88,7 +88,7 @@ use super::view::{
     ClusterQueueView, CohortView, EstimateView, FlavorView, PodSetView, Quantities, QueueView,
     TenantView, WorkloadView,
 };
-use crate::model::Amount;
+use arbiter_core::model::Amount;
 
 /// Most labels, and most annotations, of a workload or tenant the engine
 /// hands to a policy.

@@ -10,13 +10,15 @@ use std::sync::Arc;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::core::capacity::PoolSpec;
-use crate::jobs::{self, Integrations, JobInfo};
-use crate::model::api;
-use crate::model::cluster::{Cluster, ClusterBuilder, Namespace};
-use crate::model::load::{Loaded, Manifest, Source};
-use crate::model::sim_api::{self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION};
-use crate::model::{Amount, Millis};
+use arbiter_core::jobs::{self, Integrations, JobInfo};
+use arbiter_core::model::api;
+use arbiter_core::model::cluster::{Cluster, ClusterBuilder, Namespace};
+use arbiter_core::model::load::{Loaded, Manifest, Source};
+use arbiter_core::model::sim_api::{
+    self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION,
+};
+use arbiter_core::model::{Amount, Millis};
+use arbiter_core::scheduler::capacity::PoolSpec;
 
 /// A node pool with its provisioning delay.
 #[derive(Clone, Debug)]

@@ -6,6 +6,7 @@
 //! loads the bundles in force.
 
 pub mod driver;
+pub mod files;
 pub mod generate;
 pub mod plot;
 pub mod policies;

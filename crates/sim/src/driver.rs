@@ -6,11 +6,11 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use crate::core::hooks::Hooks;
-use crate::core::intake::{intake, Intake};
-use crate::core::{Event, Scheduler, Status, WorkloadId};
-use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
-use crate::model::{Amount, Millis};
+use arbiter_core::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
+use arbiter_core::model::{Amount, Millis};
+use arbiter_core::scheduler::hooks::Hooks;
+use arbiter_core::scheduler::intake::{intake, Intake};
+use arbiter_core::scheduler::{Event, Scheduler, Status, WorkloadId};
 
 use super::report::{
     jain, percentile, round6, ClusterQueueReport, FlavorReport, HistoryEntry, Report,

@@ -162,9 +162,10 @@ mod tests {
             classes: Shape::baseline().classes,
         }
         .to_yaml();
-        let loaded = crate::model::load::load_str(&yaml, std::path::Path::new("gen.yaml")).unwrap();
+        let loaded =
+            arbiter_core::model::load::load_str(&yaml, std::path::Path::new("gen.yaml")).unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        let scenario = crate::sim::scenario::build(loaded).unwrap();
+        let scenario = crate::scenario::build(loaded).unwrap();
         assert_eq!(scenario.jobs.len(), 4 * 500);
         assert_eq!(scenario.cluster.cluster_queues.len(), 4);
     }
