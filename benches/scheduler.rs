@@ -1,5 +1,5 @@
 //! Scheduler benchmarks (results in BENCHMARKS.md):
-//! - `cycle/pending/N`: one scheduling cycle over 10 ClusterQueues whose heads
+//! - `cycle/pending/N`: one step (a single scheduling cycle: nothing changes) over 10 ClusterQueues whose heads
 //!   cannot be admitted, with N workloads pending behind them — the cost must
 //!   not grow with N;
 //! - `cycle/heads/K`: the same with K ClusterQueues (K heads) — it grows with K;
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
-use arbiter_core::scheduler::Scheduler;
+use arbiter_core::scheduler::{Input, Scheduler};
 use arbiter_sim::generate::Shape;
 use arbiter_sim::policies::{self, PolicyChoice};
 use arbiter_sim::{driver, scenario};
@@ -55,16 +55,18 @@ spec: {{count: {per_queue}, namespace: ns-{q}, queueName: lq, podSets: [{{name: 
         .expect("bench scenario loads");
     let scenario = scenario::build(loaded).expect("bench scenario builds");
     let mut scheduler = Scheduler::new(scenario.cluster.clone(), &[]);
-    let mut hooks = DefaultHooks;
-    for job in &scenario.jobs {
-        if let Intake::Queued(workload) =
-            intake(&scenario.cluster, &job.info, job.explicit_priority)
-        {
-            scheduler.submit(workload, Millis::ZERO);
-        }
-    }
+    let inputs = scenario
+        .jobs
+        .iter()
+        .filter_map(
+            |job| match intake(&scenario.cluster, &job.info, job.explicit_priority) {
+                Intake::Queued(workload) => Some(Input::Submit(workload)),
+                _ => None,
+            },
+        )
+        .collect();
     // Admit the first workload of every queue; the rest now wait behind blocked heads.
-    while scheduler.schedule(Millis::ZERO, &mut hooks).progress {}
+    scheduler.step(Millis::ZERO, inputs, &mut DefaultHooks);
     scheduler
 }
 
@@ -73,7 +75,7 @@ fn cycle_cost(c: &mut Criterion) {
     for pending in [1_000usize, 10_000, 100_000] {
         let mut scheduler = blocked_scheduler(10, pending);
         group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, _| {
-            b.iter(|| black_box(scheduler.schedule(Millis(1), &mut DefaultHooks)))
+            b.iter(|| black_box(scheduler.step(Millis(1), Vec::new(), &mut DefaultHooks)))
         });
     }
     group.finish();
@@ -81,7 +83,7 @@ fn cycle_cost(c: &mut Criterion) {
     for queues in [10usize, 100, 1_000] {
         let mut scheduler = blocked_scheduler(queues, 10_000);
         group.bench_with_input(BenchmarkId::from_parameter(queues), &queues, |b, _| {
-            b.iter(|| black_box(scheduler.schedule(Millis(1), &mut DefaultHooks)))
+            b.iter(|| black_box(scheduler.step(Millis(1), Vec::new(), &mut DefaultHooks)))
         });
     }
     group.finish();

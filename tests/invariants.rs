@@ -2,8 +2,9 @@
 //! (1–3 flavors, 1–2 cohorts, 2–5 ClusterQueues with random quotas, limits,
 //! preemption and queueing policies, optional node pools) and random
 //! workload streams are written as YAML, loaded and built the way
-//! `arbiter simulate` does, then driven through `core::Scheduler` directly
-//! so the state can be checked after every cycle:
+//! `arbiter simulate` does, then driven through the simulator's own step
+//! loop (`sim::driver::run_with`) with an observer, so the state can be
+//! checked after every cycle:
 //!
 //! - a ClusterQueue never uses more than nominal + borrowingLimit;
 //! - a cohort never lends more than its subtree has;
@@ -16,8 +17,9 @@
 //! configuration (an oracle independent of `core::quota`), and compare
 //! with what the scheduler reports.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,7 +32,8 @@ use arbiter_core::scheduler::hooks::{
     FlavorRequest, Hooks, Weight, WeightRequest,
 };
 use arbiter_core::scheduler::intake::{intake, Intake};
-use arbiter_core::scheduler::{Entry, Event, Scheduler, Status, WorkloadId};
+use arbiter_core::scheduler::{Entry, Input, Scheduler, Status, Step, WorkloadId};
+use arbiter_sim::driver::{self, Observer};
 use arbiter_sim::scenario::{self, Scenario};
 use proptest::prelude::*;
 
@@ -629,9 +632,8 @@ fn check(scheduler: &Scheduler) -> Result<(), TestCaseError> {
 
 // ---------------------------------------------------------------- driving
 
-/// Replays the scenario through the scheduler as `sim::driver` does,
-/// checking after every cycle. Returns the scheduler at the end and, per
-/// job, its workload id.
+/// Replays the scenario through the simulator's loop, checking after every
+/// cycle. Returns the scheduler at the end and, per job, its workload id.
 fn drive(scenario: &Scenario) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseError> {
     drive_with(scenario, &mut DefaultHooks)
 }
@@ -672,95 +674,76 @@ impl Hooks for TenantScores {
     }
 }
 
+/// Replays the scenario through the simulator's own loop (`sim::driver`,
+/// the one step loop there is), checking after every cycle and bounding the
+/// run. Jobs without a runtime annotation would run forever; the generated
+/// ones all have one.
 fn drive_with(
     scenario: &Scenario,
     hooks: &mut dyn Hooks,
 ) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseError> {
-    let pools: Vec<PoolSpec> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
-    let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
-    let jobs = &scenario.jobs;
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| (jobs[i].arrival, i));
-    let mut ids: Vec<Option<WorkloadId>> = vec![None; jobs.len()];
-    let mut job_of: Vec<usize> = Vec::new();
-    let mut finishes: BTreeSet<(Millis, WorkloadId, u32)> = BTreeSet::new();
-    let mut next = 0;
-    let mut steps = 0u32;
-    loop {
-        let due = [
-            order.get(next).map(|&i| jobs[i].arrival),
-            finishes.first().map(|f| f.0),
-            scheduler.next_timer(),
-        ];
-        let Some(now) = due.into_iter().flatten().min() else {
-            break;
-        };
-        steps += 1;
-        prop_assert!(steps < 20_000, "the run does not end");
-        while let Some(&i) = order.get(next) {
-            if jobs[i].arrival > now {
-                break;
-            }
-            next += 1;
-            match intake(&scenario.cluster, &jobs[i].info, jobs[i].explicit_priority) {
-                Intake::Queued(workload) => {
-                    ids[i] = Some(scheduler.submit(workload, now));
-                    job_of.push(i);
-                }
-                other => prop_assert!(false, "job {} not queued: {other:?}", jobs[i].info.name),
+    struct Checks {
+        failure: Option<TestCaseError>,
+        steps: u32,
+    }
+    impl Observer for Checks {
+        fn cycle(&mut self, scheduler: &Scheduler) {
+            if self.failure.is_none() {
+                self.failure = check(scheduler).err();
             }
         }
-        while let Some(&(at, id, epoch)) = finishes.first() {
-            if at > now {
-                break;
+        fn step(&mut self, now: Millis, _: &Scheduler, step: &Step) -> ControlFlow<()> {
+            self.steps += 1;
+            if self.failure.is_none() && self.steps >= 20_000 {
+                self.failure = Some(TestCaseError::fail("the run does not end"));
             }
-            finishes.pop_first();
-            let entry = scheduler.entry(id);
-            if entry.epoch == epoch && entry.status == Status::Admitted {
-                scheduler.finish(id, now);
+            if self.failure.is_none() && step.cycles >= 1_000 {
+                self.failure = Some(TestCaseError::fail(format!(
+                    "cycles at {now} never stop making progress"
+                )));
             }
-        }
-        check(&scheduler)?;
-        scheduler.fire_timers(now, hooks);
-        check(&scheduler)?;
-        let mut cycles = 0;
-        loop {
-            let cycle = scheduler.schedule(now, hooks);
-            check(&scheduler)?;
-            for event in &cycle.events {
-                if let Event::Admitted { workload } = event {
-                    let entry = scheduler.entry(*workload);
-                    if entry.status == Status::Admitted {
-                        let runtime = jobs[job_of[workload.index()]]
-                            .runtime
-                            .unwrap_or(Millis::from_secs(1));
-                        finishes.insert((now.saturating_add(runtime), *workload, entry.epoch));
-                    }
-                }
-            }
-            cycles += 1;
-            prop_assert!(cycles < 1_000, "cycles at {now} never stop making progress");
-            if !cycle.progress {
-                break;
+            if self.failure.is_some() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
         }
     }
-    let ids = ids
+    let mut checks = Checks {
+        failure: None,
+        steps: 0,
+    };
+    let run = driver::run_with(scenario, hooks, &mut |_| {}, &mut checks);
+    if let Some(failure) = checks.failure {
+        return Err(failure);
+    }
+    for job in &scenario.jobs {
+        match intake(&scenario.cluster, &job.info, job.explicit_priority) {
+            Intake::Queued(_) => {}
+            other => prop_assert!(false, "job {} not queued: {other:?}", job.info.name),
+        }
+    }
+    let ids = run
+        .workloads
         .into_iter()
         .enumerate()
         .map(|(i, id)| id.ok_or_else(|| TestCaseError::fail(format!("job {i} never arrived"))))
         .collect::<Result<_, _>>()?;
-    Ok((scheduler, ids))
+    Ok((run.scheduler, ids))
 }
 
 /// Would this workload be admitted by an empty cluster?
 fn fits_alone(scenario: &Scenario, entry: &Entry) -> bool {
     let pools: Vec<PoolSpec> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
     let mut alone = Scheduler::new(Arc::clone(&scenario.cluster), &pools);
-    let id = alone.submit(entry.workload.clone(), Millis::ZERO);
-    let mut hooks = DefaultHooks;
-    alone.schedule(Millis::ZERO, &mut hooks);
-    alone.entry(id).status == Status::Admitted
+    let step = alone.step(
+        Millis::ZERO,
+        vec![Input::Submit(entry.workload.clone())],
+        &mut DefaultHooks,
+    );
+    step.submitted
+        .first()
+        .is_some_and(|&id| alone.entry(id).status == Status::Admitted)
 }
 
 /// After the run: every workload is in exactly one final state, and none

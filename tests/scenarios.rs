@@ -60,7 +60,7 @@ fn events(report: &Report, name: &str) -> Vec<(&'static str, f64)> {
     workload(report, name)
         .history
         .iter()
-        .map(|h| (h.event, h.at_seconds))
+        .map(|h| (h.event.as_str(), h.at_seconds))
         .collect()
 }
 
@@ -214,7 +214,10 @@ fn within_cluster_queue_lower_priority_evicts_lowest_priority_most_recent_first(
         let w = workload(&r, name);
         assert_eq!(w.evictions, 1, "{name}");
         let evicted = &w.history[1];
-        assert_eq!((evicted.event, evicted.at_seconds), ("evicted", 30.0));
+        assert_eq!(
+            (evicted.event.as_str(), evicted.at_seconds),
+            ("evicted", 30.0)
+        );
         assert_eq!(evicted.by.as_deref(), Some("ml/high"));
         assert!(
             evicted.reason.contains("within ClusterQueue"),

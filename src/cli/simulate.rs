@@ -146,9 +146,7 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     }
     let mut warnings = report.warnings.clone();
     for w in &report.workloads {
-        if w.state == "pending"
-            && (w.reason.contains("does not cover") || w.reason.contains("could ever give"))
-        {
+        if w.never_admissible {
             warnings.push(format!(
                 "{} {}/{} can never be admitted: {}",
                 w.kind, w.namespace, w.name, w.reason

@@ -1,20 +1,24 @@
 //! The virtual-time driver: replays a scenario through the scheduler core.
 //! It owns the clock and the outside world the core must not know about —
 //! job arrivals, runtimes, node provisioning — and records what the core
-//! decides into the report. It makes no scheduling decision itself.
+//! decides into the report. It makes no scheduling decision itself: each
+//! instant it hands the core what happened ([`Input`]s) through
+//! [`Scheduler::step`] and carries out the decisions and the scale plan.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::ops::ControlFlow;
 
 use arbiter_core::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
 use arbiter_core::model::{Amount, Millis};
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
-use arbiter_core::scheduler::{Event, Scheduler, Status, WorkloadId};
+use arbiter_core::scheduler::reason::{render_admission, Reason};
+use arbiter_core::scheduler::{Event, Input, ScaleKind, Scheduler, Status, Step, WorkloadId};
 
 use super::report::{
-    jain, percentile, round6, ClusterQueueReport, FlavorReport, HistoryEntry, Report,
-    SchedulerReport, Series, WorkloadReport,
+    jain, percentile, round6, ClusterQueueReport, FlavorReport, HistoryEntry, HistoryEvent, Report,
+    SchedulerReport, Series, WorkloadReport, WorkloadState,
 };
 use super::scenario::Scenario;
 
@@ -33,7 +37,7 @@ const MAX_SAMPLES: usize = 2000;
 struct Record {
     workload: Option<WorkloadId>,
     /// Set when the job never reached the scheduler (intake rejected or could not queue it).
-    outcome: Option<(&'static str, String)>,
+    outcome: Option<(WorkloadState, String)>,
     arrived: bool,
     history: Vec<HistoryEntry>,
     waited: Millis,
@@ -77,10 +81,30 @@ struct FlavorTrack {
     pooled: bool,
     usage: Integral,
     peak_nodes: u32,
-    provisioning: Vec<Millis>,
     delay: Millis,
     /// (seconds, utilisation) after every step, for the plot.
     samples: Vec<(f64, f64)>,
+}
+
+/// Watches a run from inside, for checks that must hold at every point
+/// (the property tests); the simulator itself uses `()`.
+pub trait Observer {
+    /// After a step's inputs are applied, after its timers fired and after each of its cycles.
+    fn cycle(&mut self, _scheduler: &Scheduler) {}
+    /// After each step; `Break` ends the run there (the report describes that moment).
+    fn step(&mut self, _now: Millis, _scheduler: &Scheduler, _step: &Step) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+}
+
+impl Observer for () {}
+
+/// A finished run: the report, the scheduler as the run left it, and per
+/// job (scenario order) its workload id if it reached the scheduler.
+pub struct Run {
+    pub report: Report,
+    pub scheduler: Scheduler,
+    pub workloads: Vec<Option<WorkloadId>>,
 }
 
 /// Runs the scenario to its end (or `until`) and reports.
@@ -89,6 +113,16 @@ pub fn run(
     hooks: &mut dyn Hooks,
     progress: &mut dyn FnMut(Progress),
 ) -> Report {
+    run_with(scenario, hooks, progress, &mut ()).report
+}
+
+/// [`run`], with an observer watching every step and cycle.
+pub fn run_with(
+    scenario: &Scenario,
+    hooks: &mut dyn Hooks,
+    progress: &mut dyn FnMut(Progress),
+    observer: &mut dyn Observer,
+) -> Run {
     let cpu_start = cpu_time::ProcessTime::now();
     let cluster = scenario.cluster.clone();
     let pools: Vec<_> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
@@ -109,18 +143,14 @@ pub fn run(
     let mut series = Series::default();
     let mut preemptions = 0usize;
     let mut now = Millis::ZERO;
-    let autoscaling = cluster
-        .cluster_queues
-        .iter()
-        .any(|cq| cq.autoscaling.is_some())
-        && !pools.is_empty();
+    let mut next_wake = None;
 
     loop {
         let candidates = [
             order.get(next_arrival).map(|&i| scenario.jobs[i].arrival),
             finishes.peek().map(|Reverse((t, _, _))| *t),
             node_ready.peek().map(|Reverse((t, _))| *t),
-            scheduler.next_timer(),
+            next_wake,
         ];
         let Some(t) = candidates.into_iter().flatten().min() else {
             break;
@@ -130,7 +160,8 @@ pub fn run(
         }
         now = t.max(now);
 
-        let mut events = Vec::new();
+        let mut inputs = Vec::new();
+        let mut submitted_jobs = Vec::new();
         while let Some(&i) = order.get(next_arrival) {
             let job = &scenario.jobs[i];
             if job.arrival > now {
@@ -141,24 +172,24 @@ pub fn run(
             record.arrived = true;
             match intake(&cluster, &job.info, job.explicit_priority) {
                 Intake::Queued(workload) => {
-                    let id = scheduler.submit(workload, now);
-                    record.workload = Some(id);
+                    inputs.push(Input::Submit(workload));
+                    submitted_jobs.push(i);
                     record.waiting_since = Some(now);
-                    record_of.push(i);
                     pending_now += 1;
                 }
                 Intake::Rejected(reason) => {
+                    let reason = reason.to_string();
                     record.history.push(HistoryEntry {
                         at_seconds: now.as_secs_f64(),
-                        event: "rejected",
+                        event: HistoryEvent::Rejected,
                         reason: reason.clone(),
                         ..Default::default()
                     });
-                    record.outcome = Some(("rejected", reason));
+                    record.outcome = Some((WorkloadState::Rejected, reason));
                 }
                 Intake::Unqueued(reason) => {
                     record.waiting_since = Some(now);
-                    record.outcome = Some(("pending", reason));
+                    record.outcome = Some((WorkloadState::Pending, reason.to_string()));
                 }
             }
         }
@@ -169,28 +200,36 @@ pub fn run(
             finishes.pop();
             let entry = scheduler.entry(id);
             if entry.epoch == epoch && entry.status == Status::Admitted {
-                events.extend(scheduler.finish(id, now));
+                inputs.push(Input::Finish(id));
             }
         }
+        let mut readied = Vec::new();
         while let Some(&Reverse((at, flavor))) = node_ready.peek() {
             if at > now {
                 break;
             }
             node_ready.pop();
-            let track = &mut flavors[flavor.index()];
-            track.provisioning.retain(|&t| t != at);
-            scheduler.add_node(flavor);
-            refresh_pooled(&scheduler, track, flavor, now);
+            inputs.push(Input::NodeReady(flavor));
+            readied.push(flavor);
         }
-        events.extend(scheduler.fire_timers(now, hooks));
-        loop {
-            let cycle = scheduler.schedule(now, hooks);
-            events.extend(cycle.events);
-            if !cycle.progress {
-                break;
+        let mut first = true;
+        let step = scheduler.step_observed(now, inputs, hooks, &mut |scheduler| {
+            if std::mem::take(&mut first) {
+                // The nodes that just became ready, counted before anything else moves.
+                for &flavor in &readied {
+                    refresh_pooled(scheduler, &mut flavors[flavor.index()], flavor, now);
+                }
             }
+            observer.cycle(scheduler);
+        });
+        for (&job, &id) in submitted_jobs.iter().zip(&step.submitted) {
+            records[job].workload = Some(id);
+            if record_of.len() <= id.index() {
+                record_of.resize(id.index() + 1, usize::MAX);
+            }
+            record_of[id.index()] = job;
         }
-        for event in events {
+        for event in &step.events {
             handle(
                 event,
                 now,
@@ -205,26 +244,18 @@ pub fn run(
                 &mut preemptions,
             );
         }
-        if autoscaling {
-            for (flavor, ready, desired) in scheduler.autoscale(now, hooks) {
-                let track = &mut flavors[flavor.index()];
-                let in_flight = track.provisioning.len() as u32;
-                if desired > ready + in_flight {
-                    for _ in 0..desired - ready - in_flight {
-                        let at = now.saturating_add(track.delay);
-                        track.provisioning.push(at);
-                        node_ready.push(Reverse((at, flavor)));
+        for request in &step.scale {
+            let track = &mut flavors[request.flavor.index()];
+            match request.kind {
+                ScaleKind::Up => {
+                    for _ in 0..request.nodes {
+                        node_ready.push(Reverse((now.saturating_add(track.delay), request.flavor)));
                     }
-                } else if desired < ready && in_flight == 0 {
-                    for _ in 0..ready - desired {
-                        if !scheduler.remove_idle_node(flavor) {
-                            break;
-                        }
-                    }
-                    refresh_pooled(&scheduler, track, flavor, now);
                 }
+                ScaleKind::Down => refresh_pooled(&scheduler, track, request.flavor, now),
             }
         }
+        next_wake = step.next_wake;
         series.pending.push((now.as_secs_f64(), pending_now));
         for track in &mut flavors {
             track.samples.push((now.as_secs_f64(), track.usage.value));
@@ -234,13 +265,17 @@ pub fn run(
             total: order.len(),
             now,
         });
+        if observer.step(now, &scheduler, &step).is_break() {
+            break;
+        }
     }
     let end = match scenario.until {
         Some(u) => u.max(now),
         None => now,
     };
     let cpu_seconds = cpu_start.elapsed().as_secs_f64();
-    finish_report(
+    let workloads = records.iter().map(|r| r.workload).collect();
+    let report = finish_report(
         scenario,
         &scheduler,
         records,
@@ -250,7 +285,12 @@ pub fn run(
         preemptions,
         end,
         cpu_seconds,
-    )
+    );
+    Run {
+        report,
+        scheduler,
+        workloads,
+    }
 }
 
 fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<FlavorTrack> {
@@ -306,7 +346,6 @@ fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<FlavorTrack>
                 pooled,
                 usage: Integral::default(),
                 peak_nodes: scheduler.capacity().ready_nodes(flavor),
-                provisioning: Vec::new(),
                 delay,
                 samples: Vec::new(),
             };
@@ -397,7 +436,7 @@ fn flavor_map(scheduler: &Scheduler, id: WorkloadId) -> BTreeMap<String, BTreeMa
 
 #[allow(clippy::too_many_arguments)]
 fn handle(
-    event: Event,
+    event: &Event,
     now: Millis,
     scheduler: &Scheduler,
     scenario: &Scenario,
@@ -410,14 +449,7 @@ fn handle(
     preemptions: &mut usize,
 ) {
     let at_seconds = now.as_secs_f64();
-    let id = match &event {
-        Event::Admitted { workload }
-        | Event::Evicted { workload, .. }
-        | Event::Requeued { workload, .. }
-        | Event::Finished { workload, .. }
-        | Event::Rejected { workload, .. }
-        | Event::Deactivated { workload, .. } => *workload,
-    };
+    let id = event.workload();
     let job_index = record_of[id.index()];
     let record = &mut records[job_index];
     let entry = scheduler.entry(id);
@@ -431,30 +463,12 @@ fn handle(
             record.admitted_at = Some(now);
             record.ever_admitted = true;
             *pending_now = pending_now.saturating_sub(1);
-            let borrowing = entry.admission.as_ref().is_some_and(|a| a.borrowing);
-            let partial: Vec<String> = entry
-                .admission
-                .iter()
-                .flat_map(|a| a.counts.iter().zip(&entry.workload.pod_sets))
-                .filter(|(admitted, ps)| **admitted < ps.count)
-                .map(|(admitted, ps)| format!("{} {admitted} of {} pods", ps.name, ps.count))
-                .collect();
-            let mut reason = format!(
-                "ClusterQueue {}",
-                scheduler.cluster().cluster_queue(cq).name
-            );
-            if borrowing {
-                reason.push_str(", borrowing from its cohort");
-            }
-            if !partial.is_empty() {
-                reason.push_str(&format!(
-                    ", partially admitted (minCount): {}",
-                    partial.join(", ")
-                ));
-            }
+            let reason = entry.admission.as_ref().map_or_else(String::new, |a| {
+                render_admission(scheduler.cluster(), &entry.workload, a)
+            });
             record.history.push(HistoryEntry {
                 at_seconds,
-                event: "admitted",
+                event: HistoryEvent::Admitted,
                 reason,
                 flavors: Some(flavors_of),
                 by: None,
@@ -468,7 +482,7 @@ fn handle(
             cq_usage[cq.index()].set(now, dominant_usage(scheduler, cq));
         }
         Event::Evicted {
-            reason,
+            cause,
             by,
             released,
             ..
@@ -479,67 +493,84 @@ fn handle(
                 *preemptions += 1;
                 record.preempted += 1;
             }
-            account(scheduler, flavors, &released, -1, now);
+            account(scheduler, flavors, released, -1, now);
             cq_usage[cq.index()].set(now, dominant_usage(scheduler, cq));
             record.history.push(HistoryEntry {
                 at_seconds,
-                event: "evicted",
-                reason,
+                event: HistoryEvent::Evicted,
+                reason: cause.to_string(),
                 flavors: None,
-                by,
+                by: by.clone(),
             });
         }
-        Event::Requeued { reason, .. } => {
+        Event::Requeued { cause, .. } => {
             record.history.push(HistoryEntry {
                 at_seconds,
-                event: "requeued",
-                reason,
+                event: HistoryEvent::Requeued,
+                reason: cause.to_string(),
                 flavors: None,
                 by: None,
             });
         }
         Event::Finished { released, .. } => {
-            account(scheduler, flavors, &released, -1, now);
+            account(scheduler, flavors, released, -1, now);
             cq_usage[cq.index()].set(now, dominant_usage(scheduler, cq));
             record.finished_at = Some(now);
             record.history.push(HistoryEntry {
                 at_seconds,
-                event: "finished",
+                event: HistoryEvent::Finished,
                 reason: "ran to completion".into(),
                 flavors: None,
                 by: None,
             });
         }
-        Event::Rejected { reason, by, .. } => {
+        Event::Rejected {
+            policy, message, ..
+        } => {
             *pending_now = pending_now.saturating_sub(1);
             if let Some(since) = record.waiting_since.take() {
                 record.waited = record.waited.saturating_add(now.saturating_sub(since));
             }
+            let reason = Reason::Rejected {
+                policy: policy.clone(),
+                message: message.clone(),
+            };
             record.history.push(HistoryEntry {
                 at_seconds,
-                event: "rejected",
-                reason,
+                event: HistoryEvent::Rejected,
+                reason: reason.render(scheduler.cluster(), &entry.workload),
                 flavors: None,
-                by,
+                by: Some(policy.clone()),
             });
         }
-        Event::Deactivated { reason, .. } => {
+        Event::Deactivated {
+            retries,
+            max_retries,
+            ..
+        } => {
+            let reason = Reason::Deactivated {
+                retries: *retries,
+                max_retries: *max_retries,
+            }
+            .render(scheduler.cluster(), &entry.workload);
             // Deactivation follows the eviction that used up the last retry: say so there.
             match record
                 .history
                 .last_mut()
-                .filter(|h| h.event == "evicted" && h.at_seconds == at_seconds)
+                .filter(|h| h.event == HistoryEvent::Evicted && h.at_seconds == at_seconds)
             {
                 Some(eviction) => eviction.reason = format!("{}; {reason}", eviction.reason),
                 None => record.history.push(HistoryEntry {
                     at_seconds,
-                    event: "evicted",
+                    event: HistoryEvent::Evicted,
                     reason,
                     flavors: None,
                     by: None,
                 }),
             }
         }
+        // The simulator never withdraws a job.
+        Event::Withdrawn { .. } => {}
     }
 }
 
@@ -575,18 +606,18 @@ fn finish_report(
             (None, Some(id)) => {
                 let text = scheduler.reason_text(id);
                 match scheduler.entry(id).status {
-                    Status::Admitted => ("admitted", String::new()),
-                    Status::Finished => ("finished", String::new()),
-                    Status::Rejected => ("rejected", text),
+                    Status::Admitted => (WorkloadState::Admitted, String::new()),
+                    Status::Finished => (WorkloadState::Finished, String::new()),
+                    Status::Rejected => (WorkloadState::Rejected, text),
                     _ if text.is_empty() => (
-                        "pending",
+                        WorkloadState::Pending,
                         "waiting for the next scheduling cycle".to_string(),
                     ),
-                    _ => ("pending", text),
+                    _ => (WorkloadState::Pending, text),
                 }
             }
             (None, None) => (
-                "pending",
+                WorkloadState::Pending,
                 format!(
                     "arrives at {}s, after the end of the simulation",
                     job.arrival.as_secs_f64()
@@ -595,7 +626,7 @@ fn finish_report(
         };
         let cq_name = entry.map(|e| cluster.cluster_queue(e.workload.cluster_queue).name.clone());
         let wait = record.waited.as_secs_f64();
-        if record.arrived && state != "rejected" {
+        if record.arrived && state != WorkloadState::Rejected {
             waits_all.push(wait);
         }
         if let Some(t) = record.finished_at.or(record.admitted_at) {
@@ -607,20 +638,22 @@ fn finish_report(
                     cqr.admitted += 1;
                 }
                 cqr.preempted += record.preempted;
-                if state == "pending" {
+                if state == WorkloadState::Pending {
                     cqr.pending_at_end += 1;
                 }
-                if state != "rejected" {
+                if state != WorkloadState::Rejected {
                     waits.push(wait);
                 }
             }
         }
         match state {
-            "admitted" => report.summary.admitted += 1,
-            "finished" => report.summary.finished += 1,
-            "rejected" => report.summary.rejected += 1,
-            _ => report.summary.pending_at_end += 1,
+            WorkloadState::Admitted => report.summary.admitted += 1,
+            WorkloadState::Finished => report.summary.finished += 1,
+            WorkloadState::Rejected => report.summary.rejected += 1,
+            WorkloadState::Pending => report.summary.pending_at_end += 1,
         }
+        let never_admissible = state == WorkloadState::Pending
+            && entry.is_some_and(|e| e.status == Status::Unschedulable && e.reason.never_fits());
         report.workloads.push(WorkloadReport {
             kind: job.info.kind.clone(),
             namespace: job.info.namespace.clone(),
@@ -632,18 +665,19 @@ fn finish_report(
             finished_seconds: record.finished_at.map(Millis::as_secs_f64),
             wait_seconds: round6(wait),
             flavors: match (state, record.workload) {
-                ("admitted", Some(id)) => flavor_map(scheduler, id),
+                (WorkloadState::Admitted, Some(id)) => flavor_map(scheduler, id),
                 _ => record
                     .history
                     .iter()
                     .rev()
-                    .find(|h| h.event == "admitted")
+                    .find(|h| h.event == HistoryEvent::Admitted)
                     .and_then(|h| h.flavors.clone())
                     .unwrap_or_default(),
             },
             evictions: entry.map_or(0, |e| e.evictions),
             state,
             reason,
+            never_admissible,
             history: record.history,
         });
     }

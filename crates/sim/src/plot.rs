@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use plotters::prelude::*;
 
-use super::report::Report;
+use super::report::{Report, WorkloadState};
 
 #[derive(Debug, thiserror::Error)]
 #[error("drawing the plot: {0}")]
@@ -95,7 +95,7 @@ pub fn render_svg(report: &Report) -> Result<String, PlotError> {
         let mut waits: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         for w in &report.workloads {
             if let Some(cq) = &w.cluster_queue {
-                if w.state != "rejected" {
+                if w.state != WorkloadState::Rejected {
                     waits.entry(cq.as_str()).or_default().push(w.wait_seconds);
                 }
             }

@@ -64,11 +64,59 @@ pub struct FlavorReport {
     pub peak_nodes: u32,
 }
 
+/// A workload's state at the end of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadState {
+    #[default]
+    Pending,
+    /// Admitted and running.
+    Admitted,
+    Finished,
+    /// Terminal: refused by an admission policy as non-retryable, or outside `resourceQuotas` bounds.
+    Rejected,
+}
+
+/// One transition in a workload's history.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryEvent {
+    #[default]
+    Admitted,
+    Evicted,
+    Requeued,
+    Finished,
+    Rejected,
+}
+
+macro_rules! named {
+    ($ty:ty { $($variant:ident => $name:literal),* $(,)? }) => {
+        impl $ty {
+            /// The report's JSON string for it.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $name),* }
+            }
+        }
+        impl PartialEq<&str> for $ty {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+named!(WorkloadState { Pending => "pending", Admitted => "admitted", Finished => "finished", Rejected => "rejected" });
+named!(HistoryEvent { Admitted => "admitted", Evicted => "evicted", Requeued => "requeued", Finished => "finished", Rejected => "rejected" });
+
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryEntry {
     pub at_seconds: f64,
-    pub event: &'static str,
+    pub event: HistoryEvent,
     pub reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flavors: Option<BTreeMap<String, BTreeMap<String, String>>>,
@@ -91,9 +139,13 @@ pub struct WorkloadReport {
     pub wait_seconds: f64,
     pub flavors: BTreeMap<String, BTreeMap<String, String>>,
     pub evictions: u32,
-    /// pending | admitted | finished | rejected
-    pub state: &'static str,
+    pub state: WorkloadState,
     pub reason: String,
+    /// Can it never be admitted as configured (a resource its ClusterQueue
+    /// does not cover, more than any flavor could ever give)? Not in the
+    /// JSON: `arbiter simulate` warns about it, and `--strict` fails.
+    #[serde(skip)]
+    pub never_admissible: bool,
     pub history: Vec<HistoryEntry>,
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::report::Report;
+use super::report::{Report, WorkloadState};
 use arbiter_policy::bundle::Hook;
 
 /// Runs with at most this many workloads list every one.
@@ -130,8 +130,8 @@ pub fn render(report: &Report) -> String {
     ]];
     let mut hidden = 0;
     for w in &report.workloads {
-        if !all && (w.state == "finished" || rows.len() > LIST_UNFINISHED) {
-            hidden += usize::from(w.state != "finished");
+        if !all && (w.state == WorkloadState::Finished || rows.len() > LIST_UNFINISHED) {
+            hidden += usize::from(w.state != WorkloadState::Finished);
             continue;
         }
         let flavors: Vec<String> = w

@@ -11,7 +11,7 @@ use crate::model::Amount;
 
 use super::capacity::{Capacity, Scratch};
 use super::quota::QuotaTree;
-use super::reason::{NotFit, Problem};
+use super::reason::{NeverFits, NotFit, Problem};
 use super::workload::{Placement, PodSetFlavors, Workload};
 use crate::model::cluster::Cluster;
 
@@ -254,18 +254,16 @@ pub fn assign(
 /// Why this workload can never be admitted in `cq` as configured, if so:
 /// a resource no group covers, or a pod set larger than any flavor's quota,
 /// node size or node count (pools at their largest) allows.
-pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) -> Option<String> {
+pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) -> Option<NeverFits> {
     let cluster = ctx.cluster;
     let def = cluster.cluster_queue(cq);
-    for ps in &workload.pod_sets {
+    for (pod_set, ps) in workload.pod_sets.iter().enumerate() {
         for &(r, _) in &ps.per_pod {
             if !def.groups.iter().any(|g| g.resources.contains(&r)) {
-                return Some(format!(
-                    "pod set {} requests {}, which ClusterQueue {} does not cover; add it to a resourceGroup's coveredResources",
-                    ps.name,
-                    cluster.resource_name(r),
-                    def.name
-                ));
+                return Some(NeverFits::Uncovered {
+                    pod_set,
+                    resource: r,
+                });
             }
         }
         for group in &def.groups {
@@ -294,23 +292,14 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                         >= u64::from(fewest(ps).max(1))
             });
             if !possible {
-                let wants: Vec<String> = requested
-                    .iter()
-                    .map(|&(r, a)| {
-                        format!(
-                            "{} {}",
-                            a.saturating_mul(fewest(ps) as i64),
-                            cluster.resource_name(r)
-                        )
-                    })
-                    .collect();
-                return Some(format!(
-                    "pod set {} needs {} ({} pod(s)), more than any flavor of ClusterQueue {} could ever give (quota, node size and count, selectors and taints considered)",
-                    ps.name,
-                    wants.join(", "),
-                    fewest(ps),
-                    def.name
-                ));
+                return Some(NeverFits::PodSetTooBig {
+                    pod_set,
+                    wants: requested
+                        .iter()
+                        .map(|&(r, a)| (r, a.saturating_mul(fewest(ps) as i64)))
+                        .collect(),
+                    pods: fewest(ps),
+                });
             }
         }
     }
@@ -328,11 +317,11 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
                 .map(|&f| ctx.quota.potential(cq, cluster.flavor_resource(f, r)))
                 .sum();
             if total > potential {
-                return Some(format!(
-                    "its pod sets need {total} {} in total, more than the flavors of ClusterQueue {} could ever give together ({potential})",
-                    cluster.resource_name(r),
-                    def.name
-                ));
+                return Some(NeverFits::TotalTooBig {
+                    resource: r,
+                    total,
+                    potential,
+                });
             }
         }
     }

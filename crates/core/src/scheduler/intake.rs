@@ -6,6 +6,7 @@
 //! simulator and the operator for every job they see.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use crate::jobs::JobInfo;
 use crate::model::cluster::Cluster;
@@ -25,33 +26,114 @@ pub enum Intake {
     /// Ready for the scheduler.
     Queued(Workload),
     /// Refused for good, with the reason.
-    Rejected(String),
+    Rejected(Rejection),
     /// Cannot be queued as things stand (no such queue or priority class); stays pending.
-    Unqueued(String),
+    Unqueued(Unqueued),
+}
+
+/// Why a job is refused for good at intake.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rejection {
+    /// Its total request of `resource` is outside its LocalQueue's `resourceQuotas` bounds.
+    OutOfBounds {
+        resource: String,
+        total: Amount,
+        min: Option<Amount>,
+        max: Option<Amount>,
+        namespace: String,
+        local_queue: String,
+    },
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::OutOfBounds {
+                resource,
+                total,
+                min,
+                max,
+                namespace,
+                local_queue,
+            } => {
+                let range = match (min, max) {
+                    (Some(min), Some(max)) => format!("between {min} and {max}"),
+                    (Some(min), None) => format!("at least {min}"),
+                    (None, Some(max)) => format!("at most {max}"),
+                    (None, None) => String::new(),
+                };
+                write!(
+                    f,
+                    "requests {total} {resource} in total; LocalQueue {namespace}/{local_queue} allows {range} (spec.resourceQuotas); change the request or use another queue"
+                )
+            }
+        }
+    }
+}
+
+/// Why a job cannot be queued as things stand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Unqueued {
+    /// It carries no queue-name label: not Arbiter's.
+    NoQueueLabel,
+    /// Its queue-name label names no LocalQueue of its namespace.
+    NoLocalQueue { namespace: String, name: String },
+    /// Its priority-class label names no WorkloadPriorityClass.
+    NoPriorityClass { name: String },
+    /// A pod set requests a resource no ClusterQueue covers.
+    Uncovered {
+        pod_set: String,
+        resource: String,
+        cluster_queue: String,
+    },
+}
+
+impl fmt::Display for Unqueued {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unqueued::NoQueueLabel => f.write_str(
+                "no queue label (arbiter.dev/queue-name or kueue.x-k8s.io/queue-name); Arbiter does not manage it",
+            ),
+            Unqueued::NoLocalQueue { namespace, name } => write!(
+                f,
+                "LocalQueue {namespace}/{name} does not exist; create it or fix the queue-name label"
+            ),
+            Unqueued::NoPriorityClass { name } => write!(
+                f,
+                "WorkloadPriorityClass {name} does not exist; create it or fix the priority-class label"
+            ),
+            Unqueued::Uncovered {
+                pod_set,
+                resource,
+                cluster_queue,
+            } => write!(
+                f,
+                "pod set {pod_set} requests {resource}, which no ClusterQueue covers; add it to ClusterQueue {cluster_queue}'s coveredResources"
+            ),
+        }
+    }
 }
 
 /// Resolves `job` against `cluster`. `explicit_priority` is a priority the
 /// source states directly (a Workload's `spec.priority`, a generator's `priority`).
 pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) -> Intake {
     let Some(queue_name) = job.queue_name.as_deref() else {
-        return Intake::Unqueued(
-            "no queue label (arbiter.dev/queue-name or kueue.x-k8s.io/queue-name); Arbiter does not manage it".into(),
-        );
+        return Intake::Unqueued(Unqueued::NoQueueLabel);
     };
     let Some(lq_id) = cluster.local_queue_id(&job.namespace, queue_name) else {
-        return Intake::Unqueued(format!(
-            "LocalQueue {}/{} does not exist; create it or fix the queue-name label",
-            job.namespace, queue_name
-        ));
+        return Intake::Unqueued(Unqueued::NoLocalQueue {
+            namespace: job.namespace.clone(),
+            name: queue_name.to_string(),
+        });
     };
     let lq = &cluster.local_queues[lq_id.index()];
     let (priority, priority_weight) = match job.priority_class.as_deref() {
         Some(name) => match cluster.priority_classes.get(name) {
             Some(pc) => (pc.value, pc.weight),
             None => {
-                return Intake::Unqueued(format!(
-                    "WorkloadPriorityClass {name} does not exist; create it or fix the priority-class label"
-                ))
+                return Intake::Unqueued(Unqueued::NoPriorityClass {
+                    name: name.to_string(),
+                })
             }
         },
         None => {
@@ -60,7 +142,13 @@ pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) 
                 .get(&job.namespace)
                 .and_then(|ns| ns.annotations.get(NAMESPACE_PRIORITY_ANNOTATION))
                 .and_then(|v| v.trim().parse::<i32>().ok());
-            (explicit_priority.or(lq.priority).or(from_namespace).unwrap_or(0), 1.0)
+            (
+                explicit_priority
+                    .or(lq.priority)
+                    .or(from_namespace)
+                    .unwrap_or(0),
+                1.0,
+            )
         }
     };
 
@@ -96,16 +184,14 @@ pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) 
         let below = bound.min.is_some_and(|min| total < min);
         let above = bound.max.is_some_and(|max| total > max);
         if below || above {
-            let range = match (bound.min, bound.max) {
-                (Some(min), Some(max)) => format!("between {min} and {max}"),
-                (Some(min), None) => format!("at least {min}"),
-                (None, Some(max)) => format!("at most {max}"),
-                (None, None) => String::new(),
-            };
-            return Intake::Rejected(format!(
-                "requests {total} {} in total; LocalQueue {}/{} allows {range} (spec.resourceQuotas); change the request or use another queue",
-                bound.resource, lq.namespace, lq.name
-            ));
+            return Intake::Rejected(Rejection::OutOfBounds {
+                resource: bound.resource.clone(),
+                total,
+                min: bound.min,
+                max: bound.max,
+                namespace: lq.namespace.clone(),
+                local_queue: lq.name.clone(),
+            });
         }
     }
 
@@ -117,10 +203,11 @@ pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) 
                 continue;
             }
             let Some(id) = cluster.resource_id(&resource) else {
-                return Intake::Unqueued(format!(
-                    "pod set {name} requests {resource}, which no ClusterQueue covers; add it to ClusterQueue {}'s coveredResources",
-                    cluster.cluster_queue(lq.cluster_queue).name
-                ));
+                return Intake::Unqueued(Unqueued::Uncovered {
+                    pod_set: name,
+                    resource,
+                    cluster_queue: cluster.cluster_queue(lq.cluster_queue).name.clone(),
+                });
             };
             per_pod.push((id, amount));
         }

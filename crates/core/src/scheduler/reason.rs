@@ -3,13 +3,17 @@
 //! run — so it stores numbers, not text, and renders the sentence a person
 //! reads (`needs 16 nvidia.com/gpu in a100-80gb; ClusterQueue ml has 8 free
 //! (nominal 32, borrowed 0); cohort gpu has 0 to lend`) only when asked.
+//! Every cause — pending, eviction, requeue, rejection — is a variant
+//! carrying its numbers and names; [`Reason::render`] (with the `Display`
+//! of [`Eviction`] and [`Requeue`]) is the one place they become words.
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
+use crate::model::api::StopPolicy;
 use crate::model::cluster::{Cluster, FlavorId, ResourceId};
-use crate::model::Amount;
+use crate::model::{Amount, Millis};
 
-use super::workload::Workload;
+use super::workload::{Admission, Workload};
 
 /// What stopped one flavor from taking one pod set.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,6 +50,95 @@ pub struct NotFit {
     pub problems: Vec<Problem>,
 }
 
+/// Why a pod set can never be admitted as configured (Kueue keeps such a
+/// workload pending; it blocks nobody).
+#[derive(Clone, Debug, PartialEq)]
+pub enum NeverFits {
+    /// The pod set requests a resource its ClusterQueue does not cover.
+    Uncovered {
+        pod_set: usize,
+        resource: ResourceId,
+    },
+    /// No flavor could ever hold the pod set (`pods` of `wants` in all).
+    PodSetTooBig {
+        pod_set: usize,
+        wants: Vec<(ResourceId, Amount)>,
+        pods: u32,
+    },
+    /// The pod sets together need more of `resource` than all the group's flavors.
+    TotalTooBig {
+        resource: ResourceId,
+        total: Amount,
+        potential: Amount,
+    },
+}
+
+/// Why an admitted workload lost its admission.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Eviction {
+    /// The job failed while running; `message` is what the driver saw.
+    Failed { message: String },
+    /// Admitted longer than its ClusterQueue's `resourceReclaim.reclaimTimeout`.
+    Reclaimed {
+        cluster_queue: String,
+        timeout: Millis,
+    },
+    /// Preempted by `preemptor` (`namespace/name`); `reclaimed_by` names the
+    /// preemptor's ClusterQueue when it is another queue of the cohort.
+    Preempted {
+        preemptor: String,
+        priority: i32,
+        reclaimed_by: Option<String>,
+    },
+}
+
+impl fmt::Display for Eviction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Eviction::Failed { message } => write!(f, "failed: {message}"),
+            Eviction::Reclaimed {
+                cluster_queue,
+                timeout,
+            } => write!(
+                f,
+                "reclaimed: admitted longer than ClusterQueue {cluster_queue}'s reclaimTimeout {timeout}"
+            ),
+            Eviction::Preempted {
+                preemptor,
+                priority,
+                reclaimed_by,
+            } => {
+                write!(f, "preempted by {preemptor} (priority {priority}) ")?;
+                match reclaimed_by {
+                    None => write!(f, "within ClusterQueue"),
+                    Some(cq) => write!(f, "reclaimed by ClusterQueue {cq}"),
+                }
+            }
+        }
+    }
+}
+
+/// Why a workload went back into its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// At once after being preempted, with its original queue time.
+    Preempted,
+    /// Its retry backoff is over.
+    BackoffOver,
+    /// Evicted in a ClusterQueue without a `retryPolicy`.
+    NoRetryPolicy,
+}
+
+impl fmt::Display for Requeue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Requeue::Preempted => "requeued after preemption",
+            Requeue::BackoffOver => "retry backoff is over",
+            Requeue::NoRetryPolicy => "requeued at once (no retryPolicy)",
+        })
+    }
+}
+
 /// Why a workload is where it is.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Reason {
@@ -63,13 +156,77 @@ pub enum Reason {
         victims: usize,
         after: Option<NotFit>,
     },
-    /// Anything rarer, already in words.
-    Text(String),
+    /// It needs preemption but was itself preempted at this instant.
+    PreemptedThisInstant {
+        not_fit: Option<NotFit>,
+    },
+    /// Its namespace is not selected by its ClusterQueue's `namespaceSelector`.
+    NamespaceNotSelected,
+    /// It can never be admitted as configured.
+    NeverFits(NeverFits),
+    /// Its ClusterQueue has a `stopPolicy`.
+    ClusterQueueStopped {
+        policy: StopPolicy,
+    },
+    /// Its LocalQueue has a `stopPolicy`.
+    LocalQueueStopped {
+        policy: StopPolicy,
+    },
+    /// StrictFIFO: the head of its ClusterQueue (`namespace/name`) waits, so it waits.
+    BehindStrictHead {
+        head: String,
+    },
+    /// An admission policy denied it for now.
+    Denied {
+        policy: String,
+        message: String,
+    },
+    /// An admission policy refused it for good.
+    Rejected {
+        policy: String,
+        message: String,
+    },
+    /// It lost its admission.
+    Evicted(Eviction),
+    /// Waiting out a retry backoff after `after`.
+    Backoff {
+        after: Box<Reason>,
+        retry: u32,
+        max_retries: u32,
+        until: Millis,
+    },
+    /// Evicted more often than `retryPolicy.maxRetries` allows.
+    Deactivated {
+        retries: u32,
+        max_retries: u32,
+    },
+    /// Its LocalQueue (or the LocalQueue's ClusterQueue) no longer exists; it
+    /// waits until a configuration brings one back under the same name.
+    QueueRemoved {
+        namespace: String,
+        queue: String,
+    },
+    /// It requests a resource the configuration no longer knows; it waits
+    /// until a configuration covers it again.
+    ResourceRemoved {
+        pod_set: String,
+        resource: String,
+    },
+    /// Admitted under a ClusterQueue, LocalQueue or flavor that has since been
+    /// removed: it keeps running and holding its nodes, charged to no quota.
+    Detached {
+        cluster_queue: String,
+    },
 }
 
 impl Reason {
     pub fn is_none(&self) -> bool {
         matches!(self, Reason::None)
+    }
+
+    /// Can the workload never be admitted as configured (the simulator's warning)?
+    pub fn never_fits(&self) -> bool {
+        matches!(self, Reason::NeverFits(_))
     }
 
     /// Is the workload waiting for nodes (rather than quota)?
@@ -86,11 +243,17 @@ impl Reason {
         }
     }
 
-    /// The sentence for people.
+    /// The sentence for people: the one rendering of a reason, for the
+    /// table, the report, Kubernetes Events and conditions.
     pub fn render(&self, cluster: &Cluster, workload: &Workload) -> String {
+        let cq_name = || {
+            cluster
+                .cluster_queues
+                .get(workload.cluster_queue.index())
+                .map_or("?", |cq| cq.name.as_str())
+        };
         match self {
             Reason::None => String::new(),
-            Reason::Text(text) => text.clone(),
             Reason::NoFit(not_fit) => render_not_fit(cluster, workload, not_fit),
             Reason::PreemptionFailed { not_fit, candidates } => format!(
                 "{}; preemption cannot free enough ({candidates} candidate(s) allowed by the preemption policy)",
@@ -101,7 +264,118 @@ impl Reason {
                 render_not_fit(cluster, workload, not_fit),
                 after.as_ref().map_or("enough".to_string(), |a| render_not_fit(cluster, workload, a))
             ),
+            Reason::PreemptedThisInstant { not_fit } => format!(
+                "{}; it was itself preempted at this instant and may preempt only once time moves on",
+                not_fit.as_ref().map_or(String::new(), |n| render_not_fit(cluster, workload, n))
+            ),
+            Reason::NamespaceNotSelected => format!(
+                "namespace {} is not selected by ClusterQueue {}'s namespaceSelector",
+                workload.namespace,
+                cq_name()
+            ),
+            Reason::NeverFits(never) => render_never_fits(cluster, workload, never, cq_name()),
+            Reason::ClusterQueueStopped { policy } => {
+                format!("ClusterQueue {} is stopped (stopPolicy {policy:?})", cq_name())
+            }
+            Reason::LocalQueueStopped { policy } => format!(
+                "LocalQueue {}/{} is stopped (stopPolicy {policy:?})",
+                workload.namespace, workload.queue_name
+            ),
+            Reason::BehindStrictHead { head } => format!(
+                "waiting behind {head}, the head of StrictFIFO ClusterQueue {}",
+                cq_name()
+            ),
+            Reason::Denied { policy, message } => {
+                format!("denied by policy {policy} (will retry): {message}")
+            }
+            Reason::Rejected { policy, message } => {
+                format!("rejected by policy {policy}: {message}")
+            }
+            Reason::Evicted(eviction) => eviction.to_string(),
+            Reason::Backoff {
+                after,
+                retry,
+                max_retries,
+                until,
+            } => format!(
+                "{}; retry {retry} of {max_retries} after backoff until {}s",
+                after.render(cluster, workload),
+                until.as_secs_f64()
+            ),
+            Reason::Deactivated {
+                retries,
+                max_retries,
+            } => format!(
+                "deactivated after {retries} retries (retryPolicy.maxRetries {max_retries})"
+            ),
+            Reason::QueueRemoved { namespace, queue } => format!(
+                "LocalQueue {namespace}/{queue} (or its ClusterQueue) was removed; it waits until one is configured again"
+            ),
+            Reason::ResourceRemoved { pod_set, resource } => format!(
+                "pod set {pod_set} requests {resource}, which the configuration no longer covers; it waits until a ClusterQueue covers it again"
+            ),
+            Reason::Detached { cluster_queue } => format!(
+                "admitted by ClusterQueue {cluster_queue}, whose configuration was since removed; it keeps running, charged to no quota"
+            ),
         }
+    }
+}
+
+/// The sentence for an admission: where, borrowing, partially.
+pub fn render_admission(cluster: &Cluster, workload: &Workload, admission: &Admission) -> String {
+    let cq = cluster
+        .cluster_queues
+        .get(workload.cluster_queue.index())
+        .map_or("?", |cq| cq.name.as_str());
+    let mut text = format!("ClusterQueue {cq}");
+    if admission.borrowing {
+        text.push_str(", borrowing from its cohort");
+    }
+    let partial: Vec<String> = admission
+        .counts
+        .iter()
+        .zip(&workload.pod_sets)
+        .filter(|(admitted, ps)| **admitted < ps.count)
+        .map(|(admitted, ps)| format!("{} {admitted} of {} pods", ps.name, ps.count))
+        .collect();
+    if !partial.is_empty() {
+        let _ = write!(
+            text,
+            ", partially admitted (minCount): {}",
+            partial.join(", ")
+        );
+    }
+    text
+}
+
+fn render_never_fits(
+    cluster: &Cluster,
+    workload: &Workload,
+    never: &NeverFits,
+    cq: &str,
+) -> String {
+    let pod_set = |i: usize| workload.pod_sets.get(i).map_or("?", |p| p.name.as_str());
+    match never {
+        NeverFits::Uncovered { pod_set: ps, resource } => format!(
+            "pod set {} requests {}, which ClusterQueue {cq} does not cover; add it to a resourceGroup's coveredResources",
+            pod_set(*ps),
+            cluster.resource_name(*resource),
+        ),
+        NeverFits::PodSetTooBig { pod_set: ps, wants, pods } => {
+            let wants: Vec<String> = wants
+                .iter()
+                .map(|&(r, a)| format!("{a} {}", cluster.resource_name(r)))
+                .collect();
+            format!(
+                "pod set {} needs {} ({pods} pod(s)), more than any flavor of ClusterQueue {cq} could ever give (quota, node size and count, selectors and taints considered)",
+                pod_set(*ps),
+                wants.join(", "),
+            )
+        }
+        NeverFits::TotalTooBig { resource, total, potential } => format!(
+            "its pod sets need {total} {} in total, more than the flavors of ClusterQueue {cq} could ever give together ({potential})",
+            cluster.resource_name(*resource),
+        ),
     }
 }
 

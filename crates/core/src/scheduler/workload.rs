@@ -12,9 +12,16 @@ use crate::model::{Amount, Millis};
 
 use super::reason::Reason;
 
-/// Index of a workload in the scheduler, in submission order (the final tie-break).
+/// A workload's slot in the scheduler. Slots of withdrawn workloads are
+/// reused, so ids stay as few as the workloads alive at once; a driver
+/// drops its id when it sees [`super::Event::Withdrawn`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WorkloadId(pub u32);
+
+/// Input order: the final tie-break between workloads ("uid" in DESIGN §3),
+/// counted from 0 per scheduler and never reused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Seq(pub u64);
 
 impl WorkloadId {
     pub fn index(self) -> usize {
@@ -113,6 +120,14 @@ pub enum Status {
     Deactivated,
     /// Can never be admitted as configured (uncovered resource, too big); blocks nobody.
     Unschedulable,
+    /// Its LocalQueue, ClusterQueue or a requested resource was removed from
+    /// the configuration while it waited; it waits for them to come back.
+    Orphaned,
+    /// Was admitted by a ClusterQueue, LocalQueue or flavor since removed: it
+    /// keeps running and holding its nodes, charged to no quota.
+    Detached,
+    /// Withdrawn (the job was deleted); the slot is free for reuse.
+    Withdrawn,
 }
 
 /// A place in a queue: the platform score, queue time and input order that
@@ -122,7 +137,7 @@ pub enum Status {
 pub struct Slot {
     pub score: f64,
     pub queue_time: Millis,
-    pub seq: WorkloadId,
+    pub seq: Seq,
 }
 
 impl Slot {
@@ -142,6 +157,8 @@ pub struct Entry {
     pub workload: Workload,
     pub status: Status,
     pub queue_time: Millis,
+    /// Its own place in input order (its slot's `seq` unless a tenant permuted it).
+    pub seq: Seq,
     /// The platform's policy score.
     pub score: f64,
     /// The tenant's own score, if a tenant bundle scored it.

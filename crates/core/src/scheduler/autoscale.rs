@@ -1,0 +1,186 @@
+//! Autoscaling (DESIGN §2 `autoscaling`, §4 the autoscale hook): per flavor
+//! with node pools used by an autoscaling ClusterQueue, what runs and what
+//! waits for nodes (not quota), the hook's desired node count within the
+//! bounds, and the plan the driver carries out — nodes to provision (their
+//! readiness comes back as `Input::NodeReady`) and idle nodes the core has
+//! stopped using. Never places a pod.
+
+use crate::model::cluster::{FlavorId, ResourceId};
+use crate::model::{Amount, Millis};
+
+use super::hooks::{AutoscaleRequest, FlavorLoad, Hooks};
+use super::Scheduler;
+
+/// Which way a flavor's node pool should move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleKind {
+    /// Provision `nodes` more; each comes back as `Input::NodeReady` when ready.
+    Up,
+    /// `nodes` idle nodes were taken out of use; the driver may delete them.
+    Down,
+}
+
+/// One line of the autoscale plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScaleRequest {
+    pub flavor: FlavorId,
+    pub kind: ScaleKind,
+    pub nodes: u32,
+}
+
+impl Scheduler {
+    /// Asks the autoscale hook and turns its answer into the plan: scale up by
+    /// what is wanted beyond ready and provisioning nodes; scale down only
+    /// with nothing provisioning, by removing idle nodes.
+    pub(super) fn plan_autoscale(
+        &mut self,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+    ) -> Vec<ScaleRequest> {
+        if !self.autoscaling {
+            return Vec::new();
+        }
+        let mut plan = Vec::new();
+        for (flavor, ready, desired) in self.desired_nodes(now, hooks) {
+            let in_flight = self.provisioning[flavor.index()];
+            if desired > ready + in_flight {
+                let nodes = desired - ready - in_flight;
+                self.provisioning[flavor.index()] += nodes;
+                plan.push(ScaleRequest {
+                    flavor,
+                    kind: ScaleKind::Up,
+                    nodes,
+                });
+            } else if desired < ready && in_flight == 0 {
+                let mut nodes = 0;
+                while nodes < ready - desired && self.capacity.remove_idle_node(flavor) {
+                    nodes += 1;
+                }
+                if nodes > 0 {
+                    plan.push(ScaleRequest {
+                        flavor,
+                        kind: ScaleKind::Down,
+                        nodes,
+                    });
+                }
+            }
+        }
+        plan
+    }
+
+    /// Asks the autoscale hook for node counts of flavors whose ClusterQueues enable autoscaling.
+    /// Returns (flavor, ready nodes, desired nodes).
+    fn desired_nodes(&self, now: Millis, hooks: &mut dyn Hooks) -> Vec<(FlavorId, u32, u32)> {
+        hooks.begin(now);
+        let mut loads = Vec::new();
+        for flavor in self.capacity.pooled_flavors() {
+            let users: Vec<_> = self
+                .cluster
+                .cluster_queues
+                .iter()
+                .zip(&self.flavors_of)
+                .filter(|(cq, flavors)| cq.autoscaling.is_some() && flavors.contains(&flavor))
+                .map(|(cq, _)| cq)
+                .collect();
+            if users.is_empty() {
+                continue;
+            }
+            let (pool_min, pool_max) = self.capacity.node_bounds(flavor);
+            let min = users
+                .iter()
+                .filter_map(|cq| cq.autoscaling.and_then(|a| a.min_replicas))
+                .max()
+                .unwrap_or(pool_min)
+                .max(pool_min);
+            let max = users
+                .iter()
+                .filter_map(|cq| cq.autoscaling.and_then(|a| a.max_replicas))
+                .min()
+                .unwrap_or(pool_max)
+                .min(pool_max);
+            let target = users
+                .iter()
+                .filter_map(|cq| cq.autoscaling.map(|a| a.target_utilization))
+                .fold(f64::INFINITY, f64::min);
+            let nodes = self.capacity.ready_nodes(flavor);
+            let mut utilization: f64 = 0.0;
+            let mut pending_nodes = 0.0;
+            for r in 0..self.cluster.resources.len() {
+                let r = ResourceId(r as u16);
+                let Some((used, total)) = self.capacity.usage(flavor, r) else {
+                    continue;
+                };
+                if total.is_zero() {
+                    continue;
+                }
+                utilization = utilization.max(used.as_f64() / total.as_f64());
+                let per_node = self
+                    .capacity
+                    .node_allocatable(flavor, r)
+                    .unwrap_or(Amount::ZERO);
+                if per_node.is_zero() {
+                    continue;
+                }
+                // Only the waiting workloads of queues that list the flavor: O(pending), not O(all).
+                let waiting: Amount = (0..self.states.len())
+                    .filter(|&q| self.flavors_of[q].contains(&flavor))
+                    .flat_map(|q| {
+                        let state = &self.states[q];
+                        state.queue.iter().chain(&state.parked).map(|k| k.id)
+                    })
+                    .map(|id| &self.entries[id.index()])
+                    .filter(|e| e.reason.waits_for_capacity())
+                    .flat_map(|e| e.workload.pod_sets.iter().map(move |ps| ps.total(r)))
+                    .sum();
+                pending_nodes = f64::max(pending_nodes, waiting.as_f64() / per_node.as_f64());
+            }
+            loads.push(FlavorLoad {
+                flavor,
+                nodes,
+                min_nodes: min,
+                max_nodes: max,
+                utilization,
+                pending_nodes,
+                target_utilization: target,
+            });
+        }
+        if loads.is_empty() {
+            return Vec::new();
+        }
+        let desired = hooks.autoscale(&AutoscaleRequest {
+            state: self,
+            flavors: &loads,
+            now,
+        });
+        loads
+            .iter()
+            .zip(desired)
+            .map(|(l, d)| {
+                (
+                    l.flavor,
+                    l.nodes,
+                    d.clamp(l.min_nodes, l.max_nodes.max(l.min_nodes)),
+                )
+            })
+            .collect()
+    }
+
+    /// A node of `flavor` became ready (a scale-up done, or a node that appeared).
+    pub(super) fn node_ready(&mut self, flavor: FlavorId) -> bool {
+        if flavor.index() >= self.provisioning.len() {
+            return false;
+        }
+        self.provisioning[flavor.index()] = self.provisioning[flavor.index()].saturating_sub(1);
+        let added = self.capacity.add_node(flavor);
+        if added {
+            self.wake_all();
+        }
+        added
+    }
+
+    /// A node of `flavor` went away: one idle node leaves the capacity (a
+    /// node with pods is never taken; their jobs fail through the driver).
+    pub(super) fn node_removed(&mut self, flavor: FlavorId) -> bool {
+        flavor.index() < self.provisioning.len() && self.capacity.remove_idle_node(flavor)
+    }
+}

@@ -1,0 +1,363 @@
+//! One scheduling cycle (DESIGN §3): score new arrivals, take every
+//! ClusterQueue's head, assign flavors (with partial admission), order the
+//! heads across ClusterQueues and admit what fits — asking the admission
+//! hook once per attempt — or hand the head to `preemption`. Changes
+//! scheduler state only through admissions, set-asides and rejections.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+use crate::model::api::StopPolicy;
+use crate::model::cluster::{ClusterQueueId, FlavorId};
+use crate::model::Millis;
+
+use super::assign::{self, Assignment, Mode};
+use super::hooks::{AdmissionRequest, AdmissionVerdict, FlavorRequest, Hooks};
+use super::lifecycle::TimerKind;
+use super::reason::Reason;
+use super::workload::{Admission, Status, WorkloadId};
+use super::{Cycle, Event, Scheduler, Score};
+
+impl Scheduler {
+    /// One scheduling cycle at `now`: score new arrivals, take every
+    /// ClusterQueue's head, order them (DESIGN §3) and admit what fits,
+    /// preempting where allowed.
+    pub(super) fn schedule(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Cycle {
+        self.cycles += 1;
+        hooks.begin(now);
+        self.advance_history(now);
+        self.score_new(now, hooks);
+        let mut cycle = Cycle::default();
+        struct Head {
+            cq: ClusterQueueId,
+            id: WorkloadId,
+            assignment: Assignment,
+            order: (Score, bool, Reverse<i32>, Millis, super::Seq),
+        }
+        let mut heads = Vec::with_capacity(self.active.len());
+        let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
+        for cq in active {
+            let def = self.cluster.cluster_queue(cq);
+            let Some(first) = self.head(cq) else {
+                continue;
+            };
+            if def.stop_policy != StopPolicy::None {
+                // Nothing is examined; `reason` says the queue is stopped.
+                continue;
+            }
+            let assignment = self.assign_head(cq, first.id, hooks);
+            let entry = &self.entries[first.id.index()];
+            let share = if self.fair[cq.index()] {
+                self.share(cq, &assignment.usage)
+            } else {
+                0.0
+            };
+            let order = (
+                Score(share),
+                assignment.borrowing,
+                Reverse(entry.workload.priority),
+                entry.slot.queue_time,
+                entry.slot.seq,
+            );
+            heads.push(Head {
+                cq,
+                id: first.id,
+                assignment,
+                order,
+            });
+        }
+        heads.sort_by_key(|h| h.order);
+        let mut changed_trees: BTreeSet<usize> = BTreeSet::new();
+        let mut nodes_changed = false;
+        for head in heads {
+            let Head {
+                cq,
+                id,
+                mut assignment,
+                ..
+            } = head;
+            if changed_trees.contains(&self.tree_of[cq.index()])
+                || (nodes_changed && !assignment.placements.is_empty())
+            {
+                assignment = self.assign_head(cq, id, hooks);
+            }
+            let lq =
+                &self.cluster.local_queues[self.entries[id.index()].workload.local_queue.index()];
+            if lq.stop_policy != StopPolicy::None {
+                // Whatever the queueing strategy: a stopped LocalQueue blocks nobody.
+                self.entries[id.index()].reason = Reason::LocalQueueStopped {
+                    policy: lq.stop_policy,
+                };
+                self.park(cq, id);
+                cycle.progress = true;
+                continue;
+            }
+            let admitted = match assignment.mode {
+                Mode::Fit => self.try_admit(cq, id, assignment, now, hooks, &mut cycle),
+                Mode::Preempt if self.entries[id.index()].preempted_at == Some(now) => {
+                    let reason = Reason::PreemptedThisInstant {
+                        not_fit: assignment.not_fit,
+                    };
+                    cycle.progress |= self.set_aside(cq, id, reason);
+                    false
+                }
+                Mode::Preempt => self.try_preempt(cq, id, assignment, now, hooks, &mut cycle),
+                Mode::NoFit => {
+                    let reason = assignment.not_fit.map_or(Reason::None, Reason::NoFit);
+                    cycle.progress |= self.set_aside(cq, id, reason);
+                    false
+                }
+            };
+            if admitted {
+                changed_trees.insert(self.tree_of[cq.index()]);
+                nodes_changed |= self.entries[id.index()]
+                    .admission
+                    .as_ref()
+                    .is_some_and(|a| !a.placements.is_empty());
+                cycle.progress = true;
+            }
+        }
+        cycle
+    }
+
+    /// Assigns flavors to a head; a workload with `minCount`s that does not fit
+    /// whole is admitted with the most pods that fit (Kueue's partial admission:
+    /// every reducible pod set shrinks in proportion, found by binary search).
+    pub(super) fn assign_head(
+        &self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        hooks: &mut dyn Hooks,
+    ) -> Assignment {
+        let whole = self.assign_counts(cq, id, hooks, None);
+        let pod_sets = &self.entries[id.index()].workload.pod_sets;
+        let reducible: Vec<u32> = pod_sets
+            .iter()
+            .map(|ps| ps.count - ps.min_count.unwrap_or(ps.count).min(ps.count))
+            .collect();
+        let steps: u32 = reducible.iter().max().copied().unwrap_or(0);
+        if whole.mode == Mode::Fit || steps == 0 {
+            return whole;
+        }
+        // counts(k): each pod set gives up its reducible pods in proportion to k / steps.
+        let counts = |k: u32| -> Vec<u32> {
+            pod_sets
+                .iter()
+                .zip(&reducible)
+                .map(|(ps, &r)| ps.count - (r as u64 * k as u64).div_ceil(steps as u64) as u32)
+                .collect()
+        };
+        let fits = |k: u32, hooks: &mut dyn Hooks| {
+            let assignment = self.assign_counts(cq, id, hooks, Some(&counts(k)));
+            (assignment.mode == Mode::Fit).then_some(assignment)
+        };
+        let Some(mut best) = fits(steps, hooks) else {
+            return whole;
+        };
+        let (mut lo, mut hi) = (1, steps);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match fits(mid, hooks) {
+                Some(assignment) => {
+                    best = assignment;
+                    hi = mid;
+                }
+                None => lo = mid + 1,
+            }
+        }
+        best
+    }
+
+    fn assign_counts(
+        &self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        hooks: &mut dyn Hooks,
+        counts: Option<&[u32]>,
+    ) -> Assignment {
+        let entry = &self.entries[id.index()];
+        let candidates = &self.flavors_of[cq.index()];
+        let preferred = if candidates.len() > 1 {
+            hooks.flavor(&FlavorRequest {
+                state: self,
+                entry,
+                cluster_queue: cq,
+                candidates,
+            })
+        } else {
+            None
+        };
+        let mut assignment = assign::assign(
+            &self.ctx(),
+            cq,
+            &entry.workload,
+            preferred.as_deref(),
+            counts,
+        );
+        if assignment.mode != Mode::Preempt {
+            return assignment;
+        }
+        assignment.candidates = self.preemption_candidates(cq, id, &assignment.usage);
+        if !assignment.candidates.is_empty() {
+            return assignment;
+        }
+        // As Kueue's preemption oracle: a flavor where preemption has no candidates
+        // ranks below every viable one, so look again without the flavors that are short.
+        let short: Vec<FlavorId> = assignment
+            .usage
+            .iter()
+            .filter(|&&(fr, amount)| amount > self.quota.available(cq, fr))
+            .map(|&(fr, _)| self.cluster.split(fr).0)
+            .collect();
+        let order: Vec<FlavorId> = preferred
+            .as_deref()
+            .unwrap_or(candidates)
+            .iter()
+            .copied()
+            .filter(|f| !short.contains(f))
+            .collect();
+        let mut retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order), counts);
+        if retry.mode == Mode::Preempt {
+            retry.candidates = self.preemption_candidates(cq, id, &retry.usage);
+        }
+        let viable = match retry.mode {
+            Mode::Fit => true,
+            Mode::Preempt => !retry.candidates.is_empty(),
+            Mode::NoFit => false,
+        };
+        if viable {
+            retry
+        } else {
+            assignment
+        }
+    }
+
+    /// Asks the admission hook about a head that fits, once, and acts on the verdict.
+    fn try_admit(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        assignment: Assignment,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+        cycle: &mut Cycle,
+    ) -> bool {
+        let verdict = self.ask_admission(id, &assignment, now, hooks);
+        self.decide(cq, id, assignment, verdict, now, cycle)
+    }
+
+    /// The admission hook's verdict on admitting `id` with `assignment`.
+    pub(super) fn ask_admission(
+        &self,
+        id: WorkloadId,
+        assignment: &Assignment,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+    ) -> AdmissionVerdict {
+        hooks.admission(&AdmissionRequest {
+            state: self,
+            entry: &self.entries[id.index()],
+            flavors: &assignment.pod_sets,
+            borrowing: assignment.borrowing,
+            now,
+        })
+    }
+
+    /// Carries out an admission verdict: admit, reject for good, or set aside to retry.
+    pub(super) fn decide(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        assignment: Assignment,
+        verdict: AdmissionVerdict,
+        now: Millis,
+        cycle: &mut Cycle,
+    ) -> bool {
+        match verdict {
+            AdmissionVerdict::Allow => {
+                self.admit(cq, id, assignment, now);
+                cycle.events.push(Event::Admitted { workload: id });
+                true
+            }
+            AdmissionVerdict::Deny {
+                policy,
+                reason,
+                retryable: false,
+            } => {
+                self.dequeue(id);
+                let entry = &mut self.entries[id.index()];
+                entry.status = Status::Rejected;
+                entry.reason = Reason::Rejected {
+                    policy: policy.clone(),
+                    message: reason.clone(),
+                };
+                cycle.events.push(Event::Rejected {
+                    workload: id,
+                    policy,
+                    message: reason,
+                });
+                cycle.progress = true;
+                false
+            }
+            AdmissionVerdict::Deny {
+                policy,
+                reason,
+                retryable: true,
+            } => {
+                let reason = Reason::Denied {
+                    policy,
+                    message: reason,
+                };
+                cycle.progress |= self.set_aside(cq, id, reason);
+                false
+            }
+        }
+    }
+
+    pub(super) fn admit(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        assignment: Assignment,
+        now: Millis,
+    ) {
+        self.dequeue(id);
+        self.install(
+            cq,
+            id,
+            Admission {
+                at: now,
+                pod_sets: assignment.pod_sets,
+                usage: assignment.usage,
+                placements: assignment.placements,
+                borrowing: assignment.borrowing,
+                counts: assignment.counts,
+            },
+        );
+    }
+
+    /// Makes `admission` the workload's: charges its quota, holds its nodes,
+    /// arms its reclaim timer. Admission and restore both come through here.
+    pub(super) fn install(&mut self, cq: ClusterQueueId, id: WorkloadId, admission: Admission) {
+        for &(fr, amount) in &admission.usage {
+            self.quota.add_usage(cq, fr, amount);
+        }
+        self.capacity.commit(&admission.placements);
+        let priority = self.entries[id.index()].workload.priority;
+        self.states[cq.index()].admitted.insert((priority, id));
+        let at = admission.at;
+        let entry = &mut self.entries[id.index()];
+        entry.epoch += 1;
+        entry.status = Status::Admitted;
+        entry.reason = Reason::None;
+        entry.admission = Some(admission);
+        if let Some(timeout) = self.cluster.cluster_queue(cq).reclaim_timeout {
+            self.timers.insert((
+                at.saturating_add(timeout),
+                TimerKind::Reclaim,
+                id,
+                entry.epoch,
+            ));
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! A workload's life outside the scheduling cycle: submission, finishing,
+//! failing, withdrawal (the job was deleted), timers (retry backoff ends,
+//! reclaim deadlines), eviction and the retry policy that follows it.
+//! Releases quota and nodes; never admits anything (that is `cycle`).
+
+use crate::model::cluster::{FlavorResource, RetryPolicy};
+use crate::model::{Amount, Millis};
+
+use super::assign;
+use super::hooks::Hooks;
+use super::reason::{Eviction, Reason, Requeue};
+use super::workload::{Admission, Entry, Seq, Slot, Status, Workload, WorkloadId};
+use super::{Event, Scheduler};
+
+/// What a timer does when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TimerKind {
+    BackoffEnds,
+    Reclaim,
+}
+
+impl Scheduler {
+    /// Adds a workload at `now` (its queue time). It is scored and queued at
+    /// the next cycle. A withdrawn workload's slot is reused, lowest first.
+    pub(super) fn submit(&mut self, workload: Workload, now: Millis) -> WorkloadId {
+        let seq = self.next_seq;
+        self.next_seq = Seq(seq.0 + 1);
+        let (id, epoch) = match self.free.pop_first() {
+            // A reused slot continues its epochs, so timers and finish events
+            // of the workload that held it never match the new one.
+            Some(id) => (id, self.entries[id.index()].epoch.wrapping_add(1)),
+            None => (WorkloadId(self.entries.len() as u32), 0),
+        };
+        let cq = workload.cluster_queue;
+        let mut reason = Reason::None;
+        let mut status = Status::Scoring;
+        if !self.cluster.namespace_allowed(cq, &workload.namespace) {
+            status = Status::Unschedulable;
+            reason = Reason::NamespaceNotSelected;
+        } else if let Some(why) = assign::never_fits(&self.ctx(), cq, &workload) {
+            status = Status::Unschedulable;
+            reason = Reason::NeverFits(why);
+        }
+        let entry = Entry {
+            workload,
+            status,
+            queue_time: now,
+            seq,
+            score: 0.0,
+            tenant_score: None,
+            slot: Slot {
+                score: 0.0,
+                queue_time: now,
+                seq,
+            },
+            reason,
+            retries: 0,
+            evictions: 0,
+            admission: None,
+            epoch,
+            preempted_at: None,
+        };
+        if id.index() == self.entries.len() {
+            self.entries.push(entry);
+        } else {
+            self.entries[id.index()] = entry;
+        }
+        if status == Status::Scoring {
+            self.to_score.push(id);
+        }
+        id
+    }
+
+    /// The workload ran to completion at `now`: release its quota and nodes.
+    pub(super) fn finish(&mut self, id: WorkloadId, now: Millis) -> Vec<Event> {
+        let Some(entry) = self.get(id) else {
+            return Vec::new();
+        };
+        if entry.status == Status::Detached {
+            let released = self.release_detached(id);
+            self.entries[id.index()].status = Status::Finished;
+            return vec![Event::Finished {
+                workload: id,
+                released,
+            }];
+        }
+        if entry.status != Status::Admitted {
+            return Vec::new();
+        }
+        self.advance_history(now);
+        let entry = &self.entries[id.index()];
+        if let (Some(history), Some(admission)) = (
+            self.runtimes[entry.workload.local_queue.index()].as_mut(),
+            &entry.admission,
+        ) {
+            history.record(now, now.saturating_sub(admission.at));
+        }
+        let released = self.release(id).map(|a| a.usage).unwrap_or_default();
+        let entry = &mut self.entries[id.index()];
+        entry.status = Status::Finished;
+        entry.reason = Reason::None;
+        vec![Event::Finished {
+            workload: id,
+            released,
+        }]
+    }
+
+    /// The workload failed while running: evict it and retry per `retryPolicy`.
+    pub(super) fn fail(&mut self, id: WorkloadId, message: &str, now: Millis) -> Vec<Event> {
+        if self.get(id).map(|e| e.status) != Some(Status::Admitted) {
+            return Vec::new();
+        }
+        self.advance_history(now);
+        let mut events = Vec::new();
+        let cause = Eviction::Failed {
+            message: message.to_string(),
+        };
+        self.evict(id, cause, None, &mut events);
+        self.retry(id, now, None, &mut events);
+        events
+    }
+
+    /// The job was deleted: forget the workload whatever its state, releasing
+    /// its quota and nodes. Nothing else changes here; what the freed quota
+    /// allows is decided by the cycles that follow.
+    pub(super) fn withdraw(&mut self, id: WorkloadId, now: Millis) -> Vec<Event> {
+        let Some(entry) = self.get(id) else {
+            return Vec::new();
+        };
+        let released = match entry.status {
+            Status::Admitted => {
+                self.advance_history(now);
+                self.release(id).map(|a| a.usage).unwrap_or_default()
+            }
+            Status::Detached => self.release_detached(id),
+            Status::Queued | Status::Inadmissible => {
+                self.dequeue(id);
+                Vec::new()
+            }
+            Status::Scoring => {
+                self.to_score.retain(|&w| w != id);
+                Vec::new()
+            }
+            Status::Orphaned => {
+                self.orphans.remove(&id);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        let entry = &mut self.entries[id.index()];
+        // Stale timers (backoff, reclaim) no longer match.
+        entry.epoch = entry.epoch.wrapping_add(1);
+        entry.status = Status::Withdrawn;
+        entry.reason = Reason::None;
+        entry.admission = None;
+        entry.tenant_score = None;
+        self.free.insert(id);
+        vec![Event::Withdrawn {
+            workload: id,
+            released,
+        }]
+    }
+
+    /// Fires every timer due at or before `now`.
+    pub(super) fn fire_timers(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Vec<Event> {
+        hooks.begin(now);
+        self.advance_history(now);
+        let mut events = Vec::new();
+        while let Some(&(at, kind, id, epoch)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let entry = &self.entries[id.index()];
+            if entry.epoch != epoch {
+                continue;
+            }
+            match kind {
+                TimerKind::BackoffEnds if entry.status == Status::Backoff => {
+                    self.enqueue(id);
+                    events.push(Event::Requeued {
+                        workload: id,
+                        cause: Requeue::BackoffOver,
+                    });
+                }
+                TimerKind::Reclaim if entry.status == Status::Admitted => {
+                    let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
+                    let cause = Eviction::Reclaimed {
+                        cluster_queue: cq.name.clone(),
+                        timeout: cq.reclaim_timeout.unwrap_or(Millis::ZERO),
+                    };
+                    self.evict(id, cause, None, &mut events);
+                    // Without a retryPolicy a workload outliving the timeout would be
+                    // re-admitted and reclaimed forever; the default policy bounds it.
+                    self.retry(id, now, Some(RetryPolicy::DEFAULT), &mut events);
+                }
+                _ => {}
+            }
+        }
+        if self.next_fair_adjust.is_some_and(|t| t <= now) {
+            self.adjust_fair_weights(now, hooks);
+        }
+        events
+    }
+
+    /// Gives back an admitted workload's quota and nodes; wakes what may now fit.
+    pub(super) fn release(&mut self, id: WorkloadId) -> Option<Admission> {
+        let entry = &mut self.entries[id.index()];
+        let admission = entry.admission.take()?;
+        let cq = entry.workload.cluster_queue;
+        for &(fr, amount) in &admission.usage {
+            self.quota.add_usage(cq, fr, -amount);
+        }
+        self.capacity.release(&admission.placements);
+        let priority = self.entries[id.index()].workload.priority;
+        self.states[cq.index()].admitted.remove(&(priority, id));
+        self.wake(cq, !admission.placements.is_empty());
+        Some(admission)
+    }
+
+    /// Gives back a detached workload's nodes (it holds no quota).
+    fn release_detached(&mut self, id: WorkloadId) -> Vec<(FlavorResource, Amount)> {
+        if let Some(placements) = self.detached.remove(&id) {
+            self.capacity.release(&placements);
+            if !placements.is_empty() {
+                self.wake_all();
+            }
+        }
+        self.entries[id.index()].reason = Reason::None;
+        Vec::new()
+    }
+
+    pub(super) fn evict(
+        &mut self,
+        id: WorkloadId,
+        cause: Eviction,
+        by: Option<String>,
+        events: &mut Vec<Event>,
+    ) {
+        let released = self.release(id).map(|a| a.usage).unwrap_or_default();
+        let entry = &mut self.entries[id.index()];
+        entry.evictions += 1;
+        entry.epoch += 1;
+        entry.reason = Reason::Evicted(cause.clone());
+        events.push(Event::Evicted {
+            workload: id,
+            cause,
+            by,
+            released,
+        });
+    }
+
+    /// After a failure or reclaim: back off and requeue, or deactivate past maxRetries.
+    /// Unlike a preempted workload it queues from the eviction on, behind those that
+    /// waited meanwhile (Kueue's `requeuingStrategy.timestamp: Eviction`), so a
+    /// reclaimed workload does not take its quota straight back.
+    /// `fallback` applies when the ClusterQueue has no retryPolicy.
+    fn retry(
+        &mut self,
+        id: WorkloadId,
+        now: Millis,
+        fallback: Option<RetryPolicy>,
+        events: &mut Vec<Event>,
+    ) {
+        let entry = &mut self.entries[id.index()];
+        entry.retries += 1;
+        entry.queue_time = now;
+        entry.slot = Slot {
+            score: entry.score,
+            queue_time: now,
+            seq: entry.seq,
+        };
+        let policy = self
+            .cluster
+            .cluster_queue(entry.workload.cluster_queue)
+            .retry
+            .or(fallback);
+        match policy {
+            None => {
+                self.enqueue(id);
+                events.push(Event::Requeued {
+                    workload: id,
+                    cause: Requeue::NoRetryPolicy,
+                });
+            }
+            Some(p) if entry.retries > p.max_retries => {
+                entry.status = Status::Deactivated;
+                let (retries, max_retries) = (entry.retries - 1, p.max_retries);
+                entry.reason = Reason::Deactivated {
+                    retries,
+                    max_retries,
+                };
+                events.push(Event::Deactivated {
+                    workload: id,
+                    retries,
+                    max_retries,
+                });
+            }
+            Some(p) => {
+                let factor = 1i64 << (entry.retries - 1).min(30);
+                let until = now.saturating_add(p.backoff.saturating_mul(factor));
+                entry.status = Status::Backoff;
+                let after = std::mem::take(&mut entry.reason);
+                entry.reason = Reason::Backoff {
+                    after: Box::new(after),
+                    retry: entry.retries,
+                    max_retries: p.max_retries,
+                    until,
+                };
+                self.timers
+                    .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+            }
+        }
+    }
+}

@@ -1,0 +1,563 @@
+//! Rebuilding state without re-deciding it: [`Scheduler::restore`] takes
+//! the admissions a driver reads back after a restart (no admission hook,
+//! no policy runs), and [`Scheduler::reconfigure`] takes a new
+//! configuration while workloads exist. Semantics of a reconfiguration:
+//!
+//! - ids stay: every workload keeps its [`WorkloadId`], its queue time,
+//!   input order, score and retry count;
+//! - admitted workloads stay admitted, charged to the new quota even if it
+//!   is now smaller (Kueue: a lower quota evicts nothing; the queue admits
+//!   nothing more until usage falls);
+//! - an admitted workload whose ClusterQueue, LocalQueue, flavor or
+//!   resource is gone stays running as [`Status::Detached`]: it holds its
+//!   nodes, is charged to no quota, is never preempted, and re-attaches if a
+//!   later configuration brings its queue and flavors back;
+//! - pending workloads are re-evaluated: set-aside ones go back in their
+//!   queues, `Unschedulable` ones are checked again;
+//! - a pending workload whose LocalQueue (or its ClusterQueue) or requested
+//!   resource is gone waits as [`Status::Orphaned`] with that reason, and is
+//!   queued again, with its original queue time, once a configuration has
+//!   them;
+//! - nothing is lost: withdrawn slots stay free, finished and rejected
+//!   workloads stay as they were, timers (backoff, reclaim) are re-armed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, ResourceId};
+use crate::model::{Amount, Millis};
+
+use super::assign;
+use super::capacity::{PoolSpec, Scratch};
+use super::lifecycle::TimerKind;
+use super::reason::Reason;
+use super::workload::{Admission, Entry, PodSetFlavors, Seq, Status, Workload, WorkloadId};
+use super::Scheduler;
+
+/// An admitted workload read back after a restart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restored {
+    /// The workload as intake makes it against the configuration in force.
+    pub workload: Workload,
+    /// Per pod set (same order as `workload.pod_sets`): resource name → flavor name.
+    pub flavors: Vec<BTreeMap<String, String>>,
+    /// Pods admitted per pod set (below the count after partial admission).
+    pub counts: Vec<u32>,
+    pub admitted_at: Millis,
+    pub queue_time: Millis,
+}
+
+/// Why an admission read back cannot be restored. The workload is not
+/// added; the driver should hold its job again and submit it as pending.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RestoreError {
+    #[error("{workload}: its admission lists {given} pod sets but the workload has {expected}; submit it again as pending")]
+    PodSets {
+        workload: String,
+        given: usize,
+        expected: usize,
+    },
+    #[error("{workload}: pod set {pod_set} was admitted on flavor {flavor}, which ClusterQueue {cluster_queue} does not list for {resource}; submit it again as pending")]
+    Flavor {
+        workload: String,
+        pod_set: String,
+        resource: String,
+        flavor: String,
+        cluster_queue: String,
+    },
+    #[error("{workload}: pod set {pod_set} was admitted with {admitted} pods, more than its {count}; submit it again as pending")]
+    Count {
+        workload: String,
+        pod_set: String,
+        admitted: u32,
+        count: u32,
+    },
+}
+
+/// What a reconfiguration did to the workloads it could not keep as they were.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reconfigured {
+    /// Admitted workloads whose queue or flavor is gone: still running, charged to no quota.
+    pub detached: Vec<WorkloadId>,
+    /// Pending workloads whose queue or resource is gone: waiting with a reason.
+    pub orphaned: Vec<WorkloadId>,
+    /// Orphaned or detached workloads the new configuration took back.
+    pub adopted: Vec<WorkloadId>,
+}
+
+/// Per pod set: resource name → flavor name.
+type FlavorNames = Vec<Vec<(String, String)>>;
+
+/// A workload's requests by name, so it can be resolved against another configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Portable {
+    /// Per pod set: per-pod requests by resource name.
+    requests: Vec<Vec<(String, Amount)>>,
+    /// For an admission: per pod set, resource name → flavor name.
+    flavors: Option<FlavorNames>,
+    /// For an admission: when, and pods per pod set.
+    admitted: Option<(Millis, Vec<u32>, bool)>,
+    /// The ClusterQueue it was admitted by or queued in, for reasons.
+    cluster_queue: String,
+    /// Was it scored by the weight hook (does it go back to its queue or to scoring)?
+    scored: bool,
+}
+
+impl Portable {
+    fn of(cluster: &Cluster, entry: &Entry) -> Portable {
+        let name = |r: ResourceId| {
+            cluster
+                .resources
+                .get(r.index())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let flavor = |f: FlavorId| {
+            cluster
+                .flavors
+                .get(f.index())
+                .map(|f| f.name.clone())
+                .unwrap_or_default()
+        };
+        Portable {
+            requests: entry
+                .workload
+                .pod_sets
+                .iter()
+                .map(|ps| ps.per_pod.iter().map(|&(r, a)| (name(r), a)).collect())
+                .collect(),
+            flavors: entry.admission.as_ref().map(|a| {
+                a.pod_sets
+                    .iter()
+                    .map(|ps| {
+                        ps.flavors
+                            .iter()
+                            .map(|&(r, f)| (name(r), flavor(f)))
+                            .collect()
+                    })
+                    .collect()
+            }),
+            admitted: entry
+                .admission
+                .as_ref()
+                .map(|a| (a.at, a.counts.clone(), a.borrowing)),
+            cluster_queue: cluster
+                .cluster_queues
+                .get(entry.workload.cluster_queue.index())
+                .map(|cq| cq.name.clone())
+                .unwrap_or_default(),
+            scored: !matches!(entry.status, Status::Scoring | Status::Unschedulable),
+        }
+    }
+}
+
+/// The workload's ids in `cluster`, or why it has none there.
+fn resolve(
+    cluster: &Cluster,
+    workload: &Workload,
+    portable: &Portable,
+) -> Result<Workload, Reason> {
+    let removed = || Reason::QueueRemoved {
+        namespace: workload.namespace.clone(),
+        queue: workload.queue_name.clone(),
+    };
+    let lq = cluster
+        .local_queue_id(&workload.namespace, &workload.queue_name)
+        .ok_or_else(removed)?;
+    let mut resolved = workload.clone();
+    resolved.local_queue = lq;
+    resolved.cluster_queue = cluster.local_queues[lq.index()].cluster_queue;
+    for (ps, requests) in resolved.pod_sets.iter_mut().zip(&portable.requests) {
+        let mut per_pod = Vec::with_capacity(requests.len());
+        for (resource, amount) in requests {
+            let id = cluster
+                .resource_id(resource)
+                .ok_or_else(|| Reason::ResourceRemoved {
+                    pod_set: ps.name.clone(),
+                    resource: resource.clone(),
+                })?;
+            per_pod.push((id, *amount));
+        }
+        per_pod.sort();
+        ps.per_pod = per_pod;
+    }
+    Ok(resolved)
+}
+
+/// The admission's flavors in `cluster`, if every one still exists and the
+/// ClusterQueue lists it for that resource.
+fn resolve_flavors(
+    cluster: &Cluster,
+    cq: ClusterQueueId,
+    flavors: &[Vec<(String, String)>],
+) -> Option<Vec<PodSetFlavors>> {
+    let def = cluster.cluster_queue(cq);
+    flavors
+        .iter()
+        .map(|pod_set| {
+            let flavors = pod_set
+                .iter()
+                .map(|(resource, flavor)| {
+                    let r = cluster.resource_id(resource)?;
+                    let f = cluster.flavor_id(flavor)?;
+                    def.groups
+                        .iter()
+                        .any(|g| g.resources.contains(&r) && g.flavors.contains(&f))
+                        .then_some((r, f))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(PodSetFlavors { flavors })
+        })
+        .collect()
+}
+
+impl Scheduler {
+    /// Quota usage and node placements of pod sets admitted on `flavors`
+    /// with `counts` pods: what admission would have charged. Pods that no
+    /// node has room for any more are left unplaced (the cluster already
+    /// runs them; the core only stops counting their nodes' room).
+    fn charge_of(
+        &self,
+        workload: &Workload,
+        flavors: &[PodSetFlavors],
+        counts: &[u32],
+        scratch: &mut Scratch,
+    ) -> (
+        Vec<(crate::model::cluster::FlavorResource, Amount)>,
+        Vec<super::workload::Placement>,
+    ) {
+        let mut usage: BTreeMap<crate::model::cluster::FlavorResource, Amount> = BTreeMap::new();
+        let mut placements = Vec::new();
+        for ((ps, chosen), &count) in workload.pod_sets.iter().zip(flavors).zip(counts) {
+            for &(r, f) in &chosen.flavors {
+                let fr = self.cluster.flavor_resource(f, r);
+                *usage.entry(fr).or_default() += ps.per_pod_of(r).saturating_mul(count as i64);
+            }
+            if let Some(&(_, f)) = chosen.flavors.first() {
+                if let Some(placed) = self.capacity.place(scratch, f, count, &ps.per_pod) {
+                    placements.extend(placed);
+                }
+            }
+        }
+        (usage.into_iter().collect(), placements)
+    }
+
+    /// Rebuilds admitted workloads read back after a restart, before the
+    /// first step: each is charged to its ClusterQueue's quota (even past
+    /// it), placed on the nodes best-fit, and its reclaim timer armed from
+    /// its admission time. No hook is asked. One result per input, in order.
+    pub fn restore(&mut self, admitted: Vec<Restored>) -> Vec<Result<WorkloadId, RestoreError>> {
+        let mut scratch = Scratch::default();
+        let mut results = Vec::with_capacity(admitted.len());
+        for restored in admitted {
+            let result = self.restore_one(restored, &mut scratch);
+            results.push(result);
+        }
+        results
+    }
+
+    fn restore_one(
+        &mut self,
+        restored: Restored,
+        scratch: &mut Scratch,
+    ) -> Result<WorkloadId, RestoreError> {
+        let Restored {
+            workload,
+            flavors,
+            counts,
+            admitted_at,
+            queue_time,
+        } = restored;
+        let who = format!("{}/{}", workload.namespace, workload.name);
+        let cq = workload.cluster_queue;
+        if flavors.len() != workload.pod_sets.len() || counts.len() != workload.pod_sets.len() {
+            return Err(RestoreError::PodSets {
+                workload: who,
+                given: flavors.len().min(counts.len()),
+                expected: workload.pod_sets.len(),
+            });
+        }
+        let mut chosen = Vec::with_capacity(flavors.len());
+        for ((ps, by_resource), &count) in workload.pod_sets.iter().zip(&flavors).zip(&counts) {
+            if count > ps.count {
+                return Err(RestoreError::Count {
+                    workload: who,
+                    pod_set: ps.name.clone(),
+                    admitted: count,
+                    count: ps.count,
+                });
+            }
+            let mut pairs = Vec::with_capacity(ps.per_pod.len());
+            for &(r, _) in &ps.per_pod {
+                let resource = self.cluster.resource_name(r).to_string();
+                let flavor = by_resource.get(&resource).cloned().unwrap_or_default();
+                pairs.push((resource, flavor));
+            }
+            match resolve_flavors(&self.cluster, cq, std::slice::from_ref(&pairs)) {
+                Some(mut resolved) => chosen.push(resolved.remove(0)),
+                None => {
+                    let (resource, flavor) = pairs
+                        .iter()
+                        .find(|pair| {
+                            resolve_flavors(&self.cluster, cq, &[vec![(*pair).clone()]]).is_none()
+                        })
+                        .cloned()
+                        .unwrap_or_default();
+                    return Err(RestoreError::Flavor {
+                        workload: who,
+                        pod_set: ps.name.clone(),
+                        resource,
+                        flavor,
+                        cluster_queue: self.cluster.cluster_queue(cq).name.clone(),
+                    });
+                }
+            }
+        }
+        let (usage, placements) = self.charge_of(&workload, &chosen, &counts, scratch);
+        let borrowing = usage
+            .iter()
+            .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
+        let id = self.submit(workload, queue_time);
+        self.to_score.retain(|&w| w != id);
+        let entry = &mut self.entries[id.index()];
+        entry.reason = Reason::None;
+        self.install(
+            cq,
+            id,
+            Admission {
+                at: admitted_at,
+                pod_sets: chosen,
+                usage,
+                placements,
+                borrowing,
+                counts,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Takes a new configuration (and node pools) while workloads exist; see
+    /// the module documentation for what happens to each workload.
+    pub fn reconfigure(&mut self, cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Reconfigured {
+        let mut next = Scheduler::new(cluster, pools);
+        let old = std::mem::replace(self, Scheduler::new(next.cluster.clone(), &[]));
+        next.cycles = old.cycles;
+        next.next_seq = old.next_seq;
+        next.now = old.now;
+        for (i, cq) in old.cluster.cluster_queues.iter().enumerate() {
+            if let Some(new) = next.cluster.cluster_queue_id(&cq.name) {
+                next.decayed[new.index()] = old.decayed[i].clone();
+            }
+        }
+        for (i, lq) in old.cluster.local_queues.iter().enumerate() {
+            let new = next.cluster.local_queue_id(&lq.namespace, &lq.name);
+            if let (Some(new), Some(history)) = (new, &old.runtimes[i]) {
+                if next.runtimes[new.index()].is_some() {
+                    next.runtimes[new.index()] = Some(history.clone());
+                }
+            }
+        }
+        for (i, flavor) in old.cluster.flavors.iter().enumerate() {
+            if let Some(new) = next.cluster.flavor_id(&flavor.name) {
+                next.provisioning[new.index()] = old.provisioning[i];
+            }
+        }
+        if next.next_fair_adjust.is_some() {
+            next.next_fair_adjust = Some(old.next_fair_adjust.unwrap_or(old.now));
+        }
+        let mut orphans = old.orphans;
+        let mut report = Reconfigured::default();
+        let mut to_install: Vec<(Millis, Seq, WorkloadId, FlavorNames)> = Vec::new();
+        let mut detached: BTreeSet<WorkloadId> = BTreeSet::new();
+        next.entries = Vec::with_capacity(old.entries.len());
+        next.free = old.free;
+        for (i, mut entry) in old.entries.into_iter().enumerate() {
+            let id = WorkloadId(i as u32);
+            let portable = match orphans.remove(&id) {
+                Some(p) => p,
+                None => Portable::of(&old.cluster, &entry),
+            };
+            let resolved = resolve(&next.cluster, &entry.workload, &portable);
+            let status = entry.status;
+            if let Ok(workload) = &resolved {
+                entry.workload = workload.clone();
+            }
+            let was_detached = status == Status::Detached;
+            match (status, resolved) {
+                (
+                    Status::Withdrawn | Status::Finished | Status::Rejected | Status::Deactivated,
+                    _,
+                ) => {
+                    next.entries.push(entry);
+                }
+                (Status::Admitted | Status::Detached, Ok(workload)) => {
+                    entry.admission = None;
+                    let flavors = portable.flavors.clone().unwrap_or_default();
+                    let fits = resolve_flavors(&next.cluster, workload.cluster_queue, &flavors)
+                        .is_some()
+                        && flavors.len() == workload.pod_sets.len();
+                    let at = portable.admitted.as_ref().map_or(next.now, |a| a.0);
+                    if fits {
+                        if was_detached {
+                            report.adopted.push(id);
+                        }
+                        to_install.push((at, entry.seq, id, flavors));
+                    } else {
+                        detached.insert(id);
+                    }
+                    orphans.insert(id, portable);
+                    next.entries.push(entry);
+                }
+                (Status::Admitted | Status::Detached, Err(_)) => {
+                    detached.insert(id);
+                    orphans.insert(id, portable);
+                    next.entries.push(entry);
+                }
+                (_, Ok(_)) => {
+                    if status == Status::Orphaned {
+                        report.adopted.push(id);
+                    }
+                    let backoff_until = match (&entry.reason, status) {
+                        (Reason::Backoff { until, .. }, Status::Backoff) => Some(*until),
+                        _ => None,
+                    };
+                    if backoff_until.is_none() {
+                        entry.reason = Reason::None;
+                    }
+                    let scored = portable.scored;
+                    next.entries.push(entry);
+                    next.requeue(id, scored, backoff_until);
+                }
+                (_, Err(reason)) => {
+                    entry.status = Status::Orphaned;
+                    entry.reason = reason;
+                    entry.admission = None;
+                    report.orphaned.push(id);
+                    orphans.insert(id, portable);
+                    next.entries.push(entry);
+                }
+            }
+        }
+        // Admitted workloads in admission order, so their placements are deterministic.
+        to_install.sort();
+        let mut scratch = Scratch::default();
+        for (at, _, id, flavors) in to_install {
+            let portable = orphans.remove(&id);
+            let workload = next.entries[id.index()].workload.clone();
+            let cq = workload.cluster_queue;
+            let chosen = resolve_flavors(&next.cluster, cq, &flavors).unwrap_or_default();
+            let (counts, borrowing) = match portable.and_then(|p| p.admitted) {
+                Some((_, counts, borrowing)) => (counts, borrowing),
+                None => (workload.pod_sets.iter().map(|p| p.count).collect(), false),
+            };
+            let (usage, placements) = next.charge_of(&workload, &chosen, &counts, &mut scratch);
+            // Not a new admission: the epoch stays, so the driver's finish events still match.
+            let entry = &mut next.entries[id.index()];
+            entry.epoch = entry.epoch.wrapping_sub(1);
+            next.install(
+                cq,
+                id,
+                Admission {
+                    at,
+                    pod_sets: chosen,
+                    usage,
+                    placements,
+                    borrowing,
+                    counts,
+                },
+            );
+        }
+        for id in detached {
+            next.detach(id, &mut scratch, &orphans);
+            report.detached.push(id);
+        }
+        next.orphans = orphans
+            .into_iter()
+            .filter(|(id, _)| {
+                matches!(
+                    next.entries[id.index()].status,
+                    Status::Orphaned | Status::Detached
+                )
+            })
+            .collect();
+        *self = next;
+        report
+    }
+
+    /// Puts a pending workload back where it waits: its queue (scored before),
+    /// scoring, `Unschedulable` if it can never fit, or its backoff.
+    fn requeue(&mut self, id: WorkloadId, scored: bool, backoff_until: Option<Millis>) {
+        let entry = &self.entries[id.index()];
+        let cq = entry.workload.cluster_queue;
+        let never = if !self
+            .cluster
+            .namespace_allowed(cq, &entry.workload.namespace)
+        {
+            Some(Reason::NamespaceNotSelected)
+        } else {
+            assign::never_fits(&self.ctx(), cq, &entry.workload).map(Reason::NeverFits)
+        };
+        if let Some(reason) = never {
+            let entry = &mut self.entries[id.index()];
+            entry.status = Status::Unschedulable;
+            entry.reason = reason;
+            return;
+        }
+        if let Some(until) = backoff_until {
+            let entry = &mut self.entries[id.index()];
+            entry.status = Status::Backoff;
+            let epoch = entry.epoch;
+            self.timers
+                .insert((until, TimerKind::BackoffEnds, id, epoch));
+        } else if scored {
+            self.enqueue(id);
+        } else {
+            self.entries[id.index()].status = Status::Scoring;
+            self.to_score.push(id);
+        }
+    }
+
+    /// Keeps an admitted workload running outside any quota: its pods stay
+    /// on nodes of its flavor where that flavor still exists.
+    fn detach(
+        &mut self,
+        id: WorkloadId,
+        scratch: &mut Scratch,
+        portable: &BTreeMap<WorkloadId, Portable>,
+    ) {
+        let entry = &mut self.entries[id.index()];
+        entry.admission = None;
+        let cluster_queue = portable
+            .get(&id)
+            .map(|p| p.cluster_queue.clone())
+            .unwrap_or_default();
+        entry.status = Status::Detached;
+        entry.reason = Reason::Detached { cluster_queue };
+        let mut placements = Vec::new();
+        if let Some(p) = portable.get(&id) {
+            let counts = p.admitted.as_ref().map(|a| a.1.clone()).unwrap_or_default();
+            for ((requests, flavors), count) in p
+                .requests
+                .iter()
+                .zip(p.flavors.iter().flatten())
+                .zip(&counts)
+            {
+                let Some(flavor) = flavors.first().and_then(|(_, f)| self.cluster.flavor_id(f))
+                else {
+                    continue;
+                };
+                let per_pod: Option<Vec<(ResourceId, Amount)>> = requests
+                    .iter()
+                    .map(|(r, a)| self.cluster.resource_id(r).map(|r| (r, *a)))
+                    .collect();
+                let Some(mut per_pod) = per_pod else { continue };
+                per_pod.sort();
+                if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod) {
+                    placements.extend(placed);
+                }
+            }
+        }
+        self.capacity.commit(&placements);
+        self.detached.insert(id, placements);
+    }
+}

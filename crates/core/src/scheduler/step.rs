@@ -1,0 +1,107 @@
+//! The driver API: the one entry both drivers — the simulator in virtual
+//! time, the operator in a cluster — call. Given the current time and what
+//! happened outside since the last call ([`Input`]s, applied in order), a
+//! [`Scheduler::step`] fires the due timers, runs scheduling cycles until
+//! nothing changes (at most [`MAX_CYCLES_PER_STEP`]), asks for the
+//! autoscale plan and returns it with every decision and the next time it
+//! needs waking. The driver owns the clock and the world; the step owns
+//! every decision.
+
+use crate::model::cluster::FlavorId;
+use crate::model::Millis;
+
+use super::autoscale::ScaleRequest;
+use super::hooks::Hooks;
+use super::workload::{Workload, WorkloadId};
+use super::{Event, Scheduler, MAX_CYCLES_PER_STEP};
+
+/// Something that happened outside the core.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// A job arrived (intake done) at this step's time, its queue time. Its
+    /// id comes back in [`Step::submitted`], in input order.
+    Submit(Workload),
+    /// An admitted workload ran to completion.
+    Finish(WorkloadId),
+    /// An admitted workload failed; `message` is what the driver saw.
+    Fail {
+        workload: WorkloadId,
+        message: String,
+    },
+    /// The job was deleted: forget the workload, releasing its quota and
+    /// nodes ([`Event::Withdrawn`]). Its id may be reused afterwards.
+    Withdraw(WorkloadId),
+    /// A node of the flavor became ready (a scale-up done or a new node).
+    NodeReady(FlavorId),
+    /// An idle node of the flavor went away.
+    NodeRemoved(FlavorId),
+}
+
+/// What one step decided.
+#[derive(Debug, Default)]
+pub struct Step {
+    /// Ids of the submitted workloads, in the order of their inputs.
+    pub submitted: Vec<WorkloadId>,
+    /// Every decision, in the order taken.
+    pub events: Vec<Event>,
+    /// Nodes to provision, and idle nodes no longer used.
+    pub scale: Vec<ScaleRequest>,
+    /// When to step again if nothing happens outside (`None`: not until something does).
+    pub next_wake: Option<Millis>,
+    /// Scheduling cycles run.
+    pub cycles: u32,
+}
+
+impl Scheduler {
+    /// Applies `inputs` at `now`, fires due timers, schedules until nothing
+    /// changes and plans autoscaling. `now` should not go back in time; an
+    /// earlier `now` is treated as the latest one seen.
+    pub fn step(&mut self, now: Millis, inputs: Vec<Input>, hooks: &mut dyn Hooks) -> Step {
+        self.step_observed(now, inputs, hooks, &mut |_| {})
+    }
+
+    /// [`Scheduler::step`], calling `observe` after the inputs are applied,
+    /// after the timers fired and after every cycle — for checks that the
+    /// state holds its invariants at every point (the property tests).
+    pub fn step_observed(
+        &mut self,
+        now: Millis,
+        inputs: Vec<Input>,
+        hooks: &mut dyn Hooks,
+        observe: &mut dyn FnMut(&Scheduler),
+    ) -> Step {
+        let now = now.max(self.now);
+        self.now = now;
+        let mut step = Step::default();
+        for input in inputs {
+            match input {
+                Input::Submit(workload) => step.submitted.push(self.submit(workload, now)),
+                Input::Finish(id) => step.events.extend(self.finish(id, now)),
+                Input::Fail { workload, message } => {
+                    step.events.extend(self.fail(workload, &message, now))
+                }
+                Input::Withdraw(id) => step.events.extend(self.withdraw(id, now)),
+                Input::NodeReady(flavor) => {
+                    self.node_ready(flavor);
+                }
+                Input::NodeRemoved(flavor) => {
+                    self.node_removed(flavor);
+                }
+            }
+        }
+        observe(self);
+        step.events.extend(self.fire_timers(now, hooks));
+        observe(self);
+        let mut more = true;
+        while more && step.cycles < MAX_CYCLES_PER_STEP {
+            let cycle = self.schedule(now, hooks);
+            step.cycles += 1;
+            step.events.extend(cycle.events);
+            more = cycle.progress;
+            observe(self);
+        }
+        step.scale = self.plan_autoscale(now, hooks);
+        step.next_wake = if more { Some(now) } else { self.next_timer() };
+        step
+    }
+}
