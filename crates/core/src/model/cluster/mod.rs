@@ -13,6 +13,8 @@ mod builder;
 mod checked;
 mod error;
 mod resource_groups;
+#[cfg(test)]
+mod tests;
 
 pub use builder::ClusterBuilder;
 pub use checked::{
