@@ -14,7 +14,7 @@ mod checked;
 mod error;
 mod resource_groups;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use builder::ClusterBuilder;
 pub use checked::{

@@ -1,7 +1,8 @@
 //! What the builder promises: a good configuration becomes the expected
 //! ids, quotas and cohort tree; every class of bad input becomes a
 //! [`ConfigError`] naming the source, the object and the field. Input goes
-//! through `model::load` and into the builder as the simulator feeds it.
+//! through `model::load` and into the builder as the simulator feeds it;
+//! other modules' tests build their clusters with [`build`].
 
 use std::path::Path;
 
@@ -12,7 +13,7 @@ use crate::model::{Amount, Millis};
 
 /// The builder fed with every document of `yaml` (file `t.yaml`), as
 /// `sim::scenario` feeds it.
-fn builder(yaml: &str) -> ClusterBuilder {
+pub(crate) fn builder(yaml: &str) -> ClusterBuilder {
     let loaded = load_str(yaml, Path::new("t.yaml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     let mut builder = ClusterBuilder::new();
@@ -38,7 +39,8 @@ fn builder(yaml: &str) -> ClusterBuilder {
     builder
 }
 
-fn build(yaml: &str) -> Cluster {
+/// The cluster `yaml` describes; panics with the errors if it is not valid.
+pub(crate) fn build(yaml: &str) -> Cluster {
     builder(yaml).build().unwrap_or_else(|e| panic!("{e}"))
 }
 
