@@ -332,3 +332,7 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
 fn fewest(ps: &super::workload::PodSetRequest) -> u32 {
     ps.min_count.unwrap_or(ps.count).min(ps.count)
 }
+
+#[cfg(test)]
+#[path = "assign_tests.rs"]
+mod tests;

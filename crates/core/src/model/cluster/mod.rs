@@ -1,0 +1,25 @@
+//! The checked cluster configuration and how it is made. Manifests
+//! (`model::api` wire types, with their source) go into a
+//! [`ClusterBuilder`], which checks them once into a [`Cluster`]: names
+//! resolved to dense ids, quotas by (flavor, resource), the cohort tree,
+//! every policy parsed; every problem a [`ConfigError`] naming source,
+//! object, field and fix. The scheduler core reads only the `Cluster`.
+//! Nothing here does I/O. `checked` holds the types and lookups,
+//! `builder` the checking, `resource_groups` the quota tables shared by
+//! Cohorts and ClusterQueues, `error` the error types; everything public
+//! is re-exported here, so callers name `model::cluster::X`.
+
+mod builder;
+mod checked;
+mod error;
+mod resource_groups;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use builder::ClusterBuilder;
+pub use checked::{
+    AutoscalingPolicy, Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Estimation, Flavor,
+    FlavorId, FlavorResource, Fungibility, Group, HistoryWindow, LocalQueue, LocalQueueId,
+    Namespace, PriorityClass, Quota, ResourceBounds, ResourceId, RetryPolicy,
+};
+pub use error::{ConfigError, ConfigErrors};
