@@ -34,6 +34,9 @@ mod restore;
 mod step;
 pub mod workload;
 
+#[cfg(test)]
+mod tests;
+
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

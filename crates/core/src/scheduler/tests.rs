@@ -1,0 +1,575 @@
+//! The driver API as a driver sees it: one step admits what fits and says
+//! when to wake; withdraw releases and frees the slot; restore rebuilds
+//! admissions without asking a hook; reconfigure keeps ids and admissions,
+//! re-evaluates pending work and parks what lost its queue with a reason;
+//! one admission question per preemption attempt; the autoscale plan.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::hooks::{
+    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
+    FlavorRequest, Hooks, Weight, WeightRequest,
+};
+use super::intake::{intake, Intake};
+use super::*;
+use crate::jobs::{JobInfo, PodSetInfo};
+use crate::model::cluster::tests::build;
+
+/// Two ClusterQueues in cohort `c` (4 GPUs each on flavor `a100`); `solo`
+/// (2 GPUs on `v100`) with `reclaimTimeout: 60s`. LocalQueue `q` in
+/// namespaces `ns-a`, `ns-b`, `ns-solo`. QUOTA_A is cq-a's nominal quota.
+const CLUSTER: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: v100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq-a}
+spec:
+  cohort: c
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: QUOTA_A}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq-b}
+spec:
+  cohort: c
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 4, lendingLimit: 0}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: solo}
+spec:
+  resourceReclaim: {enabled: true, reclaimTimeout: 60s}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: v100, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns-a, name: q}
+spec: {clusterQueue: cq-a}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns-b, name: q}
+spec: {clusterQueue: cq-b}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns-solo, name: q}
+spec: {clusterQueue: solo}
+"#;
+
+fn cluster(quota_a: u32) -> Arc<Cluster> {
+    Arc::new(build(&CLUSTER.replace("QUOTA_A", &quota_a.to_string())))
+}
+
+/// The cluster without cq-b (and its LocalQueue).
+fn cluster_without_b() -> Arc<Cluster> {
+    let yaml = CLUSTER.replace("QUOTA_A", "4");
+    let docs: Vec<&str> = yaml
+        .split("---\n")
+        .filter(|d| !d.contains("name: cq-b") && !d.contains("clusterQueue: cq-b"))
+        .collect();
+    Arc::new(build(&docs.join("---\n")))
+}
+
+/// A workload of `gpus` GPUs in one pod, from namespace `ns` (LocalQueue `q`).
+fn workload(cluster: &Cluster, ns: &str, name: &str, gpus: i64, priority: i32) -> Workload {
+    let job = JobInfo {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        namespace: ns.into(),
+        name: name.into(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        queue_name: Some("q".into()),
+        priority_class: None,
+        pod_sets: vec![PodSetInfo {
+            name: "main".into(),
+            count: 1,
+            min_count: None,
+            requests: [("nvidia.com/gpu".to_string(), Amount::from_units(gpus))].into(),
+            node_selector: BTreeMap::new(),
+            required_node_affinity: None,
+            tolerations: Vec::new(),
+        }],
+    };
+    match intake(cluster, &job, Some(priority)) {
+        Intake::Queued(w) => w,
+        other => panic!("{name} not queued: {other:?}"),
+    }
+}
+
+fn submit(s: &mut Scheduler, now: i64, ws: Vec<Workload>) -> (Vec<WorkloadId>, Step) {
+    let inputs = ws.into_iter().map(Input::Submit).collect();
+    let step = s.step(Millis::from_secs(now), inputs, &mut DefaultHooks);
+    (step.submitted.clone(), step)
+}
+
+fn gpus_used(s: &Scheduler, cq: &str, flavor: &str) -> Amount {
+    let c = s.cluster();
+    let cq = c.cluster_queue_id(cq).unwrap_or_else(|| panic!("{cq}"));
+    let f = c.flavor_id(flavor).unwrap_or_else(|| panic!("{flavor}"));
+    let r = c
+        .resource_id("nvidia.com/gpu")
+        .unwrap_or_else(|| panic!("gpu"));
+    s.quota().usage(cq, c.flavor_resource(f, r))
+}
+
+fn admitted(step: &Step) -> Vec<WorkloadId> {
+    step.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Admitted { workload } => Some(*workload),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn one_step_admits_what_fits_and_names_its_next_wake() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, step) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-solo", "first", 2, 0),
+            workload(&c, "ns-solo", "second", 1, 0),
+        ],
+    );
+    assert_eq!(admitted(&step), vec![ids[0]]);
+    assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
+    // The reclaim timer of the admitted one: 60 s after its admission.
+    assert_eq!(step.next_wake, Some(Millis::from_secs(60)));
+    assert!(
+        step.cycles >= 2,
+        "a cycle that admits is followed by one that sees nothing change"
+    );
+    let text = s.reason_text(ids[1]);
+    assert!(text.contains("needs 1 nvidia.com/gpu in v100"), "{text}");
+
+    let step = s.step(
+        Millis::from_secs(10),
+        vec![Input::Finish(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert!(matches!(step.events[0], Event::Finished { workload, .. } if workload == ids[0]));
+    assert_eq!(admitted(&step), vec![ids[1]]);
+}
+
+#[test]
+fn withdraw_releases_quota_frees_the_slot_and_ignores_stale_inputs() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-a", "running", 4, 0),
+            workload(&c, "ns-a", "waiting", 4, 0),
+        ],
+    );
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(4));
+
+    let step = s.step(
+        Millis::from_secs(5),
+        vec![Input::Withdraw(ids[0])],
+        &mut DefaultHooks,
+    );
+    let Event::Withdrawn {
+        workload: withdrawn,
+        released,
+    } = &step.events[0]
+    else {
+        panic!("{:?}", step.events)
+    };
+    assert_eq!(*withdrawn, ids[0]);
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].1, Amount::from_units(4));
+    // The freed quota goes to the next in line in the same step.
+    assert_eq!(admitted(&step), vec![ids[1]]);
+    assert!(s.get(ids[0]).is_none());
+
+    // A finish or a second withdraw for the freed slot changes nothing.
+    let step = s.step(
+        Millis::from_secs(6),
+        vec![Input::Finish(ids[0]), Input::Withdraw(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert!(step.events.is_empty(), "{:?}", step.events);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(4));
+
+    // The slot is reused, with a later place in input order and a new epoch.
+    let old_epoch = s.entry(ids[0]).epoch;
+    let (reused, _) = submit(&mut s, 7, vec![workload(&c, "ns-a", "new", 1, 0)]);
+    assert_eq!(reused[0], ids[0]);
+    assert!(s.entry(reused[0]).seq > s.entry(ids[1]).seq);
+    assert_ne!(s.entry(reused[0]).epoch, old_epoch);
+    assert_eq!(s.entries().len(), 2);
+}
+
+#[test]
+fn withdrawing_a_pending_workload_takes_it_out_of_its_queue() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-a", "running", 4, 0),
+            workload(&c, "ns-a", "waiting", 2, 0),
+        ],
+    );
+    let cq = c.cluster_queue_id("cq-a").unwrap_or_else(|| panic!("cq-a"));
+    assert_eq!(s.pending_count(cq), 1);
+    s.step(
+        Millis::from_secs(1),
+        vec![Input::Withdraw(ids[1])],
+        &mut DefaultHooks,
+    );
+    assert_eq!(s.pending_count(cq), 0);
+    assert_eq!(s.entry(ids[1]).status, Status::Withdrawn);
+    assert_eq!(s.live().count(), 1);
+}
+
+/// Hooks that fail the test if asked anything: restore must not ask.
+struct NoHooks;
+impl Hooks for NoHooks {
+    fn admission(&mut self, _: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        panic!("admission asked")
+    }
+    fn weight(&mut self, _: &[WeightRequest<'_>]) -> Vec<Weight> {
+        panic!("weight asked")
+    }
+    fn fair_share(&mut self, _: &FairShareRequest<'_>) -> Vec<f64> {
+        panic!("fairShare asked")
+    }
+    fn autoscale(&mut self, _: &AutoscaleRequest<'_>) -> Vec<u32> {
+        panic!("autoscale asked")
+    }
+    fn flavor(&mut self, _: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+        panic!("flavor asked")
+    }
+}
+
+fn restored(c: &Cluster, ns: &str, name: &str, gpus: i64, flavor: &str, at: i64) -> Restored {
+    Restored {
+        workload: workload(c, ns, name, gpus, 0),
+        flavors: vec![[("nvidia.com/gpu".to_string(), flavor.to_string())].into()],
+        counts: vec![1],
+        admitted_at: Millis::from_secs(at),
+        queue_time: Millis::from_secs(at),
+    }
+}
+
+#[test]
+fn restore_rebuilds_admissions_without_asking_a_policy() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let results = s.restore(vec![
+        restored(&c, "ns-a", "a", 4, "a100", 100),
+        // Past the quota (the configuration shrank while Arbiter was down): kept.
+        restored(&c, "ns-solo", "s1", 2, "v100", 100),
+        restored(&c, "ns-solo", "s2", 1, "v100", 130),
+        restored(&c, "ns-b", "wrong-flavor", 1, "v100", 100),
+    ]);
+    let ids: Vec<WorkloadId> = results[..3]
+        .iter()
+        .map(|r| r.clone().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let err = results[3]
+        .clone()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("ns-b/wrong-flavor") && err.contains("flavor v100") && err.contains("cq-b"),
+        "{err}"
+    );
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(4));
+    assert_eq!(gpus_used(&s, "solo", "v100"), Amount::from_units(3));
+    for &id in &ids {
+        assert_eq!(s.entry(id).status, Status::Admitted);
+    }
+    assert_eq!(
+        s.entry(ids[2]).admission.as_ref().map(|a| a.at),
+        Some(Millis::from_secs(130))
+    );
+    // The reclaim timers run from the admission times read back.
+    assert_eq!(s.next_timer(), Some(Millis::from_secs(160)));
+    // Nothing is pending, so a step asks no hook at all (NoHooks would panic).
+    let step = s.step(Millis::from_secs(150), Vec::new(), &mut NoHooks);
+    assert!(step.events.is_empty());
+}
+
+#[test]
+fn reconfigure_keeps_ids_and_admissions_and_re_evaluates_pending_work() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-a", "big", 4, 0),
+            workload(&c, "ns-a", "next", 2, 0),
+        ],
+    );
+    assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
+
+    // A lower quota evicts nothing: "big" stays admitted, over it.
+    let report = s.reconfigure(cluster(2), &[]);
+    assert_eq!(report, Reconfigured::default());
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(4));
+    let step = s.step(Millis::from_secs(1), Vec::new(), &mut DefaultHooks);
+    assert!(admitted(&step).is_empty());
+    assert_eq!(s.entry(ids[1]).queue_time, Millis::ZERO);
+
+    // A higher quota: the pending one is admitted at the next step, same id.
+    s.reconfigure(cluster(8), &[]);
+    let step = s.step(Millis::from_secs(2), Vec::new(), &mut DefaultHooks);
+    assert_eq!(admitted(&step), vec![ids[1]]);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(6));
+}
+
+#[test]
+fn a_removed_queue_orphans_its_pending_work_and_detaches_its_admitted_work() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-b", "running", 4, 0),
+            workload(&c, "ns-b", "waiting", 4, 0),
+            workload(&c, "ns-a", "other", 1, 0),
+        ],
+    );
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+
+    let report = s.reconfigure(cluster_without_b(), &[]);
+    assert_eq!(report.detached, vec![ids[0]]);
+    assert_eq!(report.orphaned, vec![ids[1]]);
+    assert_eq!(s.entry(ids[0]).status, Status::Detached);
+    assert_eq!(s.entry(ids[1]).status, Status::Orphaned);
+    assert_eq!(s.entry(ids[2]).status, Status::Admitted);
+    let why = s.reason_text(ids[1]);
+    assert!(
+        why.contains("LocalQueue ns-b/q") && why.contains("removed"),
+        "{why}"
+    );
+    let why = s.reason_text(ids[0]);
+    assert!(
+        why.contains("ClusterQueue cq-b") && why.contains("keeps running"),
+        "{why}"
+    );
+    let step = s.step(Millis::from_secs(1), Vec::new(), &mut DefaultHooks);
+    assert!(admitted(&step).is_empty());
+
+    // The queue comes back: the detached one is admitted again (charged),
+    // the orphan waits in its queue with its original queue time.
+    let report = s.reconfigure(cluster(4), &[]);
+    assert_eq!(report.adopted, vec![ids[0], ids[1]]);
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+    assert_eq!(gpus_used(&s, "cq-b", "a100"), Amount::from_units(4));
+    assert_eq!(s.entry(ids[1]).queue_time, Millis::ZERO);
+    let step = s.step(
+        Millis::from_secs(2),
+        vec![Input::Finish(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert_eq!(admitted(&step), vec![ids[1]]);
+}
+
+#[test]
+fn a_detached_workload_finishes_and_frees_nothing_it_was_not_charged() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-b", "running", 4, 0)]);
+    s.reconfigure(cluster_without_b(), &[]);
+    let step = s.step(
+        Millis::from_secs(3),
+        vec![Input::Finish(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert!(matches!(&step.events[0], Event::Finished { released, .. } if released.is_empty()));
+    assert_eq!(s.entry(ids[0]).status, Status::Finished);
+}
+
+/// Kueue's hooks, except that admission is denied to `denied` and counted.
+struct CountingDenial {
+    denied: &'static str,
+    asked: usize,
+}
+impl Hooks for CountingDenial {
+    fn admission(&mut self, r: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        if r.entry.workload.name != self.denied {
+            return AdmissionVerdict::Allow;
+        }
+        self.asked += 1;
+        AdmissionVerdict::Deny {
+            policy: "no-preemptors".into(),
+            reason: "not today".into(),
+            retryable: true,
+        }
+    }
+    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
+        DefaultHooks.weight(batch)
+    }
+    fn fair_share(&mut self, r: &FairShareRequest<'_>) -> Vec<f64> {
+        DefaultHooks.fair_share(r)
+    }
+    fn autoscale(&mut self, r: &AutoscaleRequest<'_>) -> Vec<u32> {
+        DefaultHooks.autoscale(r)
+    }
+    fn flavor(&mut self, r: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+        DefaultHooks.flavor(r)
+    }
+}
+
+#[test]
+fn a_preemption_attempt_asks_the_admission_hook_once() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (low, _) = submit(&mut s, 0, vec![workload(&c, "ns-a", "low", 4, 0)]);
+    let mut hooks = CountingDenial {
+        denied: "high",
+        asked: 0,
+    };
+    let step = s.step(
+        Millis::from_secs(1),
+        vec![Input::Submit(workload(&c, "ns-a", "high", 4, 10))],
+        &mut hooks,
+    );
+    // It could preempt "low", the policy said no once, and nothing moved.
+    assert_eq!(hooks.asked, 1);
+    assert!(step.events.is_empty(), "{:?}", step.events);
+    assert_eq!(s.entry(low[0]).status, Status::Admitted);
+    let why = s.reason_text(step.submitted[0]);
+    assert_eq!(
+        why,
+        "denied by policy no-preemptors (will retry): not today"
+    );
+}
+
+#[test]
+fn events_and_reasons_render_the_sentences_people_read() {
+    let c = cluster(4);
+    let w = workload(&c, "ns-a", "w", 1, 0);
+    let evicted = Eviction::Preempted {
+        preemptor: "ns-a/high".into(),
+        priority: 10,
+        reclaimed_by: Some("cq-a".into()),
+    };
+    assert_eq!(
+        evicted.to_string(),
+        "preempted by ns-a/high (priority 10) reclaimed by ClusterQueue cq-a"
+    );
+    let backoff = Reason::Backoff {
+        after: Box::new(Reason::Evicted(Eviction::Failed {
+            message: "OOMKilled".into(),
+        })),
+        retry: 1,
+        max_retries: 3,
+        until: Millis::from_secs(90),
+    };
+    assert_eq!(
+        backoff.render(&c, &w),
+        "failed: OOMKilled; retry 1 of 3 after backoff until 90s"
+    );
+    let gpu = c
+        .resource_id("nvidia.com/gpu")
+        .unwrap_or_else(|| panic!("gpu"));
+    let never = Reason::NeverFits(NeverFits::TotalTooBig {
+        resource: gpu,
+        total: Amount::from_units(9),
+        potential: Amount::from_units(8),
+    });
+    assert!(never.never_fits());
+    assert_eq!(
+        never.render(&c, &w),
+        "its pod sets need 9 nvidia.com/gpu in total, more than the flavors of ClusterQueue cq-a could ever give together (8)"
+    );
+    assert_eq!(Requeue::BackoffOver.to_string(), "retry backoff is over");
+}
+
+#[test]
+fn the_scale_plan_asks_for_nodes_once_and_counts_them_when_ready() {
+    let yaml = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  autoscaling: {enabled: true, minReplicas: 1, maxReplicas: 4, targetUtilization: 100}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 32}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns-a, name: q}
+spec: {clusterQueue: cq}
+"#;
+    let c = Arc::new(build(yaml));
+    let a100 = c.flavor_id("a100").unwrap_or_else(|| panic!("a100"));
+    let gpu = c
+        .resource_id("nvidia.com/gpu")
+        .unwrap_or_else(|| panic!("gpu"));
+    let pools = [capacity::PoolSpec {
+        flavor: a100,
+        nodes: 1,
+        allocatable: vec![(gpu, Amount::from_units(8))],
+        min_nodes: 1,
+        max_nodes: 4,
+    }];
+    let mut s = Scheduler::new(c.clone(), &pools);
+    let (_, step) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-a", "fits", 8, 0),
+            workload(&c, "ns-a", "waits", 8, 0),
+        ],
+    );
+    assert_eq!(
+        step.scale,
+        vec![ScaleRequest {
+            flavor: a100,
+            kind: ScaleKind::Up,
+            nodes: 1
+        }]
+    );
+    // Still provisioning: not asked again.
+    let step = s.step(Millis::from_secs(1), Vec::new(), &mut DefaultHooks);
+    assert!(step.scale.is_empty(), "{:?}", step.scale);
+    let step = s.step(
+        Millis::from_secs(60),
+        vec![Input::NodeReady(a100)],
+        &mut DefaultHooks,
+    );
+    assert_eq!(admitted(&step).len(), 1);
+    assert_eq!(s.capacity().ready_nodes(a100), 2);
+}
