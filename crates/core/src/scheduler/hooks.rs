@@ -9,7 +9,8 @@
 use crate::model::cluster::{ClusterQueueId, FlavorId};
 use crate::model::Millis;
 
-use super::workload::{Entry, PodSetFlavors};
+use super::entry::Entry;
+use super::workload::PodSetFlavors;
 use super::Scheduler;
 
 /// What the admission hook sees: the workload, where it would go, and when.

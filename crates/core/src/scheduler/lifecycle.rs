@@ -7,9 +7,10 @@ use crate::model::cluster::{FlavorResource, RetryPolicy};
 use crate::model::{Amount, Millis};
 
 use super::assign;
+use super::entry::Entry;
 use super::hooks::Hooks;
 use super::reason::{Eviction, Reason, Requeue};
-use super::workload::{Admission, Entry, Seq, Slot, Status, Workload, WorkloadId};
+use super::workload::{Admission, Seq, Slot, Status, Workload, WorkloadId};
 use super::{Event, Scheduler};
 
 /// What a timer does when it fires.

@@ -21,6 +21,7 @@ pub mod assign;
 mod autoscale;
 pub mod capacity;
 mod cycle;
+pub mod entry;
 mod fair;
 pub mod history;
 pub mod hooks;
@@ -52,12 +53,13 @@ use queues::{ClusterQueueState, TenantGroup};
 use quota::QuotaTree;
 
 pub use autoscale::{ScaleKind, ScaleRequest};
+pub use entry::Entry;
 pub use lifecycle::TimerKind;
 pub use reason::{Eviction, NeverFits, Reason, Requeue};
 pub use restore::{Reconfigured, RestoreError, Restored};
 pub use step::{Input, Step};
 pub use workload::{
-    Admission, Entry, PodSetFlavors, PodSetRequest, Seq, Slot, Status, Workload, WorkloadId,
+    Admission, PodSetFlavors, PodSetRequest, Seq, Slot, Status, Workload, WorkloadId,
 };
 
 /// The resource whose usage the decayed-usage history counts.

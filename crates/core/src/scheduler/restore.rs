@@ -29,9 +29,10 @@ use crate::model::{Amount, Millis};
 
 use super::assign;
 use super::capacity::{PoolSpec, Scratch};
+use super::entry::Entry;
 use super::lifecycle::TimerKind;
 use super::reason::Reason;
-use super::workload::{Admission, Entry, PodSetFlavors, Seq, Status, Workload, WorkloadId};
+use super::workload::{Admission, PodSetFlavors, Seq, Status, Workload, WorkloadId};
 use super::Scheduler;
 
 /// An admitted workload read back after a restart.

@@ -1,7 +1,8 @@
 //! The one representation of a workload inside the scheduler: what it asks
 //! for (pod sets with per-pod requests by interned resource), where it
 //! queues, its priority — and, separately, its life-cycle state.
-//! Built by `core::intake` from a job; never mutated by policies.
+//! Built by `scheduler::intake` from a job; never mutated by policies.
+//! What the scheduler records about it over time is in `entry`.
 
 use std::collections::BTreeMap;
 
@@ -9,8 +10,6 @@ use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
 
 use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, LocalQueueId, ResourceId};
 use crate::model::{Amount, Millis};
-
-use super::reason::Reason;
 
 /// A workload's slot in the scheduler. Slots of withdrawn workloads are
 /// reused, so ids stay as few as the workloads alive at once; a driver
@@ -149,30 +148,4 @@ impl Slot {
             .then(self.queue_time.cmp(&other.queue_time))
             .then(self.seq.cmp(&other.seq))
     }
-}
-
-/// The scheduler's record of one workload.
-#[derive(Clone, Debug)]
-pub struct Entry {
-    pub workload: Workload,
-    pub status: Status,
-    pub queue_time: Millis,
-    /// Its own place in input order (its slot's `seq` unless a tenant permuted it).
-    pub seq: Seq,
-    /// The platform's policy score.
-    pub score: f64,
-    /// The tenant's own score, if a tenant bundle scored it.
-    pub tenant_score: Option<f64>,
-    /// Where it sits in its queue (see [`Slot`]).
-    pub slot: Slot,
-    /// Why it is not admitted (`Reason::None` when admitted or never examined).
-    pub reason: Reason,
-    pub retries: u32,
-    pub evictions: u32,
-    pub admission: Option<Admission>,
-    /// Bumped on each admission so stale timers and finish events are ignored.
-    pub epoch: u32,
-    /// When it was last preempted: a victim does not preempt in turn at the same
-    /// instant, so chains of preemptions cannot cycle without time passing.
-    pub preempted_at: Option<Millis>,
 }

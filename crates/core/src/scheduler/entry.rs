@@ -1,0 +1,34 @@
+//! The scheduler's record of one workload: the workload, where it is in
+//! its life, its queue slot and scores, why it waits, its admission and
+//! counters. Only the scheduler changes it; drivers and policies read it.
+
+use crate::model::Millis;
+
+use super::reason::Reason;
+use super::workload::{Admission, Seq, Slot, Status, Workload};
+
+/// The scheduler's record of one workload.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub workload: Workload,
+    pub status: Status,
+    pub queue_time: Millis,
+    /// Its own place in input order (its slot's `seq` unless a tenant permuted it).
+    pub seq: Seq,
+    /// The platform's policy score.
+    pub score: f64,
+    /// The tenant's own score, if a tenant bundle scored it.
+    pub tenant_score: Option<f64>,
+    /// Where it sits in its queue (see [`Slot`]).
+    pub slot: Slot,
+    /// Why it is not admitted (`Reason::None` when admitted or never examined).
+    pub reason: Reason,
+    pub retries: u32,
+    pub evictions: u32,
+    pub admission: Option<Admission>,
+    /// Bumped on each admission so stale timers and finish events are ignored.
+    pub epoch: u32,
+    /// When it was last preempted: a victim does not preempt in turn at the same
+    /// instant, so chains of preemptions cannot cycle without time passing.
+    pub preempted_at: Option<Millis>,
+}
