@@ -1,8 +1,9 @@
 //! Manifests in, checked configuration out.
 //!
 //! `api` holds the `arbiter.dev/v1alpha1` wire types, `quantity` and
-//! `duration` the exact scalar types. Nothing here does I/O except `load`,
-//! which reads scenario files at the CLI's request.
+//! `duration` the exact scalar types. Nothing here does I/O: `load` parses
+//! YAML text that the simulator crate's `files` (or, later, the operator's
+//! watches) read.
 
 pub mod api;
 pub mod cluster;

@@ -108,14 +108,38 @@ impl Scheduler {
 
     /// The workload failed while running: evict it and retry per `retryPolicy`.
     pub(super) fn fail(&mut self, id: WorkloadId, message: &str, now: Millis) -> Vec<Event> {
-        if self.get(id).map(|e| e.status) != Some(Status::Admitted) {
-            return Vec::new();
-        }
-        self.advance_history(now);
-        let mut events = Vec::new();
         let cause = Eviction::Failed {
             message: message.to_string(),
         };
+        match self.get(id).map(|e| e.status) {
+            Some(Status::Admitted) => {}
+            Some(Status::Detached) => {
+                // Its queue is gone, so it cannot retry there: it waits, as a
+                // pending workload of a removed queue does, for the queue to return.
+                self.release_detached(id);
+                if let Some(portable) = self.orphans.get_mut(&id) {
+                    portable.forget_admission();
+                }
+                let entry = &mut self.entries[id.index()];
+                entry.evictions += 1;
+                entry.retries += 1;
+                entry.epoch = entry.epoch.wrapping_add(1);
+                entry.status = Status::Orphaned;
+                entry.reason = Reason::QueueRemoved {
+                    namespace: entry.workload.namespace.clone(),
+                    queue: entry.workload.queue_name.clone(),
+                };
+                return vec![Event::Evicted {
+                    workload: id,
+                    cause,
+                    by: None,
+                    released: Vec::new(),
+                }];
+            }
+            _ => return Vec::new(),
+        }
+        self.advance_history(now);
+        let mut events = Vec::new();
         self.evict(id, cause, None, &mut events);
         self.retry(id, now, None, &mut events);
         events

@@ -105,6 +105,13 @@ pub(super) struct Portable {
 }
 
 impl Portable {
+    /// It no longer runs: resolve it as a pending workload from now on.
+    pub(super) fn forget_admission(&mut self) {
+        self.flavors = None;
+        self.admitted = None;
+        self.scored = true;
+    }
+
     fn of(cluster: &Cluster, entry: &Entry) -> Portable {
         let name = |r: ResourceId| {
             cluster

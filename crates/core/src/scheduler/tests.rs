@@ -414,6 +414,27 @@ fn a_detached_workload_finishes_and_frees_nothing_it_was_not_charged() {
     assert_eq!(s.entry(ids[0]).status, Status::Finished);
 }
 
+#[test]
+fn a_detached_workload_that_fails_waits_for_its_queue_to_return() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-b", "running", 4, 0)]);
+    s.reconfigure(cluster_without_b(), &[]);
+    let fail = Input::Fail {
+        workload: ids[0],
+        message: "node lost".into(),
+    };
+    let step = s.step(Millis::from_secs(3), vec![fail], &mut DefaultHooks);
+    assert!(matches!(&step.events[0], Event::Evicted { cause: Eviction::Failed { .. }, .. }));
+    assert_eq!(s.entry(ids[0]).status, Status::Orphaned);
+    // Back with its queue: pending, then admitted, not restored as running.
+    let report = s.reconfigure(cluster(4), &[]);
+    assert_eq!(report.adopted, vec![ids[0]]);
+    assert_eq!(s.entry(ids[0]).status, Status::Queued);
+    let step = s.step(Millis::from_secs(4), Vec::new(), &mut DefaultHooks);
+    assert_eq!(admitted(&step), vec![ids[0]]);
+}
+
 /// Kueue's hooks, except that admission is denied to `denied` and counted.
 struct CountingDenial {
     denied: &'static str,
