@@ -3,10 +3,14 @@
 //!
 //! [`load`] runs the whole pipeline but the swap: parse → validate →
 //! compile (CEL programs, WASM modules shared by digest) → run the bundle's
-//! own tests. Every error names the bundle source, the policy and the field
-//! (and line/column for CEL) and says what to do. Nothing here touches
-//! scheduler state; the engine evaluates what this module builds, and the
-//! reloader decides when a loaded bundle replaces the one in force.
+//! own tests (`test`). Every error names the bundle source, the policy and
+//! the field (and line/column for CEL) and says what to do. It reads the
+//! wire types of `spec` and builds the checked types of `compiled` (both
+//! re-exported here, so `bundle::Policy` and `bundle::PolicySpec` keep
+//! working). Nothing here touches scheduler state; the engine evaluates what
+//! this module builds, and the reloader decides when a loaded bundle
+//! replaces the one in force. Called by the CLI, the simulator and
+//! whatever drives a `reload::Reloadable`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -15,178 +19,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cel::{self, CelLimits, CelProgram, Params};
-use super::view::{Reads, WeightFields};
+use super::cel::{self, CelLimits, Params};
+pub use super::compiled::{Bundle, Policy, Program};
+pub use super::spec::{
+    BundleMeta, BundleSpec, BundleSpecBody, CelSpec, Expect, FailurePolicy, LimitsSpec, Match,
+    Mode, PolicySpec, TestSpec, WasmSpec, API_VERSION,
+};
+use super::test;
+use super::view::WeightFields;
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
 use arbiter_core::model::load::{self, Source};
 
-/// `apiVersion` of a bundle.
-pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
 /// Kubernetes refuses ConfigMaps larger than this (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 /// The label that marks a ConfigMap as a policy bundle.
 pub const CONFIGMAP_LABEL: &str = "arbiter.dev/policy-bundle";
-
-/// `Fail`: an error denies admission (retryably) and counts as a failed
-/// decision; `Ignore`: an error allows admission. For the other hooks both
-/// fall back to the built-in behaviour for that call (score 0, configured
-/// weights, target-utilisation autoscaling, listed flavor order).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum FailurePolicy {
-    #[default]
-    Fail,
-    Ignore,
-}
-
-/// `DryRun` policies decide and are logged, but never act.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum Mode {
-    #[default]
-    Enforce,
-    DryRun,
-}
-
-/// Which workloads (or ClusterQueues, flavors) a policy applies to; empty lists match all.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Match {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub namespaces: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cluster_queues: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kinds: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub flavors: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CelSpec {
-    /// admission: bool (true allows); weight, fairShare: number; autoscale: integer; flavor: list of flavor names.
-    pub expression: String,
-    /// admission only: the reason shown when the expression denies (a string expression).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_expression: Option<String>,
-    /// admission only: `false` rejects for good; default true (tried again later).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retryable: Option<bool>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WasmSpec {
-    /// File name in the bundle (a key of the ConfigMap's `binaryData`).
-    pub module: String,
-    /// Hex sha256 the module must have.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-    /// The policy's `params`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<serde_json::Value>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LimitsSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_mi_b: Option<u64>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PolicySpec {
-    pub name: String,
-    pub hook: Hook,
-    #[serde(default, rename = "match")]
-    pub matches: Match,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cel: Option<CelSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wasm: Option<WasmSpec>,
-    /// The policy's `params` (for CEL; a WASM policy may also give it under `wasm.config`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<serde_json::Value>,
-    #[serde(default)]
-    pub failure_policy: FailurePolicy,
-    #[serde(default)]
-    pub mode: Mode,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<LimitsSpec>,
-}
-
-/// A bundle's own unit test: one policy, one input, what it must decide.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TestSpec {
-    pub name: String,
-    pub policy: String,
-    /// The hook's request (as in the plugin ABI); omitted fields take defaults.
-    #[serde(default)]
-    pub input: serde_json::Value,
-    pub expect: Expect,
-}
-
-/// Expected result; only the fields given are checked.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Expect {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowed: Option<bool>,
-    /// The denial reason contains this text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason_contains: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retryable: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scores: Option<Vec<f64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights: Option<Vec<f64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<i64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flavors: Option<Vec<String>>,
-    /// The evaluation fails (with an error of this kind, e.g. `timeout`, `trap`, `cel`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BundleMeta {
-    pub name: String,
-    #[serde(default)]
-    pub version: String,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BundleSpecBody {
-    /// A tenant bundle: only `weight` (and `admission`) policies, for this namespace's workloads, under stricter limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-    #[serde(default)]
-    pub policies: Vec<PolicySpec>,
-    #[serde(default)]
-    pub tests: Vec<TestSpec>,
-}
-
-/// `bundle.yaml`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BundleSpec {
-    pub api_version: String,
-    pub kind: String,
-    pub metadata: BundleMeta,
-    pub spec: BundleSpecBody,
-}
 
 /// Limits of one policy's evaluations: a plugin call's limits.
 pub use super::wasm::Limits;
@@ -209,127 +59,6 @@ impl Limits {
         timeout: Duration::from_millis(50),
         memory_bytes: 32 << 20,
     };
-}
-
-/// How a policy decides.
-pub enum Program {
-    Cel {
-        expression: CelProgram,
-        message: Option<CelProgram>,
-        retryable: bool,
-    },
-    Wasm {
-        plugin: Arc<Plugin>,
-        module: String,
-        /// What a `weight` request sends it (all unless the module declares less).
-        weight_fields: WeightFields,
-    },
-}
-
-/// One checked, compiled policy.
-pub struct Policy {
-    pub name: String,
-    pub hook: Hook,
-    pub matches: Match,
-    pub program: Program,
-    pub params: serde_json::Value,
-    pub cel_params: Params,
-    pub failure_policy: FailurePolicy,
-    pub mode: Mode,
-    pub limits: Limits,
-}
-
-impl Policy {
-    pub fn language(&self) -> &'static str {
-        match self.program {
-            Program::Cel { .. } => "cel",
-            Program::Wasm { .. } => "wasm",
-        }
-    }
-    /// Can an answer be reused for an identical input later? True for a CEL
-    /// policy that does not name `now`: CEL is a pure function of its
-    /// variables, and `params` are fixed for the bundle's life. A WASM
-    /// plugin's request always carries `now`, so its answers are never reused.
-    pub fn reusable(&self) -> bool {
-        match &self.program {
-            Program::Cel {
-                expression,
-                message,
-                ..
-            } => !expression.names("now") && !message.as_ref().is_some_and(|m| m.names("now")),
-            Program::Wasm { .. } => false,
-        }
-    }
-    /// The context views an evaluation reads: for CEL, those its
-    /// expressions name; for WASM, every one, but for a `weight` plugin
-    /// only the maps it declares (`arbiter_weight_fields`).
-    pub fn reads(&self) -> Reads {
-        match &self.program {
-            Program::Cel {
-                expression,
-                message,
-                ..
-            } => {
-                let names =
-                    |v: &str| expression.names(v) || message.as_ref().is_some_and(|m| m.names(v));
-                let reads_field = |v: &str, f: &str| {
-                    expression.reads_field(v, f)
-                        || message.as_ref().is_some_and(|m| m.reads_field(v, f))
-                };
-                Reads {
-                    queue: names("queue"),
-                    cluster_queue: names("clusterQueue"),
-                    tenant: names("tenant"),
-                    cohort: names("cohort"),
-                    quotas: reads_field("clusterQueue", "nominal")
-                        || reads_field("clusterQueue", "usage"),
-                }
-            }
-            Program::Wasm { weight_fields, .. } if self.hook == Hook::Weight => {
-                weight_fields.reads()
-            }
-            Program::Wasm { .. } => Reads::ALL,
-        }
-    }
-
-    /// Does it apply to a workload of `namespace`/`kind` in `cluster_queue`?
-    pub fn applies_to(&self, namespace: &str, kind: &str, cluster_queue: &str) -> bool {
-        let m = &self.matches;
-        (m.namespaces.is_empty() || m.namespaces.iter().any(|n| n == namespace))
-            && (m.kinds.is_empty() || m.kinds.iter().any(|k| k == kind))
-            && (m.cluster_queues.is_empty() || m.cluster_queues.iter().any(|c| c == cluster_queue))
-    }
-}
-
-/// A loaded bundle: checked, compiled and tested.
-pub struct Bundle {
-    pub name: String,
-    pub version: String,
-    /// sha256 over `bundle.yaml` and every module, in name order.
-    pub digest: String,
-    pub tenant: Option<String>,
-    pub policies: Vec<Policy>,
-    pub tests: Vec<TestSpec>,
-    /// Where it came from (a directory, a ConfigMap).
-    pub source: String,
-}
-
-impl Bundle {
-    pub fn policy(&self, name: &str) -> Option<&Policy> {
-        self.policies.iter().find(|p| p.name == name)
-    }
-    /// An empty bundle: Kueue's behaviour.
-    pub fn empty(name: &str) -> Bundle {
-        Bundle {
-            name: name.into(),
-            version: String::new(),
-            digest: String::new(),
-            tenant: None,
-            policies: Vec::new(),
-            tests: Vec::new(),
-            source: String::new(),
-        }
-    }
 }
 
 /// Why a bundle was not loaded. The message names the source, the policy and the field.
@@ -645,7 +374,7 @@ pub fn load(
     if !options.run_tests {
         return Ok(bundle);
     }
-    let results = super::test::run(&bundle);
+    let results = test::run(&bundle);
     let failed: Vec<String> = results
         .iter()
         .filter_map(|r| r.failure.as_ref().map(|f| format!("  {}: {f}", r.name)))
@@ -762,14 +491,4 @@ pub fn hex(bytes: &[u8]) -> String {
             let _ = write!(s, "{b:02x}");
             s
         })
-}
-
-impl super::reload::Loaded for Bundle {
-    fn identity(&self) -> super::reload::Identity {
-        super::reload::Identity {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            digest: self.digest.clone(),
-        }
-    }
 }

@@ -16,7 +16,9 @@ use std::time::Instant;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::bundle::{Bundle, FailurePolicy, Hook, Mode, Policy};
+use super::compiled::{Bundle, Policy};
+use super::spec::{FailurePolicy, Mode};
+use super::wasm::Hook;
 use super::eval::{self, Logs, PolicyError};
 use super::metrics::{PolicyHandle, PolicyMetrics};
 use super::reload::Reloadable;

@@ -14,10 +14,13 @@
 
 pub mod bundle;
 pub mod cel;
+pub mod compiled;
 pub mod engine;
 pub mod eval;
 pub mod metrics;
 pub mod reload;
+pub mod spec;
+pub mod status;
 pub mod test;
 pub mod view;
 pub mod wasm;
@@ -39,7 +42,7 @@ pub fn schemas() -> Vec<(&'static str, Schema)> {
         ("autoscale.response.json", schema_for!(AutoscaleOutput)),
         ("flavor.request.json", schema_for!(FlavorInput)),
         ("flavor.response.json", schema_for!(FlavorOutput)),
-        ("bundle.json", schema_for!(bundle::BundleSpec)),
+        ("bundle.json", schema_for!(spec::BundleSpec)),
     ]
 }
 

@@ -6,7 +6,9 @@
 
 use serde::de::DeserializeOwned;
 
-use super::bundle::{Bundle, Expect, Hook, Policy, TestSpec};
+use super::compiled::{Bundle, Policy};
+use super::spec::{Expect, TestSpec};
+use super::wasm::Hook;
 use super::eval::{self, PolicyError};
 use super::view::*;
 
