@@ -17,12 +17,12 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::compiled::{Bundle, Policy};
-use super::spec::{FailurePolicy, Mode};
-use super::wasm::Hook;
 use super::eval::{self, Logs, PolicyError};
 use super::metrics::{PolicyHandle, PolicyMetrics};
 use super::reload::Reloadable;
+use super::spec::{FailurePolicy, Mode};
 use super::view::{build, *};
+use super::wasm::Hook;
 use arbiter_core::model::cluster::{ClusterQueueId, FlavorId};
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::{

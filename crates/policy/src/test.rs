@@ -7,10 +7,10 @@
 use serde::de::DeserializeOwned;
 
 use super::compiled::{Bundle, Policy};
-use super::spec::{Expect, TestSpec};
-use super::wasm::Hook;
 use super::eval::{self, PolicyError};
+use super::spec::{Expect, TestSpec};
 use super::view::*;
+use super::wasm::Hook;
 
 /// The outcome of one test.
 #[derive(Clone, Debug, PartialEq)]
