@@ -9,8 +9,8 @@
 //! re-exported here, so `bundle::Policy` and `bundle::PolicySpec` keep
 //! working). Nothing here touches scheduler state; the engine evaluates what
 //! this module builds, and the reloader decides when a loaded bundle
-//! replaces the one in force. Called by the CLI, the simulator and
-//! whatever drives a `reload::Reloadable`.
+//! replaces the one in force. Called by the CLI, `sources` and whatever
+//! drives a `reload::Reloadable`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
