@@ -24,6 +24,9 @@ mod hooks;
 mod inputs;
 mod stats;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
