@@ -1,7 +1,7 @@
 //! Policy bundles (DESIGN §4): `bundle.yaml` plus the WebAssembly modules
 //! it names, from a directory or a ConfigMap, through one loader.
 //!
-//! [`load`] runs the whole pipeline but the swap: parse → validate →
+//! [`load`](fn@load) runs the whole pipeline but the swap: parse → validate →
 //! compile (CEL programs, WASM modules shared by digest) → run the bundle's
 //! own tests (`test`). Every error names the bundle source, the policy and
 //! the field (and line/column for CEL) and says what to do. It reads the

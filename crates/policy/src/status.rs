@@ -50,7 +50,7 @@ pub struct BundleStatus {
     pub last_attempt_at: Option<Timestamp>,
 }
 
-/// What one [`Reloadable::reload_with`] did.
+/// What one `Reloadable::reload_with` (`reload`) did.
 #[must_use]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReloadOutcome {

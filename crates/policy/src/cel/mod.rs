@@ -100,6 +100,9 @@ use std::sync::Arc;
 use cel::parser::Expression;
 use cel::Env;
 
+#[cfg(doc)]
+use crate::view::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
+
 pub use compiler::compile;
 pub use limits::{check_input_sizes, CelLimits, MAX_LABELS, MAX_POD_SETS, MAX_RESOURCES};
 pub use params::Params;

@@ -84,7 +84,7 @@ const COMPILE_CACHE_BYTES: usize = 64 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuntimeConfig {
     /// Plugin instances alive at once (calls in flight on all threads, plus
-    /// load-time probes); one more fails with [`CallError::Instantiate`].
+    /// load-time probes); one more fails with [`CallError::Instantiate`](super::CallError::Instantiate).
     /// Loaded modules are not limited by this.
     pub max_instances: u32,
     /// Ceiling of any [`Limits::memory_bytes`]; a larger limit is cut to it.
