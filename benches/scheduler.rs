@@ -13,8 +13,8 @@ use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::{Input, Scheduler};
+use arbiter_policy::sources::{self, PolicyChoice};
 use arbiter_sim::generate::Shape;
-use arbiter_sim::policies::{self, PolicyChoice};
 use arbiter_sim::{driver, scenario};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -100,7 +100,7 @@ fn simulations(c: &mut Criterion) {
     });
     // The same with its policies (the default bundle) in force, as
     // `arbiter simulate examples/seed/` runs it; one engine, loaded once.
-    let mut engine = policies::engine(&seed, &PolicyChoice::default())
+    let mut engine = sources::engine(&seed.policies, &PolicyChoice::default())
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("examples/seed names no policies"));
     group.bench_function("seed-policies", |b| {

@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use arbiter_policy::sources::{self, PolicyChoice};
 use arbiter_sim::generate::Shape;
-use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_sim::policies;
 use arbiter_sim::scenario;
 
 /// The same allocator as the `arbiter` binary.
@@ -72,7 +73,7 @@ fn run(shape: &Shape, bundle: Option<PathBuf>) -> ExitCode {
         tenants: Vec::new(),
         none: false,
     };
-    let mut engine = match policies::engine(&scenario, &choice) {
+    let mut engine = match sources::engine(&scenario.policies, &choice) {
         Ok(engine) => engine,
         Err(e) => {
             eprintln!("error: {e}");

@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_policy::sources::{self, PolicyChoice};
+use arbiter_sim::policies;
 use arbiter_sim::scenario;
 
 fn root() -> &'static Path {
@@ -23,7 +24,7 @@ fn seed_report() -> String {
         .unwrap_or_else(|e| panic!("examples/seed does not load: {e}"));
     let scenario =
         scenario::build(loaded).unwrap_or_else(|e| panic!("examples/seed does not build: {e}"));
-    let mut engine = policies::engine(&scenario, &PolicyChoice::default())
+    let mut engine = sources::engine(&scenario.policies, &PolicyChoice::default())
         .unwrap_or_else(|e| panic!("the seed's policies do not load: {e}"));
     assert!(
         engine.is_some(),

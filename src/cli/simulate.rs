@@ -10,7 +10,8 @@ use prometheus_client::registry::Registry;
 
 use arbiter_policy::engine::Decision;
 use arbiter_policy::metrics::PolicyMetrics;
-use arbiter_sim::policies::{self, PolicyChoice};
+use arbiter_policy::sources::{self, PolicyChoice};
+use arbiter_sim::policies;
 use arbiter_sim::{driver, plot, scenario, table};
 
 fn write_decisions(path: &std::path::Path, decisions: &[Decision]) -> anyhow::Result<()> {
@@ -110,7 +111,7 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         tenants: args.tenant_policies.clone(),
         none: args.no_policies,
     };
-    let mut engine = policies::engine(&scenario, &choice)?;
+    let mut engine = sources::engine(&scenario.policies, &choice)?;
     for (flag, given) in [
         ("--decisions", args.decisions.is_some()),
         ("--metrics", args.metrics.is_some()),

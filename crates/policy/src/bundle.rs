@@ -1,12 +1,16 @@
 //! Policy bundles (DESIGN §4): `bundle.yaml` plus the WebAssembly modules
 //! it names, from a directory or a ConfigMap, through one loader.
 //!
-//! [`load`] runs the whole pipeline but the swap: parse → validate →
+//! [`load`](fn@load) runs the whole pipeline but the swap: parse → validate →
 //! compile (CEL programs, WASM modules shared by digest) → run the bundle's
-//! own tests. Every error names the bundle source, the policy and the field
-//! (and line/column for CEL) and says what to do. Nothing here touches
-//! scheduler state; the engine evaluates what this module builds, and the
-//! reloader decides when a loaded bundle replaces the one in force.
+//! own tests (`test`). Every error names the bundle source, the policy and
+//! the field (and line/column for CEL) and says what to do. It reads the
+//! wire types of `spec` and builds the checked types of `compiled` (both
+//! re-exported here, so `bundle::Policy` and `bundle::PolicySpec` keep
+//! working). Nothing here touches scheduler state; the engine evaluates what
+//! this module builds, and the reloader decides when a loaded bundle
+//! replaces the one in force. Called by the CLI, `sources` and whatever
+//! drives a `reload::Reloadable`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -15,178 +19,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cel::{self, CelLimits, CelProgram, Params};
-use super::view::{Reads, WeightFields};
+use super::cel::{self, CelLimits, Params};
+pub use super::compiled::{Bundle, Policy, Program};
+pub use super::spec::{
+    BundleMeta, BundleSpec, BundleSpecBody, CelSpec, Expect, FailurePolicy, LimitsSpec, Match,
+    Mode, PolicySpec, TestSpec, WasmSpec, API_VERSION,
+};
+use super::test;
+use super::view::WeightFields;
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
 use arbiter_core::model::load::{self, Source};
 
-/// `apiVersion` of a bundle.
-pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
 /// Kubernetes refuses ConfigMaps larger than this (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 /// The label that marks a ConfigMap as a policy bundle.
 pub const CONFIGMAP_LABEL: &str = "arbiter.dev/policy-bundle";
-
-/// `Fail`: an error denies admission (retryably) and counts as a failed
-/// decision; `Ignore`: an error allows admission. For the other hooks both
-/// fall back to the built-in behaviour for that call (score 0, configured
-/// weights, target-utilisation autoscaling, listed flavor order).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum FailurePolicy {
-    #[default]
-    Fail,
-    Ignore,
-}
-
-/// `DryRun` policies decide and are logged, but never act.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum Mode {
-    #[default]
-    Enforce,
-    DryRun,
-}
-
-/// Which workloads (or ClusterQueues, flavors) a policy applies to; empty lists match all.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Match {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub namespaces: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cluster_queues: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kinds: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub flavors: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CelSpec {
-    /// admission: bool (true allows); weight, fairShare: number; autoscale: integer; flavor: list of flavor names.
-    pub expression: String,
-    /// admission only: the reason shown when the expression denies (a string expression).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_expression: Option<String>,
-    /// admission only: `false` rejects for good; default true (tried again later).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retryable: Option<bool>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WasmSpec {
-    /// File name in the bundle (a key of the ConfigMap's `binaryData`).
-    pub module: String,
-    /// Hex sha256 the module must have.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-    /// The policy's `params`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<serde_json::Value>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LimitsSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_mi_b: Option<u64>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PolicySpec {
-    pub name: String,
-    pub hook: Hook,
-    #[serde(default, rename = "match")]
-    pub matches: Match,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cel: Option<CelSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wasm: Option<WasmSpec>,
-    /// The policy's `params` (for CEL; a WASM policy may also give it under `wasm.config`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<serde_json::Value>,
-    #[serde(default)]
-    pub failure_policy: FailurePolicy,
-    #[serde(default)]
-    pub mode: Mode,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<LimitsSpec>,
-}
-
-/// A bundle's own unit test: one policy, one input, what it must decide.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TestSpec {
-    pub name: String,
-    pub policy: String,
-    /// The hook's request (as in the plugin ABI); omitted fields take defaults.
-    #[serde(default)]
-    pub input: serde_json::Value,
-    pub expect: Expect,
-}
-
-/// Expected result; only the fields given are checked.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Expect {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowed: Option<bool>,
-    /// The denial reason contains this text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason_contains: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retryable: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scores: Option<Vec<f64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights: Option<Vec<f64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<i64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flavors: Option<Vec<String>>,
-    /// The evaluation fails (with an error of this kind, e.g. `timeout`, `trap`, `cel`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BundleMeta {
-    pub name: String,
-    #[serde(default)]
-    pub version: String,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BundleSpecBody {
-    /// A tenant bundle: only `weight` (and `admission`) policies, for this namespace's workloads, under stricter limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-    #[serde(default)]
-    pub policies: Vec<PolicySpec>,
-    #[serde(default)]
-    pub tests: Vec<TestSpec>,
-}
-
-/// `bundle.yaml`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BundleSpec {
-    pub api_version: String,
-    pub kind: String,
-    pub metadata: BundleMeta,
-    pub spec: BundleSpecBody,
-}
 
 /// Limits of one policy's evaluations: a plugin call's limits.
 pub use super::wasm::Limits;
@@ -209,127 +59,6 @@ impl Limits {
         timeout: Duration::from_millis(50),
         memory_bytes: 32 << 20,
     };
-}
-
-/// How a policy decides.
-pub enum Program {
-    Cel {
-        expression: CelProgram,
-        message: Option<CelProgram>,
-        retryable: bool,
-    },
-    Wasm {
-        plugin: Arc<Plugin>,
-        module: String,
-        /// What a `weight` request sends it (all unless the module declares less).
-        weight_fields: WeightFields,
-    },
-}
-
-/// One checked, compiled policy.
-pub struct Policy {
-    pub name: String,
-    pub hook: Hook,
-    pub matches: Match,
-    pub program: Program,
-    pub params: serde_json::Value,
-    pub cel_params: Params,
-    pub failure_policy: FailurePolicy,
-    pub mode: Mode,
-    pub limits: Limits,
-}
-
-impl Policy {
-    pub fn language(&self) -> &'static str {
-        match self.program {
-            Program::Cel { .. } => "cel",
-            Program::Wasm { .. } => "wasm",
-        }
-    }
-    /// Can an answer be reused for an identical input later? True for a CEL
-    /// policy that does not name `now`: CEL is a pure function of its
-    /// variables, and `params` are fixed for the bundle's life. A WASM
-    /// plugin's request always carries `now`, so its answers are never reused.
-    pub fn reusable(&self) -> bool {
-        match &self.program {
-            Program::Cel {
-                expression,
-                message,
-                ..
-            } => !expression.names("now") && !message.as_ref().is_some_and(|m| m.names("now")),
-            Program::Wasm { .. } => false,
-        }
-    }
-    /// The context views an evaluation reads: for CEL, those its
-    /// expressions name; for WASM, every one, but for a `weight` plugin
-    /// only the maps it declares (`arbiter_weight_fields`).
-    pub fn reads(&self) -> Reads {
-        match &self.program {
-            Program::Cel {
-                expression,
-                message,
-                ..
-            } => {
-                let names =
-                    |v: &str| expression.names(v) || message.as_ref().is_some_and(|m| m.names(v));
-                let reads_field = |v: &str, f: &str| {
-                    expression.reads_field(v, f)
-                        || message.as_ref().is_some_and(|m| m.reads_field(v, f))
-                };
-                Reads {
-                    queue: names("queue"),
-                    cluster_queue: names("clusterQueue"),
-                    tenant: names("tenant"),
-                    cohort: names("cohort"),
-                    quotas: reads_field("clusterQueue", "nominal")
-                        || reads_field("clusterQueue", "usage"),
-                }
-            }
-            Program::Wasm { weight_fields, .. } if self.hook == Hook::Weight => {
-                weight_fields.reads()
-            }
-            Program::Wasm { .. } => Reads::ALL,
-        }
-    }
-
-    /// Does it apply to a workload of `namespace`/`kind` in `cluster_queue`?
-    pub fn applies_to(&self, namespace: &str, kind: &str, cluster_queue: &str) -> bool {
-        let m = &self.matches;
-        (m.namespaces.is_empty() || m.namespaces.iter().any(|n| n == namespace))
-            && (m.kinds.is_empty() || m.kinds.iter().any(|k| k == kind))
-            && (m.cluster_queues.is_empty() || m.cluster_queues.iter().any(|c| c == cluster_queue))
-    }
-}
-
-/// A loaded bundle: checked, compiled and tested.
-pub struct Bundle {
-    pub name: String,
-    pub version: String,
-    /// sha256 over `bundle.yaml` and every module, in name order.
-    pub digest: String,
-    pub tenant: Option<String>,
-    pub policies: Vec<Policy>,
-    pub tests: Vec<TestSpec>,
-    /// Where it came from (a directory, a ConfigMap).
-    pub source: String,
-}
-
-impl Bundle {
-    pub fn policy(&self, name: &str) -> Option<&Policy> {
-        self.policies.iter().find(|p| p.name == name)
-    }
-    /// An empty bundle: Kueue's behaviour.
-    pub fn empty(name: &str) -> Bundle {
-        Bundle {
-            name: name.into(),
-            version: String::new(),
-            digest: String::new(),
-            tenant: None,
-            policies: Vec::new(),
-            tests: Vec::new(),
-            source: String::new(),
-        }
-    }
 }
 
 /// Why a bundle was not loaded. The message names the source, the policy and the field.
@@ -645,7 +374,7 @@ pub fn load(
     if !options.run_tests {
         return Ok(bundle);
     }
-    let results = super::test::run(&bundle);
+    let results = test::run(&bundle);
     let failed: Vec<String> = results
         .iter()
         .filter_map(|r| r.failure.as_ref().map(|f| format!("  {}: {f}", r.name)))
@@ -764,12 +493,559 @@ pub fn hex(bytes: &[u8]) -> String {
         })
 }
 
-impl super::reload::Loaded for Bundle {
-    fn identity(&self) -> super::reload::Identity {
-        super::reload::Identity {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            digest: self.digest.clone(),
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::OnceLock;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::ByteString;
+
+    use super::*;
+
+    /// A plugin whose `arbiter_weight` always answers `{"scores":[1]}`.
+    const WEIGHT_WAT: &str = r#"(module
+      (memory (export "memory") 1)
+      (data (i32.const 1024) "{\"scores\":[1]}")
+      (func (export "arbiter_abi_version") (result i32) i32.const 1)
+      (func (export "arbiter_alloc") (param i32) (result i32) i32.const 4096)
+      (func (export "arbiter_weight") (param i32 i32) (result i64) i64.const 4398046511118))"#;
+
+    const SOURCE: &str = "ConfigMap platform/rules";
+
+    fn runtime() -> &'static Runtime {
+        static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+        RUNTIME.get_or_init(|| Runtime::new().expect("the WebAssembly runtime starts"))
+    }
+
+    /// bundle.yaml named `t`, version 1, with these `spec` lines.
+    fn yaml(spec: &str) -> String {
+        format!(
+            "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: t, version: \"1\"}}\nspec:\n{spec}"
+        )
+    }
+
+    /// The ConfigMap `platform/rules` holding `bundle.yaml` and binary files.
+    fn configmap(bundle_yaml: &str, binary: &[(&str, Vec<u8>)]) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("rules".into()),
+                namespace: Some("platform".into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("bundle.yaml".into(), bundle_yaml.into())])),
+            binary_data: Some(
+                binary
+                    .iter()
+                    .map(|(name, bytes)| (name.to_string(), ByteString(bytes.clone())))
+                    .collect(),
+            ),
+            ..ConfigMap::default()
         }
+    }
+
+    fn load_with(
+        bundle_yaml: &str,
+        binary: &[(&str, Vec<u8>)],
+        options: &LoadOptions,
+    ) -> Result<Bundle, BundleError> {
+        load(
+            Files::ConfigMap(&configmap(bundle_yaml, binary)),
+            runtime(),
+            options,
+        )
+    }
+
+    fn loaded(spec: &str) -> Bundle {
+        load_with(&yaml(spec), &[], &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn error_with(bundle_yaml: &str, binary: &[(&str, Vec<u8>)], options: &LoadOptions) -> String {
+        match load_with(bundle_yaml, binary, options) {
+            Ok(_) => panic!("the bundle loaded but should not have"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// The error of a bundle with these `spec` lines, loaded as a platform bundle.
+    fn error(spec: &str) -> String {
+        error_with(&yaml(spec), &[], &LoadOptions::default())
+    }
+
+    fn as_tenant(namespace: &str) -> LoadOptions {
+        LoadOptions {
+            tenant: Some(namespace.into()),
+            run_tests: true,
+        }
+    }
+
+    fn weight_module() -> Vec<u8> {
+        wat::parse_str(WEIGHT_WAT).expect("valid WAT")
+    }
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        hex(&Sha256::digest(bytes))
+    }
+
+    #[test]
+    fn a_good_bundle_is_parsed_validated_compiled_and_tested() {
+        let b = loaded(
+            "  policies:\n  \
+             - name: cap\n    hook: admission\n    match: {namespaces: [research]}\n    \
+               cel: {expression: 'workload.gpus <= params.max', messageExpression: \"'over ' + string(params.max)\", retryable: false}\n    \
+               config: {max: 8}\n    failurePolicy: Ignore\n    mode: DryRun\n    limits: {timeoutMs: 250, memoryMiB: 128}\n  \
+             - {name: by-priority, hook: weight, cel: {expression: 'double(workload.priority)'}}\n  \
+             tests:\n  \
+             - {name: sixteen-denied, policy: cap, input: {workload: {gpus: 16}}, expect: {allowed: false, reasonContains: 'over 8', retryable: false}}\n  \
+             - {name: scored, policy: by-priority, input: {workloads: [{priority: 3}]}, expect: {scores: [3.0]}}\n",
+        );
+        assert_eq!((b.name.as_str(), b.version.as_str()), ("t", "1"));
+        assert_eq!(b.source, SOURCE);
+        assert_eq!(b.tenant, None);
+        assert_eq!(b.tests.len(), 2);
+        let names: Vec<(&str, Hook, &str)> = b
+            .policies
+            .iter()
+            .map(|p| (p.name.as_str(), p.hook, p.language()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("cap", Hook::Admission, "cel"),
+                ("by-priority", Hook::Weight, "cel")
+            ]
+        );
+        let cap = b.policy("cap").expect("cap is there");
+        assert_eq!(cap.matches.namespaces, ["research"]);
+        assert_eq!(cap.failure_policy, FailurePolicy::Ignore);
+        assert_eq!(cap.mode, Mode::DryRun);
+        assert_eq!(
+            cap.limits,
+            Limits {
+                timeout: Duration::from_millis(250),
+                memory_bytes: 128 << 20,
+            }
+        );
+        assert_eq!(cap.params, serde_json::json!({"max": 8}));
+        assert!(matches!(
+            &cap.program,
+            Program::Cel {
+                message: Some(_),
+                retryable: false,
+                ..
+            }
+        ));
+        let by_priority = b.policy("by-priority").expect("by-priority is there");
+        assert_eq!(by_priority.failure_policy, FailurePolicy::Fail);
+        assert_eq!(by_priority.mode, Mode::Enforce);
+        // The platform defaults: 100 ms, 64 MiB.
+        assert_eq!(
+            by_priority.limits,
+            Limits {
+                timeout: Duration::from_millis(100),
+                memory_bytes: 64 << 20,
+            }
+        );
+        assert_eq!(by_priority.params, serde_json::json!({}));
+    }
+
+    #[test]
+    fn the_digest_is_the_sha256_of_bundle_yaml_and_its_modules() {
+        let text = yaml("  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}}\n");
+        let cel_only = load_with(&text, &[], &LoadOptions::default()).unwrap();
+        assert_eq!(cel_only.digest, sha256_hex(text.as_bytes()));
+        let changed =
+            yaml("  policies:\n  - {name: p, hook: admission, cel: {expression: 'false'}}\n");
+        assert_ne!(
+            load_with(&changed, &[], &LoadOptions::default())
+                .unwrap()
+                .digest,
+            cel_only.digest
+        );
+
+        let module = weight_module();
+        let text = yaml("  policies:\n  - {name: w, hook: weight, wasm: {module: w.wasm}}\n");
+        let with_module = load_with(
+            &text,
+            &[("w.wasm", module.clone())],
+            &LoadOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut whole = text.into_bytes();
+        whole.extend(b"w.wasm");
+        whole.extend(sha256_hex(&module).as_bytes());
+        assert_eq!(with_module.digest, sha256_hex(&whole));
+    }
+
+    #[test]
+    fn a_module_named_twice_is_loaded_once_and_may_be_pinned_in_any_case() {
+        let module = weight_module();
+        let pin = sha256_hex(&module).to_uppercase();
+        let text = yaml(&format!(
+            "  policies:\n  \
+             - {{name: a, hook: weight, wasm: {{module: w.wasm, sha256: {pin}}}}}\n  \
+             - {{name: b, hook: weight, wasm: {{module: w.wasm, config: {{boost: 2}}}}}}\n"
+        ));
+        let b = load_with(&text, &[("w.wasm", module)], &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let plugin = |name: &str| match &b.policy(name).expect("policy is there").program {
+            Program::Wasm { plugin, module, .. } => {
+                assert_eq!(module, "w.wasm");
+                plugin.clone()
+            }
+            Program::Cel { .. } => panic!("{name} is a CEL policy"),
+        };
+        assert!(Arc::ptr_eq(&plugin("a"), &plugin("b")));
+        assert_eq!(b.policy("a").unwrap().language(), "wasm");
+        assert_eq!(
+            b.policy("b").unwrap().params,
+            serde_json::json!({"boost": 2})
+        );
+    }
+
+    #[test]
+    fn a_tenant_bundle_gets_the_tenant_limits_and_its_namespace() {
+        let b = load_with(
+            &yaml("  policies:\n  - {name: mine, hook: weight, cel: {expression: '1.0'}}\n"),
+            &[],
+            &as_tenant("team-a"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(b.tenant.as_deref(), Some("team-a"));
+        // The tenant defaults: 20 ms, 16 MiB.
+        assert_eq!(
+            b.policies[0].limits,
+            Limits {
+                timeout: Duration::from_millis(20),
+                memory_bytes: 16 << 20,
+            }
+        );
+        let own = loaded("  tenant: team-b\n  policies: []\n");
+        assert_eq!(own.tenant.as_deref(), Some("team-b"));
+    }
+
+    #[test]
+    fn parse_errors_name_the_source_and_say_what_is_expected() {
+        let not_utf8 = ConfigMap {
+            data: None,
+            ..configmap("", &[("bundle.yaml", vec![0xff, 0xfe])])
+        };
+        let e = load(
+            Files::ConfigMap(&not_utf8),
+            runtime(),
+            &LoadOptions::default(),
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+        assert_eq!(e, format!("{SOURCE}: bundle.yaml is not UTF-8 text"));
+        let e = error_with("spec: [unclosed", &[], &LoadOptions::default());
+        assert!(
+            e.starts_with(&format!("{SOURCE}: bundle.yaml is not valid YAML: ")),
+            "{e}"
+        );
+        let e = error_with(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t}\nspec: {}\n",
+            &[],
+            &LoadOptions::default(),
+        );
+        assert_eq!(
+            e,
+            format!("{SOURCE}: bundle.yaml is v1 ConfigMap; expected apiVersion arbiter.dev/v1alpha1, kind PolicyBundle")
+        );
+        let e = error_with(
+            "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {name: \"\"}\nspec: {}\n",
+            &[],
+            &LoadOptions::default(),
+        );
+        assert_eq!(
+            e,
+            format!("{SOURCE}: bundle.yaml: metadata.name is empty; name the bundle")
+        );
+    }
+
+    #[test]
+    fn a_misspelt_or_mistyped_field_names_the_file_and_the_field() {
+        let at = "ConfigMap platform/rules/bundle.yaml (document 1): spec.policies[0]";
+        let e = error(
+            "  policies:\n  - {name: p, hook: admission, failurPolicy: Ignore, cel: {expression: 'true'}}\n",
+        );
+        assert!(
+            e.starts_with(&format!(
+                "{at}.failurPolicy: unknown field `failurPolicy`, expected one of "
+            )) && e.contains("`failurePolicy`"),
+            "{e}"
+        );
+        let e = error(
+            "  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}, limits: {timeoutMs: soon}}\n",
+        );
+        assert!(
+            e.starts_with(&format!(
+                "{at}.limits.timeoutMs: invalid type: string \"soon\", expected u64"
+            )),
+            "{e}"
+        );
+        let e = error("  policies:\n  - {name: p, hook: admision, cel: {expression: 'true'}}\n");
+        assert!(
+            e.starts_with(&format!("{at}.hook: unknown variant `admision`, expected one of `admission`, `weight`, `fairShare`, `autoscale`, `flavor`")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn validation_errors_name_the_policy_and_the_field() {
+        let policy = |message: &str| format!("{SOURCE}: policy p: {message}");
+        assert_eq!(
+            error("  policies:\n  - {name: '', hook: admission, cel: {expression: 'true'}}\n"),
+            format!("{SOURCE}: a policy has an empty name; give every policy a unique name")
+        );
+        assert_eq!(
+            error(
+                "  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}}\n  \
+                 - {name: p, hook: weight, cel: {expression: '1.0'}}\n"
+            ),
+            policy("the name is used twice; policy names must be unique in a bundle")
+        );
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: admission}\n"),
+            policy("has neither cel nor wasm; give exactly one")
+        );
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}, wasm: {module: w.wasm}}\n"),
+            policy("has both cel and wasm; give exactly one")
+        );
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: weight, cel: {expression: '1.0', messageExpression: \"'x'\"}}\n"),
+            policy("cel.messageExpression is only for admission policies, not weight")
+        );
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: fairShare, cel: {expression: '1.0', retryable: false}}\n"),
+            policy("cel.retryable is only for admission policies, not fairShare")
+        );
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}, limits: {timeoutMs: 0}}\n"),
+            policy("limits.timeoutMs 0 must be between 1 and 1000")
+        );
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}, limits: {memoryMiB: 257}}\n"),
+            policy("limits.memoryMiB 257 must be between 1 and 256")
+        );
+        assert_eq!(
+            error(
+                "  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}}\n  \
+                 tests:\n  - {name: t1, policy: q, expect: {allowed: true}}\n"
+            ),
+            format!("{SOURCE}: test t1 names policy q, which the bundle does not have")
+        );
+    }
+
+    #[test]
+    fn tenant_bundles_hold_only_their_own_weight_and_admission_policies() {
+        let tenant_error = |spec: &str| error_with(&yaml(spec), &[], &as_tenant("team-a"));
+        assert_eq!(
+            tenant_error("  policies:\n  - {name: p, hook: fairShare, cel: {expression: '1.0'}}\n"),
+            format!(
+                "{SOURCE}: policy p: hook fairShare is not allowed in a tenant bundle (spec.tenant: team-a); tenant bundles hold only weight and admission policies"
+            )
+        );
+        assert_eq!(
+            tenant_error("  policies:\n  - {name: p, hook: weight, match: {namespaces: [team-b]}, cel: {expression: '1.0'}}\n"),
+            format!(
+                "{SOURCE}: policy p: match.namespaces names another namespace; a tenant bundle applies only to team-a"
+            )
+        );
+        assert_eq!(
+            tenant_error("  policies:\n  - {name: p, hook: weight, cel: {expression: '1.0'}, limits: {timeoutMs: 51}}\n"),
+            format!("{SOURCE}: policy p: limits.timeoutMs 51 must be between 1 and 50")
+        );
+        assert_eq!(
+            tenant_error("  tenant: team-b\n  policies: []\n"),
+            format!(
+                "{SOURCE}: bundle.yaml says spec.tenant: team-b, but it is loaded as the tenant bundle of team-a; make them agree"
+            )
+        );
+        // Its own spec.tenant makes a bundle a tenant bundle too.
+        assert_eq!(
+            error("  tenant: team-a\n  policies:\n  - {name: p, hook: autoscale, cel: {expression: '1'}}\n"),
+            format!(
+                "{SOURCE}: policy p: hook autoscale is not allowed in a tenant bundle (spec.tenant: team-a); tenant bundles hold only weight and admission policies"
+            )
+        );
+    }
+
+    #[test]
+    fn cel_compile_errors_name_the_policy_the_field_and_the_position() {
+        assert_eq!(
+            error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'wokload.gpus < 8'}}\n"),
+            format!(
+                "{SOURCE}: policy p: cel.expression: unknown variable `wokload`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, now and params"
+            )
+        );
+        let e = error("  policies:\n  - name: p\n    hook: admission\n    cel:\n      expression: \"workload.gpus <=\\n  (8 +\"\n");
+        assert!(
+            e.starts_with(&format!(
+                "{SOURCE}: policy p: cel.expression: syntax error at line 2, column "
+            )),
+            "{e}"
+        );
+        let e = error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'false', messageExpression: \"'a' +\"}}\n");
+        assert!(
+            e.starts_with(&format!(
+                "{SOURCE}: policy p: cel.messageExpression: syntax error at line 1, column "
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wasm_errors_name_the_policy_and_the_module() {
+        let module = weight_module();
+        let with = |spec: &str, files: &[(&str, Vec<u8>)]| {
+            error_with(&yaml(spec), files, &LoadOptions::default())
+        };
+        assert_eq!(
+            with("  policies:\n  - {name: w, hook: weight, wasm: {module: ../w.wasm}}\n", &[]),
+            format!(
+                "{SOURCE}: policy w: wasm.module \"../w.wasm\" must be a file name inside the bundle"
+            )
+        );
+        assert_eq!(
+            with("  policies:\n  - {name: w, hook: weight, wasm: {module: nope.wasm}}\n", &[]),
+            format!(
+                "{SOURCE}: has no key \"nope.wasm\" in data or binaryData; add it (wasm modules go in binaryData)"
+            )
+        );
+        let digest = sha256_hex(&module);
+        assert_eq!(
+            with(
+                "  policies:\n  - {name: w, hook: weight, wasm: {module: w.wasm, sha256: 00ff}}\n",
+                &[("w.wasm", module.clone())]
+            ),
+            format!(
+                "{SOURCE}: policy w: wasm.sha256 pins 00ff but w.wasm has sha256 {digest}; update the pin if the module changed on purpose"
+            )
+        );
+        assert_eq!(
+            with(
+                "  policies:\n  - {name: w, hook: admission, wasm: {module: w.wasm}}\n",
+                &[("w.wasm", module)]
+            ),
+            format!(
+                "{SOURCE}: policy w: w.wasm does not export arbiter_admission, which hook admission needs"
+            )
+        );
+        let e = with(
+            "  policies:\n  - {name: w, hook: weight, wasm: {module: w.wasm}}\n",
+            &[("w.wasm", b"not wasm".to_vec())],
+        );
+        assert!(
+            e.starts_with(&format!(
+                "{SOURCE}: policy w: wasm.module w.wasm: plugin w.wasm: not a usable WebAssembly module: "
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn failing_bundle_tests_reject_the_bundle_unless_tests_are_skipped() {
+        let text = yaml(
+            "  policies:\n  - {name: cap, hook: admission, cel: {expression: 'workload.gpus <= 8'}}\n  \
+             tests:\n  \
+             - {name: small-allowed, policy: cap, input: {workload: {gpus: 4}}, expect: {allowed: true}}\n  \
+             - {name: small-denied, policy: cap, input: {workload: {gpus: 4}}, expect: {allowed: false}}\n  \
+             - {name: bad-input, policy: cap, input: {workload: {gpus: many}}, expect: {allowed: true}}\n",
+        );
+        match load_with(&text, &[], &LoadOptions::default()) {
+            Err(BundleError::Tests {
+                at,
+                failed,
+                total,
+                details,
+            }) => {
+                assert_eq!((at.as_str(), failed, total), (SOURCE, 2, 3));
+                let lines: Vec<&str> = details.lines().collect();
+                assert_eq!(lines.len(), 2, "{details}");
+                assert_eq!(
+                    lines[0],
+                    "  small-denied: expected allowed=false, got allowed=true ()"
+                );
+                assert!(
+                    lines[1].starts_with("  bad-input: input.workload.gpus: ")
+                        && lines[1].ends_with("; see plugin-sdk/schema for the request shape"),
+                    "{}",
+                    lines[1]
+                );
+            }
+            Err(other) => panic!("expected failed tests, got {other}"),
+            Ok(_) => panic!("the bundle loaded but its tests fail"),
+        }
+        let skipped = LoadOptions {
+            tenant: None,
+            run_tests: false,
+        };
+        let b = load_with(&text, &[], &skipped).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(b.tests.len(), 3);
+    }
+
+    #[test]
+    fn a_configmap_over_1_mib_is_refused_before_anything_is_read() {
+        let padding = vec![0u8; CONFIGMAP_LIMIT];
+        let e = error_with(
+            "not even yaml: [",
+            &[("pad", padding)],
+            &LoadOptions::default(),
+        );
+        let size = "bundle.yaml".len() + "not even yaml: [".len() + "pad".len() + CONFIGMAP_LIMIT;
+        assert!(
+            e.starts_with(&format!(
+                "{SOURCE}: is {size} bytes; Kubernetes refuses ConfigMaps over 1 MiB ({CONFIGMAP_LIMIT} bytes)."
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn directories_and_configmap_files_load_through_load_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let e = load_path(&missing, runtime(), &LoadOptions::default())
+            .err()
+            .expect("refused")
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: is neither a bundle directory nor a ConfigMap file; give a directory holding bundle.yaml",
+                missing.display()
+            )
+        );
+        let e = load_path(dir.path(), runtime(), &LoadOptions::default())
+            .err()
+            .expect("refused")
+            .to_string();
+        let shown = dir.path().display();
+        assert!(
+            e.starts_with(&format!("{shown}: cannot read {shown}/bundle.yaml: "))
+                && e.ends_with("; check the path and permissions"),
+            "{e}"
+        );
+        let text = yaml("  policies:\n  - {name: p, hook: admission, cel: {expression: 'true'}}\n");
+        fs::write(dir.path().join("bundle.yaml"), &text).unwrap();
+        let from_dir = load_path(dir.path(), runtime(), &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(from_dir.source, shown.to_string());
+        let file = dir.path().join("cm.yaml");
+        let indented: String = text.lines().map(|l| format!("    {l}\n")).collect();
+        fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: rules, namespace: platform}}\ndata:\n  bundle.yaml: |\n{indented}"
+            ),
+        )
+        .unwrap();
+        let from_file =
+            load_path(&file, runtime(), &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(from_file.source, SOURCE);
+        assert_eq!(from_file.digest, from_dir.digest);
     }
 }

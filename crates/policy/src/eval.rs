@@ -11,8 +11,8 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::bundle::{Policy, Program};
 use super::cel::{check_input_sizes, EvalError, Vars};
+use super::compiled::{Policy, Program};
 use super::view::*;
 use super::wasm;
 

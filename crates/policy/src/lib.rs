@@ -1,23 +1,32 @@
 //! The policy engine (DESIGN §4): CEL expressions and sandboxed WASM
 //! plugins, loaded from bundles, hot-reloaded, evaluated through one path.
 //!
-//! `view` (what every policy sees), `cel` and `wasm` (the two languages),
-//! `bundle` (bundle.yaml from a directory or ConfigMap: parse, validate,
-//! compile, test), `eval` (one policy on one request, output checked),
-//! `test` (a bundle's own tests), `reload` (watching a directory, atomic
-//! swaps, last good bundle kept), `engine` (the core's `Hooks`: match,
-//! mode, failurePolicy, tenant confinement, statistics, decision log),
-//! `metrics` (the `arbiter_policy_*` Prometheus families the engine and
-//! `reload` feed).
+//! From the bottom up (each module uses only those above it):
+//! `view` (what every policy sees: the typed views and each hook's request
+//! and response), `wasm` (the plugin sandbox) and `cel` (compiled
+//! expressions) — the two languages; `spec` (bundle.yaml's wire types),
+//! `status` (what a reload reports: identity, outcome, history);
+//! `compiled` (a checked bundle: its policies and their programs); `eval`
+//! (one policy on one request, output checked); `test` (a bundle's own
+//! tests); `bundle` (the loader: directory or ConfigMap, parse → validate →
+//! compile → test); `metrics` (the `arbiter_policy_*` Prometheus families);
+//! `reload` (watching a directory, atomic swaps, last good bundle kept);
+//! `engine` (the core's `Hooks`: match, mode, failurePolicy, tenant
+//! confinement, statistics, decision log); `sources` (which bundles are in
+//! force for a run, and the engine over them).
 //! Nothing here changes scheduler state except through the answers the
 //! core asks for; nothing here panics on what a policy or bundle does.
 
 pub mod bundle;
 pub mod cel;
+pub mod compiled;
 pub mod engine;
 pub mod eval;
 pub mod metrics;
 pub mod reload;
+pub mod sources;
+pub mod spec;
+pub mod status;
 pub mod test;
 pub mod view;
 pub mod wasm;
@@ -39,7 +48,7 @@ pub fn schemas() -> Vec<(&'static str, Schema)> {
         ("autoscale.response.json", schema_for!(AutoscaleOutput)),
         ("flavor.request.json", schema_for!(FlavorInput)),
         ("flavor.response.json", schema_for!(FlavorOutput)),
-        ("bundle.json", schema_for!(bundle::BundleSpec)),
+        ("bundle.json", schema_for!(spec::BundleSpec)),
     ]
 }
 

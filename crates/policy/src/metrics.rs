@@ -6,7 +6,7 @@
 //! [`PolicyMetrics::policy`] for the engine's hot path (recording an
 //! evaluation is a counter increment and a histogram observation, no label
 //! lookup), [`PolicyMetrics::bundle`] for the reload results of one bundle
-//! source, fed by [`Reloadable`](super::reload::Reloadable). Every family's
+//! source, fed by `reload::Reloadable`. Every family's
 //! `bundle` label is the bundle's source (its directory or ConfigMap, the
 //! report's `bundles[].source`), which stays the same across reloads;
 //! `arbiter_policy_bundle_info` maps it to the name, version and digest in
@@ -25,7 +25,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
-use super::reload::{Identity, ReloadOutcome};
+use super::status::{Identity, ReloadOutcome};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PolicyLabels {

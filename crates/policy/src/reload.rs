@@ -25,64 +25,9 @@ use arc_swap::ArcSwap;
 use jiff::Timestamp;
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use serde::Serialize;
 
 use super::metrics::{BundleMetrics, PolicyMetrics};
-
-/// What a reload produced, for status and metrics: the identity of the thing
-/// in force.
-pub trait Loaded: Send + Sync + 'static {
-    fn identity(&self) -> Identity;
-}
-
-/// Which bundle is in force: `metadata.name`, `metadata.version` and a digest
-/// of its whole content. Two builds with the same digest are the same bundle.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Identity {
-    pub name: String,
-    pub version: String,
-    pub digest: String,
-}
-
-impl fmt::Display for Identity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ({})", self.name, self.version, self.digest)
-    }
-}
-
-/// The reload history a status page or metrics endpoint shows.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BundleStatus {
-    /// The bundle in force.
-    pub identity: Identity,
-    /// When the bundle in force was swapped in (or created, before any swap).
-    pub loaded_at: Timestamp,
-    /// Successful swaps since start.
-    pub generation: u64,
-    /// Reloads attempted since start, whatever their outcome.
-    pub attempts: u64,
-    /// Why the latest attempt was rejected; `None` once an attempt succeeds
-    /// or finds the bundle in force unchanged.
-    pub last_error: Option<String>,
-    pub last_attempt_at: Option<Timestamp>,
-}
-
-/// What one [`Reloadable::reload_with`] did.
-#[must_use]
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReloadOutcome {
-    /// The new value is in force.
-    Swapped { identity: Identity, took: Duration },
-    /// The build has the digest of the value in force: nothing was swapped.
-    Unchanged { identity: Identity },
-    /// The build failed; `kept` stays in force.
-    Rejected {
-        error: String,
-        kept: Identity,
-        took: Duration,
-    },
-}
+pub use super::status::{BundleStatus, Identity, Loaded, ReloadOutcome};
 
 /// The value in force and its reload history. Readers never wait: `current`
 /// is a lock-free load. Reloads are serialised among themselves.

@@ -6,9 +6,11 @@
 
 use serde::de::DeserializeOwned;
 
-use super::bundle::{Bundle, Expect, Hook, Policy, TestSpec};
+use super::compiled::{Bundle, Policy};
 use super::eval::{self, PolicyError};
+use super::spec::{Expect, TestSpec};
 use super::view::*;
+use super::wasm::Hook;
 
 /// The outcome of one test.
 #[derive(Clone, Debug, PartialEq)]

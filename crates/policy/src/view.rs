@@ -1,7 +1,7 @@
 //! The typed views every policy sees (DESIGN §4) and the request/response
 //! types of each hook: the CEL variables and the JSON of plugin ABI v1 are
 //! the same structures. Built from the core's read-only state by
-//! [`Views`]; their JSON Schemas are what `plugin-sdk/schema/` ships.
+//! [`build`]; their JSON Schemas are what `plugin-sdk/schema/` ships.
 //! Never mutates scheduler state and never reads a clock: `now` comes from
 //! the core's request.
 

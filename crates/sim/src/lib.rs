@@ -2,8 +2,8 @@
 //! node pools and a stream of jobs — through the real scheduler core and
 //! policies in virtual time, and reports what happened. `scenario` turns
 //! loaded manifests into a run, `driver` runs it, `report` is the JSON
-//! contract, `table` and `plot` render it for people; `policies` picks and
-//! loads the bundles in force.
+//! contract, `table` and `plot` render it for people; `policies` runs it
+//! with a policy engine and reports what the policies did.
 
 pub mod driver;
 pub mod files;

@@ -425,7 +425,13 @@ fn a_detached_workload_that_fails_waits_for_its_queue_to_return() {
         message: "node lost".into(),
     };
     let step = s.step(Millis::from_secs(3), vec![fail], &mut DefaultHooks);
-    assert!(matches!(&step.events[0], Event::Evicted { cause: Eviction::Failed { .. }, .. }));
+    assert!(matches!(
+        &step.events[0],
+        Event::Evicted {
+            cause: Eviction::Failed { .. },
+            ..
+        }
+    ));
     assert_eq!(s.entry(ids[0]).status, Status::Orphaned);
     // Back with its queue: pending, then admitted, not restored as running.
     let report = s.reconfigure(cluster(4), &[]);

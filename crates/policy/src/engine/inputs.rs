@@ -1,0 +1,165 @@
+//! Building each hook's request from the scheduler's read-only state: the
+//! workload views, and only the context views (queue, ClusterQueue, tenant,
+//! cohort, quota maps) that some matching policy reads. Called by `hooks`.
+//! It never evaluates a policy and never changes the state it reads.
+
+use std::sync::Arc;
+
+use crate::compiled::Bundle;
+use crate::view::{build, *};
+use crate::wasm::Hook;
+use arbiter_core::model::cluster::ClusterQueueId;
+use arbiter_core::model::Millis;
+use arbiter_core::scheduler::hooks::{
+    AdmissionRequest, AutoscaleRequest, FlavorRequest, WeightRequest,
+};
+use arbiter_core::scheduler::Scheduler;
+
+/// `build()` when a matching policy reads the view, else its empty default.
+fn built_if<T: Default>(read: bool, build: impl FnOnce() -> T) -> T {
+    if read {
+        build()
+    } else {
+        T::default()
+    }
+}
+
+pub(super) fn workload_name(w: &WorkloadView) -> String {
+    format!("{}/{}", w.namespace, w.name)
+}
+
+/// The admission request's views: the workload, and the context views in `reads`.
+pub(super) fn admission_input(request: &AdmissionRequest<'_>, reads: Reads) -> AdmissionInput {
+    let state = request.state;
+    let entry = request.entry;
+    let cluster = state.cluster();
+    let cq = entry.workload.cluster_queue;
+    let flavors = entry
+        .workload
+        .pod_sets
+        .iter()
+        .zip(request.flavors)
+        .map(|(ps, f)| {
+            (
+                ps.name.clone(),
+                f.flavors
+                    .iter()
+                    .map(|&(r, fl)| {
+                        (
+                            cluster.resource_name(r).to_string(),
+                            build::flavor_name(state, fl),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut workload = build::workload(state, entry, request.now);
+    workload.flavors = build::flavor_names(state, request.flavors);
+    AdmissionInput {
+        workload,
+        queue: built_if(reads.queue, || build::queue(state, entry)),
+        cluster_queue: built_if(reads.cluster_queue, || {
+            build::cluster_queue(state, cq, reads.quotas)
+        }),
+        tenant: built_if(reads.tenant, || {
+            build::tenant(state, &entry.workload.namespace)
+        }),
+        cohort: built_if(reads.cohort, || build::cohort(state, cq)),
+        flavors,
+        borrowing: request.borrowing,
+        now: build::seconds(request.now),
+        params: serde_json::Value::Null,
+    }
+}
+
+/// The context views the `hook` policies of `bundles` read, together.
+pub(super) fn reads<'b>(bundles: impl IntoIterator<Item = &'b Arc<Bundle>>, hook: Hook) -> Reads {
+    bundles
+        .into_iter()
+        .flat_map(|b| b.policies.iter())
+        .filter(|p| p.hook == hook)
+        .fold(Reads::default(), |reads, p| reads.union(p.reads()))
+}
+
+/// The weight batch's views: the workloads, and the context maps in `reads`.
+pub(super) fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightInput {
+    let state: &Scheduler = batch[0].state;
+    let now = batch[0].now;
+    let mut input = WeightInput {
+        now: build::seconds(now),
+        ..WeightInput::default()
+    };
+    for r in batch {
+        let w = build::workload(state, r.entry, now);
+        let wl = &r.entry.workload;
+        if reads.queue {
+            input
+                .queues
+                .entry(format!("{}/{}", w.namespace, w.queue_name))
+                .or_insert_with(|| build::queue(state, r.entry));
+        }
+        if reads.cluster_queue && !input.cluster_queues.contains_key(&w.cluster_queue) {
+            input.cluster_queues.insert(
+                w.cluster_queue.clone(),
+                build::cluster_queue(state, wl.cluster_queue, reads.quotas),
+            );
+        }
+        if reads.tenant && !input.tenants.contains_key(&w.namespace) {
+            input
+                .tenants
+                .insert(w.namespace.clone(), build::tenant(state, &w.namespace));
+        }
+        input.workloads.push(w);
+    }
+    input
+}
+
+/// The flavor request's views: the workload, the context views in `reads`,
+/// and the candidate flavors' names.
+pub(super) fn flavor_input(request: &FlavorRequest<'_>, reads: Reads, now: Millis) -> FlavorInput {
+    let state = request.state;
+    let entry = request.entry;
+    FlavorInput {
+        workload: build::workload(state, entry, now),
+        queue: built_if(reads.queue, || build::queue(state, entry)),
+        cluster_queue: built_if(reads.cluster_queue, || {
+            build::cluster_queue(state, request.cluster_queue, reads.quotas)
+        }),
+        tenant: built_if(reads.tenant, || {
+            build::tenant(state, &entry.workload.namespace)
+        }),
+        candidates: request
+            .candidates
+            .iter()
+            .map(|&f| build::flavor_name(state, f))
+            .collect(),
+        now: build::seconds(now),
+        params: serde_json::Value::Null,
+    }
+}
+
+/// Every ClusterQueue's view, in id order; the quota maps (the costly
+/// part) only with `quotas`.
+pub(super) fn cluster_queue_views(state: &Scheduler, quotas: bool) -> Vec<ClusterQueueView> {
+    (0..state.cluster().cluster_queues.len())
+        .map(|i| build::cluster_queue(state, ClusterQueueId(i as u32), quotas))
+        .collect()
+}
+
+/// The view of each flavor the autoscale request is about, in its order.
+pub(super) fn flavor_views(request: &AutoscaleRequest<'_>) -> Vec<FlavorView> {
+    request
+        .flavors
+        .iter()
+        .map(|l| FlavorView {
+            name: build::flavor_name(request.state, l.flavor),
+            nodes: l.nodes,
+            min_nodes: l.min_nodes,
+            max_nodes: l.max_nodes,
+            utilization: l.utilization,
+            pending_nodes: l.pending_nodes,
+            target_utilization: l.target_utilization,
+        })
+        .collect()
+}
