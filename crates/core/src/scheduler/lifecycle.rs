@@ -79,6 +79,7 @@ impl Scheduler {
         };
         if entry.status == Status::Detached {
             let released = self.release_detached(id);
+            self.orphans.remove(&id);
             self.entries[id.index()].status = Status::Finished;
             return vec![Event::Finished {
                 workload: id,
@@ -157,7 +158,10 @@ impl Scheduler {
                 self.advance_history(now);
                 self.release(id).map(|a| a.usage).unwrap_or_default()
             }
-            Status::Detached => self.release_detached(id),
+            Status::Detached => {
+                self.orphans.remove(&id);
+                self.release_detached(id)
+            }
             Status::Queued | Status::Inadmissible => {
                 self.dequeue(id);
                 Vec::new()

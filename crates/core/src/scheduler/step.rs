@@ -18,8 +18,9 @@ use super::{Event, Scheduler, MAX_CYCLES_PER_STEP};
 /// Something that happened outside the core.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
-    /// A job arrived (intake done) at this step's time, its queue time. Its
-    /// id comes back in [`Step::submitted`], in input order.
+    /// A job arrived at this step's time, its queue time: the workload
+    /// `intake` made of it against this scheduler's configuration. Its id
+    /// comes back in [`Step::submitted`], in input order.
     Submit(Workload),
     /// An admitted workload ran to completion.
     Finish(WorkloadId),

@@ -412,6 +412,32 @@ fn a_detached_workload_finishes_and_frees_nothing_it_was_not_charged() {
     );
     assert!(matches!(&step.events[0], Event::Finished { released, .. } if released.is_empty()));
     assert_eq!(s.entry(ids[0]).status, Status::Finished);
+    // Nothing is kept for it any more: a months-long run does not accumulate.
+    assert!(s.detached.is_empty() && s.orphans.is_empty());
+}
+
+#[test]
+fn withdrawing_detached_and_orphaned_workloads_forgets_them_entirely() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-b", "running", 4, 0),
+            // cq-b may borrow cq-a's 4 GPUs, so 5 more wait.
+            workload(&c, "ns-b", "waiting", 5, 0),
+        ],
+    );
+    assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
+    s.reconfigure(cluster_without_b(), &[]);
+    assert_eq!((s.detached.len(), s.orphans.len()), (1, 2));
+    let inputs = vec![Input::Withdraw(ids[0]), Input::Withdraw(ids[1])];
+    let step = s.step(Millis::from_secs(3), inputs, &mut DefaultHooks);
+    assert_eq!(step.events.len(), 2);
+    assert!(s.detached.is_empty() && s.orphans.is_empty());
+    assert_eq!(s.free.len(), 2);
+    assert_eq!(s.live().count(), 0);
 }
 
 #[test]
