@@ -831,9 +831,142 @@ fn state_name(status: Status) -> &'static str {
     }
 }
 
+/// One thing a driver does between steps, for the driver-API property.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Let this many seconds pass (timers fire, cycles run).
+    Wait(u32),
+    /// Withdraw the k-th live workload (modulo their number).
+    Withdraw(usize),
+    /// The k-th admitted workload finishes.
+    Finish(usize),
+    /// The k-th admitted workload fails.
+    Fail(usize),
+    /// The same configuration arrives again (the operator re-reads it).
+    Reconfigure,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1u32..=120).prop_map(Op::Wait),
+        any::<usize>().prop_map(Op::Withdraw),
+        any::<usize>().prop_map(Op::Finish),
+        any::<usize>().prop_map(Op::Fail),
+        Just(Op::Reconfigure),
+    ]
+}
+
+/// Drives the core through its driver API as the operator will: every job
+/// arrives at once, then withdrawals, finishes, failures and reconfigurations
+/// with the same configuration, in random order; the state is checked after
+/// every step and reconfiguration.
+fn drive_api(scenario: &Scenario, ops: &[Op]) -> Result<(), TestCaseError> {
+    let pools: Vec<PoolSpec> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
+    let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
+    let inputs: Vec<Input> = scenario
+        .jobs
+        .iter()
+        .filter_map(
+            |job| match intake(&scenario.cluster, &job.info, job.explicit_priority) {
+                Intake::Queued(w) => Some(Input::Submit(w)),
+                _ => None,
+            },
+        )
+        .collect();
+    let submitted = inputs.len();
+    let mut now = Millis::ZERO;
+    let step = scheduler.step(now, inputs, &mut DefaultHooks);
+    let ids = step.submitted;
+    prop_assert_eq!(ids.len(), submitted);
+    check(&scheduler)?;
+    let mut withdrawn = Vec::new();
+    let pick = |scheduler: &Scheduler, k: usize, admitted: bool| {
+        let candidates: Vec<WorkloadId> = scheduler
+            .live()
+            .filter(|(_, e)| !admitted || e.status == Status::Admitted)
+            .map(|(id, _)| id)
+            .collect();
+        (!candidates.is_empty()).then(|| candidates[k % candidates.len()])
+    };
+    for op in ops {
+        let input = match *op {
+            Op::Wait(secs) => {
+                now = now.saturating_add(Millis::from_secs(secs as i64));
+                None
+            }
+            Op::Withdraw(k) => pick(&scheduler, k, false).map(|id| {
+                withdrawn.push(id);
+                Input::Withdraw(id)
+            }),
+            Op::Finish(k) => pick(&scheduler, k, true).map(Input::Finish),
+            Op::Fail(k) => pick(&scheduler, k, true).map(|workload| Input::Fail {
+                workload,
+                message: "the test failed it".into(),
+            }),
+            Op::Reconfigure => {
+                let before: Vec<(WorkloadId, Status, Option<Millis>)> = scheduler
+                    .live()
+                    .map(|(id, e)| (id, e.status, e.admission.as_ref().map(|a| a.at)))
+                    .collect();
+                let report = scheduler.reconfigure(scenario.cluster.clone(), &pools);
+                prop_assert_eq!(
+                    &report,
+                    &Default::default(),
+                    "the same configuration orphans nothing"
+                );
+                for (id, status, at) in before {
+                    let entry = scheduler.entry(id);
+                    if status == Status::Admitted {
+                        prop_assert_eq!(
+                            entry.status,
+                            Status::Admitted,
+                            "{} lost its admission",
+                            &entry.workload.name
+                        );
+                        prop_assert_eq!(entry.admission.as_ref().map(|a| a.at), at);
+                    } else {
+                        prop_assert_ne!(
+                            entry.status,
+                            Status::Admitted,
+                            "{} admitted by a reconfiguration",
+                            &entry.workload.name
+                        );
+                    }
+                }
+                check(&scheduler)?;
+                None
+            }
+        };
+        let step = scheduler.step(now, input.into_iter().collect(), &mut DefaultHooks);
+        prop_assert!(step.cycles < 1_000, "cycles never stop making progress");
+        check(&scheduler)?;
+    }
+    // Nothing lost: every workload is either withdrawn by us or still known.
+    for id in ids {
+        let status = scheduler.entry(id).status;
+        prop_assert_eq!(
+            status == Status::Withdrawn,
+            withdrawn.contains(&id),
+            "{:?} is {:?}",
+            id,
+            status
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     // No failure persistence: proptest finds no src/ beside tests/; a failure prints its case.
     #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_driver_api_keeps_quota_capacity_and_workloads(
+        generated in scenario_gen(),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
+        let scenario = build(&generated.yaml())?;
+        drive_api(&scenario, &ops)?;
+    }
 
     #[test]
     fn scheduler_keeps_quota_capacity_and_workloads(generated in scenario_gen()) {

@@ -238,6 +238,38 @@ impl Capacity {
         )
     }
 
+    /// Would `placements` fit where they say, on ready nodes with room now?
+    pub fn has_room(&self, placements: &[Placement]) -> bool {
+        let mut needed: BTreeMap<(FlavorId, u32), Vec<Amount>> = BTreeMap::new();
+        for p in placements {
+            let Some(node) = self
+                .flavors
+                .get(p.flavor.index())
+                .and_then(|f| f.nodes.get(p.node as usize))
+            else {
+                return false;
+            };
+            if !node.ready {
+                return false;
+            }
+            let need = needed
+                .entry((p.flavor, p.node))
+                .or_insert_with(|| vec![Amount::ZERO; self.resources]);
+            for &(r, a) in &p.per_pod {
+                match need.get_mut(r.index()) {
+                    Some(n) => *n += a.saturating_mul(p.pods as i64),
+                    None => return false,
+                }
+            }
+        }
+        needed.iter().all(|(&(flavor, node), need)| {
+            let free = &self.flavors[flavor.index()].nodes[node as usize].free;
+            need.iter()
+                .zip(free)
+                .all(|(n, f)| *f == Amount::MAX || n <= f)
+        })
+    }
+
     pub fn commit(&mut self, placements: &[Placement]) {
         for p in placements {
             let node = &mut self.flavors[p.flavor.index()].nodes[p.node as usize];

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, ResourceId};
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, ResourceId};
 use crate::model::{Amount, Millis};
 
 use super::assign;
@@ -32,7 +32,7 @@ use super::capacity::{PoolSpec, Scratch};
 use super::entry::Entry;
 use super::lifecycle::TimerKind;
 use super::reason::Reason;
-use super::workload::{Admission, PodSetFlavors, Seq, Status, Workload, WorkloadId};
+use super::workload::{Admission, Placement, PodSetFlavors, Seq, Status, Workload, WorkloadId};
 use super::Scheduler;
 
 /// An admitted workload read back after a restart.
@@ -89,6 +89,37 @@ pub struct Reconfigured {
 /// Per pod set: resource name → flavor name.
 type FlavorNames = Vec<Vec<(String, String)>>;
 
+/// A [`Placement`] by names: flavor, node index, per-pod requests, pods.
+type NamedPlacement = (String, u32, Vec<(String, Amount)>, u32);
+
+fn named_placements(cluster: &Cluster, placements: &[Placement]) -> Vec<NamedPlacement> {
+    placements
+        .iter()
+        .map(|p| {
+            let flavor = cluster
+                .flavors
+                .get(p.flavor.index())
+                .map(|f| f.name.clone())
+                .unwrap_or_default();
+            let per_pod = p
+                .per_pod
+                .iter()
+                .map(|&(r, a)| {
+                    (
+                        cluster
+                            .resources
+                            .get(r.index())
+                            .cloned()
+                            .unwrap_or_default(),
+                        a,
+                    )
+                })
+                .collect();
+            (flavor, p.node, per_pod, p.pods)
+        })
+        .collect()
+}
+
 /// A workload's requests by name, so it can be resolved against another configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Portable {
@@ -96,8 +127,10 @@ pub(super) struct Portable {
     requests: Vec<Vec<(String, Amount)>>,
     /// For an admission: per pod set, resource name → flavor name.
     flavors: Option<FlavorNames>,
-    /// For an admission: when, and pods per pod set.
+    /// For an admission: when, pods per pod set, borrowing.
     admitted: Option<(Millis, Vec<u32>, bool)>,
+    /// Where its pods are: flavor name, node index, per-pod requests by name, pods.
+    placements: Vec<NamedPlacement>,
     /// The ClusterQueue it was admitted by or queued in, for reasons.
     cluster_queue: String,
     /// Was it scored by the weight hook (does it go back to its queue or to scoring)?
@@ -109,6 +142,7 @@ impl Portable {
     pub(super) fn forget_admission(&mut self) {
         self.flavors = None;
         self.admitted = None;
+        self.placements.clear();
         self.scored = true;
     }
 
@@ -149,6 +183,11 @@ impl Portable {
                 .admission
                 .as_ref()
                 .map(|a| (a.at, a.counts.clone(), a.borrowing)),
+            placements: entry
+                .admission
+                .as_ref()
+                .map(|a| named_placements(cluster, &a.placements))
+                .unwrap_or_default(),
             cluster_queue: cluster
                 .cluster_queues
                 .get(entry.workload.cluster_queue.index())
@@ -220,34 +259,65 @@ fn resolve_flavors(
 }
 
 impl Scheduler {
-    /// Quota usage and node placements of pod sets admitted on `flavors`
-    /// with `counts` pods: what admission would have charged. Pods that no
-    /// node has room for any more are left unplaced (the cluster already
-    /// runs them; the core only stops counting their nodes' room).
-    fn charge_of(
+    /// Quota usage of pod sets admitted on `flavors` with `counts` pods:
+    /// what admission would have charged.
+    fn usage_of(
         &self,
         workload: &Workload,
         flavors: &[PodSetFlavors],
         counts: &[u32],
-        scratch: &mut Scratch,
-    ) -> (
-        Vec<(crate::model::cluster::FlavorResource, Amount)>,
-        Vec<super::workload::Placement>,
-    ) {
-        let mut usage: BTreeMap<crate::model::cluster::FlavorResource, Amount> = BTreeMap::new();
-        let mut placements = Vec::new();
+    ) -> Vec<(FlavorResource, Amount)> {
+        let mut usage: BTreeMap<FlavorResource, Amount> = BTreeMap::new();
         for ((ps, chosen), &count) in workload.pod_sets.iter().zip(flavors).zip(counts) {
             for &(r, f) in &chosen.flavors {
                 let fr = self.cluster.flavor_resource(f, r);
                 *usage.entry(fr).or_default() += ps.per_pod_of(r).saturating_mul(count as i64);
             }
+        }
+        usage.into_iter().collect()
+    }
+
+    /// Best-fit node placements for those pod sets on the capacity as it is
+    /// now. Pods no node has room for any more are left unplaced (the
+    /// cluster already runs them; the core only stops counting their room).
+    fn place_all(
+        &self,
+        workload: &Workload,
+        flavors: &[PodSetFlavors],
+        counts: &[u32],
+    ) -> Vec<Placement> {
+        // Fresh per workload: every earlier one is committed to the capacity already.
+        let scratch = &mut Scratch::default();
+        let mut placements = Vec::new();
+        for ((ps, chosen), &count) in workload.pod_sets.iter().zip(flavors).zip(counts) {
             if let Some(&(_, f)) = chosen.flavors.first() {
                 if let Some(placed) = self.capacity.place(scratch, f, count, &ps.per_pod) {
                     placements.extend(placed);
                 }
             }
         }
-        (usage.into_iter().collect(), placements)
+        placements
+    }
+
+    /// `named` in this configuration's ids, if every node is still there,
+    /// ready, with room for its pods.
+    fn kept_placements(&self, named: &[NamedPlacement]) -> Option<Vec<Placement>> {
+        let placements = named
+            .iter()
+            .map(|(flavor, node, per_pod, pods)| {
+                let per_pod = per_pod
+                    .iter()
+                    .map(|(r, a)| self.cluster.resource_id(r).map(|r| (r, *a)))
+                    .collect::<Option<Vec<_>>>()?;
+                Some(Placement {
+                    flavor: self.cluster.flavor_id(flavor)?,
+                    node: *node,
+                    per_pod,
+                    pods: *pods,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        self.capacity.has_room(&placements).then_some(placements)
     }
 
     /// Rebuilds admitted workloads read back after a restart, before the
@@ -255,20 +325,13 @@ impl Scheduler {
     /// it), placed on the nodes best-fit, and its reclaim timer armed from
     /// its admission time. No hook is asked. One result per input, in order.
     pub fn restore(&mut self, admitted: Vec<Restored>) -> Vec<Result<WorkloadId, RestoreError>> {
-        let mut scratch = Scratch::default();
-        let mut results = Vec::with_capacity(admitted.len());
-        for restored in admitted {
-            let result = self.restore_one(restored, &mut scratch);
-            results.push(result);
-        }
-        results
+        admitted
+            .into_iter()
+            .map(|restored| self.restore_one(restored))
+            .collect()
     }
 
-    fn restore_one(
-        &mut self,
-        restored: Restored,
-        scratch: &mut Scratch,
-    ) -> Result<WorkloadId, RestoreError> {
+    fn restore_one(&mut self, restored: Restored) -> Result<WorkloadId, RestoreError> {
         let Restored {
             workload,
             flavors,
@@ -321,7 +384,8 @@ impl Scheduler {
                 }
             }
         }
-        let (usage, placements) = self.charge_of(&workload, &chosen, &counts, scratch);
+        let usage = self.usage_of(&workload, &chosen, &counts);
+        let placements = self.place_all(&workload, &chosen, &counts);
         let borrowing = usage
             .iter()
             .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
@@ -381,10 +445,13 @@ impl Scheduler {
         next.free = old.free;
         for (i, mut entry) in old.entries.into_iter().enumerate() {
             let id = WorkloadId(i as u32);
-            let portable = match orphans.remove(&id) {
+            let mut portable = match orphans.remove(&id) {
                 Some(p) => p,
                 None => Portable::of(&old.cluster, &entry),
             };
+            if let Some(placements) = old.detached.get(&id) {
+                portable.placements = named_placements(&old.cluster, placements);
+            }
             let resolved = resolve(&next.cluster, &entry.workload, &portable);
             let status = entry.status;
             if let Ok(workload) = &resolved {
@@ -448,17 +515,23 @@ impl Scheduler {
         }
         // Admitted workloads in admission order, so their placements are deterministic.
         to_install.sort();
-        let mut scratch = Scratch::default();
         for (at, _, id, flavors) in to_install {
             let portable = orphans.remove(&id);
             let workload = next.entries[id.index()].workload.clone();
             let cq = workload.cluster_queue;
             let chosen = resolve_flavors(&next.cluster, cq, &flavors).unwrap_or_default();
-            let (counts, borrowing) = match portable.and_then(|p| p.admitted) {
+            let named = portable.as_ref().map_or(&[][..], |p| &p.placements[..]);
+            let (counts, borrowing) = match portable.as_ref().and_then(|p| p.admitted.clone()) {
                 Some((_, counts, borrowing)) => (counts, borrowing),
                 None => (workload.pod_sets.iter().map(|p| p.count).collect(), false),
             };
-            let (usage, placements) = next.charge_of(&workload, &chosen, &counts, &mut scratch);
+            let usage = next.usage_of(&workload, &chosen, &counts);
+            // The pods stay on their nodes where those are still there with
+            // room; otherwise they are placed again, best-fit.
+            let placements = match next.kept_placements(named) {
+                Some(kept) => kept,
+                None => next.place_all(&workload, &chosen, &counts),
+            };
             // Not a new admission: the epoch stays, so the driver's finish events still match.
             let entry = &mut next.entries[id.index()];
             entry.epoch = entry.epoch.wrapping_sub(1);
@@ -476,7 +549,7 @@ impl Scheduler {
             );
         }
         for id in detached {
-            next.detach(id, &mut scratch, &orphans);
+            next.detach(id, &orphans);
             report.detached.push(id);
         }
         next.orphans = orphans
@@ -526,45 +599,51 @@ impl Scheduler {
     }
 
     /// Keeps an admitted workload running outside any quota: its pods stay
-    /// on nodes of its flavor where that flavor still exists.
-    fn detach(
-        &mut self,
-        id: WorkloadId,
-        scratch: &mut Scratch,
-        portable: &BTreeMap<WorkloadId, Portable>,
-    ) {
+    /// on their nodes where those are still there with room, else on nodes
+    /// of their flavor where that flavor still exists.
+    fn detach(&mut self, id: WorkloadId, portable: &BTreeMap<WorkloadId, Portable>) {
         let entry = &mut self.entries[id.index()];
         entry.admission = None;
-        let cluster_queue = portable
-            .get(&id)
-            .map(|p| p.cluster_queue.clone())
-            .unwrap_or_default();
         entry.status = Status::Detached;
-        entry.reason = Reason::Detached { cluster_queue };
-        let mut placements = Vec::new();
-        if let Some(p) = portable.get(&id) {
-            let counts = p.admitted.as_ref().map(|a| a.1.clone()).unwrap_or_default();
-            for ((requests, flavors), count) in p
-                .requests
-                .iter()
-                .zip(p.flavors.iter().flatten())
-                .zip(&counts)
-            {
-                let Some(flavor) = flavors.first().and_then(|(_, f)| self.cluster.flavor_id(f))
-                else {
-                    continue;
-                };
-                let per_pod: Option<Vec<(ResourceId, Amount)>> = requests
+        let Some(p) = portable.get(&id) else {
+            entry.reason = Reason::Detached {
+                cluster_queue: String::new(),
+            };
+            self.detached.insert(id, Vec::new());
+            return;
+        };
+        entry.reason = Reason::Detached {
+            cluster_queue: p.cluster_queue.clone(),
+        };
+        let placements = match self.kept_placements(&p.placements) {
+            Some(kept) => kept,
+            None => {
+                let scratch = &mut Scratch::default();
+                let counts = p.admitted.as_ref().map(|a| a.1.clone()).unwrap_or_default();
+                let mut placements = Vec::new();
+                for ((requests, flavors), count) in p
+                    .requests
                     .iter()
-                    .map(|(r, a)| self.cluster.resource_id(r).map(|r| (r, *a)))
-                    .collect();
-                let Some(mut per_pod) = per_pod else { continue };
-                per_pod.sort();
-                if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod) {
-                    placements.extend(placed);
+                    .zip(p.flavors.iter().flatten())
+                    .zip(&counts)
+                {
+                    let Some(flavor) = flavors.first().and_then(|(_, f)| self.cluster.flavor_id(f))
+                    else {
+                        continue;
+                    };
+                    let per_pod: Option<Vec<(ResourceId, Amount)>> = requests
+                        .iter()
+                        .map(|(r, a)| self.cluster.resource_id(r).map(|r| (r, *a)))
+                        .collect();
+                    let Some(mut per_pod) = per_pod else { continue };
+                    per_pod.sort();
+                    if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod) {
+                        placements.extend(placed);
+                    }
                 }
+                placements
             }
-        }
+        };
         self.capacity.commit(&placements);
         self.detached.insert(id, placements);
     }
