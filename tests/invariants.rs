@@ -27,10 +27,7 @@ use arbiter_core::model::api::QueueingStrategy;
 use arbiter_core::model::cluster::{Cluster, ClusterQueueId, CohortId, FlavorId, FlavorResource};
 use arbiter_core::model::{Amount, Millis};
 use arbiter_core::scheduler::capacity::PoolSpec;
-use arbiter_core::scheduler::hooks::{
-    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
-    FlavorRequest, Hooks, Weight, WeightRequest,
-};
+use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks, Weight, WeightRequest};
 use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::{Entry, Input, Scheduler, Status, Step, WorkloadId};
 use arbiter_sim::driver::{self, Observer};
@@ -643,9 +640,6 @@ fn drive(scenario: &Scenario) -> Result<(Scheduler, Vec<WorkloadId>), TestCaseEr
 struct TenantScores;
 
 impl Hooks for TenantScores {
-    fn admission(&mut self, r: &AdmissionRequest<'_>) -> AdmissionVerdict {
-        DefaultHooks.admission(r)
-    }
     fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
         batch
             .iter()
@@ -662,15 +656,6 @@ impl Hooks for TenantScores {
                 ),
             })
             .collect()
-    }
-    fn fair_share(&mut self, r: &FairShareRequest<'_>) -> Vec<f64> {
-        DefaultHooks.fair_share(r)
-    }
-    fn autoscale(&mut self, r: &AutoscaleRequest<'_>) -> Vec<u32> {
-        DefaultHooks.autoscale(r)
-    }
-    fn flavor(&mut self, r: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
-        DefaultHooks.flavor(r)
     }
 }
 

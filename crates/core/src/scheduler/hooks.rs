@@ -97,34 +97,21 @@ pub struct FlavorRequest<'a> {
     pub candidates: &'a [FlavorId],
 }
 
-/// The decision points of the scheduler.
+/// The decision points of the scheduler. Every method's default is Kueue's
+/// behaviour, so an implementation states only what it decides otherwise.
 pub trait Hooks {
     /// A scheduler call (cycle, timers, autoscale) at `now` starts: the
     /// hooks of one call must see one consistent set of policies.
     fn begin(&mut self, _now: Millis) {}
-    fn admission(&mut self, request: &AdmissionRequest<'_>) -> AdmissionVerdict;
-    /// One weight per request, same order.
-    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight>;
-    /// Weight per ClusterQueue (index = ClusterQueueId).
-    fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64>;
-    /// Desired node count per flavor of `request.flavors`, same order.
-    fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32>;
-    /// Preferred flavor order, or `None` for the listed order.
-    fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>>;
-}
-
-/// Kueue's behaviour: admit all, no score, configured weights, listed
-/// flavor order; autoscaling to target utilisation within bounds.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DefaultHooks;
-
-impl Hooks for DefaultHooks {
+    /// Admit all.
     fn admission(&mut self, _request: &AdmissionRequest<'_>) -> AdmissionVerdict {
         AdmissionVerdict::Allow
     }
+    /// One weight per request, same order; by default no score.
     fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
         vec![Weight::default(); batch.len()]
     }
+    /// Weight per ClusterQueue (index = ClusterQueueId); by default the configured ones.
     fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64> {
         request
             .state
@@ -134,10 +121,20 @@ impl Hooks for DefaultHooks {
             .map(|cq| cq.fair_weight)
             .collect()
     }
+    /// Desired node count per flavor of `request.flavors`, same order; by
+    /// default what reaches the target utilisation within bounds.
     fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32> {
         request.flavors.iter().map(FlavorLoad::to_target).collect()
     }
+    /// Preferred flavor order, or `None` for the listed order (the default).
     fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
         None
     }
 }
+
+/// Kueue's behaviour: admit all, no score, configured weights, listed
+/// flavor order; autoscaling to target utilisation within bounds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultHooks;
+
+impl Hooks for DefaultHooks {}

@@ -484,18 +484,6 @@ impl Hooks for CountingDenial {
             retryable: true,
         }
     }
-    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
-        DefaultHooks.weight(batch)
-    }
-    fn fair_share(&mut self, r: &FairShareRequest<'_>) -> Vec<f64> {
-        DefaultHooks.fair_share(r)
-    }
-    fn autoscale(&mut self, r: &AutoscaleRequest<'_>) -> Vec<u32> {
-        DefaultHooks.autoscale(r)
-    }
-    fn flavor(&mut self, r: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
-        DefaultHooks.flavor(r)
-    }
 }
 
 #[test]

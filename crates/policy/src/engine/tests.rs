@@ -18,8 +18,8 @@ use arbiter_core::model::cluster::{ClusterBuilder, FlavorId, Namespace};
 use arbiter_core::model::load::{self, Manifest};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::hooks::{
-    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
-    FlavorLoad, FlavorRequest, Hooks, Weight, WeightRequest,
+    AdmissionRequest, AdmissionVerdict, AutoscaleRequest, FairShareRequest, FlavorLoad,
+    FlavorRequest, Hooks, Weight, WeightRequest,
 };
 use arbiter_core::scheduler::{Input, PodSetRequest, Scheduler, Workload, WorkloadId};
 
@@ -134,18 +134,6 @@ impl Hooks for Hold {
             reason: "the test holds every workload".into(),
             retryable: true,
         }
-    }
-    fn weight(&mut self, batch: &[WeightRequest<'_>]) -> Vec<Weight> {
-        DefaultHooks.weight(batch)
-    }
-    fn fair_share(&mut self, request: &FairShareRequest<'_>) -> Vec<f64> {
-        DefaultHooks.fair_share(request)
-    }
-    fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32> {
-        DefaultHooks.autoscale(request)
-    }
-    fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
-        DefaultHooks.flavor(request)
     }
 }
 
