@@ -19,7 +19,12 @@
 //!   queued again, with its original queue time, once a configuration has
 //!   them;
 //! - nothing is lost: withdrawn slots stay free, finished and rejected
-//!   workloads stay as they were, timers (backoff, reclaim) are re-armed.
+//!   workloads stay as they were, timers (backoff, reclaim) are re-armed;
+//! - history carries over by name (decayed usage per ClusterQueue, runtime
+//!   estimates per LocalQueue, nodes being provisioned per flavor); adaptive
+//!   fair-sharing weights start again from the configured ones;
+//! - pods stay on their nodes where those are still there with room, and are
+//!   placed again best-fit otherwise (in admission order).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -78,7 +83,7 @@ pub enum RestoreError {
 /// What a reconfiguration did to the workloads it could not keep as they were.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reconfigured {
-    /// Admitted workloads whose queue or flavor is gone: still running, charged to no quota.
+    /// Admitted workloads whose queue or flavor is gone (now or still): running, charged to no quota.
     pub detached: Vec<WorkloadId>,
     /// Pending workloads whose queue or resource is gone: waiting with a reason.
     pub orphaned: Vec<WorkloadId>,
