@@ -121,9 +121,12 @@ pub enum Status {
     Unschedulable,
     /// Its LocalQueue, ClusterQueue or a requested resource was removed from
     /// the configuration while it waited; it waits for them to come back.
+    /// Its `cluster_queue` and `local_queue` ids may name nothing now: its
+    /// reason names them.
     Orphaned,
     /// Was admitted by a ClusterQueue, LocalQueue or flavor since removed: it
-    /// keeps running and holding its nodes, charged to no quota.
+    /// keeps running and holding its nodes, charged to no quota. As with
+    /// `Orphaned`, its queue ids may name nothing now.
     Detached,
     /// Withdrawn (the job was deleted); the slot is free for reuse.
     Withdrawn,
