@@ -13,6 +13,12 @@ use super::Scheduler;
 impl Scheduler {
     /// Brings every ClusterQueue's decayed usage to `now` (usage changes only at call instants).
     pub(super) fn advance_history(&mut self, now: Millis) {
+        // Within one instant the integrals do not move (a step calls this
+        // from its timers, every cycle and the autoscale plan).
+        if now <= self.history_at {
+            return;
+        }
+        self.history_at = now;
         for (i, decayed) in self.decayed.iter_mut().enumerate() {
             let cq = ClusterQueueId(i as u32);
             let gpus: Amount = self

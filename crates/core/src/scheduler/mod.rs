@@ -189,6 +189,8 @@ pub struct Scheduler {
     autoscaling: bool,
     /// The latest time a step was called with.
     now: Millis,
+    /// The time the decayed-usage integrals were last brought to.
+    history_at: Millis,
     /// `Status::Detached` workloads and the nodes they hold.
     detached: BTreeMap<WorkloadId, Vec<workload::Placement>>,
     /// `Status::Orphaned` and `Status::Detached` workloads by name, to resolve
@@ -275,6 +277,7 @@ impl Scheduler {
             provisioning: vec![0; cluster.flavors.len()],
             autoscaling,
             now: Millis::ZERO,
+            history_at: Millis::ZERO,
             detached: BTreeMap::new(),
             orphans: BTreeMap::new(),
             cluster,

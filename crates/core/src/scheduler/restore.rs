@@ -421,6 +421,7 @@ impl Scheduler {
         next.cycles = old.cycles;
         next.next_seq = old.next_seq;
         next.now = old.now;
+        next.history_at = old.history_at;
         for (i, cq) in old.cluster.cluster_queues.iter().enumerate() {
             if let Some(new) = next.cluster.cluster_queue_id(&cq.name) {
                 next.decayed[new.index()] = old.decayed[i].clone();
