@@ -159,7 +159,15 @@ pub fn admission(
             let allowed = expression.eval_bool(&vars)?;
             let reason = match (allowed, message) {
                 (true, _) => None,
-                (false, Some(m)) => Some(m.eval_string(&vars)?),
+                // The denial stands whatever the message does: a failing
+                // message is reported in the reason, never as an evaluation
+                // error (which `failurePolicy: Ignore` would turn into an admit).
+                (false, Some(m)) => Some(m.eval_string(&vars).unwrap_or_else(|e| {
+                    format!(
+                        "denied by {} (its messageExpression failed: {e})",
+                        policy.name
+                    )
+                })),
                 (false, None) => Some(format!("denied by {}", policy.name)),
             };
             Ok(AdmissionOutput {

@@ -357,6 +357,33 @@ fn the_first_enforcing_denial_decides_with_its_own_reason_and_retryability() {
 }
 
 #[test]
+fn a_failing_message_never_turns_a_denial_into_an_admission() {
+    let mut state = scheduler();
+    let big = submit(&mut state, "research", "big", 16, 0);
+    let mut engine = engine(vec![platform(
+        "base",
+        "  - name: cap\n    hook: admission\n    failurePolicy: Ignore\n    \
+         cel: {expression: 'workload.gpus <= 8', messageExpression: \"workload.labels['missing']\", retryable: false}\n",
+    )]);
+    let verdict = admit(&mut engine, &state, big, seconds(1));
+    let AdmissionVerdict::Deny {
+        policy,
+        reason,
+        retryable,
+    } = verdict
+    else {
+        panic!("the denial was lost: {verdict:?}")
+    };
+    assert_eq!((policy.as_str(), retryable), ("cap", false));
+    assert!(
+        reason.starts_with("denied by cap (its messageExpression failed: ")
+            && reason.contains("missing"),
+        "{reason}"
+    );
+    assert!(stats_of(&engine, "cap").errors.is_empty());
+}
+
+#[test]
 fn a_dry_run_policy_is_evaluated_and_logged_but_never_acts() {
     let mut state = scheduler();
     let a = submit(&mut state, "research", "a", 2, 7);
