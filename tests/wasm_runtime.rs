@@ -502,8 +502,19 @@ fn log_bytes_are_bounded_too() {
     let out = plugin
         .call(Hook::Admission, b"{}", &limits())
         .expect("logging never fails a call");
-    let kept: Vec<usize> = out.logs.iter().map(|(_, line)| line.len()).collect();
-    assert_eq!(kept, [3000, 1000]);
+    // The budget counts the bytes the plugin wrote: the first and the third
+    // line fit (3000 + 1000 of 4096), the second does not. What is kept is
+    // made safe to show: the zero bytes escaped, each line capped.
+    let kept: Vec<&str> = out.logs.iter().map(|(_, line)| line.as_str()).collect();
+    let zeros = |n: usize| {
+        arbiter_policy::text::clean(&"\0".repeat(n), arbiter_policy::text::MAX_LOG_LINE_BYTES)
+    };
+    assert_eq!(kept, [zeros(3000), zeros(1000)]);
+    assert!(
+        kept[0].starts_with(r"\u{0}\u{0}") && kept[0].ends_with("bytes cut)"),
+        "{}",
+        kept[0]
+    );
     assert_eq!(out.dropped_logs, 1);
 }
 

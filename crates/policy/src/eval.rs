@@ -134,7 +134,21 @@ fn check_finite(what: &str, values: &[f64]) -> Result<(), PolicyError> {
     }
 }
 
+/// The policy's verdict on `input`; its reason cleaned of control
+/// characters and capped (`text`), whichever language wrote it.
 pub fn admission(
+    policy: &Policy,
+    input: &AdmissionInput,
+    logs: &mut Logs,
+) -> Result<AdmissionOutput, PolicyError> {
+    let mut output = admission_raw(policy, input, logs)?;
+    output.reason = output
+        .reason
+        .map(|r| crate::text::clean(&r, crate::text::MAX_REASON_BYTES));
+    Ok(output)
+}
+
+fn admission_raw(
     policy: &Policy,
     input: &AdmissionInput,
     logs: &mut Logs,

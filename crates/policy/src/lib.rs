@@ -28,6 +28,7 @@ pub mod sources;
 pub mod spec;
 pub mod status;
 pub mod test;
+pub mod text;
 pub mod view;
 pub mod wasm;
 

@@ -384,6 +384,19 @@ fn a_failing_message_never_turns_a_denial_into_an_admission() {
 }
 
 #[test]
+fn a_denial_reason_reaches_nobody_with_control_characters() {
+    let mut state = scheduler();
+    let big = submit(&mut state, "research", "big", 16, 0);
+    let mut engine = engine(vec![platform(
+        "base",
+        r#"  - {name: forge, hook: admission, cel: {expression: 'false', messageExpression: "'ok\\u001b[2J\\rINFO admitted'"}}
+"#,
+    )]);
+    let verdict = admit(&mut engine, &state, big, seconds(1));
+    assert_eq!(verdict, deny("forge", r"ok\u{1b}[2J\rINFO admitted", true));
+}
+
+#[test]
 fn a_dry_run_policy_is_evaluated_and_logged_but_never_acts() {
     let mut state = scheduler();
     let a = submit(&mut state, "research", "a", 2, 7);

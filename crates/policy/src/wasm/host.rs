@@ -178,7 +178,10 @@ fn log(mut caller: Caller<'_, CallState>, level: i32, ptr: i32, len: i32) -> was
             memory.data_size(&caller)
         );
     };
-    let line = String::from_utf8_lossy(bytes).into_owned();
+    let line = crate::text::clean(
+        &String::from_utf8_lossy(bytes),
+        crate::text::MAX_LOG_LINE_BYTES,
+    );
     let logs = &mut caller.data_mut().logs;
     logs.bytes += len;
     logs.lines.push((LogLevel::from_abi(level), line));
