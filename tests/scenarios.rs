@@ -686,3 +686,41 @@ fn partial_admission_runs_with_the_most_pods_that_fit_down_to_min_count() {
     // The 3 GPUs it took are gone: the rigid 2-GPU job waits for a finish.
     assert_eq!(admitted_at(&r, "rigid"), Some(10.0 + 1800.0));
 }
+
+// ------------------------------------------------------------ numbers with limits
+
+/// The scenario's build errors (it must not build).
+fn build_errors(yaml: &str) -> Vec<String> {
+    let loaded = arbiter_core::model::load::load_str(yaml, std::path::Path::new("caps.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    match scenario::build(loaded) {
+        Ok(_) => panic!("expected the scenario to be refused"),
+        Err(e) => e.0,
+    }
+}
+
+const CAPS_QUEUES: &str = "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: f}\n---\napiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: \"8\"}]}]\n---\napiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\nspec: {clusterQueue: cq}\n";
+
+#[test]
+fn a_generator_over_the_workload_cap_is_refused_before_it_generates() {
+    // `count: 100000000` took 10 GB.
+    let errors = build_errors(&format!(
+        "{CAPS_QUEUES}---\napiVersion: sim.arbiter.dev/v1alpha1\nkind: WorkloadGenerator\nmetadata: {{name: flood}}\nspec: {{count: 100000000, namespace: ns, queueName: lq, podSets: [{{name: main, count: 1, requests: {{cpu: \"1\"}}}}]}}\n"
+    ));
+    assert!(
+        errors.iter().any(|e| e.contains("WorkloadGenerator flood: spec.count: is 100000000, more than the 1000000 workloads a generator may make")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_node_pool_over_the_node_cap_is_refused() {
+    // 200,000 nodes took 38 s to build.
+    let errors = build_errors(&format!(
+        "{CAPS_QUEUES}---\napiVersion: sim.arbiter.dev/v1alpha1\nkind: Simulation\nmetadata: {{name: s}}\nspec:\n  nodePools: [{{flavor: f, nodes: 200000, allocatable: {{cpu: \"8\"}}}}]\n"
+    ));
+    assert!(
+        errors.iter().any(|e| e.contains("spec.nodePools[0]: nodes 200000, maxNodes 200000: more than the 10000 nodes a pool may have")),
+        "{errors:?}"
+    );
+}

@@ -11,12 +11,12 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use arbiter_core::jobs::{self, Integrations, JobInfo};
-use arbiter_core::model::api;
 use arbiter_core::model::cluster::{Cluster, ClusterBuilder, Namespace};
 use arbiter_core::model::load::{Loaded, Manifest, Source};
 use arbiter_core::model::sim_api::{
     self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION,
 };
+use arbiter_core::model::{api, limits};
 use arbiter_core::model::{Amount, Millis};
 use arbiter_core::scheduler::capacity::PoolSpec;
 
@@ -237,6 +237,14 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
             allocatable.sort();
             let min_nodes = pool.min_nodes.unwrap_or(pool.nodes);
             let max_nodes = pool.max_nodes.unwrap_or(pool.nodes);
+            let cap = limits::MAX_NODES_PER_POOL;
+            if max_nodes.max(pool.nodes) > cap {
+                errors.push(format!(
+                    "{field}: nodes {}, maxNodes {max_nodes}: more than the {cap} nodes a pool may have; split it into several pools",
+                    pool.nodes
+                ));
+                continue;
+            }
             if min_nodes > max_nodes || pool.nodes > max_nodes {
                 errors.push(format!(
                     "{field}: nodes {}, minNodes {min_nodes}, maxNodes {max_nodes} must satisfy minNodes ≤ maxNodes and nodes ≤ maxNodes",
@@ -355,6 +363,16 @@ fn expand_generator(generator: &WorkloadGenerator, source: &str) -> Result<Vec<S
     };
     if spec.pod_sets.is_empty() {
         return Err(field("podSets", &"needs at least one pod set"));
+    }
+    if spec.count > limits::MAX_GENERATED_WORKLOADS {
+        return Err(field(
+            "count",
+            &format!(
+                "is {}, more than the {} workloads a generator may make; use several generators or a smaller count",
+                spec.count,
+                limits::MAX_GENERATED_WORKLOADS
+            ),
+        ));
     }
     let mut labels = BTreeMap::new();
     labels.insert(

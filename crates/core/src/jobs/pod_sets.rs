@@ -163,9 +163,16 @@ fn whole_number(
         }
     };
     if let Some(count) = number.as_u64() {
-        return u32::try_from(count)
-            .map(Some)
-            .map_err(|_| bad(job, pod_set, field, format!("is {count}, too many pods")));
+        let cap = crate::model::limits::MAX_PODS_PER_POD_SET;
+        return match u32::try_from(count) {
+            Ok(count) if count <= cap => Ok(Some(count)),
+            _ => Err(bad(
+                job,
+                pod_set,
+                field,
+                format!("is {count}, more than the {cap} pods a pod set may have"),
+            )),
+        };
     }
     let problem = if number.as_i64().is_some() {
         format!("is {number}, a negative number of pods; it must be 0 or more")

@@ -139,6 +139,23 @@ fn batch_job_defaults_and_completions_cap() {
 }
 
 #[test]
+fn a_pod_set_over_the_pod_cap_is_refused_with_field_value_and_cap() {
+    // parallelism 2147483647 with cpu: 1m spent minutes in one placement.
+    let job = |parallelism: u64| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: wide}}\nspec:\n  parallelism: {parallelism}\n  template:\n    spec:\n      containers: [{{name: c, resources: {{requests: {{cpu: 1m}}}}}}]\n"
+        )
+    };
+    let message = extract_error(&Integrations::builtin(), &job(2_147_483_647));
+    assert!(
+        message.contains("2147483647")
+            && message.contains("more than the 100000 pods a pod set may have"),
+        "{message}"
+    );
+    assert_eq!(extract(&job(100_000)).pod_sets[0].count, 100_000);
+}
+
+#[test]
 fn arbiter_labels_win_over_kueue_labels() {
     let info = extract(
         r#"

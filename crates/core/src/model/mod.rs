@@ -8,6 +8,7 @@
 pub mod api;
 pub mod cluster;
 pub mod duration;
+pub mod limits;
 pub mod load;
 pub mod quantity;
 pub mod selector;

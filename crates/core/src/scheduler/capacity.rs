@@ -57,12 +57,18 @@ impl Capacity {
             flavors: vec![FlavorNodes::default(); flavors],
         };
         for pool in pools {
+            let free = capacity.template(pool);
             let fl = &mut capacity.flavors[pool.flavor.index()];
             fl.pools.push(pool.clone());
             let index = fl.pools.len() - 1;
-            for _ in 0..pool.nodes {
-                capacity.add_node_to(pool.flavor, index);
-            }
+            // Straight onto the end: no node is idle-and-removed yet, and
+            // looking for one per node made building a large pool quadratic.
+            fl.nodes.extend((0..pool.nodes).map(|_| NodeState {
+                pool: index,
+                free: free.clone(),
+                ready: true,
+                pods: 0,
+            }));
         }
         capacity
     }

@@ -326,12 +326,25 @@ impl ClusterBuilder {
             };
             let scheduling = spec.scheduling.clone().unwrap_or_default();
             let adaptive_interval = match &scheduling.adaptive_weights {
-                Some(a) if a.enabled => Some(duration(
-                    &a.adjustment_interval,
-                    "spec.scheduling.adaptiveWeights.adjustmentInterval",
-                    Millis::from_secs(300),
-                    &mut err,
-                )),
+                Some(a) if a.enabled => {
+                    let field = "spec.scheduling.adaptiveWeights.adjustmentInterval";
+                    let interval = duration(
+                        &a.adjustment_interval,
+                        field,
+                        Millis::from_secs(300),
+                        &mut err,
+                    );
+                    let min = crate::model::limits::MIN_ADJUSTMENT_INTERVAL;
+                    if interval < min {
+                        err(
+                            &s.source,
+                            object.clone(),
+                            field.to_string(),
+                            format!("is {interval}, shorter than the minimum {min}; weights adjusted more often than that only cost cycles"),
+                        );
+                    }
+                    Some(interval.max(min))
+                }
                 _ => None,
             };
             let usage_half_life = duration(
