@@ -211,16 +211,18 @@ pub fn load_str(text: &str, file: &Path) -> Result<Loaded, LoadError> {
             file: file.to_path_buf(),
             document: index + 1,
         };
-        let object = Value::deserialize(document).map_err(|err| {
-            let at = err.location();
-            LoadError::Yaml {
-                file: file.to_path_buf(),
-                document: Some(index + 1),
-                line: at.as_ref().map(|l| l.line()),
-                column: at.as_ref().map(|l| l.column()),
-                message: strip_location(&err.to_string()),
-            }
-        })?;
+        let object = super::yaml::UniqueKeys::deserialize(document)
+            .map(|v| v.0)
+            .map_err(|err| {
+                let at = err.location();
+                LoadError::Yaml {
+                    file: file.to_path_buf(),
+                    document: Some(index + 1),
+                    line: at.as_ref().map(|l| l.line()),
+                    column: at.as_ref().map(|l| l.column()),
+                    message: strip_location(&err.to_string()),
+                }
+            })?;
         if object.is_null() {
             continue;
         }

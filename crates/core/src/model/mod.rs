@@ -13,6 +13,7 @@ pub mod load;
 pub mod quantity;
 pub mod selector;
 pub mod sim_api;
+pub mod yaml;
 
 pub use duration::Millis;
 pub use quantity::Amount;
