@@ -458,3 +458,40 @@ fn kueue_v1beta1_example_converts() {
         "{yaml}"
     );
 }
+
+/// `simulate` on `path`: exit 1 and `expected` on stderr, nothing that looks like a panic.
+fn refuses(path: &Path, expected: &str) {
+    arbiter()
+        .arg("simulate")
+        .arg(path)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with("error: "))
+        .stderr(predicate::str::contains(expected))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+#[test]
+fn a_device_as_the_scenario_is_refused_without_reading_it() {
+    refuses(
+        Path::new("/dev/zero"),
+        "/dev/zero: is a character device, not a regular file; pass manifest files or directories of them",
+    );
+}
+
+#[test]
+fn a_scenario_file_over_64_mib_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("big.yaml");
+    std::fs::File::create(&file)
+        .and_then(|f| f.set_len((64 << 20) + 1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    refuses(
+        &file,
+        &format!(
+            "{}: is 67108865 bytes, over the cap of 67108864 bytes for a manifest file; split it into several files in a directory",
+            file.display()
+        ),
+    );
+}

@@ -3,7 +3,11 @@
 //!
 //! [`load`](fn@load) runs the whole pipeline but the swap: parse → validate →
 //! compile (CEL programs, WASM modules shared by digest) → run the bundle's
-//! own tests (`test`). Every error names the bundle source, the policy and
+//! own tests (`test`). A directory's files are read only if they resolve
+//! (symlinks followed) to regular files inside the directory, and only up
+//! to their caps ([`MODULE_LIMIT`], [`TENANT_MODULE_LIMIT`],
+//! [`BUNDLE_YAML_LIMIT`], [`CONFIGMAP_FILE_LIMIT`]); a module's `sha256`
+//! pin is checked on its bytes before it is compiled. Every error names the bundle source, the policy and
 //! the field (and line/column for CEL) and says what to do. It reads the
 //! wire types of `spec` and builds the checked types of `compiled` (both
 //! re-exported here, so `bundle::Policy` and `bundle::PolicySpec` keep
@@ -14,13 +18,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use sha2::{Digest, Sha256};
 
+use super::bounded::{self, Refusal};
 use super::cel::{self, CelLimits, Params};
 pub use super::compiled::{Bundle, Policy, Program};
 pub use super::spec::{
@@ -35,6 +40,16 @@ use arbiter_core::model::load::{self, Source};
 
 /// Kubernetes refuses ConfigMaps larger than this (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
+/// The largest WebAssembly module a platform bundle may hold (compiling
+/// takes about a hundred times a module's size in memory).
+pub const MODULE_LIMIT: u64 = 8 << 20;
+/// The largest WebAssembly module a tenant bundle may hold.
+pub const TENANT_MODULE_LIMIT: u64 = 2 << 20;
+/// The largest `bundle.yaml`.
+pub const BUNDLE_YAML_LIMIT: u64 = 1 << 20;
+/// The largest ConfigMap manifest file read by [`read_configmap`]: room for
+/// [`CONFIGMAP_LIMIT`] bytes of data in base64 and YAML.
+pub const CONFIGMAP_FILE_LIMIT: u64 = 2 << 20;
 /// The label that marks a ConfigMap as a policy bundle.
 pub const CONFIGMAP_LABEL: &str = "arbiter.dev/policy-bundle";
 
@@ -72,6 +87,14 @@ pub enum BundleError {
     },
     #[error("{at}: {message}")]
     Invalid { at: String, message: String },
+    /// A file that is not read: nothing of its content is shown.
+    #[error("{at}: {file}: {problem}")]
+    File {
+        at: String,
+        /// `bundle.yaml`, `policy P: wasm.module M`, or the ConfigMap file.
+        file: String,
+        problem: FileProblem,
+    },
     /// bundle.yaml does not decode; the message names the file and field.
     #[error("{0}")]
     Decode(String),
@@ -88,6 +111,88 @@ pub enum BundleError {
         total: usize,
         details: String,
     },
+}
+
+/// Why a bundle's file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("the path leads outside the bundle directory (an absolute path, `..` or a symlink pointing out); bundle files must be regular files inside the bundle directory")]
+    Outside,
+    #[error("is {0}, not a regular file; put the file itself in the bundle")]
+    NotRegular(&'static str),
+    #[error("{}, over the cap of {} bytes for {}; {}", size_text(*size), cap.bytes(), cap.what(), cap.fix())]
+    TooLarge { size: Option<u64>, cap: FileCap },
+}
+
+fn size_text(size: Option<u64>) -> String {
+    match size {
+        Some(size) => format!("is {size} bytes"),
+        None => "grew while it was read".to_string(),
+    }
+}
+
+/// Which cap a file of a bundle is read under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileCap {
+    /// [`BUNDLE_YAML_LIMIT`]
+    BundleYaml,
+    /// [`MODULE_LIMIT`]
+    Module,
+    /// [`TENANT_MODULE_LIMIT`]
+    TenantModule,
+    /// [`CONFIGMAP_FILE_LIMIT`]
+    ConfigMapFile,
+}
+
+impl FileCap {
+    pub fn bytes(self) -> u64 {
+        match self {
+            FileCap::BundleYaml => BUNDLE_YAML_LIMIT,
+            FileCap::Module => MODULE_LIMIT,
+            FileCap::TenantModule => TENANT_MODULE_LIMIT,
+            FileCap::ConfigMapFile => CONFIGMAP_FILE_LIMIT,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            FileCap::BundleYaml => "bundle.yaml",
+            FileCap::Module => "a module of a platform bundle",
+            FileCap::TenantModule => "a module of a tenant bundle",
+            FileCap::ConfigMapFile => "a ConfigMap manifest",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            FileCap::BundleYaml => "split the policies into several bundles",
+            FileCap::Module => "shrink the module (release build, opt-level \"s\", strip, wasm-opt)",
+            FileCap::TenantModule => "shrink the module (release build, opt-level \"s\", strip, wasm-opt) or ask the platform team to ship it in a platform bundle",
+            FileCap::ConfigMapFile => "Kubernetes refuses ConfigMaps over 1 MiB anyway; shrink the modules or mount the bundle as a directory",
+        }
+    }
+}
+
+/// Reads a regular file up to its cap; `file` names it in the error.
+fn read_capped(path: &Path, cap: FileCap, at: &str, file: &str) -> Result<Vec<u8>, BundleError> {
+    bounded::read(path, cap.bytes()).map_err(|refusal| {
+        let problem = match refusal {
+            Refusal::Io(error) => {
+                return BundleError::Read {
+                    at: at.to_string(),
+                    file: path.display().to_string(),
+                    error,
+                }
+            }
+            Refusal::NotRegular(kind) => FileProblem::NotRegular(kind),
+            Refusal::TooLarge { size } => FileProblem::TooLarge { size, cap },
+        };
+        BundleError::File {
+            at: at.to_string(),
+            file: file.to_string(),
+            problem,
+        }
+    })
 }
 
 /// The files of a bundle: a directory or a ConfigMap's `data`/`binaryData`.
@@ -107,23 +212,63 @@ impl Files<'_> {
             ),
         }
     }
-    fn read(&self, name: &str) -> Result<Vec<u8>, BundleError> {
+    /// The file `name`, at most `cap` bytes; `file` names it in errors.
+    /// In a directory, only a relative path that resolves (symlinks
+    /// followed) to a regular file inside the directory is read.
+    fn read(&self, name: &str, cap: FileCap, file: &str) -> Result<Vec<u8>, BundleError> {
         let source = self.describe();
         match self {
             Files::Dir(dir) => {
-                let file: PathBuf = dir.join(name);
-                fs::read(&file).map_err(|error| BundleError::Read {
-                    at: source,
-                    file: file.display().to_string(),
+                let outside = || BundleError::File {
+                    at: source.clone(),
+                    file: file.to_string(),
+                    problem: FileProblem::Outside,
+                };
+                let relative = Path::new(name);
+                if !relative
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+                {
+                    return Err(outside());
+                }
+                let path = dir.join(relative);
+                let io = |error| BundleError::Read {
+                    at: source.clone(),
+                    file: path.display().to_string(),
                     error,
-                })
+                };
+                let root = fs::canonicalize(dir).map_err(&io)?;
+                let resolved = fs::canonicalize(&path).map_err(&io)?;
+                if !resolved.starts_with(&root) {
+                    return Err(outside());
+                }
+                read_capped(&resolved, cap, &source, file)
             }
             Files::ConfigMap(cm) => {
-                if let Some(text) = cm.data.as_ref().and_then(|d| d.get(name)) {
-                    return Ok(text.clone().into_bytes());
-                }
-                if let Some(bytes) = cm.binary_data.as_ref().and_then(|d| d.get(name)) {
-                    return Ok(bytes.0.clone());
+                let found = cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(name))
+                    .map(|text| text.as_bytes())
+                    .or_else(|| {
+                        cm.binary_data
+                            .as_ref()
+                            .and_then(|d| d.get(name))
+                            .map(|bytes| bytes.0.as_slice())
+                    });
+                if let Some(bytes) = found {
+                    let size = bytes.len() as u64;
+                    if size > cap.bytes() {
+                        return Err(BundleError::File {
+                            at: source,
+                            file: file.to_string(),
+                            problem: FileProblem::TooLarge {
+                                size: Some(size),
+                                cap,
+                            },
+                        });
+                    }
+                    return Ok(bytes.to_vec());
                 }
                 Err(BundleError::Invalid {
                     at: source,
@@ -156,10 +301,10 @@ pub fn configmap_size(cm: &ConfigMap) -> usize {
 /// Reads a ConfigMap manifest (YAML) from a file, for `--policies cm.yaml` and tests.
 pub fn read_configmap(file: &Path) -> Result<ConfigMap, BundleError> {
     let source = file.display().to_string();
-    let text = fs::read_to_string(file).map_err(|error| BundleError::Read {
+    let bytes = read_capped(file, FileCap::ConfigMapFile, &source, &source)?;
+    let text = String::from_utf8(bytes).map_err(|_| BundleError::Invalid {
         at: source.clone(),
-        file: source.clone(),
-        error,
+        message: "is not UTF-8 text; give a ConfigMap manifest in YAML".into(),
     })?;
     serde_yaml_ng::from_str(&text).map_err(|e| BundleError::Invalid {
         at: source,
@@ -224,7 +369,7 @@ pub fn load(
             )));
         }
     }
-    let raw = files.read("bundle.yaml")?;
+    let raw = files.read("bundle.yaml", FileCap::BundleYaml, "bundle.yaml")?;
     let spec = parse(&raw, &source)?;
     let mut hasher = Sha256::new();
     hasher.update(&raw);
@@ -238,6 +383,11 @@ pub fn load(
         }
         (Some(forced), _) => Some(forced.clone()),
         (None, own) => own.clone(),
+    };
+    let module_cap = if tenant.is_some() {
+        FileCap::TenantModule
+    } else {
+        FileCap::Module
     };
     let mut names = BTreeSet::new();
     for p in &spec.spec.policies {
@@ -292,7 +442,14 @@ pub fn load(
                                 w.module
                             )));
                         }
-                        let bytes = files.read(&w.module)?;
+                        let bytes = files.read(
+                            &w.module,
+                            module_cap,
+                            &format!("policy {}: wasm.module {}", p.name, w.module),
+                        )?;
+                        // The pin is checked on the bytes: a module that is
+                        // not the one pinned is never compiled or run.
+                        check_pin(w, &hex(&Sha256::digest(&bytes))).map_err(&fail)?;
                         let plugin = runtime
                             .load(&w.module, &bytes)
                             .map_err(|e| fail(format!("wasm.module {}: {e}", w.module)))?;
@@ -300,15 +457,7 @@ pub fn load(
                         plugin
                     }
                 };
-                if let Some(pin) = &w.sha256 {
-                    if !pin.eq_ignore_ascii_case(plugin.digest()) {
-                        return Err(fail(format!(
-                            "wasm.sha256 pins {pin} but {} has sha256 {}; update the pin if the module changed on purpose",
-                            w.module,
-                            plugin.digest()
-                        )));
-                    }
-                }
+                check_pin(w, plugin.digest()).map_err(&fail)?;
                 if !plugin.exports_hook(p.hook) {
                     return Err(fail(format!(
                         "{} does not export {}, which hook {} needs",
@@ -388,6 +537,17 @@ pub fn load(
         });
     }
     Ok(bundle)
+}
+
+/// A module's `sha256` pin against its digest; the message never shows the module's bytes.
+fn check_pin(w: &WasmSpec, digest: &str) -> Result<(), String> {
+    match &w.sha256 {
+        Some(pin) if !pin.eq_ignore_ascii_case(digest) => Err(format!(
+            "wasm.sha256 pins {pin} but {} has sha256 {digest}; update the pin if the module changed on purpose",
+            w.module
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
@@ -1047,5 +1207,242 @@ mod tests {
             load_path(&file, runtime(), &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(from_file.source, SOURCE);
         assert_eq!(from_file.digest, from_dir.digest);
+    }
+
+    /// A bundle directory holding `bundle.yaml` with these `spec` lines.
+    fn dir_bundle(spec: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("bundle.yaml"), yaml(spec)).unwrap();
+        dir
+    }
+
+    fn dir_error(dir: &Path, options: &LoadOptions) -> String {
+        match load(Files::Dir(dir), runtime(), options) {
+            Ok(_) => panic!("the bundle loaded but should not have"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    const OUTSIDE: &str = "the path leads outside the bundle directory (an absolute path, `..` or a symlink pointing out); bundle files must be regular files inside the bundle directory";
+
+    #[test]
+    fn a_symlink_out_of_the_bundle_is_refused_and_nothing_of_the_file_is_shown() {
+        use std::os::unix::fs::symlink;
+        let elsewhere = tempfile::tempdir().unwrap();
+        fs::write(elsewhere.path().join("secret.wasm"), "SECRET-CONTENT").unwrap();
+        for (link, target, module) in [
+            ("root", Path::new("/"), "root/etc/passwd"),
+            ("out", elsewhere.path(), "out/secret.wasm"),
+        ] {
+            let dir = dir_bundle(&format!(
+                "  policies:\n  - {{name: w, hook: weight, wasm: {{module: {module}, sha256: 00ff}}}}\n"
+            ));
+            symlink(target, dir.path().join(link)).unwrap();
+            let e = dir_error(dir.path(), &LoadOptions::default());
+            assert_eq!(
+                e,
+                format!(
+                    "{}: policy w: wasm.module {module}: {OUTSIDE}",
+                    dir.path().display()
+                )
+            );
+        }
+        // A symlink that stays inside the bundle (a ConfigMap volume's `..data`) is followed.
+        let dir = dir_bundle("  policies:\n  - {name: w, hook: weight, wasm: {module: w.wasm}}\n");
+        fs::create_dir(dir.path().join("..data")).unwrap();
+        fs::write(dir.path().join("..data/w.wasm"), weight_module()).unwrap();
+        symlink("..data/w.wasm", dir.path().join("w.wasm")).unwrap();
+        load(Files::Dir(dir.path()), runtime(), &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn a_module_path_with_dotdot_or_an_absolute_one_is_refused() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("bundle");
+        fs::create_dir(&dir).unwrap();
+        fs::write(parent.path().join("w.wasm"), weight_module()).unwrap();
+        let file = |name: &str| {
+            Files::Dir(&dir)
+                .read(name, FileCap::Module, "policy w: wasm.module m")
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let refused = Err(format!(
+            "{}: policy w: wasm.module m: {OUTSIDE}",
+            dir.display()
+        ));
+        assert_eq!(file("../w.wasm"), refused);
+        assert_eq!(file("sub/../../w.wasm"), refused);
+        let absolute = parent.path().join("w.wasm");
+        assert_eq!(file(&absolute.display().to_string()), refused);
+        for module in ["../w.wasm", absolute.display().to_string().as_str()] {
+            fs::write(
+                dir.join("bundle.yaml"),
+                yaml(&format!(
+                    "  policies:\n  - {{name: w, hook: weight, wasm: {{module: {module:?}}}}}\n"
+                )),
+            )
+            .unwrap();
+            assert_eq!(
+                dir_error(&dir, &LoadOptions::default()),
+                format!(
+                    "{}: policy w: wasm.module {module:?} must be a file name inside the bundle",
+                    dir.display()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_module_that_is_a_device_is_refused_without_reading_it() {
+        let dir =
+            dir_bundle("  policies:\n  - {name: w, hook: weight, wasm: {module: plugin.wasm}}\n");
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("plugin.wasm")).unwrap();
+        assert_eq!(
+            dir_error(dir.path(), &LoadOptions::default()),
+            format!(
+                "{}: policy w: wasm.module plugin.wasm: {OUTSIDE}",
+                dir.path().display()
+            )
+        );
+        // A device inside the bundle directory (as a mount could put there) is refused too.
+        let e = read_capped(
+            Path::new("/dev/zero"),
+            FileCap::Module,
+            "b",
+            "policy w: wasm.module z",
+        )
+        .expect_err("refused")
+        .to_string();
+        assert_eq!(
+            e,
+            "b: policy w: wasm.module z: is a character device, not a regular file; put the file itself in the bundle"
+        );
+    }
+
+    #[test]
+    fn a_fifo_named_as_a_module_is_refused_without_blocking() {
+        let dir = dir_bundle("  policies:\n  - {name: w, hook: weight, wasm: {module: p.wasm}}\n");
+        let fifo = dir.path().join("p.wasm");
+        match std::process::Command::new("mkfifo").arg(&fifo).status() {
+            Ok(status) if status.success() => {}
+            other => {
+                eprintln!("skipped: mkfifo is not available ({other:?})");
+                return;
+            }
+        }
+        assert_eq!(
+            dir_error(dir.path(), &LoadOptions::default()),
+            format!(
+                "{}: policy w: wasm.module p.wasm: is a FIFO, not a regular file; put the file itself in the bundle",
+                dir.path().display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_bundle_yaml_that_is_a_device_or_too_large_is_refused_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/urandom", dir.path().join("bundle.yaml")).unwrap();
+        assert_eq!(
+            dir_error(dir.path(), &LoadOptions::default()),
+            format!("{}: bundle.yaml: {OUTSIDE}", dir.path().display())
+        );
+        let e = read_capped(
+            Path::new("/dev/urandom"),
+            FileCap::BundleYaml,
+            "b",
+            "bundle.yaml",
+        )
+        .expect_err("refused")
+        .to_string();
+        assert_eq!(
+            e,
+            "b: bundle.yaml: is a character device, not a regular file; put the file itself in the bundle"
+        );
+        fs::remove_file(dir.path().join("bundle.yaml")).unwrap();
+        let big = fs::File::create(dir.path().join("bundle.yaml")).unwrap();
+        big.set_len(BUNDLE_YAML_LIMIT + 1).unwrap();
+        assert_eq!(
+            dir_error(dir.path(), &LoadOptions::default()),
+            format!(
+                "{}: bundle.yaml: is {} bytes, over the cap of {BUNDLE_YAML_LIMIT} bytes for bundle.yaml; split the policies into several bundles",
+                dir.path().display(),
+                BUNDLE_YAML_LIMIT + 1
+            )
+        );
+    }
+
+    #[test]
+    fn an_oversized_module_is_refused_before_it_is_read() {
+        let sparse = |dir: &Path, size: u64| {
+            let file = fs::File::create(dir.join("big.wasm")).unwrap();
+            file.set_len(size).unwrap();
+        };
+        let platform =
+            dir_bundle("  policies:\n  - {name: w, hook: weight, wasm: {module: big.wasm}}\n");
+        sparse(platform.path(), MODULE_LIMIT + 1);
+        assert_eq!(
+            dir_error(platform.path(), &LoadOptions::default()),
+            format!(
+                "{}: policy w: wasm.module big.wasm: is {} bytes, over the cap of {MODULE_LIMIT} bytes for a module of a platform bundle; shrink the module (release build, opt-level \"s\", strip, wasm-opt)",
+                platform.path().display(),
+                MODULE_LIMIT + 1
+            )
+        );
+        let tenant =
+            dir_bundle("  policies:\n  - {name: w, hook: weight, wasm: {module: big.wasm}}\n");
+        sparse(tenant.path(), TENANT_MODULE_LIMIT + 1);
+        let e = dir_error(tenant.path(), &as_tenant("team-a"));
+        assert!(
+            e.starts_with(&format!(
+                "{}: policy w: wasm.module big.wasm: is {} bytes, over the cap of {TENANT_MODULE_LIMIT} bytes for a module of a tenant bundle; ",
+                tenant.path().display(),
+                TENANT_MODULE_LIMIT + 1
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_oversized_configmap_file_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cm.yaml");
+        fs::File::create(&file)
+            .unwrap()
+            .set_len(CONFIGMAP_FILE_LIMIT + 1)
+            .unwrap();
+        let e = load_path(&file, runtime(), &LoadOptions::default())
+            .err()
+            .expect("refused")
+            .to_string();
+        let shown = file.display();
+        assert!(
+            e.starts_with(&format!(
+                "{shown}: {shown}: is {} bytes, over the cap of {CONFIGMAP_FILE_LIMIT} bytes for a ConfigMap manifest; ",
+                CONFIGMAP_FILE_LIMIT + 1
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_pin_mismatch_is_reported_before_the_module_is_compiled() {
+        let bytes = b"not wasm, never compiled".to_vec();
+        let digest = sha256_hex(&bytes);
+        let e = error_with(
+            &yaml(
+                "  policies:\n  - {name: w, hook: weight, wasm: {module: w.wasm, sha256: 00ff}}\n",
+            ),
+            &[("w.wasm", bytes)],
+            &LoadOptions::default(),
+        );
+        assert_eq!(
+            e,
+            format!(
+                "{SOURCE}: policy w: wasm.sha256 pins 00ff but w.wasm has sha256 {digest}; update the pin if the module changed on purpose"
+            )
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! plugins, loaded from bundles, hot-reloaded, evaluated through one path.
 //!
 //! From the bottom up (each module uses only those above it):
-//! `view` (what every policy sees: the typed views and each hook's request
+//! `bounded` (reading one regular file up to a cap, for bundles and the
+//! simulator's manifests), `view` (what every policy sees: the typed views and each hook's request
 //! and response), `wasm` (the plugin sandbox) and `cel` (compiled
 //! expressions) — the two languages; `spec` (bundle.yaml's wire types),
 //! `status` (what a reload reports: identity, outcome, history);
@@ -17,6 +18,7 @@
 //! Nothing here changes scheduler state except through the answers the
 //! core asks for; nothing here panics on what a policy or bundle does.
 
+pub mod bounded;
 pub mod bundle;
 pub mod cel;
 pub mod compiled;

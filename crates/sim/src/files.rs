@@ -1,12 +1,19 @@
 //! Reading scenario and manifest files from disk: files or directories of
 //! `*.yaml`/`*.yml` in, [`Loaded`] documents out (parsed by the core's
 //! `model::load`). The one place the simulator and the CLI read manifests
-//! from the file system; it interprets nothing.
+//! from the file system; it interprets nothing. It reads only regular files
+//! (symlinks followed; a FIFO, device or socket is refused, also inside a
+//! directory), each at most [`MANIFEST_FILE_LIMIT`] bytes, checked before
+//! and while reading.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use arbiter_core::model::load::{load_str, LoadError, Loaded};
+use arbiter_policy::bounded::{self, Refusal};
+
+/// The largest scenario or manifest file read.
+pub const MANIFEST_FILE_LIMIT: u64 = 64 << 20;
 
 /// Reads files, or directories (their `*.yaml`/`*.yml` files, recursively,
 /// sorted by path), in the order given; document order is kept.
@@ -29,14 +36,37 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
             vec![path.clone()]
         };
         for file in files {
-            let text = fs::read_to_string(&file).map_err(|source| LoadError::Io {
-                path: file.clone(),
-                error: source,
-            })?;
+            let text = read(&file)?;
             loaded.extend(load_str(&text, &file)?);
         }
     }
     Ok(loaded)
+}
+
+/// One manifest file as text, if it is a regular file within the cap.
+fn read(file: &Path) -> Result<String, LoadError> {
+    let bytes = bounded::read(file, MANIFEST_FILE_LIMIT).map_err(|refusal| match refusal {
+        Refusal::Io(error) => LoadError::Io {
+            path: file.to_path_buf(),
+            error,
+        },
+        Refusal::NotRegular(kind) => LoadError::NotRegularFile {
+            path: file.to_path_buf(),
+            kind,
+        },
+        Refusal::TooLarge { size } => LoadError::TooLarge {
+            path: file.to_path_buf(),
+            size,
+            cap: MANIFEST_FILE_LIMIT,
+        },
+    })?;
+    String::from_utf8(bytes).map_err(|_| LoadError::Io {
+        path: file.to_path_buf(),
+        error: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ),
+    })
 }
 
 fn collect_yaml_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
@@ -108,5 +138,67 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("cannot read") && e.contains("missing.yaml")));
+    }
+
+    fn refusal(path: &Path) -> String {
+        match load_paths(&[path.to_path_buf()]) {
+            Ok(_) => panic!("{} loaded but should not have", path.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_device_is_refused_without_reading_it_also_through_a_symlink_in_a_directory() {
+        assert_eq!(
+            refusal(Path::new("/dev/zero")),
+            "/dev/zero: is a character device, not a regular file; pass manifest files or directories of them"
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let link = dir.path().join("zero.yaml");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            refusal(dir.path()),
+            format!(
+                "{}: is a character device, not a regular file; pass manifest files or directories of them",
+                link.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_fifo_in_a_scenario_directory_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fifo = dir.path().join("jobs.yaml");
+        match std::process::Command::new("mkfifo").arg(&fifo).status() {
+            Ok(status) if status.success() => {}
+            other => {
+                eprintln!("skipped: mkfifo is not available ({other:?})");
+                return;
+            }
+        }
+        assert_eq!(
+            refusal(dir.path()),
+            format!(
+                "{}: is a FIFO, not a regular file; pass manifest files or directories of them",
+                fifo.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("big.yaml");
+        fs::File::create(&file)
+            .and_then(|f| f.set_len(MANIFEST_FILE_LIMIT + 1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            refusal(&file),
+            format!(
+                "{}: is {} bytes, over the cap of {MANIFEST_FILE_LIMIT} bytes for a manifest file; split it into several files in a directory",
+                file.display(),
+                MANIFEST_FILE_LIMIT + 1
+            )
+        );
     }
 }

@@ -154,6 +154,16 @@ pub enum LoadError {
     },
     #[error("{}: no .yaml or .yml files found in this directory; pass manifest files or a directory that holds some", path.display())]
     NoManifests { path: PathBuf },
+    /// A FIFO, a device, a socket (or a symlink to one): never read.
+    #[error("{}: is {kind}, not a regular file; pass manifest files or directories of them", path.display())]
+    NotRegularFile { path: PathBuf, kind: &'static str },
+    #[error("{}: {}, over the cap of {cap} bytes for a manifest file; split it into several files in a directory", path.display(), size_text(*size))]
+    TooLarge {
+        path: PathBuf,
+        /// From the file's metadata; `None` if it grew past the cap while being read.
+        size: Option<u64>,
+        cap: u64,
+    },
     #[error("{}{}: malformed YAML: {message}; fix the YAML syntax there", file.display(), location(*document, *line, *column))]
     Yaml {
         file: PathBuf,
@@ -177,6 +187,13 @@ pub enum LoadError {
         path: String,
         message: String,
     },
+}
+
+fn size_text(size: Option<u64>) -> String {
+    match size {
+        Some(size) => format!("is {size} bytes"),
+        None => "grew while it was read".to_string(),
+    }
 }
 
 fn location(document: Option<usize>, line: Option<usize>, column: Option<usize>) -> String {
