@@ -1181,3 +1181,35 @@ mod watch {
         assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     }
 }
+
+#[test]
+fn eval_refuses_a_device_or_an_oversized_request_without_reading_it() {
+    let mut eval = |input: &str| {
+        let mut cmd = arbiter();
+        cmd.args([
+            "policy",
+            "eval",
+            "policies/",
+            "--hook",
+            "admission",
+            "--input",
+            input,
+        ]);
+        failure(&mut cmd, 1)
+    };
+    // /dev/zero never ends: it used to be read until memory ran out.
+    assert_contains(
+        &eval("/dev/zero"),
+        &["/dev/zero is a character device, not a regular file"],
+    );
+    let dir = tempdir();
+    let big = dir.path().join("big.json");
+    let file = std::fs::File::create(&big).unwrap_or_else(|e| panic!("{e}"));
+    file.set_len((16 << 20) + 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let shown = big.display().to_string();
+    assert_contains(
+        &eval(&shown),
+        &[&shown, "the request is over 16777216 bytes"],
+    );
+}

@@ -724,3 +724,21 @@ fn a_node_pool_over_the_node_cap_is_refused() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn a_generator_naming_a_missing_local_queue_is_a_warning_strict_counts() {
+    let loaded = arbiter_core::model::load::load_str(
+        &format!(
+            "{CAPS_QUEUES}---\napiVersion: sim.arbiter.dev/v1alpha1\nkind: WorkloadGenerator\nmetadata: {{name: lost}}\nspec: {{count: 3, namespace: ns, queueName: nope, runtime: 1s, podSets: [{{name: main, count: 1, requests: {{cpu: \"1\"}}}}]}}\n"
+        ),
+        std::path::Path::new("caps.yaml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let built = scenario::build(loaded).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        built.warnings.iter().any(|w| w
+            .contains("WorkloadGenerator lost: spec.queueName: LocalQueue ns/nope does not exist")),
+        "{:?}",
+        built.warnings
+    );
+}

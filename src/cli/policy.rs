@@ -276,12 +276,39 @@ fn run_tests(dir: &Path, runtime: &Runtime) -> anyhow::Result<()> {
 }
 
 fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {
-    let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).context("reading the request from stdin")?
+    use arbiter_policy::bounded::{self, Refusal};
+    use std::io::Read as _;
+    // A hook request is kilobytes; this only keeps a wrong path from hurting.
+    let cap: u64 = 16 << 20;
+    let bytes = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(cap + 1)
+            .read_to_end(&mut bytes)
+            .context("reading the request from stdin")?;
+        bytes
     } else {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("reading the request {}", path.display()))?
+        bounded::read(path, cap).map_err(|refusal| match refusal {
+            Refusal::Io(e) => anyhow::anyhow!("reading the request {}: {e}", path.display()),
+            Refusal::NotRegular(kind) => anyhow::anyhow!(
+                "{} is {kind}, not a regular file; give a JSON or YAML request file",
+                path.display()
+            ),
+            Refusal::TooLarge { .. } => anyhow::anyhow!(
+                "{}: the request is over {cap} bytes; a hook request is far smaller",
+                path.display()
+            ),
+        })?
     };
+    if bytes.len() as u64 > cap {
+        bail!(
+            "{}: the request is over {} bytes; a hook request is far smaller",
+            path.display(),
+            cap
+        );
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
     serde_yaml_ng::from_str(&text)
         .with_context(|| format!("{} is not JSON or YAML", path.display()))
 }

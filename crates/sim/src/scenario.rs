@@ -117,6 +117,8 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     let mut builder = ClusterBuilder::new();
     let mut simulation: Option<(Source, sim_api::Simulation)> = None;
     let mut jobs: Vec<SimJob> = Vec::new();
+    // (source, generator, namespace, queueName) of each generator, checked once the queues are known.
+    let mut queue_names: Vec<(String, String, String, String)> = Vec::new();
     for doc in loaded.documents {
         let source = doc.source.to_string();
         match doc.manifest {
@@ -144,7 +146,15 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                 }
             }
             Manifest::WorkloadGenerator(generator) => match expand_generator(&generator, &source) {
-                Ok(mut generated) => jobs.append(&mut generated),
+                Ok(mut generated) => {
+                    queue_names.push((
+                        source.clone(),
+                        generator.metadata.name.clone().unwrap_or_default(),
+                        generator.spec.namespace.clone(),
+                        generator.spec.queue_name.clone(),
+                    ));
+                    jobs.append(&mut generated);
+                }
                 Err(e) => errors.push(e),
             },
             Manifest::Workload(workload) => {
@@ -269,6 +279,13 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                 },
                 provisioning_delay,
             });
+        }
+    }
+    for (source, generator, namespace, queue) in &queue_names {
+        if cluster.local_queue_id(namespace, queue).is_none() {
+            warnings.push(format!(
+                "{source}: WorkloadGenerator {generator}: spec.queueName: LocalQueue {namespace}/{queue} does not exist, so none of its workloads can be queued; create it or fix spec.namespace/spec.queueName"
+            ));
         }
     }
     let no_runtime = jobs.iter().filter(|j| j.runtime.is_none()).count();
