@@ -122,6 +122,19 @@ fn submit(s: &mut Scheduler, now: i64, ws: Vec<Workload>) -> (Vec<WorkloadId>, S
     (step.submitted.clone(), step)
 }
 
+/// A scheduler on `cluster(4)` that took `jobs` (namespace, name, GPUs;
+/// priority 0) in one step at 0s, and their ids.
+fn started(jobs: &[(&str, &str, i64)]) -> (Arc<Cluster>, Scheduler, Vec<WorkloadId>) {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let workloads = jobs
+        .iter()
+        .map(|&(ns, name, gpus)| workload(&c, ns, name, gpus, 0))
+        .collect();
+    let (ids, _) = submit(&mut s, 0, workloads);
+    (c, s, ids)
+}
+
 fn gpus_used(s: &Scheduler, cq: &str, flavor: &str) -> Amount {
     let c = s.cluster();
     let cq = c.cluster_queue_id(cq).unwrap_or_else(|| panic!("{cq}"));
@@ -176,16 +189,7 @@ fn one_step_admits_what_fits_and_names_its_next_wake() {
 
 #[test]
 fn withdraw_releases_quota_frees_the_slot_and_ignores_stale_inputs() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(
-        &mut s,
-        0,
-        vec![
-            workload(&c, "ns-a", "running", 4, 0),
-            workload(&c, "ns-a", "waiting", 4, 0),
-        ],
-    );
+    let (c, mut s, ids) = started(&[("ns-a", "running", 4), ("ns-a", "waiting", 4)]);
     assert_eq!(s.entry(ids[0]).status, Status::Admitted);
     assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(4));
 
@@ -228,16 +232,7 @@ fn withdraw_releases_quota_frees_the_slot_and_ignores_stale_inputs() {
 
 #[test]
 fn withdrawing_a_pending_workload_takes_it_out_of_its_queue() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(
-        &mut s,
-        0,
-        vec![
-            workload(&c, "ns-a", "running", 4, 0),
-            workload(&c, "ns-a", "waiting", 2, 0),
-        ],
-    );
+    let (c, mut s, ids) = started(&[("ns-a", "running", 4), ("ns-a", "waiting", 2)]);
     let cq = c.cluster_queue_id("cq-a").unwrap_or_else(|| panic!("cq-a"));
     assert_eq!(s.pending_count(cq), 1);
     s.step(
@@ -322,16 +317,7 @@ fn restore_rebuilds_admissions_without_asking_a_policy() {
 
 #[test]
 fn reconfigure_keeps_ids_and_admissions_and_re_evaluates_pending_work() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(
-        &mut s,
-        0,
-        vec![
-            workload(&c, "ns-a", "big", 4, 0),
-            workload(&c, "ns-a", "next", 2, 0),
-        ],
-    );
+    let (_, mut s, ids) = started(&[("ns-a", "big", 4), ("ns-a", "next", 2)]);
     assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
 
     // A lower quota evicts nothing: "big" stays admitted, over it.
@@ -352,17 +338,11 @@ fn reconfigure_keeps_ids_and_admissions_and_re_evaluates_pending_work() {
 
 #[test]
 fn a_removed_queue_orphans_its_pending_work_and_detaches_its_admitted_work() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(
-        &mut s,
-        0,
-        vec![
-            workload(&c, "ns-b", "running", 4, 0),
-            workload(&c, "ns-b", "waiting", 4, 0),
-            workload(&c, "ns-a", "other", 1, 0),
-        ],
-    );
+    let (_, mut s, ids) = started(&[
+        ("ns-b", "running", 4),
+        ("ns-b", "waiting", 4),
+        ("ns-a", "other", 1),
+    ]);
     assert_eq!(s.entry(ids[0]).status, Status::Admitted);
 
     let report = s.reconfigure(cluster_without_b(), &[]);
@@ -401,9 +381,7 @@ fn a_removed_queue_orphans_its_pending_work_and_detaches_its_admitted_work() {
 
 #[test]
 fn a_detached_workload_finishes_and_frees_nothing_it_was_not_charged() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-b", "running", 4, 0)]);
+    let (_, mut s, ids) = started(&[("ns-b", "running", 4)]);
     s.reconfigure(cluster_without_b(), &[]);
     let step = s.step(
         Millis::from_secs(3),
@@ -418,17 +396,8 @@ fn a_detached_workload_finishes_and_frees_nothing_it_was_not_charged() {
 
 #[test]
 fn withdrawing_detached_and_orphaned_workloads_forgets_them_entirely() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(
-        &mut s,
-        0,
-        vec![
-            workload(&c, "ns-b", "running", 4, 0),
-            // cq-b may borrow cq-a's 4 GPUs, so 5 more wait.
-            workload(&c, "ns-b", "waiting", 5, 0),
-        ],
-    );
+    // cq-b may borrow cq-a's 4 GPUs, so 5 more wait.
+    let (_, mut s, ids) = started(&[("ns-b", "running", 4), ("ns-b", "waiting", 5)]);
     assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
     s.reconfigure(cluster_without_b(), &[]);
     assert_eq!((s.detached.len(), s.orphans.len()), (1, 2));
@@ -442,9 +411,7 @@ fn withdrawing_detached_and_orphaned_workloads_forgets_them_entirely() {
 
 #[test]
 fn a_detached_workload_that_fails_waits_for_its_queue_to_return() {
-    let c = cluster(4);
-    let mut s = Scheduler::new(c.clone(), &[]);
-    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-b", "running", 4, 0)]);
+    let (_, mut s, ids) = started(&[("ns-b", "running", 4)]);
     s.reconfigure(cluster_without_b(), &[]);
     let fail = Input::Fail {
         workload: ids[0],
