@@ -1184,7 +1184,7 @@ mod watch {
 
 #[test]
 fn eval_refuses_a_device_or_an_oversized_request_without_reading_it() {
-    let mut eval = |input: &str| {
+    let eval = |input: &str| {
         let mut cmd = arbiter();
         cmd.args([
             "policy",
