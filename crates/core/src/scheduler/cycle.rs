@@ -283,6 +283,7 @@ impl Scheduler {
                 policy,
                 reason,
                 retryable: false,
+                ..
             } => {
                 self.dequeue(id);
                 let entry = &mut self.entries[id.index()];
@@ -303,12 +304,21 @@ impl Scheduler {
                 policy,
                 reason,
                 retryable: true,
+                tenant,
             } => {
                 let reason = Reason::Denied {
                     policy,
                     message: reason,
                 };
-                cycle.progress |= self.set_aside(cq, id, reason);
+                if tenant.is_some() {
+                    // Whatever the queueing strategy: what a tenant's own
+                    // policy holds back blocks no one else (as a stopped LocalQueue).
+                    self.entries[id.index()].reason = reason;
+                    self.park(cq, id);
+                    cycle.progress = true;
+                } else {
+                    cycle.progress |= self.set_aside(cq, id, reason);
+                }
                 false
             }
         }

@@ -31,6 +31,10 @@ pub enum AdmissionVerdict {
         reason: String,
         /// `false`: the workload is rejected for good.
         retryable: bool,
+        /// The tenant (namespace) whose own bundle denied it, if a tenant's.
+        /// A tenant's denial never blocks a queue: the workload is set
+        /// aside whatever the queueing strategy (DESIGN §3).
+        tenant: Option<String>,
     },
 }
 

@@ -449,6 +449,7 @@ impl Hooks for CountingDenial {
             policy: "no-preemptors".into(),
             reason: "not today".into(),
             retryable: true,
+            tenant: None,
         }
     }
 }
@@ -580,4 +581,81 @@ spec: {clusterQueue: cq}
     );
     assert_eq!(admitted(&step).len(), 1);
     assert_eq!(s.capacity().ready_nodes(a100), 2);
+}
+
+/// Denies every workload of namespace `tenant`, as that tenant's own bundle would.
+struct TenantDenies {
+    tenant: &'static str,
+    platform: bool,
+}
+impl Hooks for TenantDenies {
+    fn admission(&mut self, r: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        if r.entry.workload.namespace != self.tenant {
+            return AdmissionVerdict::Allow;
+        }
+        AdmissionVerdict::Deny {
+            policy: "own-rule".into(),
+            reason: "not now".into(),
+            retryable: true,
+            tenant: (!self.platform).then(|| self.tenant.to_string()),
+        }
+    }
+}
+
+#[test]
+fn a_tenants_denial_of_a_strict_fifo_head_blocks_nobody_a_platform_one_does() {
+    let yaml = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: shared}
+spec:
+  queueingStrategy: StrictFIFO
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 8}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns-a, name: q}
+spec: {clusterQueue: shared}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns-b, name: q}
+spec: {clusterQueue: shared}
+"#;
+    let c = Arc::new(build(yaml));
+    for platform in [false, true] {
+        let mut s = Scheduler::new(c.clone(), &[]);
+        let inputs = vec![
+            Input::Submit(workload(&c, "ns-a", "a-0", 1, 0)),
+            Input::Submit(workload(&c, "ns-b", "b", 1, 0)),
+        ];
+        let mut hooks = TenantDenies {
+            tenant: "ns-a",
+            platform,
+        };
+        let step = s.step(Millis::ZERO, inputs, &mut hooks);
+        let (a, b) = (step.submitted[0], step.submitted[1]);
+        if platform {
+            // Kueue's StrictFIFO: a head the platform holds back holds the queue.
+            assert_eq!(s.entry(a).status, Status::Queued);
+            assert_eq!(
+                s.reason_text(b),
+                "waiting behind ns-a/a-0, the head of StrictFIFO ClusterQueue shared"
+            );
+        } else {
+            assert_eq!(s.entry(a).status, Status::Inadmissible);
+            assert_eq!(
+                admitted(&step),
+                vec![b],
+                "ns-b waits behind ns-a's own denial"
+            );
+        }
+    }
 }

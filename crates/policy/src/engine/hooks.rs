@@ -84,6 +84,7 @@ impl Hooks for Engine {
                                 .reason
                                 .unwrap_or_else(|| format!("denied by {}", policy.name)),
                             retryable,
+                            tenant: bundle.tenant.clone(),
                         })
                     }
                     Err(e) => {
@@ -106,6 +107,7 @@ impl Hooks for Engine {
                                     "policy failed ({e}); failurePolicy Fail holds the workload until it succeeds"
                                 ),
                                 retryable: true,
+                                tenant: bundle.tenant.clone(),
                             }
                         })
                     }

@@ -133,6 +133,7 @@ impl Hooks for Hold {
             policy: "hold".into(),
             reason: "the test holds every workload".into(),
             retryable: true,
+            tenant: None,
         }
     }
 }
@@ -249,11 +250,13 @@ fn flavor(engine: &mut Engine, state: &Scheduler, id: WorkloadId) -> Option<Vec<
     })
 }
 
+/// A platform policy's denial.
 fn deny(policy: &str, reason: &str, retryable: bool) -> AdmissionVerdict {
     AdmissionVerdict::Deny {
         policy: policy.into(),
         reason: reason.into(),
         retryable,
+        tenant: None,
     }
 }
 
@@ -370,6 +373,7 @@ fn a_failing_message_never_turns_a_denial_into_an_admission() {
         policy,
         reason,
         retryable,
+        ..
     } = verdict
     else {
         panic!("the denial was lost: {verdict:?}")
@@ -606,9 +610,15 @@ fn tenant_bundles_score_only_their_own_namespace_and_only_into_the_tenant_score(
     );
     assert_eq!(stats_of(&engine, "mine").evaluations, 2);
     // Tenant admission policies see only their own namespace's workloads.
+    // A tenant's denial says whose it is, so the core never lets it block a queue.
     assert_eq!(
         admit(&mut engine, &state, a, seconds(1)),
-        deny("keep-out", "denied by keep-out", true)
+        AdmissionVerdict::Deny {
+            policy: "keep-out".into(),
+            reason: "denied by keep-out".into(),
+            retryable: true,
+            tenant: Some("research".into()),
+        }
     );
     assert_eq!(
         admit(&mut engine, &state, b, seconds(1)),
