@@ -220,20 +220,31 @@ fn resolve(
     resolved.local_queue = lq;
     resolved.cluster_queue = cluster.local_queues[lq.index()].cluster_queue;
     for (ps, requests) in resolved.pod_sets.iter_mut().zip(&portable.requests) {
-        let mut per_pod = Vec::with_capacity(requests.len());
-        for (resource, amount) in requests {
-            let id = cluster
-                .resource_id(resource)
-                .ok_or_else(|| Reason::ResourceRemoved {
-                    pod_set: ps.name.clone(),
-                    resource: resource.clone(),
-                })?;
-            per_pod.push((id, *amount));
-        }
-        per_pod.sort();
-        ps.per_pod = per_pod;
+        ps.per_pod = per_pod_ids(cluster, requests).map_err(|missing| Reason::ResourceRemoved {
+            pod_set: ps.name.clone(),
+            resource: missing.to_string(),
+        })?;
     }
     Ok(resolved)
+}
+
+/// Per-pod requests by name in `cluster`'s resource ids, sorted; or the
+/// first resource name it does not know.
+fn per_pod_ids<'a>(
+    cluster: &Cluster,
+    requests: &'a [(String, Amount)],
+) -> Result<Vec<(ResourceId, Amount)>, &'a str> {
+    let mut per_pod = requests
+        .iter()
+        .map(|(name, amount)| {
+            cluster
+                .resource_id(name)
+                .map(|r| (r, *amount))
+                .ok_or(name.as_str())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    per_pod.sort();
+    Ok(per_pod)
 }
 
 /// The admission's flavors in `cluster`, if every one still exists and the
@@ -310,10 +321,7 @@ impl Scheduler {
         let placements = named
             .iter()
             .map(|(flavor, node, per_pod, pods)| {
-                let per_pod = per_pod
-                    .iter()
-                    .map(|(r, a)| self.cluster.resource_id(r).map(|r| (r, *a)))
-                    .collect::<Option<Vec<_>>>()?;
+                let per_pod = per_pod_ids(&self.cluster, per_pod).ok()?;
                 Some(Placement {
                     flavor: self.cluster.flavor_id(flavor)?,
                     node: *node,
@@ -637,12 +645,9 @@ impl Scheduler {
                     else {
                         continue;
                     };
-                    let per_pod: Option<Vec<(ResourceId, Amount)>> = requests
-                        .iter()
-                        .map(|(r, a)| self.cluster.resource_id(r).map(|r| (r, *a)))
-                        .collect();
-                    let Some(mut per_pod) = per_pod else { continue };
-                    per_pod.sort();
+                    let Ok(per_pod) = per_pod_ids(&self.cluster, requests) else {
+                        continue;
+                    };
                     if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod) {
                         placements.extend(placed);
                     }
