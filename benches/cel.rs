@@ -166,5 +166,41 @@ fn bundle_multifactor(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, bundle_multifactor);
+/// The slowest evaluations the budgets allow: a nested comprehension whose
+/// load-time estimate is just under the platform budget (1,000,000 units),
+/// run in full; and a tenant policy (200,000 units) that the run-time meter
+/// stops, building strings from an annotation longer than the estimate
+/// assumes. Each prints its cost units once, for ns per unit.
+fn budgets(c: &mut Criterion) {
+    let (mut workload, queue) = views();
+    workload.annotations = BTreeMap::from([("blob".into(), "y".repeat(60 * 1024))]);
+    let list = format!("[{}]", vec!["1"; 250].join(", "));
+    let full = format!("{list}.all(a, {list}.all(b, a != b || a == b))");
+    let program = compile(&full, &CelLimits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let vars = Vars {
+        workload: Some(&workload),
+        queue: Some(&queue),
+        ..Vars::default()
+    };
+    eprintln!(
+        "cel/at-estimate: estimated {} units",
+        program.estimated_cost()
+    );
+    assert_eq!(program.eval_bool(&vars), Ok(true));
+    c.bench_function("cel/at-estimate", |b| {
+        b.iter(|| program.eval_bool(black_box(&vars)))
+    });
+    let tenant = CelLimits {
+        max_cost: 200_000,
+        ..CelLimits::default()
+    };
+    let overrun = format!("size({list}.map(i, workload.annotations['blob'] + 'z')) > 0");
+    let program = compile(&overrun, &tenant).unwrap_or_else(|e| panic!("{e}"));
+    assert!(program.eval_bool(&vars).is_err(), "stopped by the meter");
+    c.bench_function("cel/stopped-at-tenant-budget", |b| {
+        b.iter(|| program.eval_bool(black_box(&vars)))
+    });
+}
+
+criterion_group!(benches, bench, bundle_multifactor, budgets);
 criterion_main!(benches);

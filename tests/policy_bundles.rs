@@ -486,3 +486,38 @@ fn a_fair_share_policy_that_reads_the_quota_maps_gets_them() {
         ["ai-cluster-queue=33.0", "finance-cluster-queue=22.0"]
     );
 }
+
+#[test]
+fn a_tenant_cel_policy_too_costly_for_its_budget_is_refused_at_load_naming_it() {
+    // 16 KiB and inside every size limit; it once took 3 s and 1 GB per
+    // evaluation. The tenant's 20 ms budget is 200,000 cost units; the
+    // platform's default 100 ms, 1,000,000 — and a platform policy may not
+    // raise its timeout past 1 s (10,000,000 units) either.
+    let list = format!("[{}]", vec!["1"; 250].join(", "));
+    let text = "x".repeat(2_000);
+    let expression =
+        format!("double(size({list}.map(a, {list}.map(b, '{text}' + '{text}' + '{text}'))))");
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(
+        dir.path(),
+        &format!("  - {{name: heavy, hook: weight, cel: {{expression: \"{expression}\"}}}}"),
+        "    []",
+    );
+    let options = LoadOptions {
+        tenant: Some("team-a".into()),
+        run_tests: true,
+    };
+    let e = bundle::load_path(dir.path(), &Runtime::new().unwrap(), &options)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("heavy"), "{e}");
+    assert!(e.contains("over the budget of 200000"), "{e}");
+    let e = error(
+        &format!(
+            "  - {{name: heavy, hook: weight, limits: {{timeoutMs: 1000}}, cel: {{expression: \"{expression}\"}}}}"
+        ),
+        "    []",
+    );
+    assert!(e.contains("over the budget of 10000000"), "{e}");
+}

@@ -26,6 +26,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use sha2::{Digest, Sha256};
 
 use super::bounded::{self, Refusal};
+use arbiter_core::cel_bounds;
+
 use super::cel::{self, CelLimits, Params};
 pub use super::compiled::{Bundle, Policy, Program};
 pub use super::spec::{
@@ -431,7 +433,7 @@ pub fn load(
             .or_else(|| p.wasm.as_ref().and_then(|w| w.config.clone()))
             .unwrap_or(serde_json::Value::Object(Default::default()));
         let program = match (&p.cel, &p.wasm) {
-            (Some(c), None) => compile_cel(p.hook, c, &params).map_err(&fail)?,
+            (Some(c), None) => compile_cel(p.hook, c, &params, &limits).map_err(&fail)?,
             (None, Some(w)) => {
                 let plugin = match modules.get(&w.module) {
                     Some(plugin) => plugin.clone(),
@@ -610,19 +612,27 @@ fn limits(spec: Option<&LimitsSpec>, default: Limits, max: Limits) -> Result<Lim
     Ok(limits)
 }
 
-/// Compiles a CEL policy, its scalar `params` folded in.
-fn compile_cel(hook: Hook, spec: &CelSpec, params: &serde_json::Value) -> Result<Program, String> {
-    let limits = CelLimits::default();
-    let mut expression =
-        cel::compile(&spec.expression, &limits).map_err(|e| format!("cel.expression: {e}"))?;
-    expression.fold_params(params);
+/// Compiles a CEL policy, its scalar `params` folded in, with a budget per
+/// evaluation of its `limits.timeoutMs` in cost units
+/// ([`cel_bounds::UNITS_PER_MS`]).
+fn compile_cel(
+    hook: Hook,
+    spec: &CelSpec,
+    params: &serde_json::Value,
+    limits: &Limits,
+) -> Result<Program, String> {
+    let millis = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+    let limits = CelLimits {
+        max_cost: millis.saturating_mul(cel_bounds::UNITS_PER_MS),
+        ..CelLimits::default()
+    };
+    let expression = cel::compile_with(&spec.expression, &limits, params)
+        .map_err(|e| format!("cel.expression: {e}"))?;
     let message = match &spec.message_expression {
-        Some(m) if hook == Hook::Admission => {
-            let mut message =
-                cel::compile(m, &limits).map_err(|e| format!("cel.messageExpression: {e}"))?;
-            message.fold_params(params);
-            Some(message)
-        }
+        Some(m) if hook == Hook::Admission => Some(Box::new(
+            cel::compile_with(m, &limits, params)
+                .map_err(|e| format!("cel.messageExpression: {e}"))?,
+        )),
         Some(_) => {
             return Err(format!(
                 "cel.messageExpression is only for admission policies, not {hook}"

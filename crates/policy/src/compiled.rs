@@ -18,7 +18,7 @@ use super::wasm::{Hook, Limits, Plugin};
 pub enum Program {
     Cel {
         expression: CelProgram,
-        message: Option<CelProgram>,
+        message: Option<Box<CelProgram>>,
         retryable: bool,
     },
     Wasm {

@@ -19,7 +19,7 @@ use super::wasm;
 /// Why one evaluation produced no usable result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyError {
-    /// `cel`, `wrong_type`, `not_finite`, `trap`, `timeout`, `out_of_memory`,
+    /// `cel`, `cel_budget`, `wrong_type`, `not_finite`, `trap`, `timeout`, `out_of_memory`,
     /// `missing_export`, `bad_output`, `instantiate`, `input_too_large`.
     pub kind: &'static str,
     pub message: String,
@@ -37,6 +37,7 @@ impl From<EvalError> for PolicyError {
             EvalError::Runtime(_) => "cel",
             EvalError::WrongType { .. } => "wrong_type",
             EvalError::NotFinite => "not_finite",
+            EvalError::Budget(_) => "cel_budget",
         };
         PolicyError {
             kind,

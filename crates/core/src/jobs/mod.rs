@@ -27,7 +27,8 @@ use std::sync::Arc;
 
 use cel::common::value::Val;
 use cel::objects::{Key, Map};
-use cel::{Context, Env, Program};
+use cel::parser::Expression;
+use cel::{Context, Env};
 use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -36,6 +37,7 @@ pub use error::JobError;
 pub use requests::pod_requests;
 pub use spec::{builtin_integrations, HoldSpec, IntegrationSpec, JobIntegrationSpec};
 
+use crate::cel_bounds::{self, CelLimits};
 use crate::model::api::{Workload, API_VERSION};
 use crate::model::Amount;
 use hold::HoldPath;
@@ -97,7 +99,9 @@ impl PodSetInfo {
 /// An integration compiled and ready to run.
 pub struct Integration {
     pub spec: IntegrationSpec,
-    program: Program,
+    /// The pod-set expression, parsed, checked and instrumented for the
+    /// run-time meter (`cel_bounds`).
+    expression: Expression,
     hold_path: HoldPath,
     env: Arc<Env>,
 }
@@ -130,13 +134,21 @@ impl Integration {
                 "`hold.held` must be a value other than null and other than `hold.released`".into(),
             ));
         }
-        let program = env.compile(&spec.pod_sets).map_err(|e| JobError::Compile {
+        let limits = CelLimits::default();
+        let compile_error = |e: cel_bounds::LimitError| JobError::Compile {
             integration: spec.gvk(),
             message: e.to_string(),
-        })?;
+        };
+        let mut expression =
+            cel_bounds::parse(env, &spec.pod_sets, &limits).map_err(compile_error)?;
+        // `object` is the only variable, and nothing bounds its collections
+        // up front: the estimate assumes UNKNOWN_LEN entries of each, and the
+        // run-time meter stops whatever goes past the budget.
+        cel_bounds::bound(&mut expression, &limits, &|_| None, UNKNOWN_LEN)
+            .map_err(compile_error)?;
         Ok(Integration {
             spec,
-            program,
+            expression,
             hold_path,
             env: Arc::clone(env),
         })
@@ -220,10 +232,13 @@ impl Integration {
             .map_err(|e: cel::ExecutionError| failed(e.to_string()))?;
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_as_val("object", object);
-        let output = self
-            .program
-            .execute(&context)
-            .map_err(|e| failed(e.to_string()))?;
+        let (output, overrun) = cel_bounds::metered(cel_bounds::DEFAULT_BUDGET, || {
+            cel::Value::resolve(&self.expression, &context)
+        });
+        if let Some(overrun) = overrun {
+            return Err(failed(overrun.to_string()));
+        }
+        let output = output.map_err(|e| failed(e.to_string()))?;
         output.json().map_err(|e| failed(e.to_string()))
     }
 }
@@ -303,14 +318,20 @@ impl Integrations {
 }
 
 /// The CEL environment pod-set expressions run in: the standard library
-/// plus the `strings` extension (`lowerAscii()`, `split()`…).
+/// and what `cel_bounds::register` adds (`lowerAscii()`, `upperAscii()`,
+/// `trim()` and the meter's function) — what policies have, no more.
 fn cel_env() -> Arc<Env> {
     let mut env = Env::stdlib();
-    // Adding a stock extension to a fresh stdlib cannot conflict.
-    env.add_extension(cel::extensions::strings)
-        .unwrap_or_else(|e| panic!("CEL strings extension: {e}"));
+    // Declaring these on a fresh stdlib cannot conflict.
+    if let Err(e) = cel_bounds::register(&mut env) {
+        unreachable!("declaring the bounded CEL functions on a fresh stdlib: {e}");
+    }
     Arc::new(env)
 }
+
+/// The entries (or bytes) the cost estimate assumes of each collection of
+/// a job object.
+const UNKNOWN_LEN: u64 = 100;
 
 /// The job info of a `Workload` given directly (kind `Workload`): pod sets
 /// from each `template`, or from the `requests` shorthand.

@@ -7,10 +7,11 @@
 //! CEL (that is `jobs::Integrations`), and no kind gets Rust code of its own.
 //!
 //! The pod-set expression sees the job as the variable `object` (JSON
-//! integers are CEL `int`; the `strings` extension, e.g. `lowerAscii()`, is
-//! available) and yields a list of maps `{name: string, count?: int (default
-//! 1), minCount?: int, template?: PodTemplateSpec | requests?: {resource:
-//! quantity}}`. Pod sets come out in list order, so iterate over a fixed list
+//! integers are CEL `int`; besides the standard library it has
+//! `lowerAscii()`, `upperAscii()` and `trim()`, and it runs under the
+//! limits and budget of `crate::cel_bounds`, as policies do) and yields a
+//! list of maps `{name: string, count?: int (default 1), minCount?: int,
+//! template?: PodTemplateSpec | requests?: {resource: quantity}}`. Pod sets come out in list order, so iterate over a fixed list
 //! of keys rather than over a map (CEL map order is unspecified).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -990,3 +990,56 @@ fn workload_errors_name_the_workload_and_pod_set() {
         .to_string();
     assert!(message.contains("unique"), "{message}");
 }
+
+#[test]
+fn pod_set_cel_is_bounded_like_policy_cel() {
+    let (spec, _) = IntegrationSpec::from_manifest_yaml(KFP_V1_PIPELINE_RUN).unwrap();
+    let with = |pod_sets: String| IntegrationSpec {
+        pod_sets,
+        ..spec.clone()
+    };
+    // three nested comprehensions: refused at load
+    let nested = with(
+        "object.spec.steps.map(a, object.spec.steps.map(b, object.spec.steps.map(c, 1)))".into(),
+    );
+    let message = Integrations::with_extra(vec![nested])
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("nest 3 deep; at most 2"), "{message}");
+    // a syntax error past column 65,535 (which cel's parser panics on)
+    let long = with(format!("{} +", "1 + ".repeat(20_000)));
+    let message = Integrations::with_extra(vec![long])
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("bytes long; at most 16384"), "{message}");
+    // no `replace` (chained, it built gigabytes)
+    let replace = with(
+        "[{'name': object.metadata.name.replace('a', object.metadata.name + object.metadata.name)}]"
+            .into(),
+    );
+    let integrations = Integrations::with_extra(vec![replace]).unwrap();
+    let run = yaml(
+        "apiVersion: kubeflow.org/v1\nkind: PipelineRun\nmetadata: {name: aaaa}\nspec: {steps: []}",
+    );
+    let message = integrations.extract(&run).unwrap_err().to_string();
+    assert!(message.contains("replace"), "{message}");
+    // within the estimate for the sizes it assumes, stopped at run time on a bigger job
+    let pairs = with(
+        "[{'name': string(size(object.spec.steps.map(a, object.spec.steps.map(b, a * b))))}]"
+            .into(),
+    );
+    let integrations = Integrations::with_extra(vec![pairs]).unwrap();
+    let steps = (0..2_000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let run = yaml(&format!(
+        "apiVersion: kubeflow.org/v1\nkind: PipelineRun\nmetadata: {{name: big}}\nspec: {{steps: [{steps}]}}"
+    ));
+    let message = integrations.extract(&run).unwrap_err().to_string();
+    assert!(
+        message.contains("exceeded its budget of 1000000"),
+        "{message}"
+    );
+    assert!(message.contains("PipelineRun"), "{message}");
+}

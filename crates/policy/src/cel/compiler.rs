@@ -1,8 +1,10 @@
 //! Compiling a policy expression, once, at bundle load: size and depth
-//! limits first (`limits`), then parsing, refusing unknown names, and
-//! rewriting the tree — `has()` on optional view fields, and `view.field`
-//! flattened into one identifier the resolver answers in one lookup. Called
-//! by the bundle loader through [`compile`]. It never evaluates anything
+//! limits first, then parsing (`arbiter_core::cel_bounds::parse`), refusing
+//! unknown names, rewriting the tree — `has()` on optional view fields,
+//! `view.field` flattened into one identifier the resolver answers in one
+//! lookup, scalar `params` folded in — and last the cost estimate and the
+//! run-time meter's instrumentation (`cel_bounds::bound`). Called by the
+//! bundle loader through [`compile_with`]. It never evaluates anything
 //! and never recurses over a tree before `limits` has measured it.
 
 use std::collections::HashMap;
@@ -13,8 +15,11 @@ use cel::common::types::CelString;
 use cel::parser::Expression;
 
 use super::ast::{children, children_mut, identifiers, variables_named};
+use arbiter_core::cel_bounds::{bound, parse};
+
 use super::env::{env, HAS_SET};
-use super::limits::{check_source, check_tree, parser_limit, CelLimits};
+use super::limits::{variable_shape, CelLimits};
+use super::params::fold_params;
 use super::{CelError, CelProgram, VARIABLES};
 use crate::view::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
 
@@ -47,50 +52,58 @@ const OPTIONAL_FIELDS: [&str; 6] = [
     "parent",
 ];
 
-/// Compiles `expression` under `limits`. Line and column of a syntax error
-/// are 1-based.
+/// Compiles `expression` under `limits` for a policy without `params`.
+/// Line and column of a syntax error are 1-based.
 pub fn compile(expression: &str, limits: &CelLimits) -> Result<CelProgram, CelError> {
-    let lexical_depth = check_source(expression, limits)?;
-    let parser_limit = parser_limit(limits);
+    compile_with(
+        expression,
+        limits,
+        &serde_json::Value::Object(Default::default()),
+    )
+}
+
+/// Compiles `expression` under `limits` for a policy whose `params` are
+/// `config`: its scalar fields folded into the program, its sizes known to
+/// the cost estimate. The estimate must stay within `limits.max_cost`,
+/// which is also the budget of each evaluation.
+pub fn compile_with(
+    expression: &str,
+    limits: &CelLimits,
+    config: &serde_json::Value,
+) -> Result<CelProgram, CelError> {
     let env = env();
-    let parser = env
-        .parser()
-        .max_recursion_depth(u16::try_from(parser_limit).unwrap_or(u16::MAX));
-    let mut parsed = parser.parse(expression).map_err(|errors| {
-        let first = errors.errors.first();
-        match first {
-            Some(e) if e.msg.starts_with("Recursion limit") => CelError::TooDeep {
-                depth: lexical_depth,
-                max: limits.max_nesting,
-            },
-            // cel reports 1-based lines and columns
-            _ => {
-                let (line, column) = first.map_or((1, 1), |e| e.pos);
-                CelError::Syntax {
-                    line: usize::try_from(line).unwrap_or(1).max(1),
-                    column: usize::try_from(column).unwrap_or(1).max(1),
-                    message: first
-                        .map_or_else(|| "invalid expression".to_string(), |e| e.msg.clone()),
-                }
-            }
-        }
-    })?;
-    check_tree(&parsed, limits)?;
+    let mut parsed = parse(&env, expression, limits)?;
     // The tree is now known to be shallow: recursion over it is safe.
     check_names(&parsed, &mut Vec::new())?;
     rewrite_has(&mut parsed);
     flatten_view_fields(&mut parsed);
+    if let serde_json::Value::Object(config) = config {
+        fold_params(&mut parsed, config);
+    }
     let mut idents = Vec::new();
     identifiers(&parsed, &mut idents);
     idents.sort();
     idents.dedup();
+    let variables = variables_named(&parsed);
+    let estimated = bound(
+        &mut parsed,
+        limits,
+        &|name| variable_shape(name, config),
+        UNKNOWN_LEN,
+    )?;
     Ok(CelProgram {
-        variables: variables_named(&parsed),
+        variables,
         idents,
         expression: parsed,
         env,
+        budget: limits.max_cost,
+        estimated,
     })
 }
+
+/// The entries or bytes the estimate assumes of a value it knows nothing of
+/// (what a comprehension variable of unknown shape holds, say).
+const UNKNOWN_LEN: u64 = 256;
 
 /// Refuses identifiers that are neither a variable, a comprehension's
 /// variable in scope, a type name nor a function namespace.

@@ -12,6 +12,7 @@ use cel::common::types::{
 use cel::common::value::{CowVal, Val};
 use cel::{Env, ExecutionError};
 
+use arbiter_core::cel_bounds;
 use arbiter_core::model::Amount;
 
 /// The environment every policy runs in: the standard library and
@@ -25,7 +26,8 @@ pub(super) fn env() -> Arc<Env> {
             .add_overload("quantity", "quantity_string", vec![STRING_TYPE], quantity)
             .and_then(|()| {
                 env.add_overload(HAS_SET, "has_set", vec![DYN_TYPE, STRING_TYPE], has_set)
-            });
+            })
+            .and_then(|()| cel_bounds::register(&mut env));
         if let Err(e) = declared {
             unreachable!("declaring the policy functions on a fresh CEL stdlib: {e}");
         }

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use arbiter_core::cel_bounds::metered;
 use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelString, CelUInt};
 use cel::common::value::Val;
 use cel::{Context, ExecutionError, Value};
@@ -77,8 +78,16 @@ impl CelProgram {
         let scope = Scope::new(vars);
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.set_variable_resolver(&scope);
-        let value = Value::resolve_val(&self.expression, &context).map_err(runtime_error)?;
-        extract(value.as_ref())
+        let (result, overrun) = metered(self.budget, || {
+            Value::resolve_val(&self.expression, &context)
+                .map_err(runtime_error)
+                .and_then(|value| extract(value.as_ref()))
+        });
+        // An overrun decides, whatever the expression made of the error.
+        match overrun {
+            Some(overrun) => Err(EvalError::Budget(overrun.to_string())),
+            None => result,
+        }
     }
 }
 

@@ -36,9 +36,10 @@
 //!
 //! Functions: the CEL standard library, plus `quantity(string) -> double`,
 //! a Kubernetes quantity in base units (`quantity('500m') == 0.5`,
-//! `quantity('1Gi') == 1073741824.0`). The `strings` extension is left out on
-//! purpose: `replace` would make the cost exponential in the expression's
-//! length.
+//! `quantity('1Gi') == 1073741824.0`), and `lowerAscii()`, `upperAscii()`,
+//! `trim()` (`arbiter_core::cel_bounds::register`). The `strings` extension
+//! is left out on purpose: `replace` would make the cost exponential in the
+//! expression's length.
 //!
 //! # Sharp edges of CEL (cel 0.15, as the spec says)
 //!
@@ -56,19 +57,22 @@
 //!
 //! # Limits
 //!
-//! Checked at load by [`compile`] with [`CelLimits`]: the source is at most
-//! `max_expression_bytes` (16 KiB), its parsed expression tree — macros
-//! expanded — at most `max_nesting` (32) deep (measured on the AST; before
+//! Checked at load by [`compile_with`] with [`CelLimits`]
+//! (`arbiter_core::cel_bounds`, shared with the job integrations): the
+//! source is at most `max_expression_bytes` (16 KiB), its parsed expression
+//! tree — macros expanded — at most `max_nesting` (32) deep (before
 //! parsing, brackets alone may nest at most `max_nesting` deep and a
 //! token-level over-estimate, operators included, at most 4× that, so the
-//! recursive parser cannot overflow the stack), comprehensions (`all`,
-//! `exists`, `exists_one`, `map`, `filter`) nest at most
+//! recursive parser cannot overflow the stack), comprehensions nest at most
 //! `max_comprehension_nesting` (2) deep, and a list or map literal holds at
-//! most `max_literal_elements` (256) entries. At evaluation, a comprehension
-//! iterates over a literal or over a view collection, which the engine caps
-//! with [`check_input_sizes`] ([`MAX_LABELS`], [`MAX_POD_SETS`],
-//! [`MAX_RESOURCES`]): so one evaluation does at most about
-//! `max(256, 64)^2` iterations.
+//! most `max_literal_elements` (256) entries. Then the worst-case cost is
+//! estimated from the [`Shape`](arbiter_core::cel_bounds::Shape)s of the
+//! variables — the input caps the engine enforces with
+//! [`check_input_sizes`] ([`MAX_LABELS`], [`MAX_POD_SETS`],
+//! [`MAX_RESOURCES`]) and the policy's actual `params` — and must not pass
+//! `max_cost`, which is also the budget the run-time meter gives each
+//! evaluation: an overrun is [`EvalError::Budget`], whatever the expression
+//! made of the error.
 //!
 //! # Where things are
 //!
@@ -97,13 +101,14 @@ mod tests;
 
 use std::sync::Arc;
 
+use arbiter_core::cel_bounds::{LimitError, TooCostly};
 use cel::parser::Expression;
 use cel::Env;
 
 #[cfg(doc)]
 use crate::view::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
 
-pub use compiler::compile;
+pub use compiler::{compile, compile_with};
 pub use limits::{check_input_sizes, CelLimits, MAX_LABELS, MAX_POD_SETS, MAX_RESOURCES};
 pub use params::Params;
 pub use resolve::Vars;
@@ -141,6 +146,8 @@ pub enum CelError {
     TooManyComprehensions { depth: usize, max: usize },
     #[error("a list or map literal has {elements} elements; at most {max} are allowed")]
     LiteralTooLarge { elements: usize, max: usize },
+    #[error("{0}")]
+    TooCostly(TooCostly),
     #[error("unknown variable `{name}`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, now and params")]
     UnknownVariable { name: String },
 }
@@ -155,6 +162,34 @@ pub enum EvalError {
     WrongType { expected: &'static str, got: String },
     #[error("the expression yielded a number that is not finite (NaN or infinite)")]
     NotFinite,
+    /// Stopped by the run-time meter: over budget, or a value built too large.
+    #[error("{0}")]
+    Budget(String),
+}
+
+impl From<LimitError> for CelError {
+    fn from(e: LimitError) -> CelError {
+        match e {
+            LimitError::Syntax {
+                line,
+                column,
+                message,
+            } => CelError::Syntax {
+                line,
+                column,
+                message,
+            },
+            LimitError::TooLong { bytes, max } => CelError::TooLong { bytes, max },
+            LimitError::TooDeep { depth, max } => CelError::TooDeep { depth, max },
+            LimitError::TooManyComprehensions { depth, max } => {
+                CelError::TooManyComprehensions { depth, max }
+            }
+            LimitError::LiteralTooLarge { elements, max } => {
+                CelError::LiteralTooLarge { elements, max }
+            }
+            LimitError::TooCostly(c) => CelError::TooCostly(c),
+        }
+    }
 }
 
 /// A compiled expression: parsed, checked and rewritten once; `Send + Sync`
@@ -166,6 +201,10 @@ pub struct CelProgram {
     variables: u8,
     /// Every identifier, after `view.field` flattening (sorted, distinct).
     idents: Vec<String>,
+    /// Cost units one evaluation may spend (`CelLimits::max_cost`).
+    budget: u64,
+    /// The estimate made at load of the most one evaluation can spend.
+    estimated: u64,
 }
 
 impl std::fmt::Debug for CelProgram {
@@ -178,6 +217,11 @@ impl std::fmt::Debug for CelProgram {
 
 impl CelProgram {
     /// Whether the expression names `variable` (one of [`VARIABLES`]).
+    /// The load-time estimate of the most cost units one evaluation spends.
+    pub fn estimated_cost(&self) -> u64 {
+        self.estimated
+    }
+
     pub fn names(&self, variable: &str) -> bool {
         VARIABLES
             .iter()

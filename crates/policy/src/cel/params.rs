@@ -1,6 +1,6 @@
 //! A policy's `params`: its `config` converted once at load into a CEL
 //! value ([`Params`]), and its scalar fields folded into the program as
-//! literals ([`CelProgram::fold_params`]) so an evaluation does not look
+//! literals ([`fold_params`], called by `compiler`) so an evaluation does not look
 //! them up. Called by the bundle loader; `resolve` hands [`Params`] to an
 //! evaluation. Folding never changes a result or an error.
 
@@ -14,7 +14,6 @@ use cel::common::value::Val;
 use cel::parser::Expression;
 
 use super::ast::children_mut;
-use super::CelProgram;
 
 /// A policy's `config`, converted once at load into a CEL value.
 #[derive(Debug)]
@@ -63,7 +62,10 @@ fn json_to_val(value: &serde_json::Value) -> Box<dyn Val> {
 /// errors are unchanged. Lists, maps, missing fields and `has(params.x)` are
 /// left as they are, and so is anything inside a comprehension that binds a
 /// variable named `params`.
-fn fold_params(node: &mut Expression, config: &serde_json::Map<String, serde_json::Value>) {
+pub(super) fn fold_params(
+    node: &mut Expression,
+    config: &serde_json::Map<String, serde_json::Value>,
+) {
     match &node.expr {
         Expr::Select(select) if !select.test => {
             if let Expr::Ident(root) = &select.operand.expr {
@@ -102,15 +104,4 @@ fn json_literal(value: &serde_json::Value) -> Option<LiteralValue> {
         Json::String(text) => LiteralValue::String(CelString::from(text.clone())),
         Json::Array(_) | Json::Object(_) => return None,
     })
-}
-
-impl CelProgram {
-    /// Folds the policy's scalar `config` values into the program (see
-    /// `fold_params`); call once, after compiling, with the config the
-    /// policy's evaluations will see as `params`.
-    pub fn fold_params(&mut self, config: &serde_json::Value) {
-        if let serde_json::Value::Object(config) = config {
-            fold_params(&mut self.expression, config);
-        }
-    }
 }

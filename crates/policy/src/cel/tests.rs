@@ -87,8 +87,7 @@ fn folded_params_give_the_same_results_and_errors() {
     ];
     let strings = ["params.text + '!'", "string(params.int) + params.text"];
     let both = |e: &str| {
-        let mut folded = program(e);
-        folded.fold_params(&config);
+        let folded = compile_with(e, &CelLimits::default(), &config).unwrap();
         (program(e), folded)
     };
     for e in numbers {
@@ -116,8 +115,7 @@ fn folded_params_give_the_same_results_and_errors() {
         );
     }
     // Folding happened: the folded program runs without any `params`.
-    let mut folded = program("params.double * 2.0");
-    folded.fold_params(&config);
+    let folded = compile_with("params.double * 2.0", &CelLimits::default(), &config).unwrap();
     let no_params = Vars {
         params: None,
         ..vars(&w, &q, &params)
@@ -555,6 +553,7 @@ fn nasty_expressions_never_panic() {
         max_nesting: 64,
         max_comprehension_nesting: 3,
         max_literal_elements: 5000,
+        max_cost: u64::MAX,
     };
     for expression in &nasty {
         for limits in [CelLimits::default(), lenient.clone()] {
@@ -568,4 +567,83 @@ fn nasty_expressions_never_panic() {
             }
         }
     }
+}
+
+/// A tenant policy's limits: the default 20 ms at `UNITS_PER_MS`.
+fn tenant_limits() -> CelLimits {
+    CelLimits {
+        max_cost: 20 * arbiter_core::cel_bounds::UNITS_PER_MS,
+        ..CelLimits::default()
+    }
+}
+
+#[test]
+fn nested_string_building_inside_every_size_limit_is_refused_at_load() {
+    // 16 KiB, two comprehensions, 256-element literals: it once took 3 s
+    // and 1 GB per evaluation
+    let list = format!("[{}]", vec!["1"; 250].join(", "));
+    let text = "x".repeat(2_000);
+    let expression =
+        format!("size({list}.map(a, {list}.map(b, '{text}' + '{text}' + '{text}'))) > 0");
+    assert!(expression.len() < 16 * 1024);
+    let err = compile(&expression, &tenant_limits()).unwrap_err();
+    assert!(
+        matches!(&err, CelError::TooCostly(c) if c.max == 200_000 && c.estimated > 200_000),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("over the budget of 200000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_params_list_iterated_in_nested_comprehensions_is_refused_at_load() {
+    let config =
+        serde_json::json!({ "teams": (0..100_000).map(|i| format!("t{i}")).collect::<Vec<_>>() });
+    let expression = "params.teams.all(a, params.teams.all(b, a == b || a != b))";
+    let err = compile_with(expression, &CelLimits::default(), &config).unwrap_err();
+    assert!(matches!(err, CelError::TooCostly(_)), "{err}");
+    // one level over the same list is within the platform default
+    let one = compile_with(
+        "params.teams.exists(t, t == 'x')",
+        &CelLimits::default(),
+        &config,
+    );
+    assert!(one.is_ok(), "{one:?}");
+}
+
+#[test]
+fn the_run_time_budget_stops_what_the_estimate_could_not_foresee() {
+    // annotation values are assumed at most 1 KiB long; this one is 60 KiB
+    let mut w = workload();
+    w.annotations = BTreeMap::from([("blob".into(), "y".repeat(60 * 1024))]);
+    let q = queue();
+    let params = Params::new(&serde_json::json!({}));
+    let v = vars(&w, &q, &params);
+    let list = format!("[{}]", vec!["1"; 200].join(", "));
+    let expression = format!("size({list}.map(i, workload.annotations['blob'] + 'z')) > 0");
+    let p = compile(&expression, &tenant_limits()).unwrap();
+    assert!(p.estimated_cost() <= 200_000, "{}", p.estimated_cost());
+    let err = p.eval_bool(&v).unwrap_err();
+    assert!(
+        matches!(&err, EvalError::Budget(m) if m.contains("budget of 200000")),
+        "{err}"
+    );
+    assert_eq!(crate::eval::PolicyError::from(err).kind, "cel_budget");
+    // a string over the cap is stopped whatever the budget
+    let doubling = "size(workload.annotations['blob'] + workload.annotations['blob']) > 0";
+    let err = program(doubling).eval_bool(&v).unwrap_err();
+    assert!(
+        matches!(&err, EvalError::Budget(m) if m.contains("string of 122880 bytes")),
+        "{err}"
+    );
+    // the same expressions on a small workload evaluate as before
+    let small = workload();
+    let v = vars(&small, &q, &params);
+    assert!(
+        program("size(workload.labels.map(k, k + workload.labels[k])) == 2")
+            .eval_bool(&v)
+            .unwrap()
+    );
 }
