@@ -948,11 +948,26 @@ mod watch {
 
     impl Watching {
         fn start(dir: &Path, metrics: &Path) -> Watching {
-            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"))
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"));
+            command
                 .args(["policy", "check", "--watch"])
                 .arg(dir)
                 .arg("--metrics")
-                .arg(metrics)
+                .arg(metrics);
+            Watching::spawn(command)
+        }
+
+        /// Watching `dir` as given (a relative path, from `cwd`), without metrics.
+        fn start_in(cwd: &Path, dir: &str) -> Watching {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"));
+            command
+                .args(["policy", "check", "--watch", dir])
+                .current_dir(cwd);
+            Watching::spawn(command)
+        }
+
+        fn spawn(mut command: std::process::Command) -> Watching {
+            let mut child = command
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -1005,6 +1020,27 @@ mod watch {
                     );
                 }
                 return line;
+            }
+        }
+
+        /// Skips lines until one contains every fragment (lines printed
+        /// while a directory is half written may say anything).
+        fn until(&mut self, fragments: &[&str]) -> String {
+            let deadline = Instant::now() + PATIENCE;
+            loop {
+                let wait = deadline.saturating_duration_since(Instant::now());
+                match self.lines.recv_timeout(wait) {
+                    Ok(line) => {
+                        self.seen.push(line.clone());
+                        if fragments.iter().all(|f| line.contains(f)) {
+                            return line;
+                        }
+                    }
+                    Err(e) => panic!(
+                        "no line with {fragments:?} within {PATIENCE:?} ({e}); output so far:\n{}",
+                        self.seen.join("\n")
+                    ),
+                }
             }
         }
     }
@@ -1179,6 +1215,75 @@ mod watch {
             .filter(|name| name != "policy.prom")
             .collect();
         assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    }
+
+    fn bundle_dir(dir: &Path, version: &str) {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        super::write(dir, "bundle.yaml", &gpu_cap_bundle(version, 8));
+    }
+
+    /// Started on a relative path, as people type it: the watcher used to
+    /// compare that path with notify's absolute ones, never saw the
+    /// directory go, and stopped reloading for good.
+    #[test]
+    fn survives_its_directory_being_deleted_and_recreated() {
+        let tmp = super::tempdir();
+        let dir = tmp.path().join("bundle");
+        bundle_dir(&dir, "1");
+        let mut watching = Watching::start_in(tmp.path(), "bundle");
+        watching.next(&[" loaded: bundle watched version 1 "]);
+        watching.next(&[" watching bundle "]);
+        std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        watching.until(&[
+            " missing: bundle does not exist",
+            "keeping watched version 1 ",
+            "until it is back",
+        ]);
+        bundle_dir(&dir, "2");
+        watching.until(&[" reloaded in ", "bundle watched version 2 "]);
+        // The new directory is the one watched now.
+        super::write(&dir, "bundle.yaml", &gpu_cap_bundle("3", 8));
+        watching.until(&[" reloaded in ", "bundle watched version 3 "]);
+    }
+
+    /// A new version prepared beside the old and renamed into its place.
+    #[test]
+    fn survives_a_rename_swap_of_its_directory() {
+        let tmp = super::tempdir();
+        let dir = tmp.path().join("bundle");
+        bundle_dir(&dir, "1");
+        let mut watching = Watching::start_in(tmp.path(), "bundle");
+        watching.next(&[" loaded: bundle watched version 1 "]);
+        watching.next(&[" watching bundle "]);
+        bundle_dir(&tmp.path().join("bundle.new"), "2");
+        std::fs::rename(&dir, tmp.path().join("bundle.old")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(tmp.path().join("bundle.new"), &dir).unwrap_or_else(|e| panic!("{e}"));
+        watching.until(&[" reloaded in ", "bundle watched version 2 "]);
+        super::write(&dir, "bundle.yaml", &gpu_cap_bundle("3", 8));
+        watching.until(&[" reloaded in ", "bundle watched version 3 "]);
+    }
+
+    /// `bundle -> v1` swapped to `bundle -> v2` by renaming a new symlink
+    /// over it: nothing changes inside v1, only the parent sees it.
+    #[test]
+    fn follows_a_symlink_swapped_to_another_directory() {
+        let tmp = super::tempdir();
+        bundle_dir(&tmp.path().join("v1"), "1");
+        bundle_dir(&tmp.path().join("v2"), "2");
+        symlink("v1", tmp.path().join("bundle")).unwrap_or_else(|e| panic!("{e}"));
+        let mut watching = Watching::start_in(tmp.path(), "bundle");
+        watching.next(&[" loaded: bundle watched version 1 "]);
+        watching.next(&[" watching bundle "]);
+        symlink("v2", tmp.path().join("bundle.tmp")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(tmp.path().join("bundle.tmp"), tmp.path().join("bundle"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        watching.until(&[" reloaded in ", "bundle watched version 2 "]);
+        super::write(
+            &tmp.path().join("v2"),
+            "bundle.yaml",
+            &gpu_cap_bundle("3", 8),
+        );
+        watching.until(&[" reloaded in ", "bundle watched version 3 "]);
     }
 }
 
