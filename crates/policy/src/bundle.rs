@@ -37,6 +37,7 @@ use super::view::WeightFields;
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
 use arbiter_core::model::load::{self, Source};
+use arbiter_core::model::yaml::UniqueKeys;
 
 /// Kubernetes refuses ConfigMaps larger than this (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
@@ -557,7 +558,10 @@ fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
     };
     let text =
         std::str::from_utf8(raw).map_err(|_| invalid("bundle.yaml is not UTF-8 text".into()))?;
-    let value: serde_json::Value = serde_yaml_ng::from_str(text)
+    // Keys are unique and numbers finite (a `.nan` in `config` is refused,
+    // not turned into null), as in manifests.
+    let value = serde_yaml_ng::from_str::<UniqueKeys>(text)
+        .map(|v| v.0)
         .map_err(|e| invalid(format!("bundle.yaml is not valid YAML: {e}")))?;
     let at = Source {
         file: Path::new(source).join("bundle.yaml"),
@@ -922,6 +926,21 @@ mod tests {
             e,
             format!("{SOURCE}: bundle.yaml: metadata.name is empty; name the bundle")
         );
+    }
+
+    #[test]
+    fn a_nan_or_infinite_number_in_bundle_yaml_is_refused_with_its_field() {
+        for value in [".nan", ".inf", "-.inf"] {
+            let e = error(&format!(
+                "  policies:\n  - name: w\n    hook: weight\n    config: {{weight: {value}}}\n    cel: {{expression: \"params.weight\"}}\n"
+            ));
+            assert!(
+                e.starts_with(SOURCE)
+                    && e.contains("spec.policies[0].config.weight")
+                    && e.contains(&format!("{value} is not a finite number")),
+                "{value}: {e}"
+            );
+        }
     }
 
     #[test]
