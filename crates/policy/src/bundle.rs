@@ -372,6 +372,11 @@ pub fn load(
     }
     let raw = files.read("bundle.yaml", FileCap::BundleYaml, "bundle.yaml")?;
     let spec = parse(&raw, &source)?;
+    // Too many tests are refused before anything is compiled.
+    let tenant_bundle = options.tenant.is_some() || spec.spec.tenant.is_some();
+    if let Some(message) = test::too_many(spec.spec.tests.len(), tenant_bundle) {
+        return Err(invalid(message));
+    }
     let mut hasher = Sha256::new();
     hasher.update(&raw);
     let mut modules: BTreeMap<String, Arc<Plugin>> = BTreeMap::new();
@@ -521,6 +526,10 @@ pub fn load(
         tests: spec.spec.tests.clone(),
         source: source.clone(),
     };
+    // Checked whether or not the tests run now: `arbiter policy test` runs them next.
+    if let Some(message) = test::over_budget(&bundle) {
+        return Err(invalid(message));
+    }
     if !options.run_tests {
         return Ok(bundle);
     }
@@ -1164,6 +1173,76 @@ mod tests {
         };
         let b = load_with(&text, &[], &skipped).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(b.tests.len(), 3);
+    }
+
+    /// `n` copies of one passing test of policy `w` (a weight policy).
+    fn tests_of_w(n: usize) -> String {
+        let mut text = String::from("  tests:\n");
+        for i in 0..n {
+            text.push_str(&format!(
+                "  - {{name: t{i}, policy: w, input: {{workloads: [{{}}]}}, expect: {{scores: [1]}}}}\n"
+            ));
+        }
+        text
+    }
+
+    /// A tenant bundle with 3,000 tests of a 50 ms plugin never finished
+    /// loading: now the count and the plugins' worst case are checked first.
+    #[test]
+    fn a_bundle_with_too_many_tests_or_too_slow_ones_is_refused_before_they_run() {
+        let plugin = |timeout_ms: u32, tests: usize| {
+            yaml(&format!(
+                "  policies:\n  - {{name: w, hook: weight, wasm: {{module: w.wasm}}, limits: {{timeoutMs: {timeout_ms}}}}}\n{}",
+                tests_of_w(tests)
+            ))
+        };
+        let module = [("w.wasm", weight_module())];
+        let e = error_with(&plugin(50, 3000), &module, &as_tenant("team-a"));
+        assert_eq!(
+            e,
+            format!("{SOURCE}: spec.tests has 3000 tests; a tenant bundle may have at most 200; keep one test per distinct case")
+        );
+        // 41 × 50 ms > 2 s; 40 × 50 ms fits.
+        let e = error_with(&plugin(50, 41), &module, &as_tenant("team-a"));
+        assert_eq!(
+            e,
+            format!(
+                "{SOURCE}: spec.tests: its 41 plugin tests may take up to 2050 ms (the sum of each tested policy's limits.timeoutMs); \
+                 a tenant bundle's tests may take at most 2000 ms; test fewer cases against plugins, or lower their limits.timeoutMs"
+            )
+        );
+        load_with(&plugin(50, 40), &module, &as_tenant("team-a")).unwrap_or_else(|e| panic!("{e}"));
+        // The same caps hold when the tests are not run at load (`arbiter policy test`).
+        let untested = LoadOptions {
+            run_tests: false,
+            ..as_tenant("team-a")
+        };
+        assert!(load_with(&plugin(50, 41), &module, &untested).is_err());
+        // A platform bundle: 1,000 tests, 30 s of plugin deadlines.
+        let e = error_with(&plugin(100, 301), &module, &LoadOptions::default());
+        assert!(
+            e.contains("its 301 plugin tests may take up to 30100 ms")
+                && e.contains("a platform bundle's tests may take at most 30000 ms"),
+            "{e}"
+        );
+        let cel = |tests: usize| {
+            yaml(&format!(
+                "  policies:\n  - {{name: w, hook: weight, cel: {{expression: '1.0'}}}}\n{}",
+                tests_of_w(tests)
+            ))
+        };
+        let e = error_with(&cel(1001), &[], &LoadOptions::default());
+        assert!(
+            e.contains("spec.tests has 1001 tests; a platform bundle may have at most 1000"),
+            "{e}"
+        );
+        assert_eq!(
+            load_with(&cel(1000), &[], &LoadOptions::default())
+                .map(|b| b.tests.len())
+                .ok(),
+            Some(1000)
+        );
+        assert!(error_with(&cel(201), &[], &as_tenant("team-a")).contains("at most 200"));
     }
 
     #[test]
