@@ -709,6 +709,85 @@ fn simulate_tells_apart_tenant_bundles_that_share_a_name() {
     );
 }
 
+/// A tenant bundle calling itself `platform-default` that denies its own
+/// workloads on every retry with a long reason full of terminal controls:
+/// each denial is one decision-log entry per workload with its repeats
+/// counted, naming the tenant and the source, and nothing raw reaches the
+/// terminal.
+#[test]
+fn simulate_counts_a_tenant_denial_retried_all_run_once_and_names_its_source() {
+    let dir = tempdir();
+    let bundle = dir.path().join("impostor");
+    std::fs::create_dir(&bundle).unwrap_or_else(|e| panic!("{e}"));
+    let body = format!(
+        "  tenant: development\n  policies:\n  - name: nope\n    hook: admission\n    cel:\n      expression: \"false\"\n      messageExpression: \"'\\\\u001b[2J\\\\rforged ' + workload.name + ' {}'\"\n",
+        "x".repeat(3000)
+    );
+    write(
+        &bundle,
+        "bundle.yaml",
+        &bundle_yaml("platform-default", "1", &body),
+    );
+    let decisions = dir.path().join("decisions.jsonl");
+    let report = dir.path().join("report.json");
+    let output = arbiter()
+        .args(["simulate", "examples/seed/", "--tenant-policies"])
+        .arg(format!("development={}", bundle.display()))
+        .arg("--decisions")
+        .arg(&decisions)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    for (what, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+        assert!(
+            !bytes.iter().any(|&b| b == 0x1b || b == b'\r'),
+            "a raw control character reached {what}"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_contains(
+        &stdout,
+        &["\\u{1b}[2J\\rforged ", "tenant development from"],
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    let mut repeats = 0;
+    for line in read(&decisions).lines() {
+        let d = json(line);
+        if d["tenant"].is_null() {
+            assert_eq!(d["source"], "policies", "{line}");
+            continue;
+        }
+        assert_eq!(
+            (&d["tenant"], &d["source"], &d["bundle"], &d["result"]),
+            (
+                &Value::from("development"),
+                &Value::from(bundle.display().to_string()),
+                &Value::from("platform-default"),
+                &Value::from("deny")
+            ),
+            "{line}"
+        );
+        let workload = d["workload"].as_str().unwrap_or_default().to_string();
+        assert!(seen.insert(workload.clone()), "{workload} was logged twice");
+        let reason = d["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.len() <= 1100,
+            "a {}-byte reason was kept",
+            reason.len()
+        );
+        repeats += d["repeats"].as_u64().unwrap_or(0);
+    }
+    assert!(
+        seen.len() >= 2 && repeats >= 10,
+        "{seen:?}, {repeats} repeats"
+    );
+    let report = json(&read(&report));
+    assert_eq!(report["policies"]["decisionsDropped"], 0);
+}
+
 /// A bundle whose two admission policies fail on every workload (ignored, so
 /// the schedule is the default bundle's).
 fn failing_admission_bundle() -> String {

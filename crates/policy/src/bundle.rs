@@ -456,9 +456,14 @@ pub fn load(
                         // The pin is checked on the bytes: a module that is
                         // not the one pinned is never compiled or run.
                         check_pin(w, &hex(&Sha256::digest(&bytes))).map_err(&fail)?;
-                        let plugin = runtime
-                            .load(&w.module, &bytes)
-                            .map_err(|e| fail(format!("wasm.module {}: {e}", w.module)))?;
+                        // A compile error or trap may quote the module's own names.
+                        let plugin = runtime.load(&w.module, &bytes).map_err(|e| {
+                            fail(format!(
+                                "wasm.module {}: {}",
+                                w.module,
+                                crate::text::clean(&e.to_string(), crate::text::MAX_ERROR_BYTES)
+                            ))
+                        })?;
                         modules.insert(w.module.clone(), plugin.clone());
                         plugin
                     }
@@ -593,7 +598,48 @@ fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
             "bundle.yaml: metadata.name is empty; name the bundle".into(),
         ));
     }
+    let mut names = vec![
+        ("metadata.name".to_string(), &spec.metadata.name),
+        ("metadata.version".to_string(), &spec.metadata.version),
+    ];
+    names.extend(
+        spec.spec
+            .tenant
+            .iter()
+            .map(|t| ("spec.tenant".to_string(), t)),
+    );
+    for (i, p) in spec.spec.policies.iter().enumerate() {
+        names.push((format!("spec.policies[{i}].name"), &p.name));
+        if let Some(w) = &p.wasm {
+            names.push((format!("spec.policies[{i}].wasm.module"), &w.module));
+        }
+    }
+    for (i, t) in spec.spec.tests.iter().enumerate() {
+        names.push((format!("spec.tests[{i}].name"), &t.name));
+    }
+    for (field, name) in names {
+        printable(&field, name).map_err(invalid)?;
+    }
     Ok(spec)
+}
+
+/// Longest name `bundle.yaml` may give (a bundle, version, policy, test, module).
+const MAX_NAME_BYTES: usize = 253;
+
+/// A name shown in terminals, reports, logs and Events must be plain text.
+fn printable(field: &str, name: &str) -> Result<(), String> {
+    if !crate::text::is_clean(name) {
+        Err(format!(
+            "bundle.yaml: {field} {name:?} holds a control or bidi character; names are shown in terminals, reports and Events, so give printable text"
+        ))
+    } else if name.len() > MAX_NAME_BYTES {
+        Err(format!(
+            "bundle.yaml: {field} is {} bytes, over the cap of {MAX_NAME_BYTES}; give a shorter name",
+            name.len()
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn limits(spec: Option<&LimitsSpec>, default: Limits, max: Limits) -> Result<Limits, String> {
@@ -950,6 +996,36 @@ mod tests {
                 "{value}: {e}"
             );
         }
+    }
+
+    /// A tenant naming itself `platform-default\x1b[2K…` could forge
+    /// terminal lines through every place a name is shown.
+    #[test]
+    fn names_with_control_characters_or_too_long_are_refused() {
+        let e = error_with(
+            "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {name: \"platform\\e[2K\"}\nspec: {}\n",
+            &[],
+            &LoadOptions::default(),
+        );
+        assert_eq!(
+            e,
+            format!("{SOURCE}: bundle.yaml: metadata.name \"platform\\u{{1b}}[2K\" holds a control or bidi character; names are shown in terminals, reports and Events, so give printable text")
+        );
+        let e = error(
+            "  policies:\n  - {name: \"a\\u202eb\", hook: weight, cel: {expression: '1.0'}}\n",
+        );
+        assert!(
+            e.contains("spec.policies[0].name \"a\\u{202e}b\" holds a control or bidi character"),
+            "{e}"
+        );
+        let e = error(&format!(
+            "  policies:\n  - {{name: w, hook: weight, cel: {{expression: '1.0'}}}}\n  tests:\n  - {{name: {}, policy: w, expect: {{}}}}\n",
+            "t".repeat(254)
+        ));
+        assert!(
+            e.contains("spec.tests[0].name is 254 bytes, over the cap of 253"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use super::compiled::{Bundle, Policy};
 use super::eval::{self, PolicyError};
 use super::spec::{Expect, TestSpec};
+use super::text;
 use super::view::*;
 use super::wasm::Hook;
 
@@ -96,8 +97,11 @@ pub fn run(bundle: &Bundle) -> Vec<TestResult> {
         .map(|t| TestResult {
             name: t.name.clone(),
             policy: t.policy.clone(),
+            // A failure quotes what the policy said: made safe to print.
             failure: match bundle.policy(&t.policy) {
-                Some(policy) => run_one(policy, t).err(),
+                Some(policy) => run_one(policy, t)
+                    .err()
+                    .map(|f| text::clean(&f, text::MAX_ERROR_BYTES)),
                 None => Some(format!("no policy named {}", t.policy)),
             },
         })
@@ -128,7 +132,9 @@ pub fn evaluate(policy: &Policy, request: &serde_json::Value) -> Result<serde_js
         expect: Expect::default(),
     };
     let mut logs = Vec::new();
-    let to_json = |r: Result<serde_json::Value, PolicyError>| r.map_err(|e| e.to_string());
+    let to_json = |r: Result<serde_json::Value, PolicyError>| {
+        r.map_err(|e| text::clean(&e.to_string(), text::MAX_ERROR_BYTES))
+    };
     match policy.hook {
         Hook::Admission => {
             let i: AdmissionInput = input(&test)?;
