@@ -1017,3 +1017,23 @@ fn plugin_lines_are_kept_per_policy_with_repeats_counted_and_a_cap() {
     assert_eq!(stats_of(&engine, "chatty").log_lines_dropped, 51);
     assert!(engine.take_plugin_logs().is_empty());
 }
+
+/// An evaluation error may quote what the policy chose (here a CEL map key
+/// with a terminal escape): the reason and the log get it escaped.
+#[test]
+fn an_error_message_is_made_safe_before_it_is_logged_or_shown() {
+    let mut state = scheduler();
+    let a = submit(&mut state, "research", "a", 1, 0);
+    let mut engine = engine(vec![platform(
+        "base",
+        "  - {name: lookup, hook: admission, cel: {expression: \"workload.labels['\\\\u001b[2J'] == 'x'\"}}\n",
+    )]);
+    let AdmissionVerdict::Deny { reason, .. } = admit(&mut engine, &state, a, seconds(1)) else {
+        panic!("failurePolicy Fail denies on an error");
+    };
+    let logged = engine.decisions()[0].reason.clone().unwrap_or_default();
+    for text in [&reason, &logged] {
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains("\\u{1b}[2J"), "{text:?}");
+    }
+}
