@@ -709,6 +709,85 @@ fn simulate_tells_apart_tenant_bundles_that_share_a_name() {
     );
 }
 
+/// A tenant bundle calling itself `platform-default` that denies its own
+/// workloads on every retry with a long reason full of terminal controls:
+/// each denial is one decision-log entry per workload with its repeats
+/// counted, naming the tenant and the source, and nothing raw reaches the
+/// terminal.
+#[test]
+fn simulate_counts_a_tenant_denial_retried_all_run_once_and_names_its_source() {
+    let dir = tempdir();
+    let bundle = dir.path().join("impostor");
+    std::fs::create_dir(&bundle).unwrap_or_else(|e| panic!("{e}"));
+    let body = format!(
+        "  tenant: development\n  policies:\n  - name: nope\n    hook: admission\n    cel:\n      expression: \"false\"\n      messageExpression: \"'\\\\u001b[2J\\\\rforged ' + workload.name + ' {}'\"\n",
+        "x".repeat(3000)
+    );
+    write(
+        &bundle,
+        "bundle.yaml",
+        &bundle_yaml("platform-default", "1", &body),
+    );
+    let decisions = dir.path().join("decisions.jsonl");
+    let report = dir.path().join("report.json");
+    let output = arbiter()
+        .args(["simulate", "examples/seed/", "--tenant-policies"])
+        .arg(format!("development={}", bundle.display()))
+        .arg("--decisions")
+        .arg(&decisions)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    for (what, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+        assert!(
+            !bytes.iter().any(|&b| b == 0x1b || b == b'\r'),
+            "a raw control character reached {what}"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_contains(
+        &stdout,
+        &["\\u{1b}[2J\\rforged ", "tenant development from"],
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    let mut repeats = 0;
+    for line in read(&decisions).lines() {
+        let d = json(line);
+        if d["tenant"].is_null() {
+            assert_eq!(d["source"], "policies", "{line}");
+            continue;
+        }
+        assert_eq!(
+            (&d["tenant"], &d["source"], &d["bundle"], &d["result"]),
+            (
+                &Value::from("development"),
+                &Value::from(bundle.display().to_string()),
+                &Value::from("platform-default"),
+                &Value::from("deny")
+            ),
+            "{line}"
+        );
+        let workload = d["workload"].as_str().unwrap_or_default().to_string();
+        assert!(seen.insert(workload.clone()), "{workload} was logged twice");
+        let reason = d["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.len() <= 1100,
+            "a {}-byte reason was kept",
+            reason.len()
+        );
+        repeats += d["repeats"].as_u64().unwrap_or(0);
+    }
+    assert!(
+        seen.len() >= 2 && repeats >= 10,
+        "{seen:?}, {repeats} repeats"
+    );
+    let report = json(&read(&report));
+    assert_eq!(report["policies"]["decisionsDropped"], 0);
+}
+
 /// A bundle whose two admission policies fail on every workload (ignored, so
 /// the schedule is the default bundle's).
 fn failing_admission_bundle() -> String {
@@ -948,11 +1027,26 @@ mod watch {
 
     impl Watching {
         fn start(dir: &Path, metrics: &Path) -> Watching {
-            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"))
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"));
+            command
                 .args(["policy", "check", "--watch"])
                 .arg(dir)
                 .arg("--metrics")
-                .arg(metrics)
+                .arg(metrics);
+            Watching::spawn(command)
+        }
+
+        /// Watching `dir` as given (a relative path, from `cwd`), without metrics.
+        fn start_in(cwd: &Path, dir: &str) -> Watching {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"));
+            command
+                .args(["policy", "check", "--watch", dir])
+                .current_dir(cwd);
+            Watching::spawn(command)
+        }
+
+        fn spawn(mut command: std::process::Command) -> Watching {
+            let mut child = command
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -1005,6 +1099,27 @@ mod watch {
                     );
                 }
                 return line;
+            }
+        }
+
+        /// Skips lines until one contains every fragment (lines printed
+        /// while a directory is half written may say anything).
+        fn until(&mut self, fragments: &[&str]) -> String {
+            let deadline = Instant::now() + PATIENCE;
+            loop {
+                let wait = deadline.saturating_duration_since(Instant::now());
+                match self.lines.recv_timeout(wait) {
+                    Ok(line) => {
+                        self.seen.push(line.clone());
+                        if fragments.iter().all(|f| line.contains(f)) {
+                            return line;
+                        }
+                    }
+                    Err(e) => panic!(
+                        "no line with {fragments:?} within {PATIENCE:?} ({e}); output so far:\n{}",
+                        self.seen.join("\n")
+                    ),
+                }
             }
         }
     }
@@ -1179,6 +1294,75 @@ mod watch {
             .filter(|name| name != "policy.prom")
             .collect();
         assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    }
+
+    fn bundle_dir(dir: &Path, version: &str) {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        super::write(dir, "bundle.yaml", &gpu_cap_bundle(version, 8));
+    }
+
+    /// Started on a relative path, as people type it: the watcher used to
+    /// compare that path with notify's absolute ones, never saw the
+    /// directory go, and stopped reloading for good.
+    #[test]
+    fn survives_its_directory_being_deleted_and_recreated() {
+        let tmp = super::tempdir();
+        let dir = tmp.path().join("bundle");
+        bundle_dir(&dir, "1");
+        let mut watching = Watching::start_in(tmp.path(), "bundle");
+        watching.next(&[" loaded: bundle watched version 1 "]);
+        watching.next(&[" watching bundle "]);
+        std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        watching.until(&[
+            " missing: bundle does not exist",
+            "keeping watched version 1 ",
+            "until it is back",
+        ]);
+        bundle_dir(&dir, "2");
+        watching.until(&[" reloaded in ", "bundle watched version 2 "]);
+        // The new directory is the one watched now.
+        super::write(&dir, "bundle.yaml", &gpu_cap_bundle("3", 8));
+        watching.until(&[" reloaded in ", "bundle watched version 3 "]);
+    }
+
+    /// A new version prepared beside the old and renamed into its place.
+    #[test]
+    fn survives_a_rename_swap_of_its_directory() {
+        let tmp = super::tempdir();
+        let dir = tmp.path().join("bundle");
+        bundle_dir(&dir, "1");
+        let mut watching = Watching::start_in(tmp.path(), "bundle");
+        watching.next(&[" loaded: bundle watched version 1 "]);
+        watching.next(&[" watching bundle "]);
+        bundle_dir(&tmp.path().join("bundle.new"), "2");
+        std::fs::rename(&dir, tmp.path().join("bundle.old")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(tmp.path().join("bundle.new"), &dir).unwrap_or_else(|e| panic!("{e}"));
+        watching.until(&[" reloaded in ", "bundle watched version 2 "]);
+        super::write(&dir, "bundle.yaml", &gpu_cap_bundle("3", 8));
+        watching.until(&[" reloaded in ", "bundle watched version 3 "]);
+    }
+
+    /// `bundle -> v1` swapped to `bundle -> v2` by renaming a new symlink
+    /// over it: nothing changes inside v1, only the parent sees it.
+    #[test]
+    fn follows_a_symlink_swapped_to_another_directory() {
+        let tmp = super::tempdir();
+        bundle_dir(&tmp.path().join("v1"), "1");
+        bundle_dir(&tmp.path().join("v2"), "2");
+        symlink("v1", tmp.path().join("bundle")).unwrap_or_else(|e| panic!("{e}"));
+        let mut watching = Watching::start_in(tmp.path(), "bundle");
+        watching.next(&[" loaded: bundle watched version 1 "]);
+        watching.next(&[" watching bundle "]);
+        symlink("v2", tmp.path().join("bundle.tmp")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(tmp.path().join("bundle.tmp"), tmp.path().join("bundle"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        watching.until(&[" reloaded in ", "bundle watched version 2 "]);
+        super::write(
+            &tmp.path().join("v2"),
+            "bundle.yaml",
+            &gpu_cap_bundle("3", 8),
+        );
+        watching.until(&[" reloaded in ", "bundle watched version 3 "]);
     }
 }
 

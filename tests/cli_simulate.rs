@@ -110,6 +110,29 @@ fn malformed_yaml() {
     );
 }
 
+/// `.nan` used to read as "no weight" and the default 1 was used, silently.
+#[test]
+fn a_nan_or_infinite_weight_names_the_object_the_field_and_the_value() {
+    for (value, shown) in [(".nan", ".nan"), (".inf", ".inf"), ("-.INF", "-.inf")] {
+        let text = CLUSTER.replace(
+            "metadata: {name: ml}\nspec:\n",
+            &format!("metadata: {{name: ml}}\nspec:\n  fairSharing: {{weight: {value}}}\n"),
+        );
+        fails_with(
+            &[("cluster.yaml", &text)],
+            &[
+                "(document 2), line 9 column 25: ClusterQueue ml: ",
+                &format!("spec.fairSharing.weight: {shown} is not a finite number"),
+            ],
+        );
+    }
+    let class = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata: {name: high}\nvalue: 100\nweight: .nan\n";
+    fails_with(
+        &[("cluster.yaml", CLUSTER), ("classes.yaml", class)],
+        &["WorkloadPriorityClass high: weight: .nan is not a finite number"],
+    );
+}
+
 #[test]
 fn unknown_kind() {
     let text =

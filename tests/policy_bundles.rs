@@ -347,13 +347,18 @@ fn autoscale_bundle(dir: &Path, expression: &str) -> bundle::Bundle {
     load(dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The autoscale decisions of `policy`, in order: (subject, result, reused).
-fn autoscale_answers(decisions: &[Decision]) -> Vec<(String, serde_json::Value, bool)> {
-    decisions
-        .iter()
-        .filter(|d| d.hook == Hook::Autoscale)
-        .map(|d| (d.subject.clone().unwrap(), d.result.clone(), d.reused))
-        .collect()
+/// The autoscale decisions per subject, in order, an entry's repeats
+/// counted as that many more of it: (result, reused).
+type Answers = std::collections::BTreeMap<String, Vec<(serde_json::Value, bool)>>;
+fn autoscale_answers(decisions: &[Decision]) -> Answers {
+    let mut answers = Answers::new();
+    for d in decisions.iter().filter(|d| d.hook == Hook::Autoscale) {
+        let of_subject = answers.entry(d.subject.clone().unwrap()).or_default();
+        for _ in 0..=d.repeats {
+            of_subject.push((d.result.clone(), d.reused));
+        }
+    }
+    answers
 }
 
 #[test]
@@ -387,22 +392,31 @@ fn unchanged_autoscale_inputs_reuse_the_answer_and_the_schedule_is_the_same() {
     assert_eq!(stats(&timed), (evaluated + reused, 0));
 
     // Every pass is logged, and a reused answer is the one last evaluated for that flavor.
+    // (Identical repeats are counted on one entry: fewer entries than passes.)
     let pure_answers = autoscale_answers(&pure_decisions);
     let timed_answers = autoscale_answers(&timed_decisions);
-    assert_eq!(pure_answers.len() as u64, evaluated + reused);
-    let mut last = std::collections::BTreeMap::new();
-    for ((subject, result, reused), (timed_subject, timed_result, _)) in
-        pure_answers.iter().zip(&timed_answers)
-    {
-        assert_eq!((subject, result), (timed_subject, timed_result));
-        if *reused {
-            assert_eq!(
-                last.get(subject),
-                Some(result),
-                "{subject}: reused a stale answer"
-            );
-        } else {
-            last.insert(subject.clone(), result.clone());
+    let passes: usize = pure_answers.values().map(Vec::len).sum();
+    assert_eq!(passes as u64, evaluated + reused);
+    assert!(pure_decisions.len() < passes, "repeats were stored again");
+    assert_eq!(
+        pure_answers.keys().collect::<Vec<_>>(),
+        timed_answers.keys().collect::<Vec<_>>()
+    );
+    for (subject, answers) in &pure_answers {
+        let results =
+            |a: &[(serde_json::Value, bool)]| a.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            results(answers),
+            results(&timed_answers[subject]),
+            "{subject}"
+        );
+        let mut last = None;
+        for (result, reused) in answers {
+            if *reused {
+                assert_eq!(last, Some(result), "{subject}: reused a stale answer");
+            } else {
+                last = Some(result);
+            }
         }
     }
 }

@@ -185,7 +185,17 @@ fn check_watch(
                 eprintln!("{} error: {e:#}", stamp());
             }
         }
-        println!("{} {}", stamp(), reload_line(outcome, &current));
+        let line = match outcome {
+            ReloadOutcome::Rejected { kept, .. } if !dir.exists() => format!(
+                "missing: {} does not exist (removed or renamed away); keeping {} version {} ({}) until it is back",
+                dir.display(),
+                kept.name,
+                kept.version,
+                short(&kept.digest)
+            ),
+            outcome => reload_line(outcome, &current),
+        };
+        println!("{} {line}", stamp());
     }
     Ok(())
 }

@@ -8,7 +8,10 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use prometheus_client::registry::Registry;
 
-use arbiter_policy::engine::Decision;
+use arbiter_policy::engine::{
+    Decision, MAX_DECISIONS_PER_POLICY, MAX_LOG_LINES_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY,
+    MAX_TENANT_LOG_LINES_PER_POLICY,
+};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_policy::sources::{self, PolicyChoice};
 use arbiter_sim::policies;
@@ -135,8 +138,33 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     if let Some(engine) = engine.as_mut() {
-        for (level, line) in engine.take_plugin_logs() {
-            eprintln!("plugin log ({level:?}): {line}");
+        for l in engine.take_plugin_logs() {
+            let again = match l.repeats {
+                0 => String::new(),
+                n => format!(" (and {n} more times)"),
+            };
+            eprintln!(
+                "plugin log ({:?}) {}/{}: {}{again}",
+                l.level, l.source, l.policy, l.line
+            );
+        }
+    }
+    if let Some(p) = &report.policies {
+        for s in p.by_policy.iter().filter(|s| s.log_lines_dropped > 0) {
+            eprintln!(
+                "plugin log: {}/{}: {} more lines not kept (a policy keeps at most {} distinct lines, {} in a tenant bundle)",
+                s.source,
+                s.policy,
+                s.log_lines_dropped,
+                MAX_LOG_LINES_PER_POLICY,
+                MAX_TENANT_LOG_LINES_PER_POLICY
+            );
+        }
+        if p.decisions_dropped > 0 && args.decisions.is_some() {
+            eprintln!(
+                "note: {} decisions not kept in the decision log (a policy keeps at most {} entries, {} in a tenant bundle; identical repeats are counted); byPolicy[].decisionsDropped in the report says whose",
+                p.decisions_dropped, MAX_DECISIONS_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY
+            );
         }
     }
     if let Some(path) = &args.decisions {

@@ -39,6 +39,7 @@ use super::view::WeightFields;
 pub use super::wasm::Hook;
 use super::wasm::{Plugin, Runtime};
 use arbiter_core::model::load::{self, Source};
+use arbiter_core::model::yaml::UniqueKeys;
 
 /// Kubernetes refuses ConfigMaps larger than this (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
@@ -373,6 +374,11 @@ pub fn load(
     }
     let raw = files.read("bundle.yaml", FileCap::BundleYaml, "bundle.yaml")?;
     let spec = parse(&raw, &source)?;
+    // Too many tests are refused before anything is compiled.
+    let tenant_bundle = options.tenant.is_some() || spec.spec.tenant.is_some();
+    if let Some(message) = test::too_many(spec.spec.tests.len(), tenant_bundle) {
+        return Err(invalid(message));
+    }
     let mut hasher = Sha256::new();
     hasher.update(&raw);
     let mut modules: BTreeMap<String, Arc<Plugin>> = BTreeMap::new();
@@ -452,9 +458,14 @@ pub fn load(
                         // The pin is checked on the bytes: a module that is
                         // not the one pinned is never compiled or run.
                         check_pin(w, &hex(&Sha256::digest(&bytes))).map_err(&fail)?;
-                        let plugin = runtime
-                            .load(&w.module, &bytes)
-                            .map_err(|e| fail(format!("wasm.module {}: {e}", w.module)))?;
+                        // A compile error or trap may quote the module's own names.
+                        let plugin = runtime.load(&w.module, &bytes).map_err(|e| {
+                            fail(format!(
+                                "wasm.module {}: {}",
+                                w.module,
+                                crate::text::clean(&e.to_string(), crate::text::MAX_ERROR_BYTES)
+                            ))
+                        })?;
                         modules.insert(w.module.clone(), plugin.clone());
                         plugin
                     }
@@ -522,6 +533,10 @@ pub fn load(
         tests: spec.spec.tests.clone(),
         source: source.clone(),
     };
+    // Checked whether or not the tests run now: `arbiter policy test` runs them next.
+    if let Some(message) = test::over_budget(&bundle) {
+        return Err(invalid(message));
+    }
     if !options.run_tests {
         return Ok(bundle);
     }
@@ -559,7 +574,10 @@ fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
     };
     let text =
         std::str::from_utf8(raw).map_err(|_| invalid("bundle.yaml is not UTF-8 text".into()))?;
-    let value: serde_json::Value = serde_yaml_ng::from_str(text)
+    // Keys are unique and numbers finite (a `.nan` in `config` is refused,
+    // not turned into null), as in manifests.
+    let value = serde_yaml_ng::from_str::<UniqueKeys>(text)
+        .map(|v| v.0)
         .map_err(|e| invalid(format!("bundle.yaml is not valid YAML: {e}")))?;
     let at = Source {
         file: Path::new(source).join("bundle.yaml"),
@@ -582,7 +600,48 @@ fn parse(raw: &[u8], source: &str) -> Result<BundleSpec, BundleError> {
             "bundle.yaml: metadata.name is empty; name the bundle".into(),
         ));
     }
+    let mut names = vec![
+        ("metadata.name".to_string(), &spec.metadata.name),
+        ("metadata.version".to_string(), &spec.metadata.version),
+    ];
+    names.extend(
+        spec.spec
+            .tenant
+            .iter()
+            .map(|t| ("spec.tenant".to_string(), t)),
+    );
+    for (i, p) in spec.spec.policies.iter().enumerate() {
+        names.push((format!("spec.policies[{i}].name"), &p.name));
+        if let Some(w) = &p.wasm {
+            names.push((format!("spec.policies[{i}].wasm.module"), &w.module));
+        }
+    }
+    for (i, t) in spec.spec.tests.iter().enumerate() {
+        names.push((format!("spec.tests[{i}].name"), &t.name));
+    }
+    for (field, name) in names {
+        printable(&field, name).map_err(invalid)?;
+    }
     Ok(spec)
+}
+
+/// Longest name `bundle.yaml` may give (a bundle, version, policy, test, module).
+const MAX_NAME_BYTES: usize = 253;
+
+/// A name shown in terminals, reports, logs and Events must be plain text.
+fn printable(field: &str, name: &str) -> Result<(), String> {
+    if !crate::text::is_clean(name) {
+        Err(format!(
+            "bundle.yaml: {field} {name:?} holds a control or bidi character; names are shown in terminals, reports and Events, so give printable text"
+        ))
+    } else if name.len() > MAX_NAME_BYTES {
+        Err(format!(
+            "bundle.yaml: {field} is {} bytes, over the cap of {MAX_NAME_BYTES}; give a shorter name",
+            name.len()
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn limits(spec: Option<&LimitsSpec>, default: Limits, max: Limits) -> Result<Limits, String> {
@@ -935,6 +994,51 @@ mod tests {
     }
 
     #[test]
+    fn a_nan_or_infinite_number_in_bundle_yaml_is_refused_with_its_field() {
+        for value in [".nan", ".inf", "-.inf"] {
+            let e = error(&format!(
+                "  policies:\n  - name: w\n    hook: weight\n    config: {{weight: {value}}}\n    cel: {{expression: \"params.weight\"}}\n"
+            ));
+            assert!(
+                e.starts_with(SOURCE)
+                    && e.contains("spec.policies[0].config.weight")
+                    && e.contains(&format!("{value} is not a finite number")),
+                "{value}: {e}"
+            );
+        }
+    }
+
+    /// A tenant naming itself `platform-default\x1b[2K…` could forge
+    /// terminal lines through every place a name is shown.
+    #[test]
+    fn names_with_control_characters_or_too_long_are_refused() {
+        let e = error_with(
+            "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {name: \"platform\\e[2K\"}\nspec: {}\n",
+            &[],
+            &LoadOptions::default(),
+        );
+        assert_eq!(
+            e,
+            format!("{SOURCE}: bundle.yaml: metadata.name \"platform\\u{{1b}}[2K\" holds a control or bidi character; names are shown in terminals, reports and Events, so give printable text")
+        );
+        let e = error(
+            "  policies:\n  - {name: \"a\\u202eb\", hook: weight, cel: {expression: '1.0'}}\n",
+        );
+        assert!(
+            e.contains("spec.policies[0].name \"a\\u{202e}b\" holds a control or bidi character"),
+            "{e}"
+        );
+        let e = error(&format!(
+            "  policies:\n  - {{name: w, hook: weight, cel: {{expression: '1.0'}}}}\n  tests:\n  - {{name: {}, policy: w, expect: {{}}}}\n",
+            "t".repeat(254)
+        ));
+        assert!(
+            e.contains("spec.tests[0].name is 254 bytes, over the cap of 253"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_misspelt_or_mistyped_field_names_the_file_and_the_field() {
         let at = "ConfigMap platform/rules/bundle.yaml (document 1): spec.policies[0]";
         let e = error(
@@ -1155,6 +1259,76 @@ mod tests {
         };
         let b = load_with(&text, &[], &skipped).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(b.tests.len(), 3);
+    }
+
+    /// `n` copies of one passing test of policy `w` (a weight policy).
+    fn tests_of_w(n: usize) -> String {
+        let mut text = String::from("  tests:\n");
+        for i in 0..n {
+            text.push_str(&format!(
+                "  - {{name: t{i}, policy: w, input: {{workloads: [{{}}]}}, expect: {{scores: [1]}}}}\n"
+            ));
+        }
+        text
+    }
+
+    /// A tenant bundle with 3,000 tests of a 50 ms plugin never finished
+    /// loading: now the count and the plugins' worst case are checked first.
+    #[test]
+    fn a_bundle_with_too_many_tests_or_too_slow_ones_is_refused_before_they_run() {
+        let plugin = |timeout_ms: u32, tests: usize| {
+            yaml(&format!(
+                "  policies:\n  - {{name: w, hook: weight, wasm: {{module: w.wasm}}, limits: {{timeoutMs: {timeout_ms}}}}}\n{}",
+                tests_of_w(tests)
+            ))
+        };
+        let module = [("w.wasm", weight_module())];
+        let e = error_with(&plugin(50, 3000), &module, &as_tenant("team-a"));
+        assert_eq!(
+            e,
+            format!("{SOURCE}: spec.tests has 3000 tests; a tenant bundle may have at most 200; keep one test per distinct case")
+        );
+        // 41 × 50 ms > 2 s; 40 × 50 ms fits.
+        let e = error_with(&plugin(50, 41), &module, &as_tenant("team-a"));
+        assert_eq!(
+            e,
+            format!(
+                "{SOURCE}: spec.tests: its 41 plugin tests may take up to 2050 ms (the sum of each tested policy's limits.timeoutMs); \
+                 a tenant bundle's tests may take at most 2000 ms; test fewer cases against plugins, or lower their limits.timeoutMs"
+            )
+        );
+        load_with(&plugin(50, 40), &module, &as_tenant("team-a")).unwrap_or_else(|e| panic!("{e}"));
+        // The same caps hold when the tests are not run at load (`arbiter policy test`).
+        let untested = LoadOptions {
+            run_tests: false,
+            ..as_tenant("team-a")
+        };
+        assert!(load_with(&plugin(50, 41), &module, &untested).is_err());
+        // A platform bundle: 1,000 tests, 30 s of plugin deadlines.
+        let e = error_with(&plugin(100, 301), &module, &LoadOptions::default());
+        assert!(
+            e.contains("its 301 plugin tests may take up to 30100 ms")
+                && e.contains("a platform bundle's tests may take at most 30000 ms"),
+            "{e}"
+        );
+        let cel = |tests: usize| {
+            yaml(&format!(
+                "  policies:\n  - {{name: w, hook: weight, cel: {{expression: '1.0'}}}}\n{}",
+                tests_of_w(tests)
+            ))
+        };
+        let e = error_with(&cel(1001), &[], &LoadOptions::default());
+        assert!(
+            e.contains("spec.tests has 1001 tests; a platform bundle may have at most 1000"),
+            "{e}"
+        );
+        assert_eq!(
+            load_with(&cel(1000), &[], &LoadOptions::default())
+                .map(|b| b.tests.len())
+                .ok(),
+            Some(1000)
+        );
+        assert!(error_with(&cel(201), &[], &as_tenant("team-a")).contains("at most 200"));
     }
 
     #[test]

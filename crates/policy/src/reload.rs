@@ -212,12 +212,17 @@ enum Signal {
 /// removed), any number of times. Opening and reading files does not count,
 /// so `on_change` may read the bundle without calling itself again.
 ///
-/// If the directory itself is removed or renamed away, `on_change` is called
-/// (a reload then fails and the last good bundle stays in force) and the
-/// watcher looks for the path again every 200 ms; when a directory is there
-/// again it is watched and `on_change` is called. Changes made between its
-/// reappearance and the new watch are seen by that call's reload, since it
-/// reads everything afresh.
+/// It also watches the parent directory, for the directory's own entry
+/// there: when the directory is removed, renamed away, replaced by another
+/// one renamed over its name, or is a symlink swapped to another target,
+/// `on_change` is called (a reload while it is missing fails and the last
+/// good bundle stays in force) and the watch moves to whatever now has the
+/// name. A path given relative is resolved against the working directory
+/// once, when watching starts. If the name is gone (or the parent cannot be
+/// watched), the watcher also looks for it every 200 ms; when a directory
+/// is there again it is watched and `on_change` is called. Changes made
+/// between its reappearance and the new watch are seen by that call's
+/// reload, since it reads everything afresh.
 pub struct DirWatcher {
     signals: mpsc::Sender<Signal>,
     worker: Option<JoinHandle<()>>,
@@ -230,12 +235,17 @@ impl DirWatcher {
         debounce: Duration,
         on_change: impl FnMut() + Send + 'static,
     ) -> Result<DirWatcher, WatchError> {
-        let dir = dir.to_path_buf();
-        match std::fs::metadata(&dir) {
+        let shown = dir.to_path_buf();
+        match std::fs::metadata(dir) {
             Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(WatchError::NotADirectory { dir }),
-            Err(source) => return Err(WatchError::Unreadable { dir, source }),
+            Ok(_) => return Err(WatchError::NotADirectory { dir: shown }),
+            Err(source) => return Err(WatchError::Unreadable { dir: shown, source }),
         }
+        // notify reports absolute paths; the name is compared with them.
+        let dir = std::path::absolute(dir).map_err(|source| WatchError::Unreadable {
+            dir: shown.clone(),
+            source,
+        })?;
         let (signals, received) = mpsc::channel();
         let from_notify = signals.clone();
         let mut watcher = notify::recommended_watcher(move |event| {
@@ -243,21 +253,28 @@ impl DirWatcher {
             let _ = from_notify.send(Signal::Fs(event));
         })
         .map_err(|source| WatchError::Watch {
-            dir: dir.clone(),
+            dir: shown.clone(),
             source,
         })?;
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|source| WatchError::Watch {
-                dir: dir.clone(),
+                dir: shown.clone(),
                 source,
             })?;
+        let mut watches = Watches {
+            parent: dir.parent().map(Path::to_path_buf),
+            dir,
+            watcher,
+            dir_watched: true,
+            parent_watched: false,
+        };
+        watches.watch_parent();
         let debounce = debounce.max(Duration::from_millis(1));
-        let worker_dir = dir.clone();
         let worker = thread::Builder::new()
             .name("bundle-watch".to_string())
-            .spawn(move || watch_loop(&worker_dir, debounce, watcher, &received, on_change))
-            .map_err(|source| WatchError::Thread { dir, source })?;
+            .spawn(move || watch_loop(watches, debounce, &received, on_change))
+            .map_err(|source| WatchError::Thread { dir: shown, source })?;
         Ok(DirWatcher {
             signals,
             worker: Some(worker),
@@ -279,24 +296,99 @@ impl Drop for DirWatcher {
     }
 }
 
+/// The two inotify (or other backend) watches: on the directory, and on
+/// its parent for the directory's entry.
+struct Watches {
+    /// Absolute.
+    dir: PathBuf,
+    parent: Option<PathBuf>,
+    watcher: RecommendedWatcher,
+    dir_watched: bool,
+    parent_watched: bool,
+}
+
+/// What one filesystem event means to the watched directory.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// Nothing a reload could see: a sibling in the parent, or a read.
+    Nothing,
+    /// A change inside the directory.
+    Change,
+    /// The directory's name now leads elsewhere, or nowhere: removed,
+    /// renamed away or over, created, or a symlink swapped.
+    Replaced,
+    /// The parent itself was removed or renamed away.
+    LostParent,
+}
+
+impl Watches {
+    fn watch_parent(&mut self) {
+        if let (false, Some(parent)) = (self.parent_watched, &self.parent) {
+            self.parent_watched = self
+                .watcher
+                .watch(parent, RecursiveMode::NonRecursive)
+                .is_ok();
+        }
+    }
+
+    /// Moves the directory's watch to whatever has its name now; whether
+    /// there is a directory to watch.
+    fn rearm(&mut self) -> bool {
+        // The old watch followed the old directory away, died with it, or
+        // is on a symlink's old target; an error here only says it is gone.
+        let _ = self.watcher.unwatch(&self.dir);
+        self.dir_watched = self.dir.is_dir()
+            && self
+                .watcher
+                .watch(&self.dir, RecursiveMode::NonRecursive)
+                .is_ok();
+        self.watch_parent();
+        self.dir_watched
+    }
+
+    fn classify(&self, event: &Event) -> Seen {
+        let replacing = matches!(
+            event.kind,
+            EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+        );
+        if replacing && event.paths.iter().any(|path| path == &self.dir) {
+            return Seen::Replaced;
+        }
+        if replacing
+            && self
+                .parent
+                .as_ref()
+                .is_some_and(|parent| event.paths.iter().any(|path| path == parent))
+        {
+            return Seen::LostParent;
+        }
+        let inside =
+            event.paths.is_empty() || event.paths.iter().any(|path| path.starts_with(&self.dir));
+        if inside && is_change(&event.kind) {
+            Seen::Change
+        } else {
+            Seen::Nothing
+        }
+    }
+}
+
 /// The watcher thread: folds filesystem events into debounced calls, and
 /// re-establishes the watch if the directory is replaced.
 fn watch_loop(
-    dir: &Path,
+    mut watches: Watches,
     debounce: Duration,
-    mut watcher: RecommendedWatcher,
     signals: &Receiver<Signal>,
     mut on_change: impl FnMut(),
 ) {
     let max_wait = debounce * MAX_WAIT_WINDOWS;
     let mut burst_started: Option<Instant> = None;
     let mut fire_at: Option<Instant> = None;
-    let mut watching = true;
     let note_change = |burst_started: &mut Option<Instant>, fire_at: &mut Option<Instant>| {
         let now = Instant::now();
         let first = *burst_started.get_or_insert(now);
         *fire_at = Some((now + debounce).min(first + max_wait));
     };
+    let dir = watches.dir.clone();
     loop {
         // Checked before every wait, so a steady stream of events already
         // queued cannot postpone a due call.
@@ -307,14 +399,16 @@ fn watch_loop(
                 tracing::error!(dir = %dir.display(), "the bundle reload callback panicked; watching goes on");
             }
         }
-        let wait = match (fire_at, watching) {
-            (Some(due), true) => Some(due.saturating_duration_since(Instant::now())),
-            (Some(due), false) => Some(
+        // Without both watches, the name is looked for on a timer too.
+        let polling = !(watches.dir_watched && watches.parent_watched);
+        let wait = match (fire_at, polling) {
+            (Some(due), false) => Some(due.saturating_duration_since(Instant::now())),
+            (Some(due), true) => Some(
                 due.saturating_duration_since(Instant::now())
                     .min(REWATCH_EVERY),
             ),
-            (None, false) => Some(REWATCH_EVERY),
-            (None, true) => None,
+            (None, true) => Some(REWATCH_EVERY),
+            (None, false) => None,
         };
         let signal = match wait {
             Some(wait) => signals.recv_timeout(wait),
@@ -322,20 +416,29 @@ fn watch_loop(
         };
         match signal {
             Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-            Ok(Signal::Fs(Ok(event))) => {
-                if watching && lost_root(dir, &event) {
-                    // The inotify watch followed the old directory away (or
-                    // died with it); an error here only says it is gone.
-                    let _ = watcher.unwatch(dir);
-                    watching = rewatch(&mut watcher, dir);
-                    if !watching {
+            Ok(Signal::Fs(Ok(event))) => match watches.classify(&event) {
+                Seen::Nothing => {}
+                Seen::Change => note_change(&mut burst_started, &mut fire_at),
+                Seen::Replaced => {
+                    let was_watched = watches.dir_watched;
+                    if watches.rearm() {
+                        if !was_watched {
+                            tracing::info!(dir = %dir.display(), "policy bundle directory is back; watching it again");
+                        }
+                    } else if was_watched {
                         tracing::warn!(dir = %dir.display(), "policy bundle directory disappeared; the last good bundle stays in force until it is back");
                     }
-                }
-                if is_change(&event.kind) {
                     note_change(&mut burst_started, &mut fire_at);
                 }
-            }
+                Seen::LostParent => {
+                    if let Some(parent) = &watches.parent {
+                        let _ = watches.watcher.unwatch(parent);
+                    }
+                    watches.parent_watched = false;
+                    watches.rearm();
+                    note_change(&mut burst_started, &mut fire_at);
+                }
+            },
             Ok(Signal::Fs(Err(error))) => {
                 // Events may have been lost (e.g. the inotify queue
                 // overflowed): a reload reads everything afresh.
@@ -343,18 +446,14 @@ fn watch_loop(
                 note_change(&mut burst_started, &mut fire_at);
             }
             Err(RecvTimeoutError::Timeout) => {
-                if !watching && rewatch(&mut watcher, dir) {
-                    watching = true;
+                watches.watch_parent();
+                if !watches.dir_watched && watches.rearm() {
                     tracing::info!(dir = %dir.display(), "policy bundle directory is back; watching it again");
                     note_change(&mut burst_started, &mut fire_at);
                 }
             }
         }
     }
-}
-
-fn rewatch(watcher: &mut RecommendedWatcher, dir: &Path) -> bool {
-    dir.is_dir() && watcher.watch(dir, RecursiveMode::NonRecursive).is_ok()
 }
 
 /// Whether an event can change what a re-read of the directory sees. Opening
@@ -366,14 +465,6 @@ fn is_change(kind: &EventKind) -> bool {
         EventKind::Access(_) => false,
         _ => true,
     }
-}
-
-/// Whether the watched directory itself was removed or renamed away.
-fn lost_root(dir: &Path, event: &Event) -> bool {
-    matches!(
-        event.kind,
-        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
-    ) && event.paths.iter().any(|path| path == dir)
 }
 
 #[cfg(test)]
@@ -800,6 +891,34 @@ mod tests {
         drain(&calls);
         fs::write(dir.join("bundle.yaml"), "c").expect("write after recreation");
         wait_for(&calls, "write after recreation", |_| true);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_renamed_over_or_swapped_directory_is_followed() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().expect("temp dir");
+        for version in ["v1", "v2", "v3"] {
+            fs::create_dir(tmp.path().join(version)).expect("version dir");
+        }
+        let dir = tmp.path().join("bundle");
+        symlink("v1", &dir).expect("bundle -> v1");
+        let (_watcher, calls) = signal_on_change(&dir);
+        // Only the parent sees a symlink swapped: nothing in v1 changes.
+        symlink("v2", tmp.path().join("bundle.tmp")).expect("bundle.tmp -> v2");
+        fs::rename(tmp.path().join("bundle.tmp"), &dir).expect("swap");
+        wait_for(&calls, "symlink swap", |_| true);
+        drain(&calls);
+        fs::write(tmp.path().join("v2").join("bundle.yaml"), "b").expect("write in v2");
+        wait_for(&calls, "write in the new target", |_| true);
+        drain(&calls);
+        // A real directory renamed over the name.
+        fs::remove_file(&dir).expect("remove the symlink");
+        fs::rename(tmp.path().join("v3"), &dir).expect("rename v3 over");
+        wait_for(&calls, "rename over", |_| true);
+        drain(&calls);
+        fs::write(dir.join("bundle.yaml"), "c").expect("write in the renamed directory");
+        wait_for(&calls, "write in the renamed directory", |_| true);
     }
 
     #[test]

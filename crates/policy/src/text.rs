@@ -1,19 +1,30 @@
-//! Text that came from a policy — denial reasons, plugin log lines — made
-//! safe to show: control characters (and the Unicode controls that reorder
-//! or hide text) escaped, length capped. Applied where such text enters the
-//! engine (`eval`, the `arbiter.log` import), so no terminal, table, report,
-//! decision log or Kubernetes Event ever receives raw bytes a tenant chose.
+//! Text that came from a policy — denial reasons, plugin log lines, the
+//! messages of its failed evaluations — made safe to show: control
+//! characters (and the Unicode controls that reorder or hide text) escaped,
+//! length capped. Applied where such text enters the engine (`eval`, the
+//! `arbiter.log` import, the engine's hooks for errors) and the bundle's
+//! tests, so no terminal, table, report, decision log or Kubernetes Event
+//! ever receives raw bytes a tenant chose; names in `bundle.yaml` must be
+//! clean to load ([`is_clean`]).
 //! Pure; never fails.
 
 /// Most bytes of a denial reason kept (the rest is cut, and says so).
 pub const MAX_REASON_BYTES: usize = 1024;
 /// Most bytes of one `arbiter.log` line kept.
 pub const MAX_LOG_LINE_BYTES: usize = 1024;
+/// Most bytes of an evaluation's error message kept (a trap's backtrace
+/// names the guest's functions, a bad response quotes what it returned).
+pub const MAX_ERROR_BYTES: usize = 4096;
 
 /// Does `c` control the terminal or the direction or visibility of text?
 fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}')
+}
+
+/// Has `text` no character [`clean`] would escape?
+pub fn is_clean(text: &str) -> bool {
+    !text.chars().any(is_unsafe)
 }
 
 /// `text` with every unsafe character written as its Rust escape (`\n`,

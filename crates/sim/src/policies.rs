@@ -59,6 +59,8 @@ pub fn run(
             .collect(),
         evaluations: engine.evaluations(),
         errors: engine.errors(),
+        decisions_dropped: by_policy.iter().map(|s| s.decisions_dropped).sum(),
+        log_lines_dropped: by_policy.iter().map(|s| s.log_lines_dropped).sum(),
         by_policy,
         decisions: decisions
             .iter()

@@ -162,9 +162,15 @@ pub struct PoliciesReport {
     pub bundles: Vec<BundleReport>,
     pub evaluations: u64,
     pub errors: u64,
-    /// Per policy: evaluations, errors by kind, latency.
+    /// Decisions the decision log did not keep: a policy had its cap of
+    /// entries already (per policy: `byPolicy[].decisionsDropped`).
+    pub decisions_dropped: u64,
+    /// `arbiter.log` lines not kept: a policy had its cap of lines already.
+    pub log_lines_dropped: u64,
+    /// Per policy: evaluations, errors by kind, latency, what was dropped.
     pub by_policy: Vec<arbiter_policy::engine::PolicyStats>,
-    /// Every decision but successful per-workload weight scores (those are in `--decisions`).
+    /// Every decision but successful per-workload weight scores (those are
+    /// in `--decisions`), identical repeats counted on one entry.
     pub decisions: Vec<arbiter_policy::engine::Decision>,
 }
 

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::report::{Report, WorkloadState};
 use arbiter_policy::bundle::Hook;
+use arbiter_policy::engine::{MAX_DECISIONS_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY};
 
 /// Runs with at most this many workloads list every one.
 const LIST_ALL_UP_TO: usize = 60;
@@ -64,16 +65,24 @@ pub fn render(report: &Report) -> String {
         }
         let _ = writeln!(out);
         table(&mut out, &rows);
-        let denials = p
+        let denials: u64 = p
             .decisions
             .iter()
             .filter(|d| d.hook == Hook::Admission && d.result == "deny")
-            .count();
+            .map(|d| 1 + d.repeats)
+            .sum();
         let _ = writeln!(
             out,
             "{} evaluations, {} errors, {} admission denials (every decision: --decisions FILE.jsonl)",
             p.evaluations, p.errors, denials
         );
+        if p.decisions_dropped > 0 {
+            let _ = writeln!(
+                out,
+                "{} decisions not kept in the decision log: a policy keeps at most {} entries ({} in a tenant bundle), identical repeats counted",
+                p.decisions_dropped, MAX_DECISIONS_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY
+            );
+        }
     }
     let _ = writeln!(out);
     let mut rows = vec![vec![

@@ -173,6 +173,16 @@ pub enum LoadError {
         column: Option<usize>,
         message: String,
     },
+    /// Well-formed YAML holding a value no manifest may have (a NaN or an infinity).
+    #[error("{at}{}: {object}: {message}", location(None, *line, *column))]
+    Value {
+        at: Source,
+        line: Option<usize>,
+        column: Option<usize>,
+        /// `Kind name`.
+        object: String,
+        message: String,
+    },
     #[error(
         "{at}: expected a Kubernetes object (a mapping with apiVersion and kind), found {found}"
     )]
@@ -232,12 +242,26 @@ pub fn load_str(text: &str, file: &Path) -> Result<Loaded, LoadError> {
             .map(|v| v.0)
             .map_err(|err| {
                 let at = err.location();
-                LoadError::Yaml {
-                    file: file.to_path_buf(),
-                    document: Some(index + 1),
-                    line: at.as_ref().map(|l| l.line()),
-                    column: at.as_ref().map(|l| l.column()),
-                    message: strip_location(&err.to_string()),
+                let (line, column) = (
+                    at.as_ref().map(|l| l.line()),
+                    at.as_ref().map(|l| l.column()),
+                );
+                let message = strip_location(&err.to_string());
+                match parsed_object(text, index) {
+                    Some(object) => LoadError::Value {
+                        at: source.clone(),
+                        line,
+                        column,
+                        object,
+                        message,
+                    },
+                    None => LoadError::Yaml {
+                        file: file.to_path_buf(),
+                        document: Some(index + 1),
+                        line,
+                        column,
+                        message,
+                    },
                 }
             })?;
         if object.is_null() {
@@ -251,6 +275,27 @@ pub fn load_str(text: &str, file: &Path) -> Result<Loaded, LoadError> {
         });
     }
     Ok(loaded)
+}
+
+/// For a document that is well-formed YAML but was refused as a value (a
+/// NaN or an infinity): its `kind` and `metadata.name`, to name it.
+fn parsed_object(text: &str, index: usize) -> Option<String> {
+    let document = serde_yaml_ng::Deserializer::from_str(text).nth(index)?;
+    let value = serde_yaml_ng::Value::deserialize(document).ok()?;
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("object");
+    Some(
+        match value
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+        {
+            Some(name) => format!("{kind} {name}"),
+            None => format!("{kind} (no metadata.name)"),
+        },
+    )
 }
 
 /// serde_yaml's messages end in " at line L column C"; the error shows the
@@ -866,6 +911,25 @@ spec:
             err.ends_with("(document 1): missing field `spec`; fix the Workload"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_nan_or_infinite_number_names_the_object_the_field_and_the_value() {
+        let cq = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {name: team-a}\nspec:\n  fairSharing: {weight: .nan}\n";
+        assert_eq!(
+            load_err(cq),
+            "seed/cluster.yaml (document 2), line 9 column 25: ClusterQueue team-a: \
+             spec.fairSharing.weight: .nan is not a finite number; give a finite number (or quote it if a string is meant)"
+        );
+        let pc = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata: {name: high}\nvalue: 10\nweight: -.inf\n";
+        let err = load_err(pc);
+        assert!(
+            err.contains("WorkloadPriorityClass high: weight: -.inf is not a finite number"),
+            "{err}"
+        );
+        // A key named twice is still a YAML error.
+        let err = load_err("kind: Namespace\nkind: Namespace\n");
+        assert!(err.contains("malformed YAML"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! One YAML document into a JSON value, as `serde_json::Value`'s own
 //! deserializer would make it, except that a mapping naming the same key
 //! twice is an error: YAML says keys are unique, and silently keeping the
-//! last of two `nominalQuota`s hides a mistake. Pure; used by `load`.
+//! last of two `nominalQuota`s hides a mistake; and a `.nan` or `.inf` is
+//! an error, where serde_json would make it null and so "not given" (a
+//! weight of `.nan` silently became the default). Pure; used by `load` and
+//! the bundle loader.
 
 use std::fmt;
 
@@ -34,9 +37,15 @@ impl<'de> Visitor<'de> for ValueVisitor {
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(Value::Number(v.into()))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        // As serde_json: a NaN or an infinity has no JSON number.
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        // A NaN or an infinity has no JSON number; serde_json would make it
+        // null, which reads as "not given" and silently takes the default.
+        Number::from_f64(v).map(Value::Number).ok_or_else(|| {
+            E::custom(format_args!(
+                "{} is not a finite number; give a finite number (or quote it if a string is meant)",
+                yaml_name(v)
+            ))
+        })
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_string()))
@@ -75,6 +84,17 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 }
 
+/// How YAML spells a non-finite float.
+fn yaml_name(v: f64) -> &'static str {
+    if v.is_nan() {
+        ".nan"
+    } else if v > 0.0 {
+        ".inf"
+    } else {
+        "-.inf"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +122,31 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("spec: ") && err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_nan_or_an_infinity_is_an_error_with_its_place() {
+        for (text, shown) in [
+            (".nan", ".nan"),
+            (".inf", ".inf"),
+            ("-.Inf", "-.inf"),
+            (".NaN", ".nan"),
+        ] {
+            let err = read(&format!("spec:\n  fairSharing:\n    weight: {text}\n"))
+                .err()
+                .unwrap_or_default();
+            assert!(
+                err.contains(&format!("{shown} is not a finite number")),
+                "{text}: {err}"
+            );
+            assert!(
+                err.contains("spec.fairSharing.weight") && err.contains("line 3"),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            read("weight: '.nan'"),
+            Ok(serde_json::json!({"weight": ".nan"}))
+        );
     }
 }

@@ -59,8 +59,9 @@ impl Hooks for Engine {
                     continue;
                 }
                 let start = Instant::now();
-                let result = eval::admission(policy, input, &mut self.logs);
+                let result = eval::admission(policy, input, &mut self.written);
                 let micros = micros_since(start);
+                let result = self.settle(&bundle, policy, result);
                 let who = Some(workload_name(&input.workload));
                 let verdict = match result {
                     Ok(out) => {
@@ -277,8 +278,9 @@ impl Hooks for Engine {
                     continue;
                 }
                 let start = Instant::now();
-                let result = eval::flavor(policy, input, &mut self.logs);
+                let result = eval::flavor(policy, input, &mut self.written);
                 let micros = micros_since(start);
+                let result = self.settle(&bundle, policy, result);
                 let who = Some(workload_name(&input.workload));
                 match result {
                     Ok(order) => {
@@ -366,8 +368,9 @@ impl Engine {
                 let mut micros = 0.0;
                 if !picked.is_empty() {
                     let start = Instant::now();
-                    let result = evaluate(policy, &picked, &mut self.logs);
+                    let result = evaluate(policy, &picked, &mut self.written);
                     micros = micros_since(start) / picked.len() as f64;
+                    let result = self.settle(bundle, policy, result);
                     match result {
                         Ok(values) => {
                             for (&i, value) in picked.iter().zip(values) {
@@ -448,8 +451,9 @@ impl Engine {
             &subset
         };
         let start = Instant::now();
-        let result = eval::weight(policy, view, &mut self.logs);
+        let result = eval::weight(policy, view, &mut self.written);
         let micros = micros_since(start) / picked.len() as f64;
+        let result = self.settle(bundle, policy, result);
         match result {
             Ok(scores) => {
                 for (k, &i) in picked.iter().enumerate() {

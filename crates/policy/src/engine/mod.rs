@@ -15,13 +15,16 @@
 //! (building each hook's request from the scheduler's state, only the
 //! context views some policy reads), `stats` ([`PolicyStats`], kept across
 //! reloads, and their Prometheus handles), `decisions` ([`Decision`], the
-//! log, and the one place an answer is counted and logged). This file holds
+//! log, bounded per policy with repeats counted, and the one place an
+//! answer is counted and logged), `logs` (the `arbiter.log` lines kept per
+//! policy, bounded the same way). This file holds
 //! the [`Engine`] itself: the bundle sources, what one scheduler call has
 //! pinned, and the accessors the drivers read after a run.
 
 mod decisions;
 mod hooks;
 mod inputs;
+mod logs;
 mod stats;
 
 #[cfg(test)]
@@ -40,7 +43,10 @@ use arbiter_core::model::Millis;
 #[cfg(doc)]
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 
-pub use decisions::Decision;
+use decisions::DecisionLog;
+pub use decisions::{Decision, MAX_DECISIONS_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY};
+use logs::PluginLines;
+pub use logs::{PluginLine, MAX_LOG_LINES_PER_POLICY, MAX_TENANT_LOG_LINES_PER_POLICY};
 pub use stats::PolicyStats;
 use stats::StatsTable;
 
@@ -71,10 +77,13 @@ pub struct Engine {
     autoscale_memo: Memo<FlavorView, u32>,
     stats: StatsTable,
     metrics: Option<PolicyMetrics>,
-    decisions: Vec<Decision>,
+    decisions: DecisionLog,
     /// Keep per-workload weight decisions in the log (they are numerous).
     pub log_weights: bool,
-    logs: Logs,
+    /// What the evaluation running now writes with `arbiter.log`.
+    written: Logs,
+    /// The lines kept, per policy.
+    logs: PluginLines,
     /// The `now` of the current scheduler call.
     now: Millis,
 }
@@ -88,9 +97,10 @@ impl Engine {
             autoscale_memo: HashMap::new(),
             stats: StatsTable::default(),
             metrics: None,
-            decisions: Vec::new(),
+            decisions: DecisionLog::default(),
             log_weights: true,
-            logs: Vec::new(),
+            written: Vec::new(),
+            logs: PluginLines::default(),
             now: Millis::ZERO,
         };
         engine.pin();
@@ -171,15 +181,19 @@ impl Engine {
     pub fn stats(&self) -> impl Iterator<Item = &PolicyStats> {
         self.stats.iter()
     }
+    /// The decision log since the last [`Engine::take_decisions`]
+    /// (bounded per policy; see `decisions`).
     pub fn decisions(&self) -> &[Decision] {
-        &self.decisions
+        self.decisions.entries()
     }
+    /// Takes the decision log; each policy may then log its cap again.
     pub fn take_decisions(&mut self) -> Vec<Decision> {
-        std::mem::take(&mut self.decisions)
+        self.decisions.take()
     }
-    /// Lines plugins wrote with `arbiter.log` since the last call.
-    pub fn take_plugin_logs(&mut self) -> Logs {
-        std::mem::take(&mut self.logs)
+    /// Lines plugins wrote with `arbiter.log` since the last call (bounded
+    /// per policy, repeats counted; see `logs`).
+    pub fn take_plugin_logs(&mut self) -> Vec<PluginLine> {
+        self.logs.take()
     }
     pub fn evaluations(&self) -> u64 {
         self.stats().map(|s| s.evaluations).sum()

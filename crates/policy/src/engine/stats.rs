@@ -3,7 +3,8 @@
 //! across reloads by (bundle name, bundle source, policy name) and found on
 //! the hot path by the policy's address among the pinned bundles, each with
 //! its Prometheus handle when the engine has metrics. Fed by the engine's
-//! `decisions`; read by the drivers (the report's `byPolicy`). It never
+//! `decisions`; read by the drivers (the report's `byPolicy`), with what the
+//! decision log and the plugin lines dropped at their per-policy caps. It never
 //! measures time itself: the caller passes the microseconds.
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +37,11 @@ pub struct PolicyStats {
     pub max_micros: f64,
     /// Latency histogram: upper bound in µs → count (powers of 4 from 1 µs).
     pub latency_micros: BTreeMap<String, u64>,
+    /// Decisions not kept in the decision log: the policy already had its
+    /// cap of entries there (identical repeats are counted, never dropped).
+    pub decisions_dropped: u64,
+    /// `arbiter.log` lines not kept: the policy already had its cap of lines.
+    pub log_lines_dropped: u64,
 }
 
 impl PolicyStats {
@@ -100,6 +106,7 @@ impl StatsTable {
                     None => {
                         let hook = policy.hook.to_string();
                         self.all.push(Tracked {
+                            slot: self.all.len(),
                             metrics: metrics.map(|m| m.policy(&bundle.source, &policy.name, &hook)),
                             stats: PolicyStats {
                                 bundle: bundle.name.clone(),
@@ -150,6 +157,9 @@ fn latency_key(i: usize) -> &'static str {
 
 /// One policy's statistics, and its Prometheus handle when the engine has metrics.
 pub(super) struct Tracked {
+    /// Its place in the table, the same across reloads: the decision log and
+    /// the plugin lines keep their per-policy counts by it.
+    pub(super) slot: usize,
     stats: PolicyStats,
     metrics: Option<PolicyHandle>,
 }
@@ -161,6 +171,16 @@ impl Tracked {
         if let Some(metrics) = &mut self.metrics {
             metrics.record(micros / 1e6, error);
         }
+    }
+
+    /// One decision the decision log did not keep.
+    pub(super) fn decision_dropped(&mut self) {
+        self.stats.decisions_dropped += 1;
+    }
+
+    /// `n` `arbiter.log` lines not kept.
+    pub(super) fn log_lines_dropped(&mut self, n: u64) {
+        self.stats.log_lines_dropped += n;
     }
 
     /// One answer reused without evaluating (not timed).

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::ByteString;
 
 use super::*;
 use crate::bundle::{self, BundleError, Files, LoadOptions};
@@ -146,16 +147,34 @@ fn runtime() -> &'static Runtime {
 /// The bundle `name` (from ConfigMap `platform/<name>`) with these
 /// policies, loaded as the tenant bundle of `tenant` if given.
 fn load_bundle(name: &str, tenant: Option<&str>, policies: &str) -> Result<Bundle, BundleError> {
+    load_configmap("platform", name, tenant, policies, &[])
+}
+
+/// The bundle `name` from ConfigMap `<namespace>/<name>` with these
+/// policies and binary files.
+fn load_configmap(
+    namespace: &str,
+    name: &str,
+    tenant: Option<&str>,
+    policies: &str,
+    binary: &[(&str, Vec<u8>)],
+) -> Result<Bundle, BundleError> {
     let text = format!(
         "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: {name}, version: \"1\"}}\nspec:\n  policies:\n{policies}"
     );
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            namespace: Some("platform".into()),
+            namespace: Some(namespace.into()),
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([("bundle.yaml".into(), text)])),
+        binary_data: Some(
+            binary
+                .iter()
+                .map(|(file, bytes)| (file.to_string(), ByteString(bytes.clone())))
+                .collect(),
+        ),
         ..ConfigMap::default()
     };
     let options = LoadOptions {
@@ -818,4 +837,203 @@ fn autoscale_answers_are_clamped_and_reused_for_the_same_load() {
             ("none".into(), "a100".into(), serde_json::json!(1), false),
         ]
     );
+}
+
+/// A tenant bundle named like the platform's, denying on every retry: one
+/// entry per (policy, workload, decision, reason), each naming its source
+/// and tenant, so the two are never confused and nothing is stored twice.
+#[test]
+fn a_decision_repeated_every_cycle_is_one_entry_naming_its_source_and_tenant() {
+    let mut state = scheduler();
+    let a = submit(&mut state, "research", "a", 2, 0);
+    let platform_bundle = platform(
+        "platform-default",
+        "  - {name: gate, hook: admission, cel: {expression: 'true'}}\n",
+    );
+    let impostor = load_configmap(
+        "research",
+        "platform-default",
+        Some("research"),
+        "  - {name: gate, hook: admission, cel: {expression: 'false', messageExpression: \"'no, ' + string(workload.gpus) + ' GPUs'\"}}\n",
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut engine = Engine::fixed(
+        vec![platform_bundle],
+        BTreeMap::from([("research".to_string(), impostor)]),
+    );
+    for t in 1..=50 {
+        admit(&mut engine, &state, a, seconds(t));
+    }
+    let logged: Vec<_> = engine
+        .decisions()
+        .iter()
+        .map(|d| {
+            (
+                d.source.as_str(),
+                d.tenant.as_deref(),
+                d.bundle.as_str(),
+                d.result.clone(),
+                d.reason.as_deref(),
+                d.at_seconds,
+                d.repeats,
+                d.last_at_seconds,
+            )
+        })
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (
+                "ConfigMap platform/platform-default",
+                None,
+                "platform-default",
+                serde_json::json!("allow"),
+                None,
+                1.0,
+                49,
+                Some(50.0)
+            ),
+            (
+                "ConfigMap research/platform-default",
+                Some("research"),
+                "platform-default",
+                serde_json::json!("deny"),
+                Some("no, 2 GPUs"),
+                1.0,
+                49,
+                Some(50.0)
+            ),
+        ]
+    );
+    let json = serde_json::to_value(&engine.decisions()[0]).unwrap_or_default();
+    assert_eq!(json["tenant"], serde_json::Value::Null, "{json}");
+    assert_eq!(json["repeats"], 49, "{json}");
+    // A changed answer is a new entry; the same one again counts on it.
+    let b = submit(&mut state, "research", "b", 3, 0);
+    admit(&mut engine, &state, b, seconds(60));
+    admit(&mut engine, &state, b, seconds(61));
+    let last = engine.decisions().last().cloned();
+    assert_eq!(
+        last.map(|d| (d.workload, d.reason, d.repeats)),
+        Some((Some("research/b".into()), Some("no, 3 GPUs".into()), 1))
+    );
+    assert_eq!(stats_of(&engine, "gate").decisions_dropped, 0);
+}
+
+/// Each policy keeps at most its cap of entries; the rest are counted.
+#[test]
+fn a_policy_keeps_at_most_its_cap_of_decisions_and_counts_what_it_dropped() {
+    let mut state = scheduler();
+    let a = submit(&mut state, "research", "a", 1, 0);
+    let clock = tenant(
+        "research",
+        "  - {name: clock, hook: weight, cel: {expression: 'now'}}\n",
+    );
+    let mut engine = Engine::fixed(
+        Vec::new(),
+        BTreeMap::from([("research".to_string(), clock)]),
+    );
+    let calls = MAX_TENANT_DECISIONS_PER_POLICY + 50;
+    for t in 1..=calls {
+        weigh(&mut engine, &state, &[a], seconds(t as i64));
+    }
+    assert_eq!(engine.decisions().len(), MAX_TENANT_DECISIONS_PER_POLICY);
+    let stats = stats_of(&engine, "clock");
+    assert_eq!(
+        (stats.evaluations, stats.decisions_dropped),
+        (calls as u64, 50)
+    );
+    // Taken away, the log starts again; the dropped count stays.
+    assert_eq!(
+        engine.take_decisions().len(),
+        MAX_TENANT_DECISIONS_PER_POLICY
+    );
+    weigh(&mut engine, &state, &[a], seconds(calls as i64 + 1));
+    assert_eq!(engine.decisions().len(), 1);
+    assert_eq!(stats_of(&engine, "clock").decisions_dropped, 50);
+}
+
+/// A weight plugin that logs, on every call, one fixed line (with a
+/// terminal escape) and the last 40 bytes of its request (where `now` is).
+fn chatty_weight_wasm() -> Vec<u8> {
+    wat::parse_str(
+        r#"(module
+  (import "arbiter" "log" (func $log (param i32 i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 1024) "{\"scores\":[1]}")
+  (data (i32.const 2048) "same\1b[2J")
+  (func (export "arbiter_abi_version") (result i32) i32.const 1)
+  (func (export "arbiter_alloc") (param i32) (result i32) i32.const 4096)
+  (func (export "arbiter_weight") (param $p i32) (param $n i32) (result i64)
+    (call $log (i32.const 2) (i32.const 2048) (i32.const 8))
+    (call $log (i32.const 2)
+      (i32.sub (i32.add (local.get $p) (local.get $n)) (i32.const 40))
+      (i32.const 40))
+    i64.const 4398046511118))"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn plugin_lines_are_kept_per_policy_with_repeats_counted_and_a_cap() {
+    let mut state = scheduler();
+    let a = submit(&mut state, "research", "a", 1, 0);
+    let chatty = load_configmap(
+        "research",
+        "chatty",
+        Some("research"),
+        "  - {name: chatty, hook: weight, wasm: {module: chatty.wasm}}\n",
+        &[("chatty.wasm", chatty_weight_wasm())],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut engine = Engine::fixed(
+        Vec::new(),
+        BTreeMap::from([("research".to_string(), chatty)]),
+    );
+    for t in 1..=150 {
+        weigh(&mut engine, &state, &[a], seconds(t));
+    }
+    let lines = engine.take_plugin_logs();
+    assert_eq!(lines.len(), MAX_TENANT_LOG_LINES_PER_POLICY);
+    assert_eq!(
+        (
+            lines[0].line.as_str(),
+            lines[0].repeats,
+            lines[0].source.as_str(),
+            lines[0].tenant.as_deref()
+        ),
+        (
+            "same\\u{1b}[2J",
+            149,
+            "ConfigMap research/chatty",
+            Some("research")
+        )
+    );
+    assert!(lines[1..]
+        .iter()
+        .all(|l| l.repeats == 0 && l.policy == "chatty"));
+    // 150 distinct request tails: 99 kept beside the fixed line, 51 dropped.
+    assert_eq!(stats_of(&engine, "chatty").log_lines_dropped, 51);
+    assert!(engine.take_plugin_logs().is_empty());
+}
+
+/// An evaluation error may quote what the policy chose (here a CEL map key
+/// with a terminal escape): the reason and the log get it escaped.
+#[test]
+fn an_error_message_is_made_safe_before_it_is_logged_or_shown() {
+    let mut state = scheduler();
+    let a = submit(&mut state, "research", "a", 1, 0);
+    let mut engine = engine(vec![platform(
+        "base",
+        "  - {name: lookup, hook: admission, cel: {expression: \"workload.labels['\\\\u001b[2J'] == 'x'\"}}\n",
+    )]);
+    let AdmissionVerdict::Deny { reason, .. } = admit(&mut engine, &state, a, seconds(1)) else {
+        panic!("failurePolicy Fail denies on an error");
+    };
+    let logged = engine.decisions()[0].reason.clone().unwrap_or_default();
+    for text in [&reason, &logged] {
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains("\\u{1b}[2J"), "{text:?}");
+    }
 }
