@@ -129,7 +129,8 @@ impl Scheduler {
                         state.queue.iter().chain(&state.parked).map(|k| k.id)
                     })
                     .map(|id| &self.entries[id.index()])
-                    .filter(|e| e.reason.waits_for_capacity())
+                    // One its own tenant holds back asks for no nodes (as if absent).
+                    .filter(|e| e.reason.waits_for_capacity() && !e.held_by_tenant)
                     .flat_map(|e| e.workload.pod_sets.iter().map(move |ps| ps.total(r)))
                     .sum();
                 pending_nodes = f64::max(pending_nodes, waiting.as_f64() / per_node.as_f64());

@@ -312,11 +312,16 @@ impl Scheduler {
                 };
                 if tenant.is_some() {
                     // Whatever the queueing strategy: what a tenant's own
-                    // policy holds back blocks no one else (as a stopped LocalQueue).
-                    self.entries[id.index()].reason = reason;
+                    // policy holds back blocks no one else (as a stopped
+                    // LocalQueue), now and at every later try (`set_aside`).
+                    let entry = &mut self.entries[id.index()];
+                    entry.reason = reason;
+                    entry.held_by_tenant = true;
                     self.park(cq, id);
                     cycle.progress = true;
                 } else {
+                    // A platform policy's denial holds a StrictFIFO queue, as Kueue's would.
+                    self.entries[id.index()].held_by_tenant = false;
                     cycle.progress |= self.set_aside(cq, id, reason);
                 }
                 false
@@ -360,6 +365,7 @@ impl Scheduler {
         entry.epoch += 1;
         entry.status = Status::Admitted;
         entry.reason = Reason::None;
+        entry.held_by_tenant = false;
         entry.admission = Some(admission);
         if let Some(timeout) = self.cluster.cluster_queue(cq).reclaim_timeout {
             self.timers.insert((

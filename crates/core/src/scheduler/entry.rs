@@ -28,6 +28,10 @@ pub struct Entry {
     pub admission: Option<Admission>,
     /// Bumped on each admission so stale timers and finish events are ignored.
     pub epoch: u32,
+    /// Its own tenant's admission policy denied (or failed on) it at its
+    /// last try: until it is admitted it is set aside whatever the queueing
+    /// strategy, also when it does not fit, so it never holds a queue.
+    pub held_by_tenant: bool,
     /// When it was last preempted: a victim does not preempt in turn at the same
     /// instant, so chains of preemptions cannot cycle without time passing.
     pub preempted_at: Option<Millis>,

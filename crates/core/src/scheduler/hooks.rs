@@ -47,7 +47,8 @@ pub struct WeightRequest<'a> {
 
 /// A workload's place in its queue: the platform's score orders all
 /// workloads; a tenant's score (from the tenant's own policies) only
-/// permutes that tenant's workloads among the positions they hold.
+/// permutes that tenant's workloads among the positions they hold, each
+/// only with those asking the same (`queues` says what that guarantees).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Weight {
     pub score: f64,

@@ -59,6 +59,7 @@ impl Scheduler {
             evictions: 0,
             admission: None,
             epoch,
+            held_by_tenant: false,
             preempted_at: None,
         };
         if id.index() == self.entries.len() {
@@ -294,10 +295,14 @@ impl Scheduler {
         let entry = &mut self.entries[id.index()];
         entry.retries += 1;
         entry.queue_time = now;
+        // Queued from now on, with the platform score and input order of the
+        // slot it was admitted from (its own, unless a tenant handed it that
+        // of a workload asking the same): a tenant's order never changes
+        // where a requeued workload goes.
         entry.slot = Slot {
-            score: entry.score,
+            score: entry.slot.score,
             queue_time: now,
-            seq: entry.seq,
+            seq: entry.slot.seq,
         };
         let policy = self
             .cluster

@@ -19,6 +19,9 @@ use super::workload::{Admission, Seq, WorkloadId};
 use super::{Cycle, Event, Scheduler, Score};
 
 /// (same queue, priority, newest admission first, newest first, id): Kueue's victim order.
+/// "Newest" is by the queue slot a workload was admitted from (its own
+/// unless a tenant handed it the slot of a workload asking the same), so a
+/// tenant's order never changes which other workload is a victim.
 type CandidateKey = (bool, i32, Reverse<Millis>, Reverse<Seq>, WorkloadId);
 
 impl Scheduler {
@@ -66,7 +69,7 @@ impl Scheduler {
         let priority = me.workload.priority;
         // (same queue, priority, newest admission first, newest first, id): Kueue's victim order.
         let mut candidates: Vec<CandidateKey> = Vec::new();
-        let seq = |w: WorkloadId| self.entries[w.index()].seq;
+        let seq = |w: WorkloadId| self.entries[w.index()].slot.seq;
         let admitted_at = |w: WorkloadId| {
             self.entries[w.index()]
                 .admission
@@ -92,7 +95,8 @@ impl Scheduler {
                     WithinClusterQueue::Never => false,
                     WithinClusterQueue::LowerPriority => p < priority,
                     WithinClusterQueue::LowerOrNewerEqualPriority => {
-                        p < priority || (p == priority && other.queue_time > me.queue_time)
+                        p < priority
+                            || (p == priority && other.slot.queue_time > me.slot.queue_time)
                     }
                 };
                 if allowed && self.uses_any(w, needed) {
@@ -300,7 +304,7 @@ impl Scheduler {
             };
             self.evict(w, cause, Some(preemptor.clone()), &mut cycle.events);
             self.entries[w.index()].preempted_at = Some(now);
-            self.enqueue(w);
+            self.requeue_in_place(w);
             cycle.events.push(Event::Requeued {
                 workload: w,
                 cause: Requeue::Preempted,

@@ -1,8 +1,49 @@
 //! Queues and ordering: each ClusterQueue's waiting workloads in queue
 //! order (priority, policy score, queue time, input order — of the slot a
 //! workload holds), the tenant groups whose scores permute only their own
-//! slots (DESIGN §3), and the set-aside (inadmissible) workloads with the
-//! O(1) wake that puts them up for another try. Never decides admission.
+//! slots, and the set-aside (inadmissible) workloads with the O(1) wake
+//! that puts them up for another try. Never decides admission.
+//!
+//! Tenant isolation (DESIGN §3). A tenant's scores order only its own
+//! waiting workloads of one ClusterQueue and priority, and a workload takes
+//! only the queue position (slot) of one that asks the same
+//! ([`Workload::asks_same_as`](super::Workload::asks_same_as): LocalQueue,
+//! priority, pod sets alike but for their names). A one-sided "needs no
+//! more" is not enough, for the workload a permutation moves back takes a
+//! position too: in a StrictFIFO
+//! queue of 8 GPUs holding v (4, tenant A), b (4, B), w (2, A), c (6, C),
+//! moving w ahead of v gives w, b, v, c, and with equal runtimes c starts a
+//! runtime later, v and c no longer fitting together. A position also keeps
+//! its state — queued, or set aside with its reason — whoever takes it; a
+//! workload a policy denied or that was preempted this instant keeps its own;
+//! preemption's newest-first order and a requeue after eviction go by the
+//! position a workload was admitted from; a victim requeued within a cycle
+//! does not reorder its group before the cycle's heads are done. So every
+//! position asks the scheduler for the same thing at the same time with a
+//! tenant's scores as without them, and what holds is:
+//!
+//! - no jump: every waiting or admitted workload holds its own position or
+//!   one of its tenant's whose workload asks the same;
+//! - equal runtimes: every other tenant's workload is admitted at the same
+//!   times (never later), whatever the strategy, preemption, borrowing,
+//!   fair sharing, node pools or partial admission — as far as the core can
+//!   know: given platform hooks that answer alike for workloads asking the
+//!   same (a policy reading names, labels, age or retries can tell them
+//!   apart), and driver events (a failure, a deletion) being about a job,
+//!   not a position;
+//! - different runtimes: the same positions in the same order, but a
+//!   workload holds its capacity as long as it runs, so a longer job the
+//!   tenant puts in an earlier position can make a later workload of
+//!   another tenant start later (a shorter one, earlier);
+//! - denials: a workload its own tenant denied (or failed on) is set aside
+//!   whatever the strategy, at that try and every later one until it is
+//!   admitted ([`Entry::held_by_tenant`](super::Entry::held_by_tenant)), and
+//!   asks for no nodes: from that denial on the others go as if it had been
+//!   withdrawn then — exactly where ClusterQueues share no cohort or node
+//!   pool; within one, up to the order in which the queues' heads are taken
+//!   at that instant (its try takes a cycle).
+//!
+//! `tests/tenant_properties.rs` checks each over random scenarios.
 
 use std::cmp::Reverse;
 use std::ops::Bound;
@@ -26,6 +67,14 @@ pub(super) struct QueueKey {
     queue_time: Millis,
     seq: Seq,
     pub(super) id: WorkloadId,
+}
+
+impl QueueKey {
+    /// The same queue position, whichever workload holds it.
+    fn same_place(&self, other: &QueueKey) -> bool {
+        (self.priority, self.score, self.queue_time, self.seq)
+            == (other.priority, other.score, other.queue_time, other.seq)
+    }
 }
 
 /// The workloads of one tenant (namespace) with tenant scores, in one
@@ -75,39 +124,62 @@ impl Scheduler {
         }
     }
 
+    /// Queues a workload (back); a tenant-scored one joins its tenant group,
+    /// which is ordered again.
     pub(super) fn enqueue(&mut self, id: WorkloadId) {
-        let entry = &mut self.entries[id.index()];
-        entry.status = Status::Queued;
-        let cq = entry.workload.cluster_queue;
-        let tenant_scored = entry.tenant_score.is_some();
-        let key = self.key_of(id);
-        self.states[cq.index()].queue.insert(key);
-        self.active.insert(cq);
-        if tenant_scored {
-            let workload = &self.entries[id.index()].workload;
-            let group = (cq, workload.priority, workload.namespace.clone());
-            self.tenant_groups
-                .entry(group.clone())
-                .or_default()
-                .insert(id);
+        self.requeue_in_place(id);
+        if let Some(group) = self.group_of(id) {
             self.permute(&group);
         }
     }
 
-    /// Gives a tenant's waiting workloads (of one ClusterQueue and priority)
-    /// the group's slots in the order of their tenant scores: the k-th best
-    /// takes the k-th earliest slot. The set of slots is unchanged, so no
-    /// other tenant's workload moves (DESIGN §3).
+    /// Queues a workload in the slot it holds; its tenant group is ordered
+    /// again only at the group's next `enqueue`. For a victim requeued in
+    /// the middle of a cycle, whose heads must keep their places.
+    pub(super) fn requeue_in_place(&mut self, id: WorkloadId) {
+        let entry = &mut self.entries[id.index()];
+        entry.status = Status::Queued;
+        let cq = entry.workload.cluster_queue;
+        let key = self.key_of(id);
+        self.states[cq.index()].queue.insert(key);
+        self.active.insert(cq);
+        if let Some(group) = self.group_of(id) {
+            self.tenant_groups.entry(group).or_default().insert(id);
+        }
+    }
+
+    fn group_of(&self, id: WorkloadId) -> Option<TenantGroup> {
+        let entry = &self.entries[id.index()];
+        entry.tenant_score.map(|_| {
+            let workload = &entry.workload;
+            (
+                workload.cluster_queue,
+                workload.priority,
+                workload.namespace.clone(),
+            )
+        })
+    }
+
+    /// Orders a tenant's waiting workloads (of one ClusterQueue and
+    /// priority) by their tenant scores, each only among the queue
+    /// positions its group's workloads that ask the same as it hold
+    /// ([`Workload::asks_same_as`](super::Workload::asks_same_as)): in such
+    /// a class the k-th best takes the k-th earliest position. A position
+    /// stays what it was — queued, or set aside with the reason it was set
+    /// aside — whoever takes it, so every position asks the scheduler for
+    /// what it asked before (DESIGN §3; the module doc says what holds). A
+    /// workload a policy denied, or preempted at this instant, keeps its own
+    /// position: what set it aside is its own, not its position's.
     pub(super) fn permute(&mut self, group: &TenantGroup) {
         let Some(members) = self.tenant_groups.get_mut(group) else {
             return;
         };
         let entries = &self.entries;
+        let cq = group.0;
         members.retain(|id| {
-            matches!(
-                entries[id.index()].status,
-                Status::Queued | Status::Inadmissible
-            )
+            let entry = &entries[id.index()];
+            matches!(entry.status, Status::Queued | Status::Inadmissible)
+                && entry.workload.cluster_queue == cq
         });
         if members.len() < 2 {
             if members.is_empty() {
@@ -115,35 +187,88 @@ impl Scheduler {
             }
             return;
         }
-        let members: Vec<WorkloadId> = members.iter().copied().collect();
-        let mut slots: Vec<Slot> = members.iter().map(|id| entries[id.index()].slot).collect();
-        slots.sort_by(Slot::queue_order);
-        let mut ranked = members;
-        ranked.sort_by(|a, b| {
-            let (ea, eb) = (&entries[a.index()], &entries[b.index()]);
-            let (ta, tb) = (
-                ea.tenant_score.unwrap_or(0.0),
-                eb.tenant_score.unwrap_or(0.0),
-            );
-            tb.total_cmp(&ta)
-                .then_with(|| ea.slot.queue_order(&eb.slot))
-        });
-        let cq = group.0;
-        for (id, slot) in ranked.into_iter().zip(slots) {
-            if self.entries[id.index()].slot == slot {
+        let now = self.now;
+        let mut classes: Vec<Vec<WorkloadId>> = Vec::new();
+        for &id in members.iter() {
+            let entry = &entries[id.index()];
+            let own = entry.held_by_tenant
+                || entry.preempted_at == Some(now)
+                || matches!(
+                    entry.reason,
+                    Reason::Denied { .. } | Reason::PreemptedThisInstant { .. }
+                );
+            if own {
                 continue;
             }
-            let old = self.key_of(id);
-            let state = &mut self.states[cq.index()];
-            if !state.queue.remove(&old) {
-                state.parked.remove(&old);
+            let same = classes.iter_mut().find(|class| {
+                entries[class[0].index()]
+                    .workload
+                    .asks_same_as(&entry.workload)
+            });
+            match same {
+                Some(class) => class.push(id),
+                None => classes.push(vec![id]),
             }
-            self.entries[id.index()].slot = slot;
-            self.entries[id.index()].status = Status::Queued;
-            let new = self.key_of(id);
-            self.states[cq.index()].queue.insert(new);
         }
-        self.refresh_active(cq);
+        let mut moved = false;
+        for class in classes.into_iter().filter(|class| class.len() > 1) {
+            // The class's positions in queue order: (slot, set aside, why).
+            let mut places: Vec<(Slot, bool, Reason)> = class
+                .iter()
+                .map(|id| {
+                    let entry = &self.entries[id.index()];
+                    let parked = entry.status == Status::Inadmissible;
+                    (entry.slot, parked, entry.reason.clone())
+                })
+                .collect();
+            places.sort_by(|a, b| a.0.queue_order(&b.0));
+            let mut ranked = class;
+            let entries = &self.entries;
+            ranked.sort_by(|a, b| {
+                let (ea, eb) = (&entries[a.index()], &entries[b.index()]);
+                let (ta, tb) = (
+                    ea.tenant_score.unwrap_or(0.0),
+                    eb.tenant_score.unwrap_or(0.0),
+                );
+                tb.total_cmp(&ta)
+                    .then_with(|| ea.slot.queue_order(&eb.slot))
+            });
+            for (id, (slot, parked, reason)) in ranked.into_iter().zip(places) {
+                if self.entries[id.index()].slot == slot {
+                    continue;
+                }
+                moved = true;
+                let old = self.key_of(id);
+                let state = &mut self.states[cq.index()];
+                if !state.queue.remove(&old) {
+                    state.parked.remove(&old);
+                }
+                let entry = &mut self.entries[id.index()];
+                entry.slot = slot;
+                if parked {
+                    entry.status = Status::Inadmissible;
+                    entry.reason = reason;
+                } else {
+                    entry.status = Status::Queued;
+                }
+                let new = self.key_of(id);
+                let state = &mut self.states[cq.index()];
+                if parked {
+                    // Up for a try again exactly if the position was.
+                    if let Some(Bound::Excluded(done)) = state.live_after {
+                        if done.same_place(&new) {
+                            state.live_after = Some(Bound::Excluded(new));
+                        }
+                    }
+                    state.parked.insert(new);
+                } else {
+                    state.queue.insert(new);
+                }
+            }
+        }
+        if moved {
+            self.refresh_active(cq);
+        }
     }
 
     /// The next workload to examine in `cq`: the first of its queue and its live parked workloads.
@@ -220,10 +345,14 @@ impl Scheduler {
         }
     }
 
-    /// The head can't be admitted now: BestEffortFIFO sets it aside, StrictFIFO keeps it at the head.
+    /// The head can't be admitted now: BestEffortFIFO sets it aside, StrictFIFO keeps it at the
+    /// head — unless its own tenant's policy denied it before: such a workload never holds a queue.
     pub(super) fn set_aside(&mut self, cq: ClusterQueueId, id: WorkloadId, reason: Reason) -> bool {
-        self.entries[id.index()].reason = reason;
-        if self.cluster.cluster_queue(cq).strategy == QueueingStrategy::BestEffortFIFO {
+        let entry = &mut self.entries[id.index()];
+        entry.reason = reason;
+        if entry.held_by_tenant
+            || self.cluster.cluster_queue(cq).strategy == QueueingStrategy::BestEffortFIFO
+        {
             self.park(cq, id);
             true
         } else {

@@ -73,6 +73,30 @@ pub struct Workload {
     pub pod_sets: Vec<PodSetRequest>,
 }
 
+impl Workload {
+    /// Does it ask the scheduler for exactly what `other` asks — same
+    /// LocalQueue (so ClusterQueue and stop policy), priority, and pod sets
+    /// alike in count, minimum count, per-pod requests, node selector,
+    /// required affinity and tolerations (pod-set names aside)? Then every
+    /// decision the core makes about one in a queue position it would make
+    /// about the other: the only workloads a tenant's scores may exchange
+    /// (`queues`).
+    pub fn asks_same_as(&self, other: &Workload) -> bool {
+        self.local_queue == other.local_queue
+            && self.cluster_queue == other.cluster_queue
+            && self.priority == other.priority
+            && self.pod_sets.len() == other.pod_sets.len()
+            && self.pod_sets.iter().zip(&other.pod_sets).all(|(a, b)| {
+                a.count == b.count
+                    && a.min_count == b.min_count
+                    && a.per_pod == b.per_pod
+                    && a.node_selector == b.node_selector
+                    && a.required_affinity == b.required_affinity
+                    && a.tolerations == b.tolerations
+            })
+    }
+}
+
 /// Flavor chosen for each resource of one pod set (same index as `Workload::pod_sets`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PodSetFlavors {
@@ -134,7 +158,7 @@ pub enum Status {
 
 /// A place in a queue: the platform score, queue time and input order that
 /// sort it. A workload starts in its own slot; a tenant's scores may hand
-/// its slot to another of the tenant's workloads.
+/// its slot to another of the tenant's workloads that asks the same.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slot {
     pub score: f64,

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::inputs::{
-    admission_input, cluster_queue_views, flavor_input, flavor_views, reads, weight_input,
-    workload_name,
+    admission_input, cluster_queue_views, flavor_input, flavor_views, reads, tenant_weight_input,
+    weight_input, workload_name,
 };
 use super::{Engine, Memo};
 use crate::compiled::{Bundle, Policy};
@@ -140,7 +140,8 @@ impl Hooks for Engine {
                 }
             }
         }
-        // Tenant bundles: only their own namespace's workloads, into the tenant score.
+        // Tenant bundles: only their own namespace's workloads, into the tenant
+        // score, and only the views those workloads use (DESIGN §3).
         let tenants: Vec<(String, Arc<Bundle>)> = self
             .pinned
             .tenants
@@ -157,14 +158,13 @@ impl Hooks for Engine {
             for &i in &own {
                 weights[i].tenant = Some(0.0);
             }
+            let view = tenant_weight_input(&input, &own);
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Weight) {
-                let picked: Vec<usize> = own
-                    .iter()
-                    .copied()
-                    .filter(|&i| applies(&bundle, policy, &input.workloads[i]))
+                let picked: Vec<usize> = (0..view.workloads.len())
+                    .filter(|&k| applies(&bundle, policy, &view.workloads[k]))
                     .collect();
-                for (i, score) in self.run_weight(&bundle, policy, &input, &picked, now) {
-                    if let Some(t) = weights[i].tenant.as_mut() {
+                for (k, score) in self.run_weight(&bundle, policy, &view, &picked, now) {
+                    if let Some(t) = weights[own[k]].tenant.as_mut() {
                         *t += score;
                     }
                 }

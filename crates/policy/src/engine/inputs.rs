@@ -1,6 +1,7 @@
 //! Building each hook's request from the scheduler's read-only state: the
 //! workload views, and only the context views (queue, ClusterQueue, tenant,
-//! cohort, quota maps) that some matching policy reads. Called by `hooks`.
+//! cohort, quota maps) that some matching policy reads; a tenant's
+//! policies get only its own part of a weight batch. Called by `hooks`.
 //! It never evaluates a policy and never changes the state it reads.
 
 use std::sync::Arc;
@@ -113,6 +114,37 @@ pub(super) fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightI
         input.workloads.push(w);
     }
     input
+}
+
+/// The part of a weight batch a tenant's policies see (DESIGN §3): only its
+/// own workloads (`own`: indices into `input.workloads`) and the queue,
+/// namespace and ClusterQueue views those workloads use — never another
+/// namespace's workloads, labels, annotations or LocalQueues, nor a
+/// ClusterQueue none of its workloads is in.
+pub(super) fn tenant_weight_input(input: &WeightInput, own: &[usize]) -> WeightInput {
+    let mut view = WeightInput {
+        now: input.now,
+        ..WeightInput::default()
+    };
+    for &i in own {
+        let w = &input.workloads[i];
+        let queue = format!("{}/{}", w.namespace, w.queue_name);
+        if let Some(q) = input.queues.get(&queue) {
+            view.queues.entry(queue).or_insert_with(|| q.clone());
+        }
+        if let Some(cq) = input.cluster_queues.get(&w.cluster_queue) {
+            view.cluster_queues
+                .entry(w.cluster_queue.clone())
+                .or_insert_with(|| cq.clone());
+        }
+        if let Some(t) = input.tenants.get(&w.namespace) {
+            view.tenants
+                .entry(w.namespace.clone())
+                .or_insert_with(|| t.clone());
+        }
+        view.workloads.push(w.clone());
+    }
+    view
 }
 
 /// The flavor request's views: the workload, the context views in `reads`,
