@@ -8,7 +8,7 @@
 
 use std::hint::black_box;
 
-use arbiter_policy::wasm::{Hook, Limits, Runtime};
+use arbiter_policy::wasm::{Hook, Limits, LoadLimits, Runtime};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// The same allocator as the `arbiter` binary.
@@ -33,7 +33,9 @@ const PLUGIN: &str = r#"(module
 fn calls(c: &mut Criterion) {
     let runtime = Runtime::new().expect("runtime starts");
     let bytes = wat::parse_str(PLUGIN).expect("valid WAT");
-    let plugin = runtime.load("bench.wasm", &bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("bench.wasm", &bytes, &LoadLimits::default())
+        .expect("plugin loads");
     let limits = Limits::default();
     let request = vec![b'x'; 4096];
     let mut group = c.benchmark_group("wasm/call");

@@ -535,3 +535,87 @@ fn a_tenant_cel_policy_too_costly_for_its_budget_is_refused_at_load_naming_it() 
     );
     assert!(e.contains("over the budget of 10000000"), "{e}");
 }
+
+/// A weight module whose one extra function declares `locals` locals, and
+/// whose `_initialize` (a reactor's) spins `spin` times (about 8 fuel each).
+fn module_shaped(locals: usize, spin: u64) -> Vec<u8> {
+    wat::parse_str(format!(
+        r#"(module
+          (memory (export "memory") 1)
+          (data (i32.const 1024) "{{\"scores\":[1]}}")
+          (func (export "_initialize")
+            (local $i i64)
+            (local.set $i (i64.const {spin}))
+            (block $done
+              (loop $spin
+                (br_if $done (i64.eqz (local.get $i)))
+                (local.set $i (i64.sub (local.get $i) (i64.const 1)))
+                (br $spin))))
+          (func (export "arbiter_abi_version") (result i32) i32.const 1)
+          (func (export "arbiter_alloc") (param i32) (result i32) i32.const 4096)
+          (func (export "arbiter_weight") (param i32 i32) (result i64) i64.const 4398046511118)
+          (func (local {}) nop))"#,
+        "i32 ".repeat(locals)
+    ))
+    .unwrap()
+}
+
+/// Loads `wasm` as policy `w`'s module, as a platform bundle or as team-a's.
+fn load_module(wasm: &[u8], tenant: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("w.wasm"), wasm).unwrap();
+    write_bundle(
+        dir.path(),
+        "  - {name: w, hook: weight, wasm: {module: w.wasm}}",
+        "    []",
+    );
+    let options = LoadOptions {
+        tenant: tenant.then(|| "team-a".into()),
+        run_tests: true,
+    };
+    bundle::load_path(dir.path(), &Runtime::new().unwrap(), &options)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_tenant_module_is_held_to_the_tenant_shape_caps() {
+    use arbiter_policy::wasm::{SHAPE_CAPS, TENANT_SHAPE_CAPS};
+    let locals = TENANT_SHAPE_CAPS.locals_per_function + 1;
+    assert!(locals <= SHAPE_CAPS.locals_per_function);
+    let wasm = module_shaped(locals as usize, 0);
+    load_module(&wasm, false).expect("within a platform bundle's caps");
+    let e = load_module(&wasm, true).expect_err("over a tenant's caps");
+    for part in [
+        "policy w",
+        "wasm.module w.wasm",
+        "the locals of its function 4",
+        &format!(
+            "is {locals}, over the cap of {}",
+            TENANT_SHAPE_CAPS.locals_per_function
+        ),
+    ] {
+        assert!(e.contains(part), "{part:?} missing: {e}");
+    }
+}
+
+#[test]
+fn a_tenant_module_is_probed_under_the_tenant_budget() {
+    use arbiter_policy::bundle::Limits;
+    // `_initialize` needs more than a tenant's fuel, less than a platform's.
+    let spin = (Limits::TENANT.fuel() + Limits::PLATFORM.fuel()) / 2 / 8;
+    let wasm = module_shaped(0, spin);
+    load_module(&wasm, false).expect("fits a platform budget");
+    let e = load_module(&wasm, true).expect_err("over a tenant's budget");
+    for part in [
+        "policy w",
+        "w.wasm",
+        "arbiter_abi_version",
+        &format!(
+            "ran out of fuel: it used its whole budget of {}",
+            Limits::TENANT.fuel()
+        ),
+    ] {
+        assert!(e.contains(part), "{part:?} missing: {e}");
+    }
+}

@@ -118,7 +118,7 @@ fn run(with_plugins: bool) -> Report {
         .stats()
         .flat_map(|s| s.errors.keys().cloned())
         .collect();
-    assert!(kinds.contains(&"timeout".to_string()), "{kinds:?}");
+    assert!(kinds.contains(&"out_of_fuel".to_string()), "{kinds:?}");
     assert!(kinds.contains(&"trap".to_string()), "{kinds:?}");
     report
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use arbiter_policy::wasm::{CallError, Hook, Limits, LoadError, LogLevel, Runtime};
+use arbiter_policy::wasm::{CallError, Hook, Limits, LoadError, LoadLimits, LogLevel, Runtime};
 
 /// A plugin whose `arbiter_alloc` is a bump allocator that grows memory on
 /// demand, with `extra` spliced into the module.
@@ -54,7 +54,9 @@ fn limits() -> Limits {
 
 fn call(bytes: &[u8], hook: Hook, request: &str) -> Result<String, CallError> {
     let runtime = runtime();
-    let plugin = runtime.load("test.wasm", bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("test.wasm", bytes, &LoadLimits::default())
+        .expect("plugin loads");
     plugin
         .call(hook, request.as_bytes(), &limits())
         .map(|out| out.response)
@@ -62,7 +64,7 @@ fn call(bytes: &[u8], hook: Hook, request: &str) -> Result<String, CallError> {
 
 fn load_error(bytes: &[u8]) -> LoadError {
     runtime()
-        .load("bad.wasm", bytes)
+        .load("bad.wasm", bytes, &LoadLimits::default())
         .expect_err("the module is refused")
 }
 
@@ -85,7 +87,9 @@ fn weight_plugin_returns_its_scores() {
         packed("(i32.const 16)", &format!("(i32.const {})", response.len()))
     ));
     let runtime = runtime();
-    let plugin = runtime.load("weights.wasm", &bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("weights.wasm", &bytes, &LoadLimits::default())
+        .expect("plugin loads");
     assert!(plugin.exports_hook(Hook::Weight));
     assert!(!plugin.exports_hook(Hook::Admission));
     assert_eq!(plugin.digest().len(), 64);
@@ -139,7 +143,9 @@ fn every_call_starts_from_the_pristine_module() {
         packed("(i32.const 2048)", "(i32.const 20)")
     ));
     let runtime = runtime();
-    let plugin = runtime.load("traces.wasm", &bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("traces.wasm", &bytes, &LoadLimits::default())
+        .expect("plugin loads");
     for call in 0..5 {
         let out = plugin
             .call(Hook::Weight, b"{}", &limits())
@@ -149,7 +155,7 @@ fn every_call_starts_from_the_pristine_module() {
 }
 
 #[test]
-fn infinite_loop_times_out_and_the_plugin_still_works_afterwards() {
+fn infinite_loop_runs_out_of_fuel_and_the_plugin_still_works_afterwards() {
     // Loops forever when the request starts with 'L', echoes otherwise.
     let bytes = plugin(&format!(
         r#"(func (export "arbiter_admission") (param $p i32) (param $n i32) (result i64)
@@ -159,12 +165,19 @@ fn infinite_loop_times_out_and_the_plugin_still_works_afterwards() {
         packed("(local.get $p)", "(local.get $n)")
     ));
     let runtime = runtime();
-    let plugin = runtime.load("spin.wasm", &bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("spin.wasm", &bytes, &LoadLimits::default())
+        .expect("plugin loads");
     let error = plugin
         .call(Hook::Admission, b"L", &limits())
         .expect_err("the loop is interrupted");
-    assert_eq!(error, CallError::Timeout);
-    assert_eq!(error.kind(), "timeout");
+    assert_eq!(
+        error,
+        CallError::OutOfFuel {
+            fuel: limits().fuel()
+        }
+    );
+    assert_eq!(error.kind(), "out_of_fuel");
     let out = plugin
         .call(Hook::Admission, b"{}", &limits())
         .expect("a fresh instance answers");
@@ -207,7 +220,7 @@ fn initial_memory_above_the_limit_is_out_of_memory() {
     let bytes = wat::parse_str(text).expect("valid WAT");
     let runtime = runtime();
     let plugin = runtime
-        .load("big.wasm", &bytes)
+        .load("big.wasm", &bytes, &LoadLimits::default())
         .expect("fits the runtime's ceiling");
     let small = Limits {
         timeout: Duration::from_millis(50),
@@ -327,7 +340,9 @@ fn abi_version_that_traps_is_refused() {
         error,
         LoadError::AbiCheck {
             module: "bad.wasm".into(),
-            source: CallError::Timeout
+            source: CallError::OutOfFuel {
+                fuel: Limits::default().fuel()
+            }
         }
     );
 }
@@ -400,7 +415,7 @@ fn wasi_imports_work_and_are_deterministic() {
     let bytes = plugin_with_imports(WASI_IMPORTS, WASI_PROBE);
     let runtime = runtime();
     let plugin = runtime
-        .load("wasi.wasm", &bytes)
+        .load("wasi.wasm", &bytes, &LoadLimits::default())
         .expect("a WASI plugin loads");
     let first = plugin
         .call(Hook::Weight, b"{}", &limits())
@@ -412,7 +427,12 @@ fn wasi_imports_work_and_are_deterministic() {
         .response;
     assert_eq!(first, second, "randomness and clocks are fixed");
     let (random, clock) = first.split_at(32);
-    assert_ne!(random, "0".repeat(32), "random_get filled the buffer");
+    // The fixed-seed stream, the same bytes as before random_get was
+    // charged in fuel (a plugin's decisions must not change with it).
+    assert_eq!(
+        random, "2ad0667f2ecbbdad90ccb42deed3bf29",
+        "random_get filled the buffer"
+    );
     assert_eq!(clock, "0".repeat(16), "the wall clock reads the Unix epoch");
     let other_runtime = call(&bytes, Hook::Weight, "{}").expect("WASI calls succeed");
     assert_eq!(
@@ -469,7 +489,9 @@ fn logs_are_captured_and_bounded() {
         ),
     );
     let runtime = runtime();
-    let plugin = runtime.load("chatty.wasm", &bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("chatty.wasm", &bytes, &LoadLimits::default())
+        .expect("plugin loads");
     let out = plugin
         .call(Hook::Admission, b"{}", &limits())
         .expect("logging never fails a call");
@@ -498,7 +520,9 @@ fn log_bytes_are_bounded_too() {
         ),
     );
     let runtime = runtime();
-    let plugin = runtime.load("chatty.wasm", &bytes).expect("plugin loads");
+    let plugin = runtime
+        .load("chatty.wasm", &bytes, &LoadLimits::default())
+        .expect("plugin loads");
     let out = plugin
         .call(Hook::Admission, b"{}", &limits())
         .expect("logging never fails a call");
@@ -547,13 +571,21 @@ fn reactor_initialize_runs_before_each_call() {
 fn identical_bytes_compile_once_and_are_released_when_unused() {
     let runtime = runtime();
     let bytes = plugin(&echo());
-    let first = runtime.load("a.wasm", &bytes).expect("loads");
-    let second = runtime.load("b.wasm", &bytes).expect("loads");
+    let first = runtime
+        .load("a.wasm", &bytes, &LoadLimits::default())
+        .expect("loads");
+    let second = runtime
+        .load("b.wasm", &bytes, &LoadLimits::default())
+        .expect("loads");
     assert_eq!(runtime.compiled_modules(), 1);
     assert_eq!(first.digest(), second.digest());
     assert_eq!(second.name(), "b.wasm");
     let other = runtime
-        .load("c.wasm", &plugin(&format!("{} (func)", echo())))
+        .load(
+            "c.wasm",
+            &plugin(&format!("{} (func)", echo())),
+            &LoadLimits::default(),
+        )
         .expect("loads");
     assert_eq!(runtime.compiled_modules(), 2);
     assert_ne!(first.digest(), other.digest());
@@ -606,6 +638,7 @@ fn weight_fields_declaration_is_read_once_at_load() {
         .load(
             "lean.wasm",
             &declaring(r#"["workloads.estimate","queues"]"#, "i64"),
+            &LoadLimits::default(),
         )
         .expect("plugin loads");
     assert_eq!(
@@ -613,7 +646,11 @@ fn weight_fields_declaration_is_read_once_at_load() {
         Some(&["workloads.estimate".to_string(), "queues".to_string()][..])
     );
     let whole = runtime
-        .load("whole.wasm", &plugin_bytes_without_declaration())
+        .load(
+            "whole.wasm",
+            &plugin_bytes_without_declaration(),
+            &LoadLimits::default(),
+        )
         .unwrap();
     assert_eq!(whole.weight_fields(), None);
 }

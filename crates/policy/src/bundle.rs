@@ -37,7 +37,7 @@ pub use super::spec::{
 use super::test;
 use super::view::WeightFields;
 pub use super::wasm::Hook;
-use super::wasm::{Plugin, Runtime};
+use super::wasm::{LoadLimits, Plugin, Runtime};
 use arbiter_core::model::load::{self, Source};
 use arbiter_core::model::yaml::UniqueKeys;
 
@@ -458,18 +458,32 @@ pub fn load(
                         // The pin is checked on the bytes: a module that is
                         // not the one pinned is never compiled or run.
                         check_pin(w, &hex(&Sha256::digest(&bytes))).map_err(&fail)?;
+                        // Shape caps, compile budget and load probe: the
+                        // bundle's own (tenant ones for a tenant bundle).
+                        let load_limits = match &tenant {
+                            Some(_) => LoadLimits::tenant(limits),
+                            None => LoadLimits::platform(limits),
+                        };
                         // A compile error or trap may quote the module's own names.
-                        let plugin = runtime.load(&w.module, &bytes).map_err(|e| {
-                            fail(format!(
-                                "wasm.module {}: {}",
-                                w.module,
-                                crate::text::clean(&e.to_string(), crate::text::MAX_ERROR_BYTES)
-                            ))
-                        })?;
+                        let plugin =
+                            runtime.load(&w.module, &bytes, &load_limits).map_err(|e| {
+                                fail(format!(
+                                    "wasm.module {}: {}",
+                                    w.module,
+                                    crate::text::clean(
+                                        &e.to_string(),
+                                        crate::text::MAX_ERROR_BYTES
+                                    )
+                                ))
+                            })?;
                         modules.insert(w.module.clone(), plugin.clone());
                         plugin
                     }
                 };
+                // Another policy may name the module under other limits.
+                plugin
+                    .probe(&limits)
+                    .map_err(|e| fail(format!("wasm.module {}: {e}", w.module)))?;
                 check_pin(w, plugin.digest()).map_err(&fail)?;
                 if !plugin.exports_hook(p.hook) {
                     return Err(fail(format!(

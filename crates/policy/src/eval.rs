@@ -19,8 +19,9 @@ use super::wasm;
 /// Why one evaluation produced no usable result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyError {
-    /// `cel`, `cel_budget`, `wrong_type`, `not_finite`, `trap`, `timeout`, `out_of_memory`,
-    /// `missing_export`, `bad_output`, `instantiate`, `input_too_large`.
+    /// `cel`, `cel_budget`, `wrong_type`, `not_finite`, `trap`, `out_of_fuel`, `timeout`,
+    /// `out_of_memory`, `missing_export`, `bad_output`, `instantiate`,
+    /// `input_too_large`.
     pub kind: &'static str,
     pub message: String,
 }

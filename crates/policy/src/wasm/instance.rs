@@ -1,21 +1,27 @@
 //! One hook call, ABI v1's "life of a call": a fresh instance in its own
-//! store under the policy's deadline (epoch ticks) and memory cap,
-//! `_initialize` for reactors, the request written through `arbiter_alloc`,
-//! `arbiter_<hook>` called and the response copied out within bounds; and
-//! the load-time probes of `arbiter_abi_version` and
-//! `arbiter_weight_fields`. Called by the policy layer through
-//! [`Plugin::call`] and by `runtime` at load. Whatever the guest does —
-//! trap, loop, exhaust memory, return garbage — becomes a [`CallError`];
-//! it never parses the response as JSON.
+//! store under the policy's fuel budget, its wall-clock backstop (epoch
+//! ticks) and memory cap, `_initialize` for reactors, the request written
+//! through `arbiter_alloc`, `arbiter_<hook>` called and the response copied
+//! out within bounds; and the load probe (`_initialize`,
+//! `arbiter_abi_version`, `arbiter_weight_fields`) under the same limits.
+//! Called by the policy layer through [`Plugin::call`] and by `runtime` at
+//! load. Whatever the guest does — trap, loop, exhaust memory, return
+//! garbage — becomes a [`CallError`]; it never parses the response as JSON.
 
 use std::time::Duration;
 
 use wasmtime::{Store, Trap};
 use wasmtime_wasi::I32Exit;
 
-use super::host::CallState;
+use super::host::{charge_host_calls, CallState};
 use super::module::{Compiled, Plugin};
-use super::{CallError, CallOutput, Hook, Limits, MAX_RESPONSE_BYTES, TICK, WEIGHT_FIELDS_EXPORT};
+use super::{
+    CallError, CallOutput, Hook, Limits, LoadError, ABI_VERSION, MAX_RESPONSE_BYTES, TICK,
+    WEIGHT_FIELDS_EXPORT,
+};
+
+/// Distinct limits a module's probe results are kept for.
+const MAX_PROBES: usize = 16;
 
 impl Plugin {
     /// One evaluation batch: a fresh instance, `request` written through
@@ -32,10 +38,14 @@ impl Plugin {
         let mut run = self.compiled.start(limits)?;
         let response = run.call_hook(hook, request);
         let (logs, dropped_logs) = run.store.data_mut().take_logs();
+        let fuel_used = limits
+            .fuel()
+            .saturating_sub(run.store.get_fuel().unwrap_or(0));
         Ok(CallOutput {
             response: response?,
             logs,
             dropped_logs,
+            fuel_used,
         })
     }
 }
@@ -52,8 +62,13 @@ impl Compiled {
         let engine = self.pre.module().engine();
         let mut store = Store::new(engine, CallState::new(limits));
         store.limiter(CallState::limiter);
+        // Fuel is always on in this engine, so this cannot fail.
+        store
+            .set_fuel(limits.fuel())
+            .map_err(|e| CallError::Instantiate(format!("{e:#}")))?;
+        store.call_hook(charge_host_calls);
         store.epoch_deadline_trap();
-        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+        store.set_epoch_deadline(deadline_ticks(limits.backstop()));
         let instance = match self.pre.instantiate(&mut store) {
             Ok(instance) => instance,
             Err(e) => {
@@ -73,7 +88,7 @@ impl Compiled {
     }
 
     /// Calls `arbiter_weight_fields` and reads the JSON list of names it returns.
-    pub(super) fn weight_fields(&self, limits: &Limits) -> Result<Vec<String>, String> {
+    fn weight_fields(&self, limits: &Limits) -> Result<Vec<String>, String> {
         let mut run = self.start(limits).map_err(|e| e.to_string())?;
         let declare = run
             .func::<(), i64>(WEIGHT_FIELDS_EXPORT)
@@ -92,7 +107,49 @@ impl Compiled {
         })
     }
 
-    pub(super) fn abi_version(&self, limits: &Limits) -> Result<i32, CallError> {
+    /// The load probe under `limits`: a fresh instance (`_initialize` run
+    /// for reactors), `arbiter_abi_version` checked, and the declared weight
+    /// fields read; remembered per distinct `limits`.
+    pub(super) fn probe(
+        &self,
+        name: &str,
+        limits: &Limits,
+    ) -> Result<Option<Vec<String>>, LoadError> {
+        let lock = || self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, fields)) = lock().iter().find(|(probed, _)| probed == limits) {
+            return Ok(fields.clone());
+        }
+        let found = self
+            .abi_version(limits)
+            .map_err(|source| LoadError::AbiCheck {
+                module: name.to_string(),
+                source,
+            })?;
+        if found != ABI_VERSION {
+            return Err(LoadError::AbiVersion {
+                module: name.to_string(),
+                found,
+            });
+        }
+        let fields = match self.declares_fields {
+            true => Some(
+                self.weight_fields(limits)
+                    .map_err(|reason| LoadError::WeightFields {
+                        module: name.to_string(),
+                        reason,
+                    })?,
+            ),
+            false => None,
+        };
+        let mut probes = lock();
+        if probes.len() >= MAX_PROBES {
+            probes.clear();
+        }
+        probes.push((*limits, fields.clone()));
+        Ok(fields)
+    }
+
+    fn abi_version(&self, limits: &Limits) -> Result<i32, CallError> {
         let mut run = self.start(limits)?;
         let version = run.func::<(), i32>("arbiter_abi_version")?;
         version
@@ -178,6 +235,9 @@ impl Run {
 /// Turns a failed guest call into the one thing a policy author must fix.
 fn classify(error: &wasmtime::Error, state: &CallState) -> CallError {
     match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => CallError::OutOfFuel {
+            fuel: state.fuel_budget(),
+        },
         Some(Trap::Interrupt) => CallError::Timeout,
         _ if state.memory_denied() => CallError::OutOfMemory,
         Some(trap) => CallError::Trap(trap.to_string()),
@@ -188,8 +248,8 @@ fn classify(error: &wasmtime::Error, state: &CallState) -> CallError {
     }
 }
 
-/// Epoch ticks for `timeout`, plus one: the epoch may advance right after
-/// the deadline is set.
+/// Epoch ticks for `timeout` (a call's backstop), plus one: the epoch may
+/// advance right after the deadline is set.
 pub(super) fn deadline_ticks(timeout: Duration) -> u64 {
     let ticks = timeout.as_nanos().div_ceil(TICK.as_nanos());
     u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)

@@ -1,9 +1,16 @@
 //! The sandbox that runs WebAssembly policy plugins (plugin-sdk/ABI.md, ABI v1).
 //!
 //! Its job: turn module bytes into a checked, compiled [`Plugin`] once
-//! ([`Runtime::load`]), and run one hook call per evaluation batch in a fresh
-//! instance under a deadline and a memory cap ([`Plugin::call`]), handing the
-//! raw JSON response back. It must never panic, block past a call's deadline
+//! ([`Runtime::load`]: the module's shape checked against caps before it is
+//! compiled, compilation under a time budget, the load probe under the
+//! bundle's own limits), and run one hook call per evaluation batch in a
+//! fresh instance under a fuel budget, a wall-clock backstop and a memory
+//! cap ([`Plugin::call`]), handing the raw JSON response back. A call's
+//! outcome depends only on the module and the request, never on the
+//! machine's speed or load: the budget is counted in fuel (WebAssembly
+//! instructions, host calls charged too; [`FUEL_PER_MS`]), and the clock
+//! only stops a call that somehow outlives [`BACKSTOP_FACTOR`] times its
+//! timeout. It must never panic, block past a call's backstop
 //! or let a guest reach the host (no files, sockets, environment, arguments,
 //! real clocks or real randomness): whatever a guest does becomes a
 //! [`CallError`] for that one policy. It does not parse requests or responses
@@ -12,12 +19,14 @@
 //!
 //! `runtime` ([`Runtime`]: the one wasmtime engine and its configuration,
 //! the epoch ticker, the load pipeline and the cache of modules compiled
-//! once per sha256), `module` (a compiled [`Plugin`] and the checks of its
-//! imports and exports against ABI v1), `instance` (one call: a fresh
-//! instance in its own store under the deadline and memory cap, the
-//! request written in and the response copied out, failures classified),
-//! `host` (what a guest can reach: per-store limits, `arbiter.log` and a
-//! WASI p1 without capabilities). This file holds the vocabulary they share
+//! once per sha256), `shape` (the caps on a module's functions, locals and
+//! bodies, checked before compiling), `module` (a compiled [`Plugin`] and
+//! the checks of its imports and exports against ABI v1), `instance` (one
+//! call: a fresh instance in its own store under the fuel budget, backstop
+//! and memory cap, the request written in and the response copied out,
+//! failures classified), `host` (what a guest can reach: per-store limits,
+//! host calls charged in fuel, `arbiter.log` and a WASI p1 without
+//! capabilities). This file holds the vocabulary they share
 //! and the policy layer uses: [`Hook`], [`Limits`], the constants of the
 //! ABI and the errors.
 
@@ -25,6 +34,7 @@ mod host;
 mod instance;
 mod module;
 mod runtime;
+mod shape;
 
 #[cfg(test)]
 mod tests;
@@ -33,7 +43,8 @@ use std::fmt;
 use std::time::Duration;
 
 pub use module::Plugin;
-pub use runtime::{Runtime, RuntimeConfig};
+pub use runtime::{LoadLimits, Runtime, RuntimeConfig, COMPILE_BUDGET, TENANT_COMPILE_BUDGET};
+pub use shape::{ShapeCaps, SHAPE_CAPS, TENANT_SHAPE_CAPS};
 
 /// How often the epoch ticker advances every running call's clock.
 const TICK: Duration = Duration::from_millis(1);
@@ -50,13 +61,61 @@ pub const ABI_VERSION: i32 = 1;
 /// Optional export declaring the `weight` request fields a plugin reads.
 pub const WEIGHT_FIELDS_EXPORT: &str = "arbiter_weight_fields";
 
+/// Fuel one millisecond of `limits.timeoutMs` buys: the deterministic
+/// budget of a call is `timeoutMs × FUEL_PER_MS` (the default 100 ms: 200
+/// million; a tenant's 20 ms: 40 million). One unit of fuel is one
+/// WebAssembly instruction (`memory.copy`/`memory.fill` one per byte; host
+/// calls are charged too, see `host`). This machine runs about 10,000 fuel
+/// per µs of compiled plugin code (`shortest-first` on 1,000 workloads:
+/// 9,800; a tight loop: 13,600; BENCHMARKS.md "Fuel"), so the budget is
+/// about a fifth of a timeout's worth here: a plugin that fits its budget
+/// ends within its timeout on a machine, or under a load, five times
+/// slower.
+pub const FUEL_PER_MS: u64 = 2_000_000;
+
+/// The wall-clock deadline of a call is this many times its timeout: a
+/// backstop for what fuel does not count (a host starved of CPU, memory
+/// stalls, instantiation), set far enough beyond the fuel budget that under
+/// load the fuel trap, not the clock, decides. Only code that runs under
+/// 200 fuel per µs — fifty times slower than real plugins, as a pointer
+/// chase through tens of MiB does (63 per µs here) — can meet it first.
+pub const BACKSTOP_FACTOR: u32 = 10;
+
+/// The shortest wall-clock backstop: a thread may wait this long for a core
+/// on a loaded machine, so a short timeout must not turn that wait into a
+/// `timeout` instead of the deterministic outcome.
+pub const MIN_BACKSTOP: Duration = Duration::from_millis(100);
+
 /// Per-call limits of one policy (ABI.md "Life of a call").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limits {
-    /// Wall time one hook call may run, instantiation included.
+    /// The budget of one hook call, instantiation included, in
+    /// milliseconds of fuel ([`Limits::fuel`]); the wall-clock backstop is
+    /// [`BACKSTOP_FACTOR`] times this ([`Limits::backstop`]).
     pub timeout: Duration,
     /// Largest linear memory the instance may have, in bytes.
     pub memory_bytes: usize,
+}
+
+impl Limits {
+    /// The fuel budget of one call: [`FUEL_PER_MS`] per millisecond of
+    /// `timeout` (at least 1).
+    pub fn fuel(&self) -> u64 {
+        let fuel = self
+            .timeout
+            .as_micros()
+            .saturating_mul(u128::from(FUEL_PER_MS))
+            / 1000;
+        u64::try_from(fuel).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// The wall-clock deadline of one call: [`BACKSTOP_FACTOR`] × `timeout`,
+    /// at least [`MIN_BACKSTOP`].
+    pub fn backstop(&self) -> Duration {
+        self.timeout
+            .saturating_mul(BACKSTOP_FACTOR)
+            .max(MIN_BACKSTOP)
+    }
 }
 
 impl Default for Limits {
@@ -150,6 +209,8 @@ pub struct CallOutput {
     pub logs: Vec<(LogLevel, String)>,
     /// Lines beyond the bound, dropped.
     pub dropped_logs: u32,
+    /// Fuel the call used, instantiation included (at most [`Limits::fuel`]).
+    pub fuel_used: u64,
 }
 
 /// Why one hook call failed; it fails that policy only.
@@ -157,7 +218,17 @@ pub struct CallOutput {
 pub enum CallError {
     #[error("the plugin trapped: {0}")]
     Trap(String),
-    #[error("the plugin ran past its deadline")]
+    #[error(
+        "the plugin ran out of fuel: it used its whole budget of {fuel} units \
+         (limits.timeoutMs × {FUEL_PER_MS} per ms; about one unit per WebAssembly instruction); \
+         make it do less per call or raise limits.timeoutMs"
+    )]
+    OutOfFuel { fuel: u64 },
+    #[error(
+        "the plugin ran past its wall-clock backstop ({BACKSTOP_FACTOR}× limits.timeoutMs, \
+         at least {} ms) before its fuel ran out: the machine was starved of CPU or the plugin spent its time \
+         in the host", MIN_BACKSTOP.as_millis()
+    )]
     Timeout,
     #[error("the plugin ran out of memory: it needed more than its memory limit")]
     OutOfMemory,
@@ -174,6 +245,7 @@ impl CallError {
     pub fn kind(&self) -> &'static str {
         match self {
             CallError::Trap(_) => "trap",
+            CallError::OutOfFuel { .. } => "out_of_fuel",
             CallError::Timeout => "timeout",
             CallError::OutOfMemory => "out_of_memory",
             CallError::MissingExport(_) => "missing_export",
@@ -225,6 +297,28 @@ pub enum LoadError {
          (plugin-sdk/ABI.md \"Lean weight requests\")"
     )]
     WeightFields { module: String, reason: String },
+    #[error(
+        "plugin {module}: {what} is {found}, over the cap of {cap} (compiling such a module \
+         takes too long or too much memory); split the work into smaller functions or a \
+         smaller module"
+    )]
+    TooComplex {
+        module: String,
+        /// `function 12 (of 40) declares locals`, `the module defines functions`, …
+        what: String,
+        found: u64,
+        cap: u64,
+    },
+    #[error(
+        "plugin {module}: compiling it took more than its budget of {} s and was given up; \
+         make the module smaller or simpler", .budget.as_secs()
+    )]
+    CompileTimeout { module: String, budget: Duration },
+    #[error(
+        "plugin {module}: not compiled: {running} earlier compilations that ran past their \
+         budget are still running; try again once they end"
+    )]
+    CompileBusy { module: String, running: usize },
 }
 
 /// Why the runtime itself could not start.

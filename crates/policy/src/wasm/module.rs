@@ -1,24 +1,27 @@
 //! A checked, compiled plugin: what identical module bytes share
 //! ([`Compiled`]: the pre-linked module, the hooks it exports, whether it
-//! is a reactor, the weight fields it declared) and the [`Plugin`] a bundle
-//! holds under its own name; and the static checks of a module against ABI
-//! v1 — its imports (only `arbiter.log` and WASI p1) and the type of every
-//! export it must or may have. Used by `runtime` at load and by `instance`
+//! is a reactor, the limits it has been probed under) and the [`Plugin`] a
+//! bundle holds under its own name, with the weight fields it declared; and
+//! the static checks of a module against ABI v1 — its imports (only
+//! `arbiter.log` and WASI p1) and the type of every export it must or may
+//! have. Used by `runtime` at load and by `instance`
 //! per call. Nothing here runs guest code.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use wasmtime::{ExternType, FuncType, InstancePre, Module};
 
 use super::host::CallState;
-use super::{Hook, LoadError, WEIGHT_FIELDS_EXPORT};
+use super::{Hook, Limits, LoadError, WEIGHT_FIELDS_EXPORT};
 
 /// A loaded plugin: a compiled, checked module under the name a bundle gave it.
 pub struct Plugin {
     pub(super) name: String,
     pub(super) compiled: Arc<Compiled>,
+    /// What `arbiter_weight_fields` declared, when the module exports it.
+    pub(super) weight_fields: Option<Vec<String>>,
 }
 
 /// What identical module bytes share, whoever loaded them.
@@ -27,14 +30,25 @@ pub(super) struct Compiled {
     pub(super) pre: InstancePre<CallState>,
     pub(super) hooks: Vec<Hook>,
     pub(super) reactor: bool,
-    /// What `arbiter_weight_fields` declared, when the module exports it.
-    pub(super) weight_fields: Option<Vec<String>>,
+    /// It exports `arbiter_weight_fields` (checked to have its ABI type).
+    pub(super) declares_fields: bool,
+    /// The limits its load probe passed under, and what it declared then
+    /// (the same every time: a call depends only on module and input).
+    pub(super) probes: Mutex<Vec<(Limits, Option<Vec<String>>)>>,
 }
 
 impl Plugin {
     /// The names `arbiter_weight_fields` returned at load, if it is exported.
     pub fn weight_fields(&self) -> Option<&[String]> {
-        self.compiled.weight_fields.as_deref()
+        self.weight_fields.as_deref()
+    }
+
+    /// Runs the load probe (`_initialize` for reactors,
+    /// `arbiter_abi_version`, `arbiter_weight_fields`) under `limits`,
+    /// unless it already passed under them: for another policy that names
+    /// the same module with other limits.
+    pub fn probe(&self, limits: &Limits) -> Result<(), LoadError> {
+        self.compiled.probe(&self.name, limits).map(drop)
     }
 
     /// The name the bundle gave this module.

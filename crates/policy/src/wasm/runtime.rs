@@ -1,15 +1,19 @@
 //! The runtime every bundle shares: one wasmtime engine (pooling
-//! allocator sized by [`RuntimeConfig`], epoch interruption with one ticker
-//! thread, Cranelift's per-function results cached across module versions),
-//! one linker, and the load pipeline ([`Runtime::load`]): compile, check
-//! against ABI v1 (`module`), probe `arbiter_abi_version` and
-//! `arbiter_weight_fields` (`instance`), and share the result among every
-//! load of identical bytes. Called by the bundle loader. It never runs a
+//! allocator sized by [`RuntimeConfig`], fuel metering, epoch interruption
+//! with one ticker thread, Cranelift's per-function results cached across
+//! module versions), one linker, and the load pipeline ([`Runtime::load`]):
+//! check the module's shape against its bundle's caps (`shape`), compile
+//! on a worker thread under a time budget, check against ABI v1
+//! (`module`), probe `_initialize`, `arbiter_abi_version` and
+//! `arbiter_weight_fields` under the bundle's own call limits (`instance`),
+//! and share the compiled module among every load of identical bytes.
+//! Called by the bundle loader, which runs on the reload path (a watcher's
+//! or the CLI's thread), never inside a scheduling cycle. It never runs a
 //! hook, and a module it refuses is a [`LoadError`], never a panic.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig,
@@ -17,10 +21,61 @@ use wasmtime::{
 
 use super::host::{plugin_linker, CallState};
 use super::module::{check_exports, declares_weight_fields, hex_sha256, Compiled, Plugin};
-use super::{Limits, LoadError, RuntimeError, ABI_VERSION, MAX_TABLE_ELEMENTS, TICK};
+use super::shape::{self, ShapeCaps, SHAPE_CAPS, TENANT_SHAPE_CAPS};
+use super::{Limits, LoadError, RuntimeError, MAX_TABLE_ELEMENTS, TICK};
 
-/// Deadline for the `arbiter_abi_version` probe made at load.
-const ABI_CHECK_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long compiling one platform module may take before it is given up
+/// (and the bundle with it; the last good one stays in force). The shape
+/// caps and the size cap keep compilations below it: the dearest 8 MiB
+/// module they allow takes 35 s on the 2-core machine of BENCHMARKS.md
+/// ("Fuel"), `shortest-first` (166 KB) a fraction of a second; this bounds
+/// what they do not foresee.
+pub const COMPILE_BUDGET: Duration = Duration::from_secs(60);
+/// The same for a tenant bundle's module (the dearest 2 MiB one the tenant
+/// caps allow: 6 s).
+pub const TENANT_COMPILE_BUDGET: Duration = Duration::from_secs(20);
+/// Compilations given up but still running (Cranelift cannot be stopped):
+/// while this many run, no new compilation starts.
+const MAX_ABANDONED_COMPILES: usize = 2;
+
+/// What loading one module runs under: its bundle's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// The limits of the load probe (`_initialize`, `arbiter_abi_version`,
+    /// `arbiter_weight_fields`): the call limits of the policy naming the module.
+    pub call: Limits,
+    /// What the module may define ([`SHAPE_CAPS`], [`TENANT_SHAPE_CAPS`]).
+    pub shape: ShapeCaps,
+    /// How long compiling it may take.
+    pub compile_budget: Duration,
+}
+
+impl LoadLimits {
+    /// A platform bundle's module, probed under `call`.
+    pub fn platform(call: Limits) -> LoadLimits {
+        LoadLimits {
+            call,
+            shape: SHAPE_CAPS,
+            compile_budget: COMPILE_BUDGET,
+        }
+    }
+
+    /// A tenant bundle's module, probed under `call`.
+    pub fn tenant(call: Limits) -> LoadLimits {
+        LoadLimits {
+            call,
+            shape: TENANT_SHAPE_CAPS,
+            compile_budget: TENANT_COMPILE_BUDGET,
+        }
+    }
+}
+
+impl Default for LoadLimits {
+    /// A platform module probed under the default call limits.
+    fn default() -> LoadLimits {
+        LoadLimits::platform(Limits::default())
+    }
+}
 
 /// Cranelift's per-function compilation results, kept so that a new
 /// version of a module (a bundle update, or another tenant's copy of a
@@ -113,8 +168,9 @@ impl Default for RuntimeConfig {
 pub struct Runtime {
     engine: Engine,
     linker: Linker<CallState>,
-    max_memory_bytes: usize,
     modules: Mutex<HashMap<String, Weak<Compiled>>>,
+    /// Compilations given up on and still running.
+    abandoned: Arc<Mutex<usize>>,
 }
 
 impl Runtime {
@@ -145,6 +201,7 @@ impl Runtime {
         }
         let mut wasm = Config::new();
         wasm.epoch_interruption(true)
+            .consume_fuel(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
             .enable_incremental_compilation(Arc::new(CompileCache::new(COMPILE_CACHE_BYTES)))
             .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
@@ -158,46 +215,64 @@ impl Runtime {
         Ok(Runtime {
             engine,
             linker,
-            max_memory_bytes: config.max_memory_bytes,
             modules: Mutex::new(HashMap::new()),
+            abandoned: Arc::new(Mutex::new(0)),
         })
     }
 
-    /// Checks and compiles `bytes` as plugin `name`, or reuses the module
-    /// already compiled from identical bytes.
-    pub fn load(&self, name: &str, bytes: &[u8]) -> Result<Arc<Plugin>, LoadError> {
+    /// Checks and compiles `bytes` as plugin `name` under `limits`, or
+    /// reuses the module already compiled from identical bytes; either way
+    /// its shape is checked against `limits.shape` and it is probed under
+    /// `limits.call` ([`Plugin::probe`]).
+    pub fn load(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        limits: &LoadLimits,
+    ) -> Result<Arc<Plugin>, LoadError> {
+        shape::check(name, bytes, &limits.shape)?;
         let digest = hex_sha256(bytes);
-        // A poisoned lock only means another load panicked; the map is intact.
-        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        modules.retain(|_, module| module.strong_count() > 0);
-        let compiled = match modules.get(&digest).and_then(Weak::upgrade) {
-            Some(compiled) => compiled,
-            None => {
-                let compiled = Arc::new(self.compile(name, bytes, digest.clone())?);
-                modules.insert(digest, Arc::downgrade(&compiled));
-                compiled
+        let compiled = {
+            let mut modules = lock(&self.modules);
+            modules.retain(|_, module| module.strong_count() > 0);
+            match modules.get(&digest).and_then(Weak::upgrade) {
+                Some(compiled) => compiled,
+                None => {
+                    let compiled = Arc::new(self.compile(
+                        name,
+                        bytes,
+                        digest.clone(),
+                        limits.compile_budget,
+                    )?);
+                    modules.insert(digest, Arc::downgrade(&compiled));
+                    compiled
+                }
             }
         };
+        let weight_fields = compiled.probe(name, &limits.call)?;
         Ok(Arc::new(Plugin {
             name: name.to_string(),
             compiled,
+            weight_fields,
         }))
     }
 
     /// Distinct compiled modules alive (held by at least one plugin).
     pub fn compiled_modules(&self) -> usize {
-        let modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let modules = lock(&self.modules);
         modules.values().filter(|m| m.strong_count() > 0).count()
     }
 
-    /// Compiles and checks a module (`module`), links it, and probes its
-    /// ABI version and declared weight fields (`instance`), in that order:
-    /// the first problem found is the one reported.
-    fn compile(&self, name: &str, bytes: &[u8], digest: String) -> Result<Compiled, LoadError> {
-        let module = Module::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
-            module: name.to_string(),
-            reason: format!("{e:#}"),
-        })?;
+    /// Compiles (under `budget`) and checks a module (`module`) and links
+    /// it, in that order: the first problem found is the one reported.
+    fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        digest: String,
+        budget: Duration,
+    ) -> Result<Compiled, LoadError> {
+        let module = self.compile_within(name, bytes, budget)?;
         let exports = check_exports(name, &module)?;
         let pre = self
             .linker
@@ -207,41 +282,130 @@ impl Runtime {
                 reason: format!("{e:#}"),
             })?;
         let declares_fields = declares_weight_fields(name, &module)?;
-        let mut compiled = Compiled {
+        Ok(Compiled {
             digest,
             pre,
             hooks: exports.hooks,
             reactor: exports.reactor,
-            weight_fields: None,
-        };
-        let probe = Limits {
-            timeout: ABI_CHECK_TIMEOUT,
-            memory_bytes: self.max_memory_bytes,
-        };
-        let found = compiled
-            .abi_version(&probe)
-            .map_err(|source| LoadError::AbiCheck {
-                module: name.to_string(),
-                source,
-            })?;
-        if found != ABI_VERSION {
-            return Err(LoadError::AbiVersion {
-                module: name.to_string(),
-                found,
-            });
-        }
-        if declares_fields {
-            let fields =
-                compiled
-                    .weight_fields(&probe)
-                    .map_err(|reason| LoadError::WeightFields {
-                        module: name.to_string(),
-                        reason,
-                    })?;
-            compiled.weight_fields = Some(fields);
-        }
-        Ok(compiled)
+            declares_fields,
+            probes: Mutex::new(Vec::new()),
+        })
     }
+
+    /// Compiles `bytes` under `budget` ([`within_budget`]).
+    fn compile_within(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        budget: Duration,
+    ) -> Result<Module, LoadError> {
+        let (engine, bytes) = (self.engine.clone(), bytes.to_vec());
+        let compiled = within_budget(&self.abandoned, budget, move || {
+            Module::new(&engine, &bytes).map_err(|e| format!("{e:#}"))
+        });
+        let module = name.to_string();
+        match compiled {
+            Ok(Ok(compiled)) => Ok(compiled),
+            Ok(Err(reason)) => Err(LoadError::Compile { module, reason }),
+            Err(OverBudget::Exceeded) => Err(LoadError::CompileTimeout { module, budget }),
+            Err(OverBudget::Busy(running)) => Err(LoadError::CompileBusy { module, running }),
+            Err(OverBudget::Spawn(e)) => Err(LoadError::Compile {
+                module,
+                reason: format!("cannot start a compiler thread: {e}"),
+            }),
+        }
+    }
+}
+
+/// Why [`within_budget`] gave no result.
+#[derive(Debug)]
+pub(super) enum OverBudget {
+    /// The work did not end within the budget; it goes on in the background.
+    Exceeded,
+    /// This many earlier works that exceeded their budget are still running.
+    Busy(usize),
+    Spawn(std::io::Error),
+}
+
+/// Runs `work` on a thread of its own and waits at most `budget` for its
+/// result. Cranelift cannot be interrupted: work given up on runs to its
+/// end in the background, counted in `abandoned`, and while
+/// [`MAX_ABANDONED_COMPILES`] such run, no new work starts.
+pub(super) fn within_budget<T: Send + 'static>(
+    abandoned: &Arc<Mutex<usize>>,
+    budget: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, OverBudget> {
+    let running = *lock(abandoned);
+    if running >= MAX_ABANDONED_COMPILES {
+        return Err(OverBudget::Busy(running));
+    }
+    let job = Arc::new(Job::<T>::default());
+    let worker = {
+        let (job, abandoned) = (job.clone(), abandoned.clone());
+        move || {
+            let result = work();
+            let mut state = lock(&job.state);
+            if state.given_up {
+                let mut running = lock(&abandoned);
+                *running = running.saturating_sub(1);
+            } else {
+                state.result = Some(result);
+                job.done.notify_all();
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("arbiter-wasm-compile".to_string())
+        .spawn(worker)
+        .map_err(OverBudget::Spawn)?;
+    let deadline = Instant::now() + budget;
+    let mut state = lock(&job.state);
+    loop {
+        if let Some(result) = state.result.take() {
+            return Ok(result);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            state.given_up = true;
+            *lock(abandoned) += 1;
+            return Err(OverBudget::Exceeded);
+        }
+        state = job
+            .done
+            .wait_timeout(state, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// Work on its worker thread: its result, or that nobody waits for it.
+struct Job<T> {
+    state: Mutex<JobState<T>>,
+    done: Condvar,
+}
+
+impl<T> Default for Job<T> {
+    fn default() -> Job<T> {
+        Job {
+            state: Mutex::new(JobState {
+                result: None,
+                given_up: false,
+            }),
+            done: Condvar::new(),
+        }
+    }
+}
+
+struct JobState<T> {
+    result: Option<T>,
+    given_up: bool,
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (only whole values are stored under it).
+fn lock<V>(mutex: &Mutex<V>) -> MutexGuard<'_, V> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Advances the engine's epoch every [`TICK`] until the engine is gone (the
