@@ -4,7 +4,8 @@
 //! - `wasm/call/trivial`: a weight hook that returns a constant;
 //! - `wasm/call/echo-4KiB`: a 4 KiB request written through `arbiter_alloc`
 //!   and echoed back;
-//! - `wasm/call/wasi`: a hook that calls `random_get` (builds the WASI context).
+//! - `wasm/call/wasi`: a hook that calls `random_get` (answered by the host;
+//!   until issue 10 it built the WASI context).
 
 use std::hint::black_box;
 

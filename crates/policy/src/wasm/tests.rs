@@ -465,3 +465,34 @@ fn the_load_probe_runs_under_the_limits_it_is_given() {
     ));
     assert_eq!(platform.probe(&Limits::PLATFORM_MAX), Ok(()));
 }
+
+#[test]
+fn a_wasi_call_may_touch_at_most_64_kib_of_guest_memory() {
+    let runtime = Runtime::new().expect("runtime starts");
+    // fd_read from stdin with `count` empty iovecs; the errno is the response.
+    let errno = |count: usize| {
+        let text = format!(
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+              (memory (export "memory") 2)
+              (func (export "arbiter_abi_version") (result i32) i32.const 1)
+              (func (export "arbiter_alloc") (param i32) (result i32) i32.const 100000)
+              (func (export "arbiter_weight") (param i32 i32) (result i64)
+                (i32.store8 (i32.const 120000)
+                  (i32.add (i32.const 48)
+                    (call $read (i32.const 0) (i32.const 0) (i32.const {count}) (i32.const 110000))))
+                (i64.or (i64.shl (i64.const 120000) (i64.const 32)) (i64.const 1))))"#
+        );
+        let bytes = wat::parse_str(text).expect("valid WAT");
+        let plugin = runtime
+            .load("read.wasm", &bytes, &LoadLimits::default())
+            .expect("loads");
+        let out = plugin
+            .call(Hook::Weight, b"{}", &Limits::default())
+            .expect("answers");
+        i32::from(out.response.as_bytes()[0]) - 48
+    };
+    let fits = host::HOST_CALL_BYTES / 8;
+    assert_eq!(errno(fits), 0, "stdin is empty: nothing read, no error");
+    assert_eq!(errno(fits + 1), 48, "one iovec more is ENOMEM");
+}
