@@ -23,7 +23,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cel::common::value::Val;
 use cel::objects::{Key, Map};
@@ -245,7 +245,8 @@ impl Integration {
 
 /// Every known job kind, compiled, by (apiVersion, kind).
 pub struct Integrations {
-    by_gvk: BTreeMap<(String, String), Integration>,
+    /// Shared, not copied: the built-in kinds are compiled once per process.
+    by_gvk: BTreeMap<(String, String), Arc<Integration>>,
 }
 
 impl fmt::Debug for Integrations {
@@ -256,18 +257,26 @@ impl fmt::Debug for Integrations {
 
 impl Integrations {
     /// The built-in kinds of [`builtin_integrations`].
+    /// The built-ins are compiled once per process (every scenario load
+    /// and every `with_extra` starts from them) and shared.
     pub fn builtin() -> Integrations {
-        let env = cel_env();
-        let by_gvk = builtin_integrations()
-            .into_iter()
-            .map(|spec| {
-                let key = (spec.api_version.clone(), spec.kind.clone());
-                // Built-ins are constants of this crate, proven to compile by a unit test.
-                let integration = Integration::compile(spec, &env)
-                    .unwrap_or_else(|e| panic!("built-in job integration: {e}"));
-                (key, integration)
+        type Compiled = BTreeMap<(String, String), Arc<Integration>>;
+        static BUILTIN: OnceLock<Compiled> = OnceLock::new();
+        let by_gvk = BUILTIN
+            .get_or_init(|| {
+                let env = cel_env();
+                builtin_integrations()
+                    .into_iter()
+                    .map(|spec| {
+                        let key = (spec.api_version.clone(), spec.kind.clone());
+                        // Built-ins are constants of this crate, proven to compile by a unit test.
+                        let integration = Integration::compile(spec, &env)
+                            .unwrap_or_else(|e| panic!("built-in job integration: {e}"));
+                        (key, Arc::new(integration))
+                    })
+                    .collect()
             })
-            .collect();
+            .clone();
         Integrations { by_gvk }
     }
 
@@ -287,7 +296,9 @@ impl Integrations {
                 });
             }
             let integration = Integration::compile(spec, &env)?;
-            integrations.by_gvk.insert(key.clone(), integration);
+            integrations
+                .by_gvk
+                .insert(key.clone(), Arc::new(integration));
             added.push(key);
         }
         Ok(integrations)
@@ -296,6 +307,7 @@ impl Integrations {
     pub fn find(&self, api_version: &str, kind: &str) -> Option<&Integration> {
         self.by_gvk
             .get(&(api_version.to_string(), kind.to_string()))
+            .map(Arc::as_ref)
     }
 
     /// The job's info; `None` when the object is not of a known job kind.
