@@ -27,6 +27,9 @@ log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 log "plugins (scripts/build-plugins.sh)"
 ./scripts/build-plugins.sh
+log "test cluster: kube-apiserver and etcd (scripts/test-cluster.sh; cached after the first build)"
+ARBITER_TEST_CLUSTER_BIN=$(./scripts/test-cluster.sh)
+export ARBITER_TEST_CLUSTER_BIN
 log "cargo test"
 ARBITER_REQUIRE_PLUGINS=1 cargo test --workspace --all-targets --locked
 log "disk used by target/: $(du -sh target | cut -f1)"

@@ -5,6 +5,7 @@
 pub mod convert;
 pub mod crds;
 pub mod policy;
+pub mod run;
 pub mod simulate;
 
 use std::io::{self, Write};
@@ -41,6 +42,8 @@ pub enum Command {
     Crds,
     /// Check, test, evaluate and measure policy bundles.
     Policy(policy::PolicyArgs),
+    /// Run the operator: hold, admit and evict jobs in a cluster.
+    Run(run::RunArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -60,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Convert { files } => run_convert(&files),
         Command::Crds => print_stdout(&crds::crds_yaml()),
         Command::Policy(args) => policy::run(&args),
+        Command::Run(args) => run::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

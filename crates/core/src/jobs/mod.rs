@@ -80,6 +80,11 @@ pub struct PodSetInfo {
     pub node_selector: BTreeMap<String, String>,
     pub required_node_affinity: Option<NodeSelector>,
     pub tolerations: Vec<Toleration>,
+    /// Dot-separated path of the pod set's `PodTemplateSpec` in the job
+    /// object (the expression's optional `templatePath`), where a driver
+    /// injects the admitted flavor's node labels and tolerations. `None`:
+    /// the job has no template to inject into; it is only released.
+    pub template_path: Option<String>,
 }
 
 impl PodSetInfo {
@@ -92,6 +97,7 @@ impl PodSetInfo {
             node_selector: BTreeMap::new(),
             required_node_affinity: None,
             tolerations: Vec::new(),
+            template_path: None,
         }
     }
 }

@@ -17,7 +17,14 @@ use super::requests::parse_quantities;
 use super::{describe, pod_requests, JobError, PodSetInfo};
 use crate::model::Amount;
 
-const KEYS: [&str; 5] = ["name", "count", "minCount", "template", "requests"];
+const KEYS: [&str; 6] = [
+    "name",
+    "count",
+    "minCount",
+    "template",
+    "requests",
+    "templatePath",
+];
 
 /// The pod sets of `job` from the expression's `output`.
 pub(super) fn from_output(
@@ -102,6 +109,21 @@ fn one(job: &str, index: usize, item: Value) -> Result<PodSetInfo, JobError> {
     }
     let count = whole_number(job, &name, "count", fields.get("count"))?.unwrap_or(1);
     let min_count = whole_number(job, &name, "minCount", fields.get("minCount"))?;
+    let template_path = match fields.remove("templatePath") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(path)) if super::hold::HoldPath::parse(&path).is_some() => Some(path),
+        Some(other) => {
+            return Err(bad(
+                job,
+                &name,
+                "templatePath",
+                format!(
+                    "is {}, expected a dot-separated field path like `spec.template`",
+                    describe(&other)
+                ),
+            ))
+        }
+    };
     let template = fields.remove("template").filter(|t| !t.is_null());
     let requests = fields.remove("requests").filter(|r| !r.is_null());
     let mut pod_set = match (template, requests) {
@@ -122,6 +144,7 @@ fn one(job: &str, index: usize, item: Value) -> Result<PodSetInfo, JobError> {
     };
     pod_set.count = count;
     pod_set.min_count = min_count;
+    pod_set.template_path = template_path;
     check_min_count(job, &pod_set)?;
     Ok(pod_set)
 }

@@ -11,7 +11,10 @@
 //! `lowerAscii()`, `upperAscii()` and `trim()`, and it runs under the
 //! limits and budget of `crate::cel_bounds`, as policies do) and yields a
 //! list of maps `{name: string, count?: int (default 1), minCount?: int,
-//! template?: PodTemplateSpec | requests?: {resource: quantity}}`. Pod sets come out in list order, so iterate over a fixed list
+//! template?: PodTemplateSpec | requests?: {resource: quantity},
+//! templatePath?: string}`; `templatePath` names where the template sits in
+//! the job (e.g. `spec.template`), so the operator can inject the admitted
+//! flavor's node labels and tolerations there. Pod sets come out in list order, so iterate over a fixed list
 //! of keys rather than over a map (CEL map order is unspecified).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -125,7 +128,8 @@ fn replica_specs(field: &str, types: &[&str]) -> String {
         "[{types}].filter(t, t in object.spec.{field}).map(t, {{\
          'name': t.lowerAscii(), \
          'count': 'replicas' in {replica} ? {replica}.replicas : 1, \
-         'template': 'template' in {replica} ? {replica}.template : {{}}}})"
+         'template': 'template' in {replica} ? {replica}.template : {{}}, \
+         'templatePath': 'spec.{field}.' + t + '.template'}})"
     )
 }
 
@@ -161,7 +165,7 @@ const BATCH_JOB: &str = "[{'name': 'main', \
       && object.spec.completions < object.spec.parallelism \
     ? object.spec.completions \
     : (has(object.spec.parallelism) ? object.spec.parallelism : 1), \
-  'template': object.spec.template}]";
+  'template': object.spec.template, 'templatePath': 'spec.template'}]";
 
 /// `TrainJob`: `numNodes` pods (default 1) of `resourcesPerNode`. The
 /// runtime's own pod template is not resolved here.

@@ -1043,3 +1043,64 @@ fn pod_set_cel_is_bounded_like_policy_cel() {
     );
     assert!(message.contains("PipelineRun"), "{message}");
 }
+
+// ---------------------------------------------------------------- template paths
+
+#[test]
+fn builtin_pod_sets_name_where_their_template_sits() {
+    let job = extract(
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: ns}
+spec:
+  template: {spec: {containers: [{name: c, image: x}]}}
+"#,
+    );
+    assert_eq!(
+        job.pod_sets[0].template_path.as_deref(),
+        Some("spec.template")
+    );
+    let pytorch = extract(
+        r#"
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: p, namespace: ns}
+spec:
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, template: {spec: {containers: [{name: pytorch, image: x}]}}}
+    Worker: {replicas: 2, template: {spec: {containers: [{name: pytorch, image: x}]}}}
+"#,
+    );
+    let paths: Vec<_> = pytorch
+        .pod_sets
+        .iter()
+        .map(|p| p.template_path.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            Some("spec.pytorchReplicaSpecs.Master.template".to_string()),
+            Some("spec.pytorchReplicaSpecs.Worker.template".to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_template_path_that_is_not_a_field_path_is_refused() {
+    let (mut spec, _) = IntegrationSpec::from_manifest_yaml(KFP_V1_PIPELINE_RUN).unwrap();
+    spec.pod_sets = "object.spec.steps.map(s, {'name': s.name, 'templatePath': 'spec..x'})".into();
+    let integrations = Integrations::with_extra(vec![spec]).unwrap();
+    let message = extract_error(
+        &integrations,
+        r#"
+apiVersion: kubeflow.org/v1
+kind: PipelineRun
+metadata: {name: run, namespace: ns}
+spec:
+  steps: [{name: train}]
+"#,
+    );
+    assert!(message.contains("templatePath"), "{message}");
+    assert!(message.contains("field path"), "{message}");
+}

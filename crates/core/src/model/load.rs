@@ -277,6 +277,21 @@ pub fn load_str(text: &str, file: &Path) -> Result<Loaded, LoadError> {
     Ok(loaded)
 }
 
+/// Reads one object that arrived already parsed (through the Kubernetes
+/// API, say) exactly as a document of a file is read: same kinds, same
+/// Kueue and article translations, same warnings. `source` names it in
+/// messages.
+pub fn load_value(object: Value, source: Source) -> Result<Loaded, LoadError> {
+    let mut loaded = Loaded::default();
+    let (origin, manifest) = read_object(object, &source, &mut loaded.warnings)?;
+    loaded.documents.push(Document {
+        source,
+        origin,
+        manifest,
+    });
+    Ok(loaded)
+}
+
 /// For a document that is well-formed YAML but was refused as a value (a
 /// NaN or an infinity): its `kind` and `metadata.name`, to name it.
 fn parsed_object(text: &str, index: usize) -> Option<String> {

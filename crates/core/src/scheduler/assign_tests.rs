@@ -286,6 +286,7 @@ fn pods(name: &str, count: u32, requests: &[(&str, i64)]) -> PodSetInfo {
         node_selector: BTreeMap::new(),
         required_node_affinity: None,
         tolerations: Vec::new(),
+        template_path: None,
     }
 }
 

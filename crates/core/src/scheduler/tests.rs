@@ -108,6 +108,7 @@ fn workload(cluster: &Cluster, ns: &str, name: &str, gpus: i64, priority: i32) -
             node_selector: BTreeMap::new(),
             required_node_affinity: None,
             tolerations: Vec::new(),
+            template_path: None,
         }],
     };
     match intake(cluster, &job, Some(priority)) {

@@ -1,0 +1,746 @@
+//! The operator's driver loop: the second driver of the core, beside the
+//! simulator. Each tick it reads the stores the reflectors keep, rebuilds
+//! the configuration when the queue objects, Namespaces or Nodes changed
+//! (the core's `reconfigure`), turns what happened to jobs into `Input`s,
+//! calls `Scheduler::step` with the wall clock, and carries out the
+//! decisions by writing the jobs (`inject`). It makes no decision itself.
+//!
+//! Restart: on its first configuration the driver reads back every
+//! released job that carries an `arbiter.dev/admission` record and hands
+//! them to `Scheduler::restore` (no policy asked, nothing admitted twice);
+//! a job whose record no longer fits the configuration is held again and
+//! queued as new. Every write is a read-modify-replace carrying the
+//! object's `resourceVersion`, retried on conflict, so a write lost or
+//! repeated changes nothing twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arbiter_core::jobs::{Integration, Integrations, JobInfo};
+use arbiter_core::model::cluster::{Cluster, Namespace};
+use arbiter_core::model::Millis;
+use arbiter_core::scheduler::hooks::Hooks;
+use arbiter_core::scheduler::intake::{intake, Intake};
+use arbiter_core::scheduler::Restored;
+use arbiter_core::scheduler::{Event, Input, Scheduler, WorkloadId};
+use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::config::{self, ApiObject};
+use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
+use crate::watch::{self, Watched};
+
+/// The queue configuration kinds, by API group, newest version first; the
+/// first version the API serves is watched.
+const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
+    (
+        "arbiter.dev",
+        &["v1alpha1"],
+        &[
+            "ResourceFlavor",
+            "Cohort",
+            "ClusterQueue",
+            "LocalQueue",
+            "WorkloadPriorityClass",
+        ],
+    ),
+    (
+        "kueue.x-k8s.io",
+        &["v1beta2", "v1beta1"],
+        &[
+            "ResourceFlavor",
+            "ClusterQueue",
+            "LocalQueue",
+            "WorkloadPriorityClass",
+        ],
+    ),
+    ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
+];
+
+/// Writes retried on a conflict before giving up until the next tick.
+const WRITE_ATTEMPTS: usize = 5;
+
+/// How the driver runs.
+#[derive(Clone, Debug)]
+pub struct DriverOptions {
+    /// How long to gather changes after a wake before stepping, so a burst
+    /// of job creations is one step.
+    pub batch_window: Duration,
+    /// Step at least this often even when nothing is watched to change.
+    pub resync: Duration,
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        DriverOptions {
+            batch_window: Duration::from_millis(20),
+            resync: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A job, as the driver names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct JobKey {
+    /// Index into `Driver::jobs`.
+    watch: usize,
+    namespace: String,
+    name: String,
+}
+
+impl std::fmt::Display for JobKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A job the scheduler knows.
+#[derive(Clone, Debug)]
+struct Tracked {
+    uid: String,
+    id: WorkloadId,
+    template_paths: Vec<Option<String>>,
+    finish_sent: bool,
+}
+
+/// The watch of one integration's kind.
+struct JobWatch {
+    integration: usize,
+    resource: ApiResource,
+    watched: Watched<DynamicObject>,
+}
+
+/// Everything the loop owns.
+pub struct Driver {
+    client: Client,
+    options: DriverOptions,
+    integrations: Integrations,
+    /// In a mutex only so the driver is `Sync` (its futures are `Send`); one task uses it.
+    hooks: std::sync::Mutex<Box<dyn Hooks + Send>>,
+    wake: Arc<Notify>,
+    config: Vec<Watched<DynamicObject>>,
+    namespaces: Watched<KubeNamespace>,
+    nodes: Watched<Node>,
+    jobs: Vec<JobWatch>,
+    scheduler: Option<Scheduler>,
+    fingerprint: String,
+    tracked: BTreeMap<JobKey, Tracked>,
+    by_id: BTreeMap<WorkloadId, JobKey>,
+    /// Last message logged per job that cannot be queued, so it is logged once.
+    unqueued: BTreeMap<JobKey, String>,
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Did the job run to an end (a `Complete`, `Succeeded` or `Failed`
+/// condition, Tekton's `Succeeded=False`, or a final `status.phase`)?
+pub fn job_finished(object: &Value) -> bool {
+    let conditions = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let ended = conditions.iter().any(|c| {
+        let kind = c.get("type").and_then(Value::as_str).unwrap_or("");
+        let status = c.get("status").and_then(Value::as_str).unwrap_or("");
+        matches!(
+            (kind, status),
+            ("Complete" | "Succeeded" | "Failed", "True") | ("Succeeded", "False")
+        )
+    });
+    let phase = object.pointer("/status/phase").and_then(Value::as_str);
+    ended || matches!(phase, Some("Succeeded" | "Failed" | "Error"))
+}
+
+impl Driver {
+    /// Starts the reflectors and waits until each has listed once.
+    pub async fn start(
+        client: Client,
+        integrations: Integrations,
+        hooks: Box<dyn Hooks + Send>,
+        options: DriverOptions,
+    ) -> Driver {
+        let wake = Arc::new(Notify::new());
+        let mut config = Vec::new();
+        for (group, versions, kinds) in CONFIG_KINDS {
+            for kind in *kinds {
+                for version in *versions {
+                    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+                    if let Some((_, watched)) = watch::dynamic(&client, &gvk, wake.clone()).await {
+                        config.push(watched);
+                        break;
+                    }
+                }
+            }
+        }
+        let mut jobs = Vec::new();
+        let kinds: Vec<(String, String)> = integrations
+            .kinds()
+            .map(|(a, k)| (a.to_string(), k.to_string()))
+            .collect();
+        for (index, (api_version, kind)) in kinds.iter().enumerate() {
+            let gvk = watch::gvk(api_version, kind);
+            match watch::dynamic(&client, &gvk, wake.clone()).await {
+                Some((resource, watched)) => jobs.push(JobWatch {
+                    integration: index,
+                    resource,
+                    watched,
+                }),
+                None => {
+                    tracing::info!(kind = %format!("{api_version} {kind}"), "the API does not serve this job kind; its jobs are not watched")
+                }
+            }
+        }
+        let namespaces = watch::typed::<KubeNamespace>(&client, wake.clone());
+        let nodes = watch::typed::<Node>(&client, wake.clone());
+        for watched in &config {
+            let _ = watched.store.wait_until_ready().await;
+        }
+        for job in &jobs {
+            let _ = job.watched.store.wait_until_ready().await;
+        }
+        let _ = namespaces.store.wait_until_ready().await;
+        let _ = nodes.store.wait_until_ready().await;
+        tracing::info!(
+            config_kinds = config.len(),
+            job_kinds = jobs.len(),
+            "watching; stores listed"
+        );
+        Driver {
+            client,
+            options,
+            integrations,
+            hooks: std::sync::Mutex::new(hooks),
+            wake,
+            config,
+            namespaces,
+            nodes,
+            jobs,
+            scheduler: None,
+            fingerprint: String::new(),
+            tracked: BTreeMap::new(),
+            by_id: BTreeMap::new(),
+            unqueued: BTreeMap::new(),
+        }
+    }
+
+    /// Runs until `shutdown` resolves.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let next = self.tick().await;
+            let wait = match next {
+                Some(at) => Duration::from_millis(at.0.saturating_sub(now_millis()).max(0) as u64)
+                    .min(self.options.resync),
+                None => self.options.resync,
+            };
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = &mut shutdown => return,
+            }
+            tokio::time::sleep(self.options.batch_window).await;
+        }
+    }
+
+    fn integration(&self, watch: usize) -> &Integration {
+        let index = self.jobs[watch].integration;
+        let (api_version, kind) = self
+            .integrations
+            .kinds()
+            .nth(index)
+            .expect("job watches index the integrations");
+        self.integrations
+            .find(api_version, kind)
+            .expect("a kind the integrations list")
+    }
+
+    /// Every job of every watched kind, as JSON, with its key.
+    fn job_objects(&self) -> Vec<(JobKey, Value)> {
+        let mut out = Vec::new();
+        for (watch, job) in self.jobs.iter().enumerate() {
+            for object in job.watched.store.state() {
+                let Ok(value) = serde_json::to_value(object.as_ref()) else {
+                    continue;
+                };
+                let key = JobKey {
+                    watch,
+                    namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                    name: object.metadata.name.clone().unwrap_or_default(),
+                };
+                out.push((key, value));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Rebuilds the configuration when it changed. Returns false while no
+    /// valid configuration has been seen.
+    async fn refresh_config(&mut self, jobs: &[(JobKey, Value)]) -> bool {
+        let mut objects: Vec<ApiObject> = self
+            .config
+            .iter()
+            .flat_map(|w| w.store.state())
+            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+            .map(|mut v| {
+                if let Some(Value::Object(meta)) = v.get_mut("metadata") {
+                    for k in [
+                        "managedFields",
+                        "resourceVersion",
+                        "generation",
+                        "uid",
+                        "creationTimestamp",
+                    ] {
+                        meta.remove(k);
+                    }
+                }
+                ApiObject::new(v)
+            })
+            .collect();
+        objects.sort_by(|a, b| a.name.cmp(&b.name));
+        let namespaces: BTreeMap<String, Namespace> = self
+            .namespaces
+            .store
+            .state()
+            .iter()
+            .map(|ns| {
+                (
+                    ns.metadata.name.clone().unwrap_or_default(),
+                    Namespace {
+                        labels: ns.metadata.labels.clone().unwrap_or_default(),
+                        annotations: ns.metadata.annotations.clone().unwrap_or_default(),
+                    },
+                )
+            })
+            .collect();
+        let mut nodes: Vec<Node> = self
+            .nodes
+            .store
+            .state()
+            .iter()
+            .map(|n| (**n).clone())
+            .collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut resources: BTreeSet<String> = config::node_resources(&nodes).collect();
+        for (key, object) in jobs {
+            if let Ok(info) = self.integration(key.watch).extract(object) {
+                for pod_set in &info.pod_sets {
+                    resources.extend(pod_set.requests.keys().cloned());
+                }
+            }
+        }
+        let node_view: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    &n.metadata.name,
+                    &n.metadata.labels,
+                    n.spec.as_ref().and_then(|s| s.unschedulable),
+                    n.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+                )
+            })
+            .collect();
+        let fingerprint = serde_json::json!({
+            "objects": objects.iter().map(|o| &o.object).collect::<Vec<_>>(),
+            "namespaces": namespaces.iter().map(|(k, v)| (k, (&v.labels, &v.annotations))).collect::<Vec<_>>(),
+            "nodes": serde_json::to_value(&node_view).unwrap_or_default(),
+            "resources": resources,
+        })
+        .to_string();
+        if fingerprint == self.fingerprint {
+            return self.scheduler.is_some();
+        }
+        self.fingerprint = fingerprint;
+        let built = match config::build(&objects, &namespaces, resources) {
+            Ok(built) => built,
+            Err(errors) => {
+                for error in &errors {
+                    tracing::error!(%error, "the queue configuration is invalid; the last valid one stays in force");
+                }
+                return self.scheduler.is_some();
+            }
+        };
+        for warning in &built.warnings {
+            tracing::warn!(%warning, "queue configuration");
+        }
+        let cluster = Arc::new(built.cluster);
+        let pools = config::pools(&cluster, &nodes);
+        match &mut self.scheduler {
+            Some(scheduler) => {
+                let outcome = scheduler.reconfigure(cluster, &pools);
+                tracing::info!(
+                    detached = outcome.detached.len(),
+                    orphaned = outcome.orphaned.len(),
+                    adopted = outcome.adopted.len(),
+                    "configuration changed"
+                );
+            }
+            None => {
+                let scheduler = Scheduler::new(cluster, &pools);
+                self.scheduler = Some(scheduler);
+                self.restore(jobs).await;
+            }
+        }
+        true
+    }
+
+    /// Reads back the admitted jobs after a start (see the module docs).
+    async fn restore(&mut self, jobs: &[(JobKey, Value)]) {
+        let Some(cluster) = self.scheduler.as_ref().map(|s| s.cluster_arc().clone()) else {
+            return;
+        };
+        let mut restored = Vec::new();
+        let mut keys = Vec::new();
+        let mut unreadable = Vec::new();
+        for (key, object) in jobs {
+            let integration = self.integration(key.watch);
+            if integration.is_held(object) || job_finished(object) {
+                continue;
+            }
+            let Some(record) = inject::recorded(object) else {
+                continue;
+            };
+            let record = match record {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(job = %key, error = %e, "holding the job again and queueing it as new");
+                    unreadable.push(key.clone());
+                    continue;
+                }
+            };
+            let Ok(info) = integration.extract(object) else {
+                unreadable.push(key.clone());
+                continue;
+            };
+            let Intake::Queued(workload) = intake(&cluster, &info, None) else {
+                unreadable.push(key.clone());
+                continue;
+            };
+            restored.push(Restored {
+                workload,
+                flavors: record.flavors.clone(),
+                counts: record.counts.clone(),
+                admitted_at: Millis(record.admitted_at),
+                queue_time: Millis(record.queue_time),
+            });
+            keys.push((key.clone(), uid(object), template_paths(&info)));
+        }
+        let Some(scheduler) = self.scheduler.as_mut() else {
+            return;
+        };
+        let results = scheduler.restore(restored);
+        let count = results.iter().filter(|r| r.is_ok()).count();
+        for (result, (key, uid, paths)) in results.into_iter().zip(keys) {
+            match result {
+                Ok(id) => {
+                    self.by_id.insert(id, key.clone());
+                    self.tracked.insert(
+                        key,
+                        Tracked {
+                            uid,
+                            id,
+                            template_paths: paths,
+                            finish_sent: false,
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(job = %key, error = %e, "admission read back does not fit; holding the job again");
+                    unreadable.push(key);
+                }
+            }
+        }
+        tracing::info!(restored = count, "admissions read back from the jobs");
+        for key in unreadable {
+            if let Err(e) = self.write(&key, inject::evict).await {
+                tracing::error!(job = %key, error = %e, "could not hold the job again");
+            }
+        }
+    }
+
+    /// One pass: configuration, job changes, a step, the decisions written.
+    /// Returns when the core asked to be woken.
+    pub async fn tick(&mut self) -> Option<Millis> {
+        let jobs = self.job_objects();
+        if !self.refresh_config(&jobs).await {
+            return None;
+        }
+        let now = now_millis();
+        let mut inputs = Vec::new();
+        let mut submits: Vec<(JobKey, String, Vec<Option<String>>)> = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut to_hold = Vec::new();
+        {
+            let scheduler = self.scheduler.as_ref().expect("configured");
+            let cluster = scheduler.cluster_arc().clone();
+            for (key, object) in &jobs {
+                let extracted = self.integration(key.watch).extract(object);
+                let held = self.integration(key.watch).is_held(object);
+                let info = match extracted {
+                    Ok(info) => info,
+                    Err(e) => {
+                        self.note_unqueued(key, e.to_string());
+                        continue;
+                    }
+                };
+                // Being deleted (a finalizer may keep the object a while):
+                // gone for the scheduler, its quota free at once.
+                if info.queue_name.is_none()
+                    || object.pointer("/metadata/deletionTimestamp").is_some()
+                {
+                    continue;
+                }
+                seen.insert(key.clone());
+                let uid = uid(object);
+                if let Some(tracked) = self.tracked.get_mut(key) {
+                    if tracked.uid != uid {
+                        // Deleted and created again under the same name.
+                        inputs.push(Input::Withdraw(tracked.id));
+                        seen.remove(key);
+                        continue;
+                    }
+                    if !tracked.finish_sent && job_finished(object) {
+                        tracked.finish_sent = true;
+                        inputs.push(Input::Finish(tracked.id));
+                    }
+                    continue;
+                }
+                if job_finished(object) {
+                    continue;
+                }
+                match intake(&cluster, &info, None) {
+                    Intake::Queued(workload) => {
+                        self.unqueued.remove(key);
+                        if !held {
+                            to_hold.push(key.clone());
+                        }
+                        submits.push((key.clone(), uid, template_paths(&info)));
+                        inputs.push(Input::Submit(workload));
+                    }
+                    Intake::Rejected(rejection) => {
+                        self.note_unqueued(key, rejection.to_string());
+                    }
+                    Intake::Unqueued(why) => {
+                        self.note_unqueued(key, why.to_string());
+                    }
+                }
+            }
+        }
+        for (key, tracked) in &self.tracked {
+            if !seen.contains(key) && !inputs.contains(&Input::Withdraw(tracked.id)) {
+                inputs.push(Input::Withdraw(tracked.id));
+            }
+        }
+        for key in to_hold {
+            if let Err(e) = self
+                .write(&key, |o, i| {
+                    i.set_held(o, true).map_err(|e| InjectError::Job {
+                        job: key.to_string(),
+                        problem: e.to_string(),
+                    })
+                })
+                .await
+            {
+                tracing::error!(job = %key, error = %e, "could not hold the job");
+            }
+        }
+        let scheduler = self.scheduler.as_mut().expect("configured");
+        let step = {
+            let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+            scheduler.step(Millis(now), inputs, hooks.as_mut())
+        };
+        for (id, (key, uid, template_paths)) in step.submitted.iter().zip(submits) {
+            self.by_id.insert(*id, key.clone());
+            self.tracked.insert(
+                key,
+                Tracked {
+                    uid,
+                    id: *id,
+                    template_paths,
+                    finish_sent: false,
+                },
+            );
+        }
+        for event in &step.events {
+            self.carry_out(event).await;
+        }
+        step.next_wake
+    }
+
+    fn note_unqueued(&mut self, key: &JobKey, message: String) {
+        if self.unqueued.get(key) != Some(&message) {
+            tracing::warn!(job = %key, reason = %message, "job not queued");
+            self.unqueued.insert(key.clone(), message);
+        }
+    }
+
+    async fn carry_out(&mut self, event: &Event) {
+        let id = event.workload();
+        let Some(key) = self.by_id.get(&id).cloned() else {
+            return;
+        };
+        match event {
+            Event::Admitted { .. } => {
+                let Some((pod_sets, record)) = self.admission(id, &key) else {
+                    return;
+                };
+                match self
+                    .write(&key, |o, i| inject::admit(o, i, &pod_sets, record.clone()))
+                    .await
+                {
+                    Ok(()) => tracing::info!(job = %key, "admitted"),
+                    Err(e) => {
+                        tracing::error!(job = %key, error = %e, "could not release the admitted job")
+                    }
+                }
+            }
+            Event::Evicted { cause, .. } => {
+                let reason = cause.to_string();
+                match self.write(&key, inject::evict).await {
+                    Ok(()) => tracing::info!(job = %key, %reason, "evicted; held again"),
+                    Err(e) => {
+                        tracing::error!(job = %key, error = %e, "could not hold the evicted job")
+                    }
+                }
+            }
+            Event::Rejected {
+                policy, message, ..
+            } => tracing::info!(job = %key, %policy, %message, "rejected"),
+            Event::Deactivated { retries, .. } => {
+                tracing::info!(job = %key, retries, "deactivated after too many retries")
+            }
+            Event::Withdrawn { .. } => {
+                self.by_id.remove(&id);
+                self.tracked.remove(&key);
+            }
+            Event::Requeued { .. } | Event::Finished { .. } => {}
+        }
+    }
+
+    /// What the job needs to know of workload `id`'s admission.
+    fn admission(&self, id: WorkloadId, key: &JobKey) -> Option<(Vec<PodSetAdmission>, Recorded)> {
+        let scheduler = self.scheduler.as_ref()?;
+        let cluster: &Cluster = scheduler.cluster();
+        let entry = scheduler.entry(id);
+        let admission = entry.admission.as_ref()?;
+        let paths = &self.tracked.get(key)?.template_paths;
+        let mut pod_sets = Vec::new();
+        let mut flavors = Vec::new();
+        for (index, assigned) in admission.pod_sets.iter().enumerate() {
+            let mut node_labels = BTreeMap::new();
+            let mut tolerations = Vec::new();
+            let mut names = BTreeMap::new();
+            for &(resource, flavor) in &assigned.flavors {
+                let flavor = &cluster.flavors[flavor.index()];
+                node_labels.extend(flavor.node_labels.clone());
+                for t in &flavor.tolerations {
+                    if !tolerations.contains(t) {
+                        tolerations.push(t.clone());
+                    }
+                }
+                names.insert(
+                    cluster.resource_name(resource).to_string(),
+                    flavor.name.clone(),
+                );
+            }
+            pod_sets.push(PodSetAdmission {
+                template_path: paths.get(index).cloned().flatten(),
+                node_labels,
+                tolerations,
+            });
+            flavors.push(names);
+        }
+        let record = Recorded {
+            flavors,
+            counts: admission.counts.clone(),
+            admitted_at: admission.at.0,
+            queue_time: entry.queue_time.0,
+            injected: Vec::new(),
+        };
+        Some((pod_sets, record))
+    }
+
+    /// Read-modify-replace of one job with its `resourceVersion`, retried on
+    /// a conflict. A job gone (404) is not an error: its withdrawal follows.
+    async fn write(
+        &self,
+        key: &JobKey,
+        change: impl Fn(&mut Value, &Integration) -> Result<(), InjectError>,
+    ) -> Result<(), String> {
+        let watch = &self.jobs[key.watch];
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &watch.resource);
+        let integration = self.integration(key.watch);
+        for _ in 0..WRITE_ATTEMPTS {
+            let current = match api.get_opt(&key.name).await {
+                Ok(Some(o)) => o,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(e.to_string()),
+            };
+            let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
+            let before = value.clone();
+            change(&mut value, integration).map_err(|e| e.to_string())?;
+            if value == before {
+                return Ok(());
+            }
+            let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
+            match api
+                .replace(&key.name, &PostParams::default(), &object)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(status)) if status.is_conflict() => continue,
+                Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(()),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(format!(
+            "the job kept changing under {WRITE_ATTEMPTS} attempts to write it; retried next tick"
+        ))
+    }
+}
+
+fn uid(object: &Value) -> String {
+    object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn template_paths(info: &JobInfo) -> Vec<Option<String>> {
+    info.pod_sets
+        .iter()
+        .map(|p| p.template_path.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finished_jobs_are_recognised_across_kinds() {
+        let cond = |t: &str, s: &str| json!({"status": {"conditions": [{"type": t, "status": s}]}});
+        assert!(job_finished(&cond("Complete", "True")));
+        assert!(job_finished(&cond("Failed", "True")));
+        assert!(job_finished(&cond("Succeeded", "True")));
+        assert!(job_finished(&cond("Succeeded", "False")));
+        assert!(!job_finished(&cond("Running", "True")));
+        assert!(!job_finished(&cond("Complete", "False")));
+        assert!(job_finished(&json!({"status": {"phase": "Failed"}})));
+        assert!(!job_finished(&json!({"status": {"phase": "Running"}})));
+        assert!(!job_finished(&json!({})));
+    }
+}

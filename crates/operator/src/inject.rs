@@ -1,0 +1,328 @@
+//! What admission and eviction change in a job object, as pure JSON
+//! transforms: admission injects each pod set's flavor node labels (into
+//! the template's `nodeSelector`) and tolerations, records the admission in
+//! an annotation, and releases the hold; eviction holds the job again and
+//! takes out exactly what admission put in, so the template is as the user
+//! wrote it. The annotation is also how a restarted operator reads back
+//! what is admitted (the core's `restore`), so the object is the record.
+//!
+//! Nothing here talks to the API; `driver` writes the result with the
+//! object's `resourceVersion`, so a write is never applied twice.
+
+use std::collections::BTreeMap;
+
+use arbiter_core::jobs::Integration;
+use k8s_openapi::api::core::v1::Toleration;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The annotation holding the admission of a released job.
+pub const ADMISSION_ANNOTATION: &str = "arbiter.dev/admission";
+
+/// One pod set's admission, as the job needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSetAdmission {
+    /// Where the pod template sits in the job (`None`: nothing to inject).
+    pub template_path: Option<String>,
+    /// The union of the node labels of the pod set's flavors.
+    pub node_labels: BTreeMap<String, String>,
+    /// The tolerations of the pod set's flavors.
+    pub tolerations: Vec<Toleration>,
+}
+
+/// The admission as recorded on the job (`arbiter.dev/admission`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recorded {
+    /// Per pod set (in the integration's order): resource → flavor.
+    pub flavors: Vec<BTreeMap<String, String>>,
+    /// Pods admitted per pod set.
+    pub counts: Vec<u32>,
+    /// Milliseconds since the Unix epoch.
+    pub admitted_at: i64,
+    /// Milliseconds since the Unix epoch.
+    pub queue_time: i64,
+    /// What was injected, to take out again on eviction.
+    #[serde(default)]
+    pub injected: Vec<Injected>,
+}
+
+/// What admission changed in one pod template.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Injected {
+    pub template_path: String,
+    /// Each node-selector key written, with the value it had before (`None`: absent).
+    pub node_selector: BTreeMap<String, Option<String>>,
+    /// How many tolerations were appended at the end of the list.
+    pub tolerations: usize,
+}
+
+/// Why a job could not be changed; the object is then left as it was.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum InjectError {
+    #[error("{job}: {problem}")]
+    Job { job: String, problem: String },
+}
+
+fn job_name(object: &Value) -> String {
+    let meta = |k: &str| {
+        object
+            .pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("job");
+    format!("{kind} {}/{}", meta("namespace"), meta("name"))
+}
+
+/// The object at a dot-separated path, created as empty objects on the way.
+fn object_at<'a>(root: &'a mut Value, path: &str) -> Result<&'a mut Map<String, Value>, String> {
+    let mut here = root;
+    for key in path.split('.') {
+        let Value::Object(map) = here else {
+            return Err(format!(
+                "`{path}`: `{key}` is inside a value that is not an object"
+            ));
+        };
+        here = map
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if here.is_null() {
+            *here = Value::Object(Map::new());
+        }
+    }
+    match here {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("`{path}` is {other}, not an object")),
+    }
+}
+
+/// Injects, records and releases. `pod_sets` are in the integration's order.
+pub fn admit(
+    object: &mut Value,
+    integration: &Integration,
+    pod_sets: &[PodSetAdmission],
+    mut record: Recorded,
+) -> Result<(), InjectError> {
+    let mut changed = object.clone();
+    let fail = |problem: String| InjectError::Job {
+        job: job_name(object),
+        problem,
+    };
+    record.injected.clear();
+    for pod_set in pod_sets {
+        let Some(path) = &pod_set.template_path else {
+            continue;
+        };
+        let spec = object_at(&mut changed, &format!("{path}.spec")).map_err(fail)?;
+        let mut injected = Injected {
+            template_path: path.clone(),
+            node_selector: BTreeMap::new(),
+            tolerations: 0,
+        };
+        if !pod_set.node_labels.is_empty() {
+            let selector = spec
+                .entry("nodeSelector")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if selector.is_null() {
+                *selector = Value::Object(Map::new());
+            }
+            let Value::Object(selector) = selector else {
+                return Err(fail(format!("`{path}.spec.nodeSelector` is not a map")));
+            };
+            for (key, value) in &pod_set.node_labels {
+                let before = selector
+                    .insert(key.clone(), Value::String(value.clone()))
+                    .and_then(|v| v.as_str().map(str::to_string));
+                injected.node_selector.insert(key.clone(), before);
+            }
+        }
+        if !pod_set.tolerations.is_empty() {
+            let list = spec
+                .entry("tolerations")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if list.is_null() {
+                *list = Value::Array(Vec::new());
+            }
+            let Value::Array(list) = list else {
+                return Err(fail(format!("`{path}.spec.tolerations` is not a list")));
+            };
+            for toleration in &pod_set.tolerations {
+                list.push(serde_json::to_value(toleration).unwrap_or(Value::Null));
+                injected.tolerations += 1;
+            }
+        }
+        record.injected.push(injected);
+    }
+    let text = serde_json::to_string(&record).map_err(|e| fail(e.to_string()))?;
+    object_at(&mut changed, "metadata.annotations")
+        .map_err(fail)?
+        .insert(ADMISSION_ANNOTATION.to_string(), Value::String(text));
+    integration
+        .set_held(&mut changed, false)
+        .map_err(|e| fail(e.to_string()))?;
+    *object = changed;
+    Ok(())
+}
+
+/// The admission recorded on a job, if any (`Err`: the annotation is there
+/// but unreadable — someone edited it).
+pub fn recorded(object: &Value) -> Option<Result<Recorded, String>> {
+    let text = object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ADMISSION_ANNOTATION))?
+        .as_str()?;
+    Some(serde_json::from_str(text).map_err(|e| {
+        format!("annotation {ADMISSION_ANNOTATION} is not an admission Arbiter wrote: {e}")
+    }))
+}
+
+/// Holds the job again, takes out what admission injected (a value the
+/// user changed since is left alone) and drops the record.
+pub fn evict(object: &mut Value, integration: &Integration) -> Result<(), InjectError> {
+    let mut changed = object.clone();
+    let fail = |problem: String| InjectError::Job {
+        job: job_name(object),
+        problem,
+    };
+    if let Some(Ok(record)) = recorded(object) {
+        for injected in &record.injected {
+            let spec = object_at(&mut changed, &format!("{}.spec", injected.template_path))
+                .map_err(fail)?;
+            if let Some(Value::Object(selector)) = spec.get_mut("nodeSelector") {
+                for (key, before) in &injected.node_selector {
+                    match before {
+                        Some(value) => {
+                            selector.insert(key.clone(), Value::String(value.clone()));
+                        }
+                        None => {
+                            selector.remove(key);
+                        }
+                    }
+                }
+                if selector.is_empty() {
+                    spec.remove("nodeSelector");
+                }
+            }
+            if let Some(Value::Array(list)) = spec.get_mut("tolerations") {
+                let keep = list.len().saturating_sub(injected.tolerations);
+                list.truncate(keep);
+                if list.is_empty() {
+                    spec.remove("tolerations");
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(meta)) = changed.get_mut("metadata") {
+        if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
+            annotations.remove(ADMISSION_ANNOTATION);
+            if annotations.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    integration
+        .set_held(&mut changed, true)
+        .map_err(|e| fail(e.to_string()))?;
+    *object = changed;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_core::jobs::Integrations;
+    use serde_json::json;
+
+    fn job() -> Value {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "team-a",
+                         "labels": {"arbiter.dev/queue-name": "q"}},
+            "spec": {"suspend": true, "template": {"spec": {
+                "nodeSelector": {"zone": "a"},
+                "tolerations": [{"key": "own", "operator": "Exists"}],
+                "containers": [{"name": "main", "image": "x"}]}}}
+        })
+    }
+
+    fn a100() -> PodSetAdmission {
+        PodSetAdmission {
+            template_path: Some("spec.template".into()),
+            node_labels: [("gpu".to_string(), "a100".to_string())].into(),
+            tolerations: vec![Toleration {
+                key: Some("nvidia.com/gpu".into()),
+                operator: Some("Exists".into()),
+                effect: Some("NoSchedule".into()),
+                ..Default::default()
+            }],
+        }
+    }
+
+    fn record() -> Recorded {
+        Recorded {
+            flavors: vec![[("nvidia.com/gpu".to_string(), "a100".to_string())].into()],
+            counts: vec![1],
+            admitted_at: 2_000,
+            queue_time: 1_000,
+            injected: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn admission_injects_records_and_releases_and_eviction_restores_the_template() {
+        let integrations = Integrations::builtin();
+        let integration = integrations.find("batch/v1", "Job").unwrap();
+        let original = job();
+        let mut object = original.clone();
+        admit(&mut object, integration, &[a100()], record()).unwrap();
+        assert_eq!(object["spec"]["suspend"], json!(false));
+        let spec = &object["spec"]["template"]["spec"];
+        assert_eq!(spec["nodeSelector"], json!({"zone": "a", "gpu": "a100"}));
+        assert_eq!(spec["tolerations"].as_array().unwrap().len(), 2);
+        let back = recorded(&object).unwrap().unwrap();
+        assert_eq!(back.counts, vec![1]);
+        assert_eq!(back.injected[0].node_selector["gpu"], None);
+
+        evict(&mut object, integration).unwrap();
+        assert_eq!(object, original);
+    }
+
+    #[test]
+    fn a_label_the_user_already_set_is_put_back_on_eviction() {
+        let integrations = Integrations::builtin();
+        let integration = integrations.find("batch/v1", "Job").unwrap();
+        let mut original = job();
+        original["spec"]["template"]["spec"]["nodeSelector"]["gpu"] = json!("any");
+        let mut object = original.clone();
+        admit(&mut object, integration, &[a100()], record()).unwrap();
+        assert_eq!(
+            object["spec"]["template"]["spec"]["nodeSelector"]["gpu"],
+            json!("a100")
+        );
+        evict(&mut object, integration).unwrap();
+        assert_eq!(object, original);
+    }
+
+    #[test]
+    fn a_template_that_is_not_an_object_is_refused_and_the_job_left_alone() {
+        let integrations = Integrations::builtin();
+        let integration = integrations.find("batch/v1", "Job").unwrap();
+        let mut object = job();
+        object["spec"]["template"] = json!("nonsense");
+        let before = object.clone();
+        let err = admit(&mut object, integration, &[a100()], record()).unwrap_err();
+        assert!(err.to_string().contains("Job team-a/train"), "{err}");
+        assert_eq!(object, before);
+    }
+
+    #[test]
+    fn an_edited_annotation_reads_as_an_error() {
+        let mut object = job();
+        object["metadata"]["annotations"] = json!({ADMISSION_ANNOTATION: "{not json"});
+        assert!(recorded(&object).unwrap().is_err());
+        assert!(recorded(&job()).is_none());
+    }
+}

@@ -1,0 +1,21 @@
+//! `arbiter run`: the operator, the core's second driver. It reads the
+//! queue configuration, Nodes and jobs through the Kubernetes API
+//! (kube-runtime reflectors), feeds what happened to the same pure
+//! scheduler the simulator drives, and carries out its decisions on the
+//! jobs: admission injects each pod set's flavor node labels and
+//! tolerations and releases the hold; eviction holds the job again and
+//! restores its template. The only async code of the product.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `watch` | reflectors (stores + wake-ups) over the configuration kinds, Namespaces, Nodes and each integration's job kind |
+//! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
+//! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
+//! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
+
+pub mod config;
+pub mod driver;
+pub mod inject;
+pub mod watch;
+
+pub use driver::{Driver, DriverOptions};

@@ -1,0 +1,106 @@
+//! Reflectors over what the operator reads: the queue configuration kinds
+//! (Arbiter's and Kueue's, whichever the API serves), Namespaces, Nodes and
+//! each job integration's kind. Each keeps a kube-runtime `Store` and wakes
+//! the driver when something changes; watch errors are retried with
+//! kube-runtime's default backoff, never ending the operator.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// A store and the task filling it.
+pub struct Watched<K: kube::runtime::reflector::Lookup + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    pub store: Store<K>,
+    pub task: JoinHandle<()>,
+    /// What is watched, for messages.
+    pub what: String,
+}
+
+fn drive<K, S>(what: String, stream: S, wake: Arc<Notify>) -> JoinHandle<()>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(_) => wake.notify_one(),
+                Err(e) => {
+                    tracing::warn!(watch = %what, error = %e, "watch failed; retrying with backoff")
+                }
+            }
+        }
+    })
+}
+
+/// Watches a typed kind cluster-wide.
+pub fn typed<K>(client: &Client, wake: Arc<Notify>) -> Watched<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let (store, writer) = reflector::store();
+    let what = K::kind(&()).to_string();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    let task = drive(what.clone(), stream, wake);
+    Watched { store, task, what }
+}
+
+/// Watches a kind the API serves, found by discovery; `None` when the API
+/// does not serve it (its CRD is not installed).
+pub async fn dynamic(
+    client: &Client,
+    gvk: &GroupVersionKind,
+    wake: Arc<Notify>,
+) -> Option<(ApiResource, Watched<DynamicObject>)> {
+    let (resource, _caps) = match discovery::pinned_kind(client, gvk).await {
+        Ok(found) => found,
+        Err(_) => return None,
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let writer = reflector::store::Writer::new(resource.clone());
+    let store = writer.as_reader();
+    let what = format!("{}/{} {}", gvk.group, gvk.version, gvk.kind);
+    // List responses leave out each item's apiVersion and kind; the job
+    // integrations and the manifest reader need them.
+    let types = kube::core::TypeMeta {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+    };
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(move |object: &mut DynamicObject| object.types = Some(types.clone()));
+    let stream = reflector::reflector(writer, stream);
+    let task = drive(what.clone(), stream, wake);
+    Some((resource, Watched { store, task, what }))
+}
+
+/// `apiVersion` (`group/version` or `version`) and kind as a GVK.
+pub fn gvk(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    GroupVersionKind::gvk(group, version, kind)
+}

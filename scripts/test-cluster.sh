@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Builds the real API server the operator's end-to-end tests run against:
+# kube-apiserver and etcd, from their published Go modules (no release
+# download, no container), cached outside the repository keyed by version.
+#
+#   scripts/test-cluster.sh            build what is missing, print the bin dir
+#   scripts/test-cluster.sh --print    print the bin dir only (exit 1 if unbuilt)
+#
+# Environment:
+#   ARBITER_TEST_CLUSTER_CACHE  cache root (default ~/.cache/arbiter/test-cluster)
+#   KUBE_VERSION                k8s.io/kubernetes release (default below)
+#   ETCD_VERSION                go.etcd.io/etcd release (default below)
+#
+# The binaries land in $CACHE/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin;
+# tests find them through ARBITER_TEST_CLUSTER_BIN, which scripts/test.sh
+# exports. tests/README.md records versions, build times and disk use.
+#
+# Why the module needs editing: a module download of k8s.io/kubernetes
+# carries no staging/ tree, yet its go.mod replaces every k8s.io/* staging
+# module with ./staging/src/k8s.io/*; each such replace is pointed at the
+# published v0.x module of the same release instead. etcd's server module
+# likewise replaces its sibling modules with ../api etc.; those replaces are
+# dropped so its go.mod's own requirements (the same release) apply.
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+cache=${ARBITER_TEST_CLUSTER_CACHE:-$HOME/.cache/arbiter/test-cluster}
+dir="$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
+bin="$dir/bin"
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+if [ "${1:-}" = "--print" ]; then
+  [ -x "$bin/kube-apiserver" ] && [ -x "$bin/etcd" ] || exit 1
+  echo "$bin"
+  exit 0
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/test-cluster.sh [--print]" >&2
+  exit 2
+fi
+
+if ! command -v go >/dev/null; then
+  echo "scripts/test-cluster.sh needs Go (1.24 or newer) on PATH to build kube-apiserver and etcd" >&2
+  exit 2
+fi
+
+staging_version() { # v1.37.2 -> v0.37.2
+  local v=${1#v1.}
+  echo "v0.$v"
+}
+
+# A fresh, writable copy of a module's source (the module cache is read-only).
+module_source() { # module version dest
+  local json src
+  json=$(go mod download -json "$1@$2")
+  src=$(printf '%s' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ -z "$src" ] || [ ! -d "$src" ]; then
+    echo "go mod download $1@$2 gave no source directory:" >&2
+    printf '%s\n' "$json" >&2
+    exit 1
+  fi
+  rm -rf "$3"
+  cp -r "$src" "$3"
+  chmod -R u+w "$3"
+}
+
+mkdir -p "$bin"
+work=$(mktemp -d "${TMPDIR:-/tmp}/arbiter-test-cluster.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS="-mod=mod -buildvcs=false"
+export CGO_ENABLED=0
+# k8s.io/kubernetes ships a go.work naming its staging/ tree, absent from the module.
+export GOWORK=off
+
+if [ ! -x "$bin/etcd" ]; then
+  start=$SECONDS
+  log "building etcd $ETCD_VERSION (go.etcd.io/etcd/server/v3) into $bin"
+  module_source go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "$work/etcd"
+  (
+    cd "$work/etcd"
+    for r in $(go mod edit -json | sed -n 's/^[[:space:]]*"Path": "\(go\.etcd\.io\/etcd\/[^"]*\)"$/\1/p' | sort -u); do
+      go mod edit -dropreplace="$r" 2>/dev/null || true
+    done
+    go build -trimpath -ldflags='-s -w' -o "$work/etcd.bin" .
+  )
+  mv "$work/etcd.bin" "$bin/etcd"
+  log "etcd built in $((SECONDS - start)) s"
+fi
+
+if [ ! -x "$bin/kube-apiserver" ]; then
+  start=$SECONDS
+  staging=$(staging_version "$KUBE_VERSION")
+  log "building kube-apiserver $KUBE_VERSION (staging modules $staging) into $bin; a first build takes 10-20 min on 2 cores"
+  module_source k8s.io/kubernetes "$KUBE_VERSION" "$work/kubernetes"
+  (
+    cd "$work/kubernetes"
+    replaced=0
+    for m in $(go mod edit -json | sed -n 's/^[[:space:]]*"Path": "\(\.\/staging\/src\/[^"]*\)"$/\1/p'); do
+      mod=${m#./staging/src/}
+      go mod edit -replace="$mod=$mod@$staging"
+      replaced=$((replaced + 1))
+    done
+    if [ "$replaced" -eq 0 ]; then
+      echo "k8s.io/kubernetes $KUBE_VERSION: found no ./staging/src replace lines in go.mod; the module layout changed" >&2
+      exit 1
+    fi
+    log "pointed $replaced staging replaces at $staging"
+    # The version the server reports (/version, compatibility checks), as
+    # Kubernetes' own build stamps it (hack/lib/version.sh).
+    minor=${KUBE_VERSION#v1.}
+    minor=${minor%%.*}
+    stamp=""
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      stamp+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+      stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    done
+    go build -trimpath -ldflags="-s -w$stamp" -o "$work/kube-apiserver.bin" ./cmd/kube-apiserver
+  )
+  mv "$work/kube-apiserver.bin" "$bin/kube-apiserver"
+  log "kube-apiserver built in $((SECONDS - start)) s"
+fi
+
+"$bin/etcd" --version >&2 | head -n 1 || true
+"$bin/kube-apiserver" --version >&2 || true
+echo "$bin"

@@ -1,0 +1,101 @@
+//! `arbiter run`: the operator (DESIGN §7). Connects with the kubeconfig
+//! given, else the in-cluster configuration or the default kubeconfig,
+//! loads the platform bundles named by `--policies` (none: Kueue's
+//! behaviour), and drives the scheduler until SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arbiter_core::jobs::Integrations;
+use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
+use arbiter_operator::{Driver, DriverOptions};
+use arbiter_policy::sources::{self, PolicyChoice};
+use clap::{Args, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Kubeconfig file (default: in-cluster configuration, else $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Platform policy bundle directory (repeatable; none: Kueue's behaviour).
+    #[arg(long = "policies", value_name = "DIR")]
+    pub policies: Vec<PathBuf>,
+    /// Gather changes this long after a wake-up before scheduling, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20)]
+    pub batch_window_ms: u64,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ARBITER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    let hooks: Box<dyn Hooks + Send> = match sources::engine(
+        &[],
+        &PolicyChoice {
+            platform: Some(args.policies.clone()),
+            ..PolicyChoice::default()
+        },
+    )? {
+        Some(engine) => Box::new(engine),
+        None => Box::new(DefaultHooks),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let file = Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                    .await
+                    .with_context(|| format!("using the kubeconfig {}", path.display()))?
+            }
+            None => kube::Config::infer()
+                .await
+                .context("finding the cluster: no in-cluster configuration and no usable kubeconfig; pass --kubeconfig")?,
+        };
+        let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+        let options = DriverOptions {
+            batch_window: Duration::from_millis(args.batch_window_ms),
+            ..DriverOptions::default()
+        };
+        let driver = Driver::start(client, Integrations::builtin(), hooks, options).await;
+        driver.run(shutdown()).await;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
