@@ -17,22 +17,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arbiter_core::jobs::{Integration, Integrations, JobInfo};
+use arbiter_core::jobs::{Integration, Integrations};
 use arbiter_core::model::cluster::{Cluster, Namespace};
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
+use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::Restored;
-use arbiter_core::scheduler::{Event, Input, Scheduler, WorkloadId};
+use arbiter_core::scheduler::{Event, Input, Reason, Scheduler, WorkloadId};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::config::{self, ApiObject};
 use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
+use crate::jobs::{self, job_finished, template_paths, uid};
 use crate::watch::{self, Watched};
+use crate::workloads::{Owner, Publisher};
 
 /// The queue configuration kinds, by API group, newest version first; the
 /// first version the API serves is watched.
@@ -60,9 +63,6 @@ const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
     ),
     ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
 ];
-
-/// Writes retried on a conflict before giving up until the next tick.
-const WRITE_ATTEMPTS: usize = 5;
 
 /// How the driver runs.
 #[derive(Clone, Debug)]
@@ -101,10 +101,14 @@ impl std::fmt::Display for JobKey {
 /// A job the scheduler knows.
 #[derive(Clone, Debug)]
 struct Tracked {
-    uid: String,
     id: WorkloadId,
+    owner: Owner,
     template_paths: Vec<Option<String>>,
     finish_sent: bool,
+    /// The last denial an Event was recorded for.
+    denied: Option<String>,
+    /// The last eviction: its code and sentence.
+    eviction: Option<(String, String)>,
 }
 
 /// The watch of one integration's kind.
@@ -130,6 +134,7 @@ pub struct Driver {
     fingerprint: String,
     tracked: BTreeMap<JobKey, Tracked>,
     by_id: BTreeMap<WorkloadId, JobKey>,
+    publisher: Publisher,
     /// Last message logged per job that cannot be queued, so it is logged once.
     unqueued: BTreeMap<JobKey, String>,
 }
@@ -139,26 +144,6 @@ fn now_millis() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// Did the job run to an end (a `Complete`, `Succeeded` or `Failed`
-/// condition, Tekton's `Succeeded=False`, or a final `status.phase`)?
-pub fn job_finished(object: &Value) -> bool {
-    let conditions = object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let ended = conditions.iter().any(|c| {
-        let kind = c.get("type").and_then(Value::as_str).unwrap_or("");
-        let status = c.get("status").and_then(Value::as_str).unwrap_or("");
-        matches!(
-            (kind, status),
-            ("Complete" | "Succeeded" | "Failed", "True") | ("Succeeded", "False")
-        )
-    });
-    let phase = object.pointer("/status/phase").and_then(Value::as_str);
-    ended || matches!(phase, Some("Succeeded" | "Failed" | "Error"))
 }
 
 impl Driver {
@@ -215,6 +200,7 @@ impl Driver {
             job_kinds = jobs.len(),
             "watching; stores listed"
         );
+        let client_for_publisher = client.clone();
         Driver {
             client,
             options,
@@ -230,6 +216,7 @@ impl Driver {
             tracked: BTreeMap::new(),
             by_id: BTreeMap::new(),
             unqueued: BTreeMap::new(),
+            publisher: Publisher::new(client_for_publisher),
         }
     }
 
@@ -444,13 +431,16 @@ impl Driver {
             match result {
                 Ok(id) => {
                     self.by_id.insert(id, key.clone());
+                    let owner = self.owner(&key, uid);
                     self.tracked.insert(
                         key,
                         Tracked {
-                            uid,
+                            owner,
                             id,
                             template_paths: paths,
                             finish_sent: false,
+                            denied: None,
+                            eviction: None,
                         },
                     );
                 }
@@ -462,7 +452,8 @@ impl Driver {
         }
         tracing::info!(restored = count, "admissions read back from the jobs");
         for key in unreadable {
-            if let Err(e) = self.write(&key, inject::evict).await {
+            let held = self.write(&key, inject::hold).await;
+            if let Err(e) = held.and(self.write(&key, inject::restore).await) {
                 tracing::error!(job = %key, error = %e, "could not hold the job again");
             }
         }
@@ -503,7 +494,7 @@ impl Driver {
                 seen.insert(key.clone());
                 let uid = uid(object);
                 if let Some(tracked) = self.tracked.get_mut(key) {
-                    if tracked.uid != uid {
+                    if tracked.owner.uid != uid {
                         // Deleted and created again under the same name.
                         inputs.push(Input::Withdraw(tracked.id));
                         seen.remove(key);
@@ -561,20 +552,64 @@ impl Driver {
         };
         for (id, (key, uid, template_paths)) in step.submitted.iter().zip(submits) {
             self.by_id.insert(*id, key.clone());
+            let owner = self.owner(&key, uid);
             self.tracked.insert(
                 key,
                 Tracked {
-                    uid,
+                    owner,
                     id: *id,
                     template_paths,
                     finish_sent: false,
+                    denied: None,
+                    eviction: None,
                 },
             );
         }
         for event in &step.events {
             self.carry_out(event).await;
         }
+        self.publish().await;
         step.next_wake
+    }
+
+    /// The job as a Workload's owner.
+    fn owner(&self, key: &JobKey, uid: String) -> Owner {
+        let resource = &self.jobs[key.watch].resource;
+        Owner {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid,
+        }
+    }
+
+    /// Workload objects and denial Events brought up to date.
+    async fn publish(&mut self) {
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        for tracked in self.tracked.values_mut() {
+            let finished = tracked.finish_sent.then_some("The job finished");
+            self.publisher
+                .sync(
+                    scheduler,
+                    tracked.id,
+                    &tracked.owner,
+                    finished,
+                    tracked.eviction.as_ref(),
+                )
+                .await;
+            if let Reason::Denied { policy, message } = scheduler.reason(tracked.id) {
+                let note = format!("admission policy {policy}: {message}");
+                if tracked.denied.as_ref() != Some(&note) {
+                    self.publisher
+                        .event(&tracked.owner, true, "Denied", note.clone())
+                        .await;
+                    tracked.denied = Some(note);
+                }
+            }
+        }
     }
 
     fn note_unqueued(&mut self, key: &JobKey, message: String) {
@@ -598,7 +633,27 @@ impl Driver {
                     .write(&key, |o, i| inject::admit(o, i, &pod_sets, record.clone()))
                     .await
                 {
-                    Ok(()) => tracing::info!(job = %key, "admitted"),
+                    Ok(()) => {
+                        tracing::info!(job = %key, "admitted");
+                        if let (Some(scheduler), Some(tracked)) =
+                            (&self.scheduler, self.tracked.get(&key))
+                        {
+                            let entry = scheduler.entry(id);
+                            if let Some(admission) = &entry.admission {
+                                let note = format!(
+                                    "Admitted by {}",
+                                    render_admission(
+                                        scheduler.cluster(),
+                                        &entry.workload,
+                                        admission
+                                    )
+                                );
+                                self.publisher
+                                    .event(&tracked.owner, false, "Admitted", note)
+                                    .await;
+                            }
+                        }
+                    }
                     Err(e) => {
                         tracing::error!(job = %key, error = %e, "could not release the admitted job")
                     }
@@ -606,7 +661,20 @@ impl Driver {
             }
             Event::Evicted { cause, .. } => {
                 let reason = cause.to_string();
-                match self.write(&key, inject::evict).await {
+                if let Some(tracked) = self.tracked.get_mut(&key) {
+                    tracked.eviction =
+                        Some((cause.code().to_string(), format!("Evicted: {reason}")));
+                    self.publisher
+                        .event(
+                            &tracked.owner,
+                            false,
+                            cause.code(),
+                            format!("Evicted: {reason}"),
+                        )
+                        .await;
+                }
+                let held = self.write(&key, inject::hold).await;
+                match held.and(self.write(&key, inject::restore).await) {
                     Ok(()) => tracing::info!(job = %key, %reason, "evicted; held again"),
                     Err(e) => {
                         tracing::error!(job = %key, error = %e, "could not hold the evicted job")
@@ -615,13 +683,33 @@ impl Driver {
             }
             Event::Rejected {
                 policy, message, ..
-            } => tracing::info!(job = %key, %policy, %message, "rejected"),
-            Event::Deactivated { retries, .. } => {
-                tracing::info!(job = %key, retries, "deactivated after too many retries")
+            } => {
+                tracing::info!(job = %key, %policy, %message, "rejected");
+                if let Some(tracked) = self.tracked.get(&key) {
+                    let note = format!("admission policy {policy}: {message}");
+                    self.publisher
+                        .event(&tracked.owner, true, "Rejected", note)
+                        .await;
+                }
+            }
+            Event::Deactivated {
+                retries,
+                max_retries,
+                ..
+            } => {
+                tracing::info!(job = %key, retries, "deactivated after too many retries");
+                if let Some(tracked) = self.tracked.get(&key) {
+                    let note = format!("evicted {retries} times, more than retryPolicy.maxRetries {max_retries}; it stays out");
+                    self.publisher
+                        .event(&tracked.owner, true, "Deactivated", note)
+                        .await;
+                }
             }
             Event::Withdrawn { .. } => {
                 self.by_id.remove(&id);
-                self.tracked.remove(&key);
+                if let Some(tracked) = self.tracked.remove(&key) {
+                    self.publisher.forget(&tracked.owner).await;
+                }
             }
             Event::Requeued { .. } | Event::Finished { .. } => {}
         }
@@ -670,8 +758,7 @@ impl Driver {
         Some((pod_sets, record))
     }
 
-    /// Read-modify-replace of one job with its `resourceVersion`, retried on
-    /// a conflict. A job gone (404) is not an error: its withdrawal follows.
+    /// Writes one job (see `jobs::write`).
     async fn write(
         &self,
         key: &JobKey,
@@ -680,67 +767,6 @@ impl Driver {
         let watch = &self.jobs[key.watch];
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &watch.resource);
-        let integration = self.integration(key.watch);
-        for _ in 0..WRITE_ATTEMPTS {
-            let current = match api.get_opt(&key.name).await {
-                Ok(Some(o)) => o,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(e.to_string()),
-            };
-            let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
-            let before = value.clone();
-            change(&mut value, integration).map_err(|e| e.to_string())?;
-            if value == before {
-                return Ok(());
-            }
-            let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
-            match api
-                .replace(&key.name, &PostParams::default(), &object)
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(kube::Error::Api(status)) if status.is_conflict() => continue,
-                Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(()),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Err(format!(
-            "the job kept changing under {WRITE_ATTEMPTS} attempts to write it; retried next tick"
-        ))
-    }
-}
-
-fn uid(object: &Value) -> String {
-    object
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
-}
-
-fn template_paths(info: &JobInfo) -> Vec<Option<String>> {
-    info.pod_sets
-        .iter()
-        .map(|p| p.template_path.clone())
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn finished_jobs_are_recognised_across_kinds() {
-        let cond = |t: &str, s: &str| json!({"status": {"conditions": [{"type": t, "status": s}]}});
-        assert!(job_finished(&cond("Complete", "True")));
-        assert!(job_finished(&cond("Failed", "True")));
-        assert!(job_finished(&cond("Succeeded", "True")));
-        assert!(job_finished(&cond("Succeeded", "False")));
-        assert!(!job_finished(&cond("Running", "True")));
-        assert!(!job_finished(&cond("Complete", "False")));
-        assert!(job_finished(&json!({"status": {"phase": "Failed"}})));
-        assert!(!job_finished(&json!({"status": {"phase": "Running"}})));
-        assert!(!job_finished(&json!({})));
+        jobs::write(&api, &key.name, self.integration(key.watch), change).await
     }
 }

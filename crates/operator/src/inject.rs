@@ -107,6 +107,9 @@ pub fn admit(
     mut record: Recorded,
 ) -> Result<(), InjectError> {
     let mut changed = object.clone();
+    // An earlier admission whose restore was never written is undone first,
+    // so what is injected now is recorded against the user's values.
+    restore(&mut changed, integration)?;
     let fail = |problem: String| InjectError::Job {
         job: job_name(object),
         problem,
@@ -179,9 +182,34 @@ pub fn recorded(object: &Value) -> Option<Result<Recorded, String>> {
     }))
 }
 
-/// Holds the job again, takes out what admission injected (a value the
-/// user changed since is left alone) and drops the record.
+/// Holds the job again (the first of eviction's two writes: Kubernetes
+/// lets a pod template's scheduling fields change only while the job is
+/// already suspended, so [`restore`] follows as a second write).
+pub fn hold(object: &mut Value, integration: &Integration) -> Result<(), InjectError> {
+    let mut changed = object.clone();
+    integration
+        .set_held(&mut changed, true)
+        .map_err(|e| InjectError::Job {
+            job: job_name(object),
+            problem: e.to_string(),
+        })?;
+    *object = changed;
+    Ok(())
+}
+
+/// Holds the job and restores its template in one change: [`hold`] then
+/// [`restore`] (for objects not yet written, and the tests).
 pub fn evict(object: &mut Value, integration: &Integration) -> Result<(), InjectError> {
+    let mut changed = object.clone();
+    hold(&mut changed, integration)?;
+    restore(&mut changed, integration)?;
+    *object = changed;
+    Ok(())
+}
+
+/// Takes out what admission injected (a value the user changed since is
+/// left alone) and drops the record; the hold is not touched.
+pub fn restore(object: &mut Value, _integration: &Integration) -> Result<(), InjectError> {
     let mut changed = object.clone();
     let fail = |problem: String| InjectError::Job {
         job: job_name(object),
@@ -223,9 +251,6 @@ pub fn evict(object: &mut Value, integration: &Integration) -> Result<(), Inject
             }
         }
     }
-    integration
-        .set_held(&mut changed, true)
-        .map_err(|e| fail(e.to_string()))?;
     *object = changed;
     Ok(())
 }
@@ -286,6 +311,22 @@ mod tests {
         assert_eq!(back.counts, vec![1]);
         assert_eq!(back.injected[0].node_selector["gpu"], None);
 
+        evict(&mut object, integration).unwrap();
+        assert_eq!(object, original);
+    }
+
+    #[test]
+    fn a_second_admission_over_an_unrestored_first_records_the_users_values() {
+        let integrations = Integrations::builtin();
+        let integration = integrations.find("batch/v1", "Job").unwrap();
+        let original = job();
+        let mut object = original.clone();
+        admit(&mut object, integration, &[a100()], record()).unwrap();
+        hold(&mut object, integration).unwrap();
+        // The restore write was lost; the job is admitted again.
+        admit(&mut object, integration, &[a100()], record()).unwrap();
+        let spec = &object["spec"]["template"]["spec"];
+        assert_eq!(spec["tolerations"].as_array().unwrap().len(), 2);
         evict(&mut object, integration).unwrap();
         assert_eq!(object, original);
     }

@@ -11,11 +11,15 @@
 //! | `watch` | reflectors (stores + wake-ups) over the configuration kinds, Namespaces, Nodes and each integration's job kind |
 //! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
+//! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: read-modify-replace with its `resourceVersion` |
+//! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason, Events on the job |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
 pub mod config;
 pub mod driver;
 pub mod inject;
+pub mod jobs;
 pub mod watch;
+pub mod workloads;
 
 pub use driver::{Driver, DriverOptions};

@@ -9,12 +9,14 @@
 use std::time::Duration;
 
 use arbiter_core::jobs::Integrations;
-use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_core::model::api::Workload;
+use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kube::Client;
 use serde_json::{json, Value};
@@ -38,6 +40,7 @@ kind: ClusterQueue
 metadata: {name: research}
 spec:
   namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
   resourceGroups:
   - coveredResources: [cpu, nvidia.com/gpu]
     flavors:
@@ -45,6 +48,11 @@ spec:
       resources:
       - {name: cpu, nominalQuota: 64}
       - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
 ---
 apiVersion: arbiter.dev/v1alpha1
 kind: LocalQueue
@@ -128,6 +136,10 @@ fn job(name: &str, gpus: u32) -> Job {
 }
 
 fn start_operator(client: Client) -> JoinHandle<()> {
+    start_operator_with(client, Box::new(DefaultHooks))
+}
+
+fn start_operator_with(client: Client, hooks: Box<dyn Hooks + Send>) -> JoinHandle<()> {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
@@ -136,7 +148,7 @@ fn start_operator(client: Client) -> JoinHandle<()> {
         let driver = Driver::start(
             client,
             Integrations::builtin(),
-            Box::new(DefaultHooks),
+            hooks,
             DriverOptions::default(),
         )
         .await;
@@ -157,6 +169,74 @@ async fn wait_for(jobs: &Api<Job>, name: &str, what: &str, check: impl Fn(&Job) 
                 "job {name}: {what} did not happen within {} s; it is now {}",
                 PATIENCE.as_secs(),
                 serde_json::to_string_pretty(&job).unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the job's Workload has condition `type_` with `status`, and
+/// returns that condition's (reason, message).
+async fn wait_condition(
+    client: &Client,
+    workload: &str,
+    type_: &str,
+    status: &str,
+) -> (String, String) {
+    let api: Api<Workload> = Api::namespaced(client.clone(), "team-a");
+    let started = std::time::Instant::now();
+    loop {
+        let current = api.get_opt(workload).await.unwrap();
+        if let Some(found) = current
+            .as_ref()
+            .and_then(|w| w.status.as_ref())
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == status)
+                    .map(|c| (c.reason.clone(), c.message.clone()))
+            })
+        {
+            return found;
+        }
+        if started.elapsed() > PATIENCE {
+            panic!(
+                "Workload {workload}: condition {type_}={status} did not appear within {} s; it is now {}",
+                PATIENCE.as_secs(),
+                serde_json::to_string_pretty(&current).unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for an Event about job `name` with `reason`; returns its note.
+async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
+    let api: Api<Event> = Api::namespaced(client.clone(), "team-a");
+    let started = std::time::Instant::now();
+    loop {
+        let events = api.list(&ListParams::default()).await.unwrap();
+        if let Some(event) = events.items.iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        }) {
+            return event.note.clone().unwrap_or_default();
+        }
+        if started.elapsed() > PATIENCE {
+            let seen: Vec<_> = events
+                .items
+                .iter()
+                .map(|e| {
+                    (
+                        e.regarding.as_ref().and_then(|r| r.name.clone()),
+                        e.reason.clone(),
+                        e.note.clone(),
+                    )
+                })
+                .collect();
+            panic!(
+                "no {reason} Event about {name} within {} s; events: {seen:#?}",
+                PATIENCE.as_secs()
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -225,6 +305,37 @@ async fn jobs_are_held_until_admitted_and_released_onto_their_flavor() {
     }
     // 8 GPUs of quota and of Node capacity: the third waits.
     stays_held(&jobs, "third").await;
+
+    // Each has a Workload owned by its job, with Kueue's conditions; the
+    // admitted ones an Event saying where.
+    let workloads: Api<Workload> = Api::namespaced(admin.clone(), "team-a");
+    let first = workloads.get("job-first").await.unwrap();
+    let owner = &first.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Job", "first"));
+    assert_eq!(first.spec.queue_name.as_deref(), Some("research"));
+    let (reason, message) = wait_condition(&admin, "job-first", "Admitted", "True").await;
+    assert_eq!(reason, "Admitted");
+    assert!(!message.is_empty());
+    let (_, message) = wait_condition(&admin, "job-first", "QuotaReserved", "True").await;
+    assert!(message.contains("ClusterQueue research"), "{message}");
+    let admission = workloads
+        .get("job-first")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .admission
+        .unwrap();
+    assert_eq!(admission.cluster_queue, "research");
+    assert_eq!(
+        admission.pod_set_assignments[0].flavors["nvidia.com/gpu"],
+        "a100"
+    );
+    let note = wait_event(&admin, "first", "Admitted").await;
+    assert!(note.contains("ClusterQueue research"), "{note}");
+    let (reason, message) = wait_condition(&admin, "job-third", "QuotaReserved", "False").await;
+    assert_ne!(reason, "QuotaReserved");
+    assert!(message.contains("nvidia.com/gpu"), "{reason}: {message}");
 
     // The first finishes: its GPUs go to the third.
     finish(&jobs, "first").await;
@@ -365,5 +476,97 @@ async fn kubeflow_jobs_get_each_replica_template_injected() {
             "{replica}: {spec:#}"
         );
     }
+    operator.abort();
+}
+
+#[tokio::test]
+async fn a_policy_denial_shows_in_the_workload_and_as_an_event() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bundle.yaml"),
+        r#"apiVersion: arbiter.dev/v1alpha1
+kind: PolicyBundle
+metadata: {name: platform, version: "1"}
+spec:
+  policies:
+  - name: at-most-four-gpus
+    hook: admission
+    cel:
+      expression: "workload.gpus <= 4"
+      messageExpression: "'team-a jobs may ask for at most 4 GPUs, got ' + string(workload.gpus)"
+"#,
+    )
+    .unwrap();
+    let engine = arbiter_policy::sources::engine(
+        &[],
+        &arbiter_policy::sources::PolicyChoice {
+            platform: Some(vec![dir.path().to_path_buf()]),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .unwrap();
+    let operator = start_operator_with(admin.clone(), Box::new(engine));
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("greedy", 8))
+        .await
+        .unwrap();
+    jobs.create(&PostParams::default(), &job("modest", 2))
+        .await
+        .unwrap();
+    wait_for(&jobs, "modest", "admission", released).await;
+    let (reason, message) = wait_condition(&admin, "job-greedy", "QuotaReserved", "False").await;
+    assert!(
+        reason == "Denied" || reason == "Rejected",
+        "{reason}: {message}"
+    );
+    assert!(message.contains("at-most-four-gpus"), "{message}");
+    assert!(message.contains("at most 4 GPUs, got 8"), "{message}");
+    let note = wait_event(&admin, "greedy", &reason).await;
+    assert!(
+        note.contains("at-most-four-gpus") && note.contains("got 8"),
+        "{note}"
+    );
+    stays_held(&jobs, "greedy").await;
+    operator.abort();
+}
+
+#[tokio::test]
+async fn a_preempted_job_is_held_again_with_its_template_restored() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    let original = job("low", 8);
+    jobs.create(&PostParams::default(), &original)
+        .await
+        .unwrap();
+    wait_for(&jobs, "low", "admission", released).await;
+
+    let mut urgent = job("urgent", 8);
+    urgent
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("arbiter.dev/priority-class".into(), "high".into());
+    jobs.create(&PostParams::default(), &urgent).await.unwrap();
+    let low = wait_for(&jobs, "low", "being held again after preemption", suspended).await;
+    // The template is as the user wrote it: nothing injected is left.
+    let spec = low.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(spec.node_selector, None);
+    assert_eq!(spec.tolerations, None);
+    assert!(!low
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .contains_key("arbiter.dev/admission"));
+    wait_for(&jobs, "urgent", "admission after preempting", released).await;
+    let (reason, message) = wait_condition(&admin, "job-low", "Evicted", "True").await;
+    assert_eq!(reason, "Preempted", "{message}");
+    assert!(message.contains("urgent"), "{message}");
+    let note = wait_event(&admin, "low", "Preempted").await;
+    assert!(note.contains("urgent"), "{note}");
+    stays_held(&jobs, "low").await;
     operator.abort();
 }

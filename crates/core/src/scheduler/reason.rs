@@ -92,6 +92,17 @@ pub enum Eviction {
     },
 }
 
+impl Eviction {
+    /// The cause as a one-word code, as Kubernetes conditions carry it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Eviction::Failed { .. } => "Failed",
+            Eviction::Reclaimed { .. } => "Reclaimed",
+            Eviction::Preempted { .. } => "Preempted",
+        }
+    }
+}
+
 impl fmt::Display for Eviction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -220,6 +231,31 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The reason as a one-word code (`UpperCamelCase`), as Kubernetes
+    /// conditions and Events carry it; the sentence is [`Reason::render`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::None => "None",
+            Reason::NoFit(_) => "NoFit",
+            Reason::PreemptionFailed { .. } => "PreemptionFailed",
+            Reason::PreemptionNotEnough { .. } => "PreemptionNotEnough",
+            Reason::PreemptedThisInstant { .. } => "PreemptedThisInstant",
+            Reason::NamespaceNotSelected => "NamespaceNotSelected",
+            Reason::NeverFits(_) => "NeverFits",
+            Reason::ClusterQueueStopped { .. } => "ClusterQueueStopped",
+            Reason::LocalQueueStopped { .. } => "LocalQueueStopped",
+            Reason::BehindStrictHead { .. } => "BehindStrictHead",
+            Reason::Denied { .. } => "Denied",
+            Reason::Rejected { .. } => "Rejected",
+            Reason::Evicted(eviction) => eviction.code(),
+            Reason::Backoff { .. } => "Backoff",
+            Reason::Deactivated { .. } => "Deactivated",
+            Reason::QueueRemoved { .. } => "QueueRemoved",
+            Reason::ResourceRemoved { .. } => "ResourceRemoved",
+            Reason::Detached { .. } => "Detached",
+        }
+    }
+
     pub fn is_none(&self) -> bool {
         matches!(self, Reason::None)
     }

@@ -1,0 +1,102 @@
+//! Reading and writing job objects: whether a job ran to its end, its uid
+//! and template paths, and the one way a job is written —
+//! read-modify-replace with the object's `resourceVersion`, retried on a
+//! conflict — so a write lost or repeated changes nothing twice.
+
+use arbiter_core::jobs::{Integration, JobInfo};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::Value;
+
+use crate::inject::InjectError;
+
+/// Writes retried on a conflict before giving up until the next tick.
+const WRITE_ATTEMPTS: usize = 5;
+
+/// Did the job run to an end (a `Complete`, `Succeeded` or `Failed`
+/// condition, Tekton's `Succeeded=False`, or a final `status.phase`)?
+pub fn job_finished(object: &Value) -> bool {
+    let conditions = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let ended = conditions.iter().any(|c| {
+        let kind = c.get("type").and_then(Value::as_str).unwrap_or("");
+        let status = c.get("status").and_then(Value::as_str).unwrap_or("");
+        matches!(
+            (kind, status),
+            ("Complete" | "Succeeded" | "Failed", "True") | ("Succeeded", "False")
+        )
+    });
+    let phase = object.pointer("/status/phase").and_then(Value::as_str);
+    ended || matches!(phase, Some("Succeeded" | "Failed" | "Error"))
+}
+
+pub fn uid(object: &Value) -> String {
+    object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+pub fn template_paths(info: &JobInfo) -> Vec<Option<String>> {
+    info.pod_sets
+        .iter()
+        .map(|p| p.template_path.clone())
+        .collect()
+}
+
+/// Read-modify-replace of job `name` with its `resourceVersion`, retried on
+/// a conflict. A job gone (404) is not an error: its withdrawal follows. A
+/// change that changes nothing writes nothing.
+pub async fn write(
+    api: &Api<DynamicObject>,
+    name: &str,
+    integration: &Integration,
+    change: impl Fn(&mut Value, &Integration) -> Result<(), InjectError>,
+) -> Result<(), String> {
+    for _ in 0..WRITE_ATTEMPTS {
+        let current = match api.get_opt(name).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
+        let before = value.clone();
+        change(&mut value, integration).map_err(|e| e.to_string())?;
+        if value == before {
+            return Ok(());
+        }
+        let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        match api.replace(name, &PostParams::default(), &object).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.is_conflict() => continue,
+            Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!(
+        "the job kept changing under {WRITE_ATTEMPTS} attempts to write it; retried next tick"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finished_jobs_are_recognised_across_kinds() {
+        let cond = |t: &str, s: &str| json!({"status": {"conditions": [{"type": t, "status": s}]}});
+        assert!(job_finished(&cond("Complete", "True")));
+        assert!(job_finished(&cond("Failed", "True")));
+        assert!(job_finished(&cond("Succeeded", "True")));
+        assert!(job_finished(&cond("Succeeded", "False")));
+        assert!(!job_finished(&cond("Running", "True")));
+        assert!(!job_finished(&cond("Complete", "False")));
+        assert!(job_finished(&json!({"status": {"phase": "Failed"}})));
+        assert!(!job_finished(&json!({"status": {"phase": "Running"}})));
+        assert!(!job_finished(&json!({})));
+    }
+}

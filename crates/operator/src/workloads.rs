@@ -1,0 +1,493 @@
+//! The `Workload` object of each queued job, as Kueue keeps one: created
+//! (server-side apply, one field manager) when the job is queued, owned by
+//! the job, its status carrying Kueue's conditions (`QuotaReserved`,
+//! `Admitted`, `Evicted`, `Finished`) with the core's typed reason as the
+//! condition's `reason` and its rendering — the deciding policy's name and
+//! message included — as the `message`; deleted when the job goes. Events
+//! on the job tell the same story to `kubectl describe`.
+//!
+//! What the status says is computed from the scheduler's entry
+//! ([`desired`]); it is written only when it changed, and a condition's
+//! `lastTransitionTime` moves only when its status flips.
+
+use std::collections::BTreeMap;
+
+use arbiter_core::model::api::{
+    self, Admission, PodSet, PodSetAssignment, WorkloadSpec, WorkloadStatus,
+};
+use arbiter_core::scheduler::reason::render_admission;
+use arbiter_core::scheduler::{Entry, Scheduler, Status, WorkloadId};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::Client;
+use sha2::{Digest, Sha256};
+
+/// The field manager of every write the operator makes.
+pub const MANAGER: &str = "arbiter";
+
+/// Kubernetes' limit on object names.
+const MAX_NAME: usize = 253;
+
+/// The Workload's name for a job: `<kind>-<name>` in lower case, shortened
+/// with a hash of the whole when too long.
+pub fn workload_name(kind: &str, job: &str) -> String {
+    let name = format!("{}-{job}", kind.to_ascii_lowercase());
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let hash: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
+    let mut cut = MAX_NAME - hash.len() - 1;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{hash}", name[..cut].trim_end_matches(['-', '.']))
+}
+
+/// The job a Workload belongs to.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// The Workload object (spec) for a queued job.
+pub fn object(owner: &Owner, entry: &Entry, scheduler: &Scheduler) -> api::Workload {
+    let cluster = scheduler.cluster();
+    let workload = &entry.workload;
+    let pod_sets = workload
+        .pod_sets
+        .iter()
+        .map(|p| PodSet {
+            name: p.name.clone(),
+            count: p.count,
+            min_count: p.min_count,
+            template: None,
+            requests: Some(
+                p.per_pod
+                    .iter()
+                    .map(|&(r, a)| {
+                        (
+                            cluster.resource_name(r).to_string(),
+                            Quantity(a.to_quantity_string()),
+                        )
+                    })
+                    .collect(),
+            ),
+        })
+        .collect();
+    api::Workload {
+        metadata: ObjectMeta {
+            name: Some(workload_name(&owner.kind, &owner.name)),
+            namespace: Some(owner.namespace.clone()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: owner.api_version.clone(),
+                kind: owner.kind.clone(),
+                name: owner.name.clone(),
+                uid: owner.uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: WorkloadSpec {
+            queue_name: Some(workload.queue_name.clone()),
+            pod_sets,
+            priority_class_name: workload.priority_class.clone(),
+            priority: Some(workload.priority),
+            active: None,
+        },
+        status: None,
+    }
+}
+
+/// One condition as the status should say it (no time yet).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wanted {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// What the Workload's status should say now, from the scheduler's entry:
+/// the conditions, the admission, the eviction count.
+/// `eviction` is the (code, sentence) of the last eviction the driver saw.
+pub fn desired(
+    scheduler: &Scheduler,
+    id: WorkloadId,
+    finished: Option<&str>,
+    eviction: Option<&(String, String)>,
+) -> (Vec<Wanted>, Option<Admission>, u32) {
+    let cluster = scheduler.cluster();
+    let entry = scheduler.entry(id);
+    let reason = scheduler.reason(id);
+    let pending_message = scheduler.reason_text(id);
+    let mut wanted = Vec::new();
+    let admitted =
+        matches!(entry.status, Status::Admitted | Status::Detached) && entry.admission.is_some();
+    let finished_now = entry.status == Status::Finished || finished.is_some();
+    let admission = entry.admission.as_ref().filter(|_| admitted);
+    let (status_reason, message) = match (admission, finished_now) {
+        (Some(a), _) => (
+            "QuotaReserved".to_string(),
+            format!(
+                "Quota reserved in {}",
+                render_admission(cluster, &entry.workload, a)
+            ),
+        ),
+        (None, true) => ("Finished".to_string(), "The workload finished".to_string()),
+        (None, false) => {
+            let code = if reason.is_none() {
+                "Pending"
+            } else {
+                reason.code()
+            };
+            let message = if pending_message.is_empty() {
+                "Waiting to be scheduled".to_string()
+            } else {
+                pending_message.clone()
+            };
+            (code.to_string(), message)
+        }
+    };
+    wanted.push(Wanted {
+        type_: "QuotaReserved",
+        status: admitted,
+        reason: status_reason.clone(),
+        message: message.clone(),
+    });
+    wanted.push(Wanted {
+        type_: "Admitted",
+        status: admitted,
+        reason: if admitted {
+            "Admitted".into()
+        } else {
+            status_reason
+        },
+        message: if admitted {
+            "The workload is admitted".into()
+        } else {
+            message
+        },
+    });
+    if let Some((code, sentence)) = eviction {
+        let evicted = !admitted && !finished_now;
+        wanted.push(Wanted {
+            type_: "Evicted",
+            status: evicted,
+            reason: if evicted {
+                code.clone()
+            } else {
+                "QuotaReserved".to_string()
+            },
+            message: if evicted {
+                sentence.clone()
+            } else {
+                "Admitted again after its eviction".to_string()
+            },
+        });
+    }
+    if entry.status == Status::Rejected || entry.status == Status::Deactivated {
+        wanted.push(Wanted {
+            type_: "Finished",
+            status: true,
+            reason: reason.code().to_string(),
+            message: scheduler.reason_text(id),
+        });
+    } else if let Some(how) = finished {
+        wanted.push(Wanted {
+            type_: "Finished",
+            status: true,
+            reason: "Succeeded".to_string(),
+            message: how.to_string(),
+        });
+    }
+    let admission = admission.map(|a| Admission {
+        cluster_queue: cluster.cluster_queues[entry.workload.cluster_queue.index()]
+            .name
+            .clone(),
+        pod_set_assignments: entry
+            .workload
+            .pod_sets
+            .iter()
+            .zip(&a.pod_sets)
+            .zip(&a.counts)
+            .map(|((pod_set, assigned), count)| PodSetAssignment {
+                name: pod_set.name.clone(),
+                flavors: assigned
+                    .flavors
+                    .iter()
+                    .map(|&(r, f)| {
+                        (
+                            cluster.resource_name(r).to_string(),
+                            cluster.flavors[f.index()].name.clone(),
+                        )
+                    })
+                    .collect(),
+                count: Some(*count),
+            })
+            .collect(),
+    });
+    (wanted, admission, entry.evictions)
+}
+
+/// The conditions with their transition times: a condition whose status is
+/// unchanged keeps its time.
+pub fn conditions(
+    wanted: &[Wanted],
+    before: &BTreeMap<String, Condition>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    wanted
+        .iter()
+        .map(|w| {
+            let status = if w.status { "True" } else { "False" };
+            let time = before
+                .get(w.type_)
+                .filter(|c| c.status == status)
+                .map(|c| c.last_transition_time.clone())
+                .unwrap_or(Time(now));
+            Condition {
+                type_: w.type_.to_string(),
+                status: status.to_string(),
+                reason: w.reason.clone(),
+                message: truncate(&w.message, 32 * 1024),
+                last_transition_time: time,
+                observed_generation: None,
+            }
+        })
+        .collect()
+}
+
+/// Kubernetes caps a condition message at 32 KiB.
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut cut = max - 3;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}...", &text[..cut])
+}
+
+/// Creates or updates the Workload's spec (server-side apply).
+pub async fn apply(client: &Client, workload: &api::Workload) -> Result<(), kube::Error> {
+    let namespace = workload.metadata.namespace.clone().unwrap_or_default();
+    let name = workload.metadata.name.clone().unwrap_or_default();
+    let api: Api<api::Workload> = Api::namespaced(client.clone(), &namespace);
+    let mut body = serde_json::to_value(workload).map_err(kube::Error::SerdeError)?;
+    body["apiVersion"] = "arbiter.dev/v1alpha1".into();
+    body["kind"] = "Workload".into();
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Writes the Workload's status (server-side apply on the status subresource).
+pub async fn apply_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    status: &WorkloadStatus,
+) -> Result<(), kube::Error> {
+    let api: Api<api::Workload> = Api::namespaced(client.clone(), namespace);
+    let body = serde_json::json!({
+        "apiVersion": "arbiter.dev/v1alpha1",
+        "kind": "Workload",
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Deletes the Workload of a job that is gone (absent already is fine).
+pub async fn delete(client: &Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
+    let api: Api<api::Workload> = Api::namespaced(client.clone(), namespace);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What was last written for one Workload.
+#[derive(Default)]
+struct Written {
+    spec: bool,
+    /// The status as last computed (times aside), to write only changes.
+    last: Option<(Vec<Wanted>, Option<Admission>, u32)>,
+    conditions: BTreeMap<String, Condition>,
+}
+
+/// Keeps the Workload objects and Events in step with the scheduler.
+pub struct Publisher {
+    client: Client,
+    recorder: Recorder,
+    written: BTreeMap<(String, String), Written>,
+}
+
+impl Publisher {
+    pub fn new(client: Client) -> Publisher {
+        let reporter = Reporter {
+            controller: "arbiter".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Publisher {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            written: BTreeMap::new(),
+        }
+    }
+
+    /// Brings workload `id`'s object up to date: created if new, its status
+    /// written if what it should say changed. Errors are logged and retried
+    /// on the next sync (nothing is marked written that was not).
+    pub async fn sync(
+        &mut self,
+        scheduler: &Scheduler,
+        id: WorkloadId,
+        owner: &Owner,
+        finished: Option<&str>,
+        eviction: Option<&(String, String)>,
+    ) {
+        let name = workload_name(&owner.kind, &owner.name);
+        let key = (owner.namespace.clone(), name.clone());
+        let written = self.written.entry(key).or_default();
+        if !written.spec {
+            let object = object(owner, scheduler.entry(id), scheduler);
+            match apply(&self.client, &object).await {
+                Ok(()) => written.spec = true,
+                Err(e) => {
+                    tracing::error!(workload = %format!("{}/{name}", owner.namespace), error = %e, "could not create the Workload");
+                    return;
+                }
+            }
+        }
+        let now = desired(scheduler, id, finished, eviction);
+        if written.last.as_ref() == Some(&now) {
+            return;
+        }
+        let (wanted, admission, evictions) = &now;
+        let conditions = conditions(wanted, &written.conditions, Timestamp::now());
+        let status = WorkloadStatus {
+            admission: admission.clone(),
+            conditions: conditions.clone(),
+            evictions: (*evictions > 0).then_some(*evictions),
+        };
+        match apply_status(&self.client, &owner.namespace, &name, &status).await {
+            Ok(()) => {
+                written.conditions = conditions
+                    .into_iter()
+                    .map(|c| (c.type_.clone(), c))
+                    .collect();
+                written.last = Some(now);
+            }
+            Err(e) => {
+                tracing::error!(workload = %format!("{}/{name}", owner.namespace), error = %e, "could not write the Workload's status")
+            }
+        }
+    }
+
+    /// Deletes the Workload of a job that is gone.
+    pub async fn forget(&mut self, owner: &Owner) {
+        let name = workload_name(&owner.kind, &owner.name);
+        self.written
+            .remove(&(owner.namespace.clone(), name.clone()));
+        if let Err(e) = delete(&self.client, &owner.namespace, &name).await {
+            tracing::error!(workload = %format!("{}/{name}", owner.namespace), error = %e, "could not delete the Workload");
+        }
+    }
+
+    /// A Kubernetes Event on the job.
+    pub async fn event(&self, owner: &Owner, warning: bool, reason: &str, note: String) {
+        let reference = ObjectReference {
+            api_version: Some(owner.api_version.clone()),
+            kind: Some(owner.kind.clone()),
+            name: Some(owner.name.clone()),
+            namespace: Some(owner.namespace.clone()),
+            uid: Some(owner.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let event = KubeEvent {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(truncate(&note, 1024)),
+            action: "Schedule".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(job = %format!("{}/{}", owner.namespace, owner.name), error = %e, "could not record an Event");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_kind_and_job_and_long_ones_are_hashed_to_fit() {
+        assert_eq!(workload_name("PyTorchJob", "ddp"), "pytorchjob-ddp");
+        let long = "x".repeat(300);
+        let name = workload_name("Job", &long);
+        assert_eq!(name.len(), MAX_NAME);
+        assert_ne!(name, workload_name("Job", &format!("{long}y")));
+    }
+
+    #[test]
+    fn a_condition_keeps_its_time_until_its_status_flips() {
+        let t0 = Timestamp::from_second(1_000).unwrap();
+        let t1 = Timestamp::from_second(2_000).unwrap();
+        let pending = Wanted {
+            type_: "QuotaReserved",
+            status: false,
+            reason: "NoFit".into(),
+            message: "waiting".into(),
+        };
+        let first = conditions(std::slice::from_ref(&pending), &BTreeMap::new(), t0);
+        let before: BTreeMap<_, _> = first.iter().map(|c| (c.type_.clone(), c.clone())).collect();
+        let mut still = pending.clone();
+        still.message = "still waiting".into();
+        assert_eq!(
+            conditions(&[still], &before, t1)[0].last_transition_time,
+            Time(t0)
+        );
+        let admitted = Wanted {
+            status: true,
+            ..pending
+        };
+        assert_eq!(
+            conditions(&[admitted], &before, t1)[0].last_transition_time,
+            Time(t1)
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary() {
+        let text = "é".repeat(20_000);
+        let cut = truncate(&text, 32 * 1024);
+        assert!(cut.len() <= 32 * 1024 && cut.ends_with("..."));
+    }
+}
