@@ -1,0 +1,276 @@
+//! What the operator's end-to-end tests share: a real test cluster with
+//! Arbiter's CRDs and a small queue setup (one A100 flavor, 8 GPUs of quota
+//! and one 8-GPU Node), jobs, the operator in-process, and waits that bound
+//! a hang (they measure nothing).
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use arbiter_core::jobs::Integrations;
+use arbiter_core::model::api::Workload;
+use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
+use arbiter_operator::{Driver, DriverOptions};
+use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+/// How long a test waits for the operator to act before failing. Bounds a
+/// hang; the tests measure nothing.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub const SETUP: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB}
+  tolerations:
+  - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: research, namespace: team-a}
+spec: {clusterQueue: research}
+"#;
+
+pub async fn apply_yaml(client: &Client, yaml: &str) {
+    for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
+        let value: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let api_version = value["apiVersion"].as_str().unwrap();
+        let kind = value["kind"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+        let name = value["metadata"]["name"].as_str().unwrap().to_string();
+        let api: Api<DynamicObject> = match value["metadata"]["namespace"].as_str() {
+            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&value),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    }
+}
+
+pub async fn cluster_with_setup() -> (TestCluster, Client) {
+    let cluster = TestCluster::start()
+        .await
+        .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
+    let admin = cluster.admin_client().await.unwrap();
+    let crds = crd_documents(&workspace_root().join("deploy/crds.yaml")).unwrap();
+    cluster.install_crds(&crds).await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    apply_yaml(&admin, SETUP).await;
+    add_node(&admin, "gpu-node-1", 8).await;
+    (cluster, admin)
+}
+
+pub async fn add_node(client: &Client, name: &str, gpus: u32) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = json!({"status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus.to_string(), "pods": "110"},
+                                   "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus.to_string(), "pods": "110"}}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+pub fn job(name: &str, gpus: u32) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "team-a",
+                     "labels": {"arbiter.dev/queue-name": "research"}},
+        "spec": {
+            "suspend": true,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "train", "image": "pytorch",
+                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()},
+                                  "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+            }}
+        }
+    }))
+    .unwrap()
+}
+
+pub fn start_operator(client: Client) -> JoinHandle<()> {
+    start_operator_with(client, Box::new(DefaultHooks))
+}
+
+pub fn start_operator_with(client: Client, hooks: Box<dyn Hooks + Send>) -> JoinHandle<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .try_init();
+    tokio::spawn(async move {
+        let driver = Driver::start(
+            client,
+            Integrations::builtin(),
+            hooks,
+            DriverOptions::default(),
+        )
+        .await;
+        driver.run(std::future::pending()).await;
+    })
+}
+
+/// Waits until `check` holds for the Job, failing with its last state.
+pub async fn wait_for(
+    jobs: &Api<Job>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Job) -> bool,
+) -> Job {
+    let started = std::time::Instant::now();
+    loop {
+        let job = jobs.get(name).await.unwrap();
+        if check(&job) {
+            return job;
+        }
+        if started.elapsed() > PATIENCE {
+            panic!(
+                "job {name}: {what} did not happen within {} s; it is now {}",
+                PATIENCE.as_secs(),
+                serde_json::to_string_pretty(&job).unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the job's Workload has condition `type_` with `status`, and
+/// returns that condition's (reason, message).
+pub async fn wait_condition(
+    client: &Client,
+    workload: &str,
+    type_: &str,
+    status: &str,
+) -> (String, String) {
+    let api: Api<Workload> = Api::namespaced(client.clone(), "team-a");
+    let started = std::time::Instant::now();
+    loop {
+        let current = api.get_opt(workload).await.unwrap();
+        if let Some(found) = current
+            .as_ref()
+            .and_then(|w| w.status.as_ref())
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == status)
+                    .map(|c| (c.reason.clone(), c.message.clone()))
+            })
+        {
+            return found;
+        }
+        if started.elapsed() > PATIENCE {
+            panic!(
+                "Workload {workload}: condition {type_}={status} did not appear within {} s; it is now {}",
+                PATIENCE.as_secs(),
+                serde_json::to_string_pretty(&current).unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for an Event about job `name` with `reason`; returns its note.
+pub async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
+    let api: Api<Event> = Api::namespaced(client.clone(), "team-a");
+    let started = std::time::Instant::now();
+    loop {
+        let events = api.list(&ListParams::default()).await.unwrap();
+        if let Some(event) = events.items.iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        }) {
+            return event.note.clone().unwrap_or_default();
+        }
+        if started.elapsed() > PATIENCE {
+            let seen: Vec<_> = events
+                .items
+                .iter()
+                .map(|e| {
+                    (
+                        e.regarding.as_ref().and_then(|r| r.name.clone()),
+                        e.reason.clone(),
+                        e.note.clone(),
+                    )
+                })
+                .collect();
+            panic!(
+                "no {reason} Event about {name} within {} s; events: {seen:#?}",
+                PATIENCE.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
+}
+
+pub fn released(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend) == Some(false)
+}
+
+/// Marks a Job finished as the job controller would.
+pub async fn finish(jobs: &Api<Job>, name: &str) {
+    let now = "2026-12-01T00:00:00Z";
+    let status = json!({"status": {
+        "startTime": now, "completionTime": now, "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now, "lastProbeTime": now},
+            {"type": "Complete", "status": "True", "lastTransitionTime": now, "lastProbeTime": now}]}});
+    jobs.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap_or_else(|e| panic!("marking {name} finished: {e}"));
+}
+
+/// Waits a while and checks `name` is still held: the operator had every
+/// chance to act (several of its ticks) and did not.
+pub async fn stays_held(jobs: &Api<Job>, name: &str) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let job = jobs.get(name).await.unwrap();
+    assert!(suspended(&job), "{name} was released: {:?}", job.spec);
+}
