@@ -5,8 +5,9 @@
 //! the CLI prints it.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
-    CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceValidation,
+    JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResourceExt;
@@ -78,6 +79,7 @@ fn workload_priority_class_crd() -> CustomResourceDefinition {
                 kind: "WorkloadPriorityClass".into(),
                 plural: "workloadpriorityclasses".into(),
                 singular: Some("workloadpriorityclass".into()),
+                categories: Some(vec!["arbiter".into()]),
                 ..Default::default()
             },
             scope: "Cluster".into(),
@@ -88,6 +90,20 @@ fn workload_priority_class_crd() -> CustomResourceDefinition {
                 schema: Some(CustomResourceValidation {
                     open_api_v3_schema: Some(schema),
                 }),
+                additional_printer_columns: Some(vec![
+                    CustomResourceColumnDefinition {
+                        name: "Value".into(),
+                        type_: "integer".into(),
+                        json_path: ".value".into(),
+                        ..Default::default()
+                    },
+                    CustomResourceColumnDefinition {
+                        name: "Weight".into(),
+                        type_: "number".into(),
+                        json_path: ".weight".into(),
+                        ..Default::default()
+                    },
+                ]),
                 ..Default::default()
             }],
             ..Default::default()

@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 use crate::config::{self, ApiObject};
 use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
 use crate::jobs::{self, job_finished, template_paths, uid};
+use crate::queue_status::QueueStatusWriter;
 use crate::watch::{self, Watched};
 use crate::workloads::{Owner, Publisher};
 
@@ -135,6 +136,7 @@ pub struct Driver {
     tracked: BTreeMap<JobKey, Tracked>,
     by_id: BTreeMap<WorkloadId, JobKey>,
     publisher: Publisher,
+    queue_status: QueueStatusWriter,
     /// Last message logged per job that cannot be queued, so it is logged once.
     unqueued: BTreeMap<JobKey, String>,
 }
@@ -217,6 +219,7 @@ impl Driver {
             by_id: BTreeMap::new(),
             unqueued: BTreeMap::new(),
             publisher: Publisher::new(client_for_publisher),
+            queue_status: QueueStatusWriter::default(),
         }
     }
 
@@ -569,6 +572,9 @@ impl Driver {
             self.carry_out(event).await;
         }
         self.publish().await;
+        if let Some(scheduler) = &self.scheduler {
+            self.queue_status.write(&self.client, scheduler).await;
+        }
         step.next_wake
     }
 

@@ -13,12 +13,14 @@
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
 //! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: read-modify-replace with its `resourceVersion` |
 //! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason, Events on the job |
+//! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
 pub mod config;
 pub mod driver;
 pub mod inject;
 pub mod jobs;
+pub mod queue_status;
 pub mod watch;
 pub mod workloads;
 

@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use arbiter_core::model::api::Workload;
+use arbiter_core::model::api::{ClusterQueue, LocalQueue, Workload};
 use arbiter_testcluster::{crd_documents, workspace_root};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
@@ -82,6 +82,58 @@ async fn jobs_are_held_until_admitted_and_released_onto_their_flavor() {
     let (reason, message) = wait_condition(&admin, "job-third", "QuotaReserved", "False").await;
     assert_ne!(reason, "QuotaReserved");
     assert!(message.contains("nvidia.com/gpu"), "{reason}: {message}");
+
+    // The queues' status says so, and `kubectl get` shows it (the API
+    // server's Table rendering of the CRD's printer columns).
+    let started = std::time::Instant::now();
+    loop {
+        let cq: ClusterQueue = Api::all(admin.clone()).get("research").await.unwrap();
+        let status = cq.status.clone().unwrap_or_default();
+        if status.admitted_workloads == 2 && status.pending_workloads == 1 {
+            let usage = &status.flavors_usage[0];
+            assert_eq!(usage.name, "a100");
+            let gpu = usage
+                .resources
+                .iter()
+                .find(|r| r.name == "nvidia.com/gpu")
+                .unwrap();
+            assert_eq!(gpu.total.0, "8");
+            assert_eq!(status.usage_summary.as_deref(), Some("a100 gpu: 8/8"));
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "ClusterQueue status: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lq: LocalQueue = Api::namespaced(admin.clone(), "team-a")
+        .get("research")
+        .await
+        .unwrap();
+    let status = lq.status.unwrap_or_default();
+    assert_eq!(
+        (status.admitted_workloads, status.pending_workloads),
+        (2, 1)
+    );
+    let rows = get_table(&admin, "/apis/arbiter.dev/v1alpha1/clusterqueues").await;
+    assert_eq!(table_cell(&rows, "research", "Admitted"), json!(2));
+    assert_eq!(table_cell(&rows, "research", "Pending"), json!(1));
+    assert_eq!(
+        table_cell(&rows, "research", "Usage"),
+        json!("a100 gpu: 8/8")
+    );
+    let rows = get_table(
+        &admin,
+        "/apis/arbiter.dev/v1alpha1/namespaces/team-a/workloads",
+    )
+    .await;
+    assert_eq!(table_cell(&rows, "job-first", "Admitted"), json!("True"));
+    assert_eq!(
+        table_cell(&rows, "job-first", "ClusterQueue"),
+        json!("research")
+    );
+    assert_eq!(table_cell(&rows, "job-third", "Admitted"), json!("False"));
 
     // The first finishes: its GPUs go to the third.
     finish(&jobs, "first").await;
@@ -315,4 +367,30 @@ async fn a_preempted_job_is_held_again_with_its_template_restored() {
     assert!(note.contains("urgent"), "{note}");
     stays_held(&jobs, "low").await;
     operator.abort();
+}
+
+/// What `kubectl get` shows: the API server's Table for a list path.
+async fn get_table(client: &kube::Client, path: &str) -> serde_json::Value {
+    let request = http::Request::get(path)
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let text = client.request_text(request).await.unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The cell of column `column` in the row of object `name`.
+fn table_cell(table: &serde_json::Value, name: &str, column: &str) -> serde_json::Value {
+    let columns = table["columnDefinitions"].as_array().unwrap();
+    let index = columns
+        .iter()
+        .position(|c| c["name"] == column)
+        .unwrap_or_else(|| panic!("no column {column}: {columns:?}"));
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == name)
+        .unwrap_or_else(|| panic!("no row {name}: {table}"));
+    row["cells"][index].clone()
 }

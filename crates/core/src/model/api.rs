@@ -29,7 +29,9 @@ pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
     version = "v1alpha1",
     kind = "ResourceFlavor",
     doc = "A kind of node (GPU model, pool): the labels and taints that identify it.",
-    plural = "resourceflavors"
+    plural = "resourceflavors",
+    shortname = "rf",
+    category = "arbiter"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceFlavorSpec {
@@ -92,7 +94,9 @@ pub struct FairSharing {
     version = "v1alpha1",
     kind = "Cohort",
     doc = "A cohort of ClusterQueues that borrow from and lend to each other; needed only for a parent or quota of its own.",
-    plural = "cohorts"
+    plural = "cohorts",
+    category = "arbiter",
+    printcolumn = r#"{"name":"Parent","type":"string","jsonPath":".spec.parent"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CohortSpec {
@@ -260,7 +264,15 @@ pub struct ResourceReclaim {
     kind = "ClusterQueue",
     doc = "Quota and admission rules shared by the LocalQueues that point at it.",
     plural = "clusterqueues",
-    status = "ClusterQueueStatus"
+    status = "ClusterQueueStatus",
+    shortname = "cq",
+    category = "arbiter",
+    printcolumn = r#"{"name":"Cohort","type":"string","jsonPath":".spec.cohort"}"#,
+    printcolumn = r#"{"name":"Strategy","type":"string","jsonPath":".spec.queueingStrategy","priority":1}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pendingWorkloads"}"#,
+    printcolumn = r#"{"name":"Admitted","type":"integer","jsonPath":".status.admittedWorkloads"}"#,
+    printcolumn = r#"{"name":"Usage","type":"string","jsonPath":".status.usageSummary"}"#,
+    printcolumn = r#"{"name":"Share","type":"number","jsonPath":".status.fairSharing.weightedShare","priority":1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterQueueSpec {
@@ -301,8 +313,45 @@ pub struct ClusterQueueStatus {
     pub pending_workloads: i32,
     #[serde(default)]
     pub admitted_workloads: i32,
+    /// Quota in use per flavor and resource (Kueue's `flavorsUsage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors_usage: Vec<FlavorUsage>,
+    /// One line for `kubectl get`: `resource used/nominal` per flavor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_sharing: Option<FairSharingStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// Quota in use of one flavor.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorUsage {
+    pub name: String,
+    pub resources: Vec<ResourceUsage>,
+}
+
+/// Quota in use of one resource of a flavor.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceUsage {
+    pub name: String,
+    /// Admitted workloads' requests.
+    pub total: Quantity,
+    /// The part above nominal quota, borrowed from the cohort.
+    pub borrowed: Quantity,
+}
+
+/// Fair sharing as the scheduler computes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FairSharingStatus {
+    /// The dominant resource share above nominal quota, per mille of what
+    /// the cohort tree can lend, divided by the fair-sharing weight (0:
+    /// within nominal quota), as Kueue's `weightedShare`.
+    pub weighted_share: f64,
 }
 
 // ---------------------------------------------------------------- LocalQueue
@@ -363,7 +412,15 @@ pub struct ResourceEstimation {
     kind = "LocalQueue",
     doc = "A namespace's door into a ClusterQueue.",
     plural = "localqueues",
-    namespaced
+    namespaced,
+    status = "LocalQueueStatus",
+    shortname = "lq",
+    shortname = "queue",
+    shortname = "queues",
+    category = "arbiter",
+    printcolumn = r#"{"name":"ClusterQueue","type":"string","jsonPath":".spec.clusterQueue"}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pendingWorkloads"}"#,
+    printcolumn = r#"{"name":"Admitted","type":"integer","jsonPath":".status.admittedWorkloads"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LocalQueueSpec {
@@ -377,6 +434,19 @@ pub struct LocalQueueSpec {
     pub resource_estimation: Option<ResourceEstimation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_policy: Option<StopPolicy>,
+}
+
+/// What a LocalQueue holds now.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalQueueStatus {
+    #[serde(default)]
+    pub pending_workloads: i32,
+    #[serde(default)]
+    pub admitted_workloads: i32,
+    /// Quota its admitted workloads use per flavor and resource.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors_usage: Vec<FlavorUsage>,
 }
 
 // ---------------------------------------------------------------- WorkloadPriorityClass
@@ -433,7 +503,15 @@ fn one() -> u32 {
     doc = "The unit of admission: one per job, created by the operator.",
     plural = "workloads",
     namespaced,
-    status = "WorkloadStatus"
+    status = "WorkloadStatus",
+    shortname = "wl",
+    category = "arbiter",
+    printcolumn = r#"{"name":"Queue","type":"string","jsonPath":".spec.queueName"}"#,
+    printcolumn = r#"{"name":"ClusterQueue","type":"string","jsonPath":".status.admission.clusterQueue"}"#,
+    printcolumn = r#"{"name":"Admitted","type":"string","jsonPath":".status.conditions[?(@.type==\"Admitted\")].status"}"#,
+    printcolumn = r#"{"name":"Finished","type":"string","jsonPath":".status.conditions[?(@.type==\"Finished\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"QuotaReserved\")].reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadSpec {

@@ -1,0 +1,205 @@
+//! ClusterQueue and LocalQueue status as `kubectl get cq,lq` shows it:
+//! pending and admitted workloads, quota in use per flavor and resource
+//! (and the part borrowed), a one-line usage summary, the weighted fair
+//! share. Computed from the scheduler after each step and written with
+//! server-side apply on the status subresource, only when it changed.
+
+use std::collections::BTreeMap;
+
+use arbiter_core::model::api::{
+    self, ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus, ResourceUsage,
+};
+use arbiter_core::model::cluster::{ClusterQueueId, FlavorResource};
+use arbiter_core::model::Amount;
+use arbiter_core::scheduler::{Scheduler, Status};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, Patch, PatchParams};
+use kube::Client;
+
+use crate::workloads::MANAGER;
+
+/// Every ClusterQueue's status, by name.
+pub fn cluster_queues(scheduler: &Scheduler) -> BTreeMap<String, ClusterQueueStatus> {
+    let cluster = scheduler.cluster();
+    let quota = scheduler.quota();
+    let mut out = BTreeMap::new();
+    for (index, cq) in cluster.cluster_queues.iter().enumerate() {
+        let id = ClusterQueueId(index as u32);
+        let mut flavors: Vec<FlavorUsage> = Vec::new();
+        let mut summary = Vec::new();
+        for group in &cq.groups {
+            for &flavor in &group.flavors {
+                let name = cluster.flavors[flavor.index()].name.clone();
+                let mut resources = Vec::new();
+                for &resource in &group.resources {
+                    let fr = cluster.flavor_resource(flavor, resource);
+                    let used = quota.usage(id, fr);
+                    let nominal = quota.nominal(id, fr);
+                    resources.push(ResourceUsage {
+                        name: cluster.resource_name(resource).to_string(),
+                        total: Quantity(used.to_quantity_string()),
+                        borrowed: Quantity(quota.borrowed(id, fr).to_quantity_string()),
+                    });
+                    if resource_shown(cluster.resource_name(resource)) {
+                        summary.push(format!(
+                            "{name} {}: {}/{}",
+                            short(cluster.resource_name(resource)),
+                            used.to_quantity_string(),
+                            nominal.to_quantity_string()
+                        ));
+                    }
+                }
+                flavors.push(FlavorUsage { name, resources });
+            }
+        }
+        let share = scheduler.dominant_share(id);
+        out.insert(
+            cq.name.clone(),
+            ClusterQueueStatus {
+                pending_workloads: count(scheduler.pending_count(id)),
+                admitted_workloads: count(scheduler.admitted_count(id)),
+                flavors_usage: flavors,
+                usage_summary: (!summary.is_empty()).then(|| summary.join(", ")),
+                fair_sharing: cluster.fair_sharing_for(id).then_some(FairSharingStatus {
+                    weighted_share: if share.is_finite() { share } else { f64::MAX },
+                }),
+                conditions: Vec::new(),
+            },
+        );
+    }
+    out
+}
+
+/// GPUs are what a GPU cluster's operators look at; other resources are in
+/// `flavorsUsage`.
+fn resource_shown(name: &str) -> bool {
+    name.ends_with("/gpu") || name.contains("gpu")
+}
+
+fn short(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// Every LocalQueue's status, by (namespace, name).
+pub fn local_queues(scheduler: &Scheduler) -> BTreeMap<(String, String), LocalQueueStatus> {
+    let cluster = scheduler.cluster();
+    let mut pending = vec![0usize; cluster.local_queues.len()];
+    let mut admitted = vec![0usize; cluster.local_queues.len()];
+    let mut usage: Vec<BTreeMap<FlavorResource, Amount>> =
+        vec![BTreeMap::new(); cluster.local_queues.len()];
+    for (_, entry) in scheduler.live() {
+        let lq = entry.workload.local_queue.index();
+        if lq >= pending.len() {
+            continue;
+        }
+        match entry.status {
+            Status::Admitted => {
+                admitted[lq] += 1;
+                if let Some(admission) = &entry.admission {
+                    for &(fr, amount) in &admission.usage {
+                        let slot = usage[lq].entry(fr).or_insert(Amount::ZERO);
+                        *slot = slot.saturating_add(amount);
+                    }
+                }
+            }
+            Status::Scoring | Status::Queued | Status::Inadmissible | Status::Backoff => {
+                pending[lq] += 1
+            }
+            _ => {}
+        }
+    }
+    cluster
+        .local_queues
+        .iter()
+        .enumerate()
+        .map(|(i, lq)| {
+            let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
+            for (&fr, &amount) in &usage[i] {
+                let (flavor, resource) = cluster.split(fr);
+                flavors
+                    .entry(cluster.flavors[flavor.index()].name.clone())
+                    .or_default()
+                    .push(ResourceUsage {
+                        name: cluster.resource_name(resource).to_string(),
+                        total: Quantity(amount.to_quantity_string()),
+                        borrowed: Quantity("0".into()),
+                    });
+            }
+            (
+                (lq.namespace.clone(), lq.name.clone()),
+                LocalQueueStatus {
+                    pending_workloads: count(pending[i]),
+                    admitted_workloads: count(admitted[i]),
+                    flavors_usage: flavors
+                        .into_iter()
+                        .map(|(name, resources)| FlavorUsage { name, resources })
+                        .collect(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Writes queue statuses that changed since the last write.
+#[derive(Default)]
+pub struct QueueStatusWriter {
+    cluster_queues: BTreeMap<String, ClusterQueueStatus>,
+    local_queues: BTreeMap<(String, String), LocalQueueStatus>,
+}
+
+impl QueueStatusWriter {
+    pub async fn write(&mut self, client: &Client, scheduler: &Scheduler) {
+        for (name, status) in cluster_queues(scheduler) {
+            if self.cluster_queues.get(&name) == Some(&status) {
+                continue;
+            }
+            let api: Api<api::ClusterQueue> = Api::all(client.clone());
+            let body = serde_json::json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ClusterQueue", "status": status});
+            match api
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.cluster_queues.insert(name, status);
+                }
+                // A Kueue ClusterQueue has no arbiter.dev object to write to.
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => {
+                    tracing::warn!(cluster_queue = %name, error = %e, "could not write the ClusterQueue's status")
+                }
+            }
+        }
+        for ((namespace, name), status) in local_queues(scheduler) {
+            let key = (namespace.clone(), name.clone());
+            if self.local_queues.get(&key) == Some(&status) {
+                continue;
+            }
+            let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), &namespace);
+            let body = serde_json::json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "LocalQueue", "status": status});
+            match api
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.local_queues.insert(key, status);
+                }
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => {
+                    tracing::warn!(local_queue = %format!("{namespace}/{name}"), error = %e, "could not write the LocalQueue's status")
+                }
+            }
+        }
+    }
+}
