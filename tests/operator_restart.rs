@@ -20,11 +20,12 @@ use support::*;
 const JOBS: usize = 24;
 const GPUS_PER_JOB: u32 = 2;
 
-fn start(kubeconfig: &std::path::Path, log: &std::path::Path) -> Child {
+fn start(kubeconfig: &std::path::Path, log: &std::path::Path, admin: u16) -> Child {
     let log = std::fs::File::create(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_arbiter"))
         .args(["run", "--kubeconfig"])
         .arg(kubeconfig)
+        .arg(format!("--admin-address=127.0.0.1:{admin}"))
         .env("ARBITER_LOG", "info")
         .stdout(Stdio::null())
         .stderr(log)
@@ -63,7 +64,8 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
     let restarted_log = cluster.dir().join("operator-restarted.log");
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
 
-    let mut operator = start(&kubeconfig, &log);
+    let admin_port = free_port();
+    let mut operator = start(&kubeconfig, &log, admin_port);
     let started = Instant::now();
     let mut created = 0;
     let mut killed = false;
@@ -105,7 +107,7 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
                 running.len()
             );
             finish(&jobs, running[0].metadata.name.as_deref().unwrap()).await;
-            operator = start(&kubeconfig, &restarted_log);
+            operator = start(&kubeconfig, &restarted_log, admin_port);
             // Reading back must come first: nothing else is released until
             // the restarted operator has restored what is admitted.
             let started = Instant::now();
@@ -180,6 +182,73 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // The admin port: alive, ready, and the metrics count what happened
+    // since the restart (the restored admissions are not counted again).
+    assert_eq!(http_get(admin_port, "/healthz").0, 200);
+    assert_eq!(http_get(admin_port, "/readyz").0, 200);
+    let (code, metrics) = http_get(admin_port, "/metrics");
+    assert_eq!(code, 200);
+    let admitted = metric(
+        &metrics,
+        "arbiter_admitted_workloads_total{cluster_queue=\"research\"}",
+    );
+    assert!(
+        admitted >= 1.0 && admitted <= JOBS as f64,
+        "{admitted}\n{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "arbiter_admitted_active_workloads{cluster_queue=\"research\"}"
+        ),
+        0.0
+    );
+    assert!(
+        metrics.contains("arbiter_admission_wait_time_seconds_bucket"),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "arbiter_cluster_queue_nominal_quota{cluster_queue=\"research\",flavor=\"a100\",resource=\"nvidia.com/gpu\"}"
+        ),
+        8.0
+    );
     operator.kill().unwrap();
     operator.wait().unwrap();
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.0 GET on loopback: (status code, body).
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of the sample named exactly `series` (name and labels).
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
 }

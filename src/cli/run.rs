@@ -9,10 +9,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use arbiter_core::jobs::Integrations;
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
+use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::{Driver, DriverOptions};
+use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_policy::sources::{self, PolicyChoice};
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use prometheus_client::registry::Registry;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -25,6 +28,9 @@ pub struct RunArgs {
     /// Gather changes this long after a wake-up before scheduling, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub batch_window_ms: u64,
+    /// Address of the admin port (/metrics, /healthz, /readyz).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub admin_address: std::net::SocketAddr,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -47,6 +53,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    let mut registry = Registry::default();
+    let policy_metrics = PolicyMetrics::register(&mut registry);
+    let operator_metrics = OperatorMetrics::register(&mut registry);
     let hooks: Box<dyn Hooks + Send> = match sources::engine(
         &[],
         &PolicyChoice {
@@ -54,9 +63,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             ..PolicyChoice::default()
         },
     )? {
-        Some(engine) => Box::new(engine),
+        Some(engine) => Box::new(engine.with_metrics(&policy_metrics)),
         None => Box::new(DefaultHooks),
     };
+    let admin = AdminState::new(registry);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -79,7 +89,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             batch_window: Duration::from_millis(args.batch_window_ms),
             ..DriverOptions::default()
         };
-        let driver = Driver::start(client, Integrations::builtin(), hooks, options).await;
+        let (bound, _server) = arbiter_operator::admin::serve(args.admin_address, admin.clone())
+            .await
+            .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
+        tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz");
+        let driver = Driver::start(client, Integrations::builtin(), hooks, options)
+            .await
+            .with_admin(admin, operator_metrics);
         driver.run(shutdown()).await;
         tracing::info!("stopped");
         Ok(())

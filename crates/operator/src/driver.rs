@@ -31,6 +31,7 @@ use kube::Client;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::admin::{AdminState, OperatorMetrics};
 use crate::config::{self, ApiObject};
 use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
 use crate::jobs::{self, job_finished, template_paths, uid};
@@ -137,6 +138,7 @@ pub struct Driver {
     by_id: BTreeMap<WorkloadId, JobKey>,
     publisher: Publisher,
     queue_status: QueueStatusWriter,
+    admin: Option<(Arc<AdminState>, OperatorMetrics)>,
     /// Last message logged per job that cannot be queued, so it is logged once.
     unqueued: BTreeMap<JobKey, String>,
 }
@@ -220,7 +222,14 @@ impl Driver {
             unqueued: BTreeMap::new(),
             publisher: Publisher::new(client_for_publisher),
             queue_status: QueueStatusWriter::default(),
+            admin: None,
         }
+    }
+
+    /// Reports readiness and metrics to the admin port's state.
+    pub fn with_admin(mut self, state: Arc<AdminState>, metrics: OperatorMetrics) -> Driver {
+        self.admin = Some((state, metrics));
+        self
     }
 
     /// Runs until `shutdown` resolves.
@@ -466,7 +475,13 @@ impl Driver {
     /// Returns when the core asked to be woken.
     pub async fn tick(&mut self) -> Option<Millis> {
         let jobs = self.job_objects();
-        if !self.refresh_config(&jobs).await {
+        let configured = self.refresh_config(&jobs).await;
+        if let Some((state, _)) = &self.admin {
+            state
+                .ready
+                .store(configured, std::sync::atomic::Ordering::Relaxed);
+        }
+        if !configured {
             return None;
         }
         let now = now_millis();
@@ -568,12 +583,18 @@ impl Driver {
                 },
             );
         }
+        if let (Some((_, metrics)), Some(scheduler)) = (&self.admin, &self.scheduler) {
+            metrics.observe(scheduler, &step.events);
+        }
         for event in &step.events {
             self.carry_out(event).await;
         }
         self.publish().await;
         if let Some(scheduler) = &self.scheduler {
             self.queue_status.write(&self.client, scheduler).await;
+            if let Some((_, metrics)) = &self.admin {
+                metrics.set_queues(scheduler);
+            }
         }
         step.next_wake
     }

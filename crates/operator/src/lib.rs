@@ -8,6 +8,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | `admin` | the admin port: `/metrics` (`arbiter_*` families mirroring Kueue's, and the policy engine's), `/healthz`, `/readyz` |
 //! | `watch` | reflectors (stores + wake-ups) over the configuration kinds, Namespaces, Nodes and each integration's job kind |
 //! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
@@ -16,6 +17,7 @@
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
+pub mod admin;
 pub mod config;
 pub mod driver;
 pub mod inject;

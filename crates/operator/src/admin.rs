@@ -1,0 +1,323 @@
+//! The admin port: `/metrics` (Prometheus text format), `/healthz` (the
+//! process serves) and `/readyz` (the stores have listed and a valid queue
+//! configuration is in force). The `arbiter_*` families mirror Kueue's
+//! main ones; the policy engine's `arbiter_policy_*` families are in the
+//! same registry when the engine was built with it.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arbiter_core::model::cluster::ClusterQueueId;
+use arbiter_core::scheduler::{Event, Scheduler};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    cluster_queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PendingLabels {
+    cluster_queue: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    cluster_queue: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UsageLabels {
+    cluster_queue: String,
+    flavor: String,
+    resource: String,
+}
+
+/// The operator's own families (Kueue's names, `arbiter_` instead of `kueue_`).
+#[derive(Clone)]
+pub struct OperatorMetrics {
+    pending: Family<PendingLabels, Gauge>,
+    admitted_active: Family<QueueLabels, Gauge>,
+    admitted_total: Family<QueueLabels, Counter>,
+    evicted_total: Family<ReasonLabels, Counter>,
+    preempted_total: Family<ReasonLabels, Counter>,
+    wait_time: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    usage: Family<UsageLabels, Gauge<f64, AtomicU64>>,
+    nominal: Family<UsageLabels, Gauge<f64, AtomicU64>>,
+    share: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+}
+
+/// Admission wait buckets: 1 s to about 4.5 h, doubling.
+fn wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 15))
+}
+
+impl OperatorMetrics {
+    /// Registers the `arbiter_*` families into `registry`.
+    pub fn register(registry: &mut Registry) -> OperatorMetrics {
+        let m = OperatorMetrics {
+            pending: Family::default(),
+            admitted_active: Family::default(),
+            admitted_total: Family::default(),
+            evicted_total: Family::default(),
+            preempted_total: Family::default(),
+            wait_time: Family::new_with_constructor(wait_histogram),
+            usage: Family::default(),
+            nominal: Family::default(),
+            share: Family::default(),
+        };
+        registry.register(
+            "arbiter_pending_workloads",
+            "Workloads waiting per ClusterQueue; status active (in the queue) or inadmissible (set aside until something frees up)",
+            m.pending.clone(),
+        );
+        registry.register(
+            "arbiter_admitted_active_workloads",
+            "Workloads admitted and not finished, per ClusterQueue",
+            m.admitted_active.clone(),
+        );
+        registry.register(
+            "arbiter_admitted_workloads",
+            "Admissions, per ClusterQueue",
+            m.admitted_total.clone(),
+        );
+        registry.register(
+            "arbiter_evicted_workloads",
+            "Evictions by reason (Preempted, Reclaimed, Failed), per ClusterQueue",
+            m.evicted_total.clone(),
+        );
+        registry.register(
+            "arbiter_preempted_workloads",
+            "Preemptions by the preemptor's ClusterQueue; reason InClusterQueue or InCohortReclamation",
+            m.preempted_total.clone(),
+        );
+        registry.register_with_unit(
+            "arbiter_admission_wait_time",
+            "Time from a workload's queueing to its admission, per ClusterQueue",
+            Unit::Seconds,
+            m.wait_time.clone(),
+        );
+        registry.register(
+            "arbiter_cluster_queue_resource_usage",
+            "Quota in use per ClusterQueue, flavor and resource (in the resource's units; cpu in cores)",
+            m.usage.clone(),
+        );
+        registry.register(
+            "arbiter_cluster_queue_nominal_quota",
+            "Nominal quota per ClusterQueue, flavor and resource",
+            m.nominal.clone(),
+        );
+        registry.register(
+            "arbiter_cluster_queue_weighted_share",
+            "Weighted dominant share of each ClusterQueue (per mille of what its cohort can lend, divided by its weight)",
+            m.share.clone(),
+        );
+        m
+    }
+
+    /// Counts one step's decisions.
+    pub fn observe(&self, scheduler: &Scheduler, events: &[Event]) {
+        let cluster = scheduler.cluster();
+        let queue_of = |id| {
+            scheduler.get(id).map(|e| {
+                cluster.cluster_queues[e.workload.cluster_queue.index()]
+                    .name
+                    .clone()
+            })
+        };
+        for event in events {
+            match event {
+                Event::Admitted { workload } => {
+                    let Some(cq) = queue_of(*workload) else {
+                        continue;
+                    };
+                    let entry = scheduler.entry(*workload);
+                    let labels = QueueLabels { cluster_queue: cq };
+                    self.admitted_total.get_or_create(&labels).inc();
+                    if let Some(admission) = &entry.admission {
+                        let wait = admission.at.saturating_sub(entry.queue_time);
+                        self.wait_time
+                            .get_or_create(&labels)
+                            .observe(wait.as_secs_f64());
+                    }
+                }
+                Event::Evicted {
+                    workload,
+                    cause,
+                    by,
+                    ..
+                } => {
+                    let Some(cq) = queue_of(*workload) else {
+                        continue;
+                    };
+                    self.evicted_total
+                        .get_or_create(&ReasonLabels {
+                            cluster_queue: cq.clone(),
+                            reason: cause.code().to_string(),
+                        })
+                        .inc();
+                    if by.is_some() {
+                        let reason = match cause {
+                            arbiter_core::scheduler::Eviction::Preempted {
+                                reclaimed_by: Some(_),
+                                ..
+                            } => "InCohortReclamation",
+                            _ => "InClusterQueue",
+                        };
+                        let preemptor = match cause {
+                            arbiter_core::scheduler::Eviction::Preempted {
+                                reclaimed_by: Some(other),
+                                ..
+                            } => other.clone(),
+                            _ => cq,
+                        };
+                        self.preempted_total
+                            .get_or_create(&ReasonLabels {
+                                cluster_queue: preemptor,
+                                reason: reason.into(),
+                            })
+                            .inc();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Sets the per-queue gauges from the scheduler's state.
+    pub fn set_queues(&self, scheduler: &Scheduler) {
+        let cluster = scheduler.cluster();
+        let quota = scheduler.quota();
+        for (index, cq) in cluster.cluster_queues.iter().enumerate() {
+            let id = ClusterQueueId(index as u32);
+            let labels = QueueLabels {
+                cluster_queue: cq.name.clone(),
+            };
+            let pending = scheduler.pending_count(id) as i64;
+            let parked = scheduler
+                .live()
+                .filter(|(_, e)| {
+                    e.workload.cluster_queue == id
+                        && e.status == arbiter_core::scheduler::Status::Inadmissible
+                })
+                .count() as i64;
+            for (status, value) in [("active", pending - parked), ("inadmissible", parked)] {
+                self.pending
+                    .get_or_create(&PendingLabels {
+                        cluster_queue: cq.name.clone(),
+                        status: status.into(),
+                    })
+                    .set(value.max(0));
+            }
+            self.admitted_active
+                .get_or_create(&labels)
+                .set(scheduler.admitted_count(id) as i64);
+            let share = scheduler.dominant_share(id);
+            self.share
+                .get_or_create(&labels)
+                .set(if share.is_finite() { share } else { f64::MAX });
+            for group in &cq.groups {
+                for &flavor in &group.flavors {
+                    for &resource in &group.resources {
+                        let fr = cluster.flavor_resource(flavor, resource);
+                        let labels = UsageLabels {
+                            cluster_queue: cq.name.clone(),
+                            flavor: cluster.flavors[flavor.index()].name.clone(),
+                            resource: cluster.resource_name(resource).to_string(),
+                        };
+                        self.usage
+                            .get_or_create(&labels)
+                            .set(quota.usage(id, fr).as_f64());
+                        self.nominal
+                            .get_or_create(&labels)
+                            .set(quota.nominal(id, fr).as_f64());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the admin port serves from.
+pub struct AdminState {
+    pub registry: Mutex<Registry>,
+    /// Set once the stores listed and a valid configuration is in force.
+    pub ready: AtomicBool,
+}
+
+impl AdminState {
+    pub fn new(registry: Registry) -> Arc<AdminState> {
+        Arc::new(AdminState {
+            registry: Mutex::new(registry),
+            ready: AtomicBool::new(false),
+        })
+    }
+}
+
+async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
+    let text = {
+        let registry = state.registry.lock().unwrap_or_else(|p| p.into_inner());
+        arbiter_policy::metrics::encode(&registry)
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the stores have not listed or no valid queue configuration is in force",
+        )
+    }
+}
+
+/// The admin router.
+pub fn router(state: Arc<AdminState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// Binds `address` and serves the admin port until the task is dropped.
+/// Returns the bound address (port 0 picks a free one).
+pub async fn serve(
+    address: SocketAddr,
+    state: Arc<AdminState>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    let bound = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(state)).await {
+            tracing::error!(error = %e, "the admin server stopped");
+        }
+    });
+    Ok((bound, task))
+}
