@@ -34,7 +34,7 @@ use tokio::sync::Notify;
 use crate::admin::{AdminState, OperatorMetrics};
 use crate::config::{self, ApiObject};
 use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
-use crate::jobs::{self, job_finished, template_paths, uid};
+use crate::jobs::{self, job_finished, queue_label, template_paths, uid};
 use crate::queue_status::QueueStatusWriter;
 use crate::watch::{self, Watched};
 use crate::workloads::{Owner, Publisher};
@@ -139,6 +139,8 @@ pub struct Driver {
     publisher: Publisher,
     queue_status: QueueStatusWriter,
     admin: Option<(Arc<AdminState>, OperatorMetrics)>,
+    /// Events about jobs that cannot be queued, to publish after the step.
+    unqueued_events: Vec<(Owner, &'static str, String)>,
     /// Last message logged per job that cannot be queued, so it is logged once.
     unqueued: BTreeMap<JobKey, String>,
 }
@@ -220,6 +222,7 @@ impl Driver {
             tracked: BTreeMap::new(),
             by_id: BTreeMap::new(),
             unqueued: BTreeMap::new(),
+            unqueued_events: Vec::new(),
             publisher: Publisher::new(client_for_publisher),
             queue_status: QueueStatusWriter::default(),
             admin: None,
@@ -498,7 +501,14 @@ impl Driver {
                 let info = match extracted {
                     Ok(info) => info,
                     Err(e) => {
-                        self.note_unqueued(key, e.to_string());
+                        // Arbiter's job (it names a queue) that cannot be
+                        // read: held, so it never runs unadmitted, and told.
+                        if queue_label(object) && !self.tracked.contains_key(key) {
+                            if !held {
+                                to_hold.push(key.clone());
+                            }
+                            self.note_unqueued(key, uid(object), "InvalidJob", e.to_string());
+                        }
                         continue;
                     }
                 };
@@ -537,10 +547,16 @@ impl Driver {
                         inputs.push(Input::Submit(workload));
                     }
                     Intake::Rejected(rejection) => {
-                        self.note_unqueued(key, rejection.to_string());
+                        if !held {
+                            to_hold.push(key.clone());
+                        }
+                        self.note_unqueued(key, uid, "Rejected", rejection.to_string());
                     }
                     Intake::Unqueued(why) => {
-                        self.note_unqueued(key, why.to_string());
+                        if !held {
+                            to_hold.push(key.clone());
+                        }
+                        self.note_unqueued(key, uid, "Unqueued", why.to_string());
                     }
                 }
             }
@@ -590,6 +606,9 @@ impl Driver {
             self.carry_out(event).await;
         }
         self.publish().await;
+        for (owner, reason, message) in std::mem::take(&mut self.unqueued_events) {
+            self.publisher.event(&owner, true, reason, message).await;
+        }
         if let Some(scheduler) = &self.scheduler {
             self.queue_status.write(&self.client, scheduler).await;
             if let Some((_, metrics)) = &self.admin {
@@ -639,10 +658,15 @@ impl Driver {
         }
     }
 
-    fn note_unqueued(&mut self, key: &JobKey, message: String) {
+    /// A job that names a queue but cannot be queued: logged and told in
+    /// a Warning Event once per distinct message (published at the end of
+    /// the tick).
+    fn note_unqueued(&mut self, key: &JobKey, uid: String, reason: &'static str, message: String) {
         if self.unqueued.get(key) != Some(&message) {
-            tracing::warn!(job = %key, reason = %message, "job not queued");
-            self.unqueued.insert(key.clone(), message);
+            tracing::warn!(job = %key, %reason, %message, "job not queued");
+            self.unqueued.insert(key.clone(), message.clone());
+            let owner = self.owner(key, uid);
+            self.unqueued_events.push((owner, reason, message));
         }
     }
 

@@ -32,6 +32,14 @@ pub fn job_finished(object: &Value) -> bool {
     ended || matches!(phase, Some("Succeeded" | "Failed" | "Error"))
 }
 
+/// Does the job name a queue (Arbiter's or Kueue's label)?
+pub fn queue_label(object: &Value) -> bool {
+    let labels = object.pointer("/metadata/labels");
+    arbiter_core::jobs::QUEUE_NAME_LABELS
+        .iter()
+        .any(|l| labels.and_then(|m| m.get(*l)).is_some())
+}
+
 pub fn uid(object: &Value) -> String {
     object
         .pointer("/metadata/uid")

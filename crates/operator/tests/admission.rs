@@ -394,3 +394,37 @@ fn table_cell(table: &serde_json::Value, name: &str, column: &str) -> serde_json
         .unwrap_or_else(|| panic!("no row {name}: {table}"));
     row["cells"][index].clone()
 }
+
+#[tokio::test]
+async fn bad_jobs_are_held_and_told_and_the_operator_goes_on() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    // A pod set over the cap of pods, created to run at once.
+    let mut huge = job("huge", 1);
+    huge.spec.as_mut().unwrap().suspend = Some(false);
+    huge.spec.as_mut().unwrap().parallelism = Some(200_000);
+    huge.spec.as_mut().unwrap().completions = Some(200_000);
+    jobs.create(&PostParams::default(), &huge).await.unwrap();
+    // A queue that does not exist.
+    let mut lost = job("lost", 1);
+    lost.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("arbiter.dev/queue-name".into(), "no-such-queue".into());
+    jobs.create(&PostParams::default(), &lost).await.unwrap();
+    jobs.create(&PostParams::default(), &job("fine", 1))
+        .await
+        .unwrap();
+
+    wait_for(&jobs, "fine", "admission", released).await;
+    wait_for(&jobs, "huge", "being held", suspended).await;
+    let note = wait_event(&admin, "huge", "InvalidJob").await;
+    assert!(note.contains("200000") && note.contains("100000"), "{note}");
+    let note = wait_event(&admin, "lost", "Unqueued").await;
+    assert!(note.contains("no-such-queue"), "{note}");
+    stays_held(&jobs, "lost").await;
+    stays_held(&jobs, "huge").await;
+    operator.abort();
+}
