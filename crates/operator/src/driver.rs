@@ -66,6 +66,36 @@ const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
     ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
 ];
 
+/// Watches for the integrations `which` whose kind the API serves; returns
+/// them and the indices of those it does not serve.
+async fn discover_jobs(
+    client: &Client,
+    integrations: &Integrations,
+    which: &[usize],
+    wake: &Arc<Notify>,
+) -> (Vec<JobWatch>, Vec<usize>) {
+    let kinds: Vec<(usize, String, String)> = integrations
+        .kinds()
+        .enumerate()
+        .filter(|(i, _)| which.contains(i))
+        .map(|(i, (a, k))| (i, a.to_string(), k.to_string()))
+        .collect();
+    let mut found = Vec::new();
+    let mut unserved = Vec::new();
+    for (index, api_version, kind) in kinds {
+        let gvk = watch::gvk(&api_version, &kind);
+        match watch::dynamic(client, &gvk, wake.clone()).await {
+            Some((resource, watched)) => found.push(JobWatch {
+                integration: index,
+                resource,
+                watched,
+            }),
+            None => unserved.push(index),
+        }
+    }
+    (found, unserved)
+}
+
 /// How the driver runs.
 #[derive(Clone, Debug)]
 pub struct DriverOptions {
@@ -74,6 +104,8 @@ pub struct DriverOptions {
     pub batch_window: Duration,
     /// Step at least this often even when nothing is watched to change.
     pub resync: Duration,
+    /// How often job kinds the API does not serve are looked for again.
+    pub rediscover: Duration,
 }
 
 impl Default for DriverOptions {
@@ -81,6 +113,7 @@ impl Default for DriverOptions {
         DriverOptions {
             batch_window: Duration::from_millis(20),
             resync: Duration::from_secs(30),
+            rediscover: Duration::from_secs(30),
         }
     }
 }
@@ -132,6 +165,11 @@ pub struct Driver {
     namespaces: Watched<KubeNamespace>,
     nodes: Watched<Node>,
     jobs: Vec<JobWatch>,
+    /// Integrations whose kind the API did not serve when last looked for
+    /// (a CRD installed after the operator started is found within
+    /// `DriverOptions::rediscover`).
+    unserved: Vec<usize>,
+    discovered_at: std::time::Instant,
     scheduler: Option<Scheduler>,
     fingerprint: String,
     tracked: BTreeMap<JobKey, Tracked>,
@@ -173,23 +211,11 @@ impl Driver {
                 }
             }
         }
-        let mut jobs = Vec::new();
-        let kinds: Vec<(String, String)> = integrations
-            .kinds()
-            .map(|(a, k)| (a.to_string(), k.to_string()))
-            .collect();
-        for (index, (api_version, kind)) in kinds.iter().enumerate() {
-            let gvk = watch::gvk(api_version, kind);
-            match watch::dynamic(&client, &gvk, wake.clone()).await {
-                Some((resource, watched)) => jobs.push(JobWatch {
-                    integration: index,
-                    resource,
-                    watched,
-                }),
-                None => {
-                    tracing::info!(kind = %format!("{api_version} {kind}"), "the API does not serve this job kind; its jobs are not watched")
-                }
-            }
+        let all: Vec<usize> = (0..integrations.kinds().count()).collect();
+        let (jobs, unserved) = discover_jobs(&client, &integrations, &all, &wake).await;
+        for kind in &unserved {
+            let (api_version, kind) = integrations.kinds().nth(*kind).unwrap_or_default();
+            tracing::info!(kind = %format!("{api_version} {kind}"), "the API does not serve this job kind yet; looked for again every {} s", options.rediscover.as_secs());
         }
         let namespaces = watch::typed::<KubeNamespace>(&client, wake.clone());
         let nodes = watch::typed::<Node>(&client, wake.clone());
@@ -217,6 +243,8 @@ impl Driver {
             namespaces,
             nodes,
             jobs,
+            unserved,
+            discovered_at: std::time::Instant::now(),
             scheduler: None,
             fingerprint: String::new(),
             tracked: BTreeMap::new(),
@@ -244,6 +272,11 @@ impl Driver {
                 Some(at) => Duration::from_millis(at.0.saturating_sub(now_millis()).max(0) as u64)
                     .min(self.options.resync),
                 None => self.options.resync,
+            };
+            let wait = if self.unserved.is_empty() {
+                wait
+            } else {
+                wait.min(self.options.rediscover)
             };
             tokio::select! {
                 _ = self.wake.notified() => {}
@@ -474,9 +507,26 @@ impl Driver {
         }
     }
 
+    /// Looks again for job kinds the API did not serve (see `unserved`).
+    async fn rediscover(&mut self) {
+        if self.unserved.is_empty() || self.discovered_at.elapsed() < self.options.rediscover {
+            return;
+        }
+        self.discovered_at = std::time::Instant::now();
+        let (found, unserved) =
+            discover_jobs(&self.client, &self.integrations, &self.unserved, &self.wake).await;
+        for job in &found {
+            let _ = job.watched.store.wait_until_ready().await;
+            tracing::info!(kind = %job.watched.what, "the API serves this job kind now; watching its jobs");
+        }
+        self.jobs.extend(found);
+        self.unserved = unserved;
+    }
+
     /// One pass: configuration, job changes, a step, the decisions written.
     /// Returns when the core asked to be woken.
     pub async fn tick(&mut self) -> Option<Millis> {
+        self.rediscover().await;
         let jobs = self.job_objects();
         let configured = self.refresh_config(&jobs).await;
         if let Some((state, _)) = &self.admin {

@@ -147,7 +147,10 @@ pub fn start_operator_with(client: Client, hooks: Box<dyn Hooks + Send>) -> Join
             client,
             Integrations::builtin(),
             hooks,
-            DriverOptions::default(),
+            DriverOptions {
+                rediscover: Duration::from_secs(1),
+                ..DriverOptions::default()
+            },
         )
         .await;
         driver.run(std::future::pending()).await;
