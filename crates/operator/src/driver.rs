@@ -594,7 +594,16 @@ impl Driver {
                             to_hold.push(key.clone());
                         }
                         submits.push((key.clone(), uid, template_paths(&info)));
-                        inputs.push(Input::Submit(workload));
+                        // Queued as of the job's creation (Kueue orders by
+                        // it too), so jobs created while the operator was
+                        // down keep their order.
+                        inputs.push(match jobs::created_at(object) {
+                            Some(queue_time) => Input::SubmitQueued {
+                                workload,
+                                queue_time,
+                            },
+                            None => Input::Submit(workload),
+                        });
                     }
                     Intake::Rejected(rejection) => {
                         if !held {

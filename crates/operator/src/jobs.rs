@@ -4,6 +4,7 @@
 //! conflict — so a write lost or repeated changes nothing twice.
 
 use arbiter_core::jobs::{Integration, JobInfo};
+use arbiter_core::model::Millis;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 
@@ -38,6 +39,13 @@ pub fn queue_label(object: &Value) -> bool {
     arbiter_core::jobs::QUEUE_NAME_LABELS
         .iter()
         .any(|l| labels.and_then(|m| m.get(*l)).is_some())
+}
+
+/// The job's `metadata.creationTimestamp`, in milliseconds since the epoch.
+pub fn created_at(object: &Value) -> Option<Millis> {
+    let text = object.pointer("/metadata/creationTimestamp")?.as_str()?;
+    let at: k8s_openapi::jiff::Timestamp = text.parse().ok()?;
+    Some(Millis(at.as_millisecond()))
 }
 
 pub fn uid(object: &Value) -> String {
@@ -106,5 +114,15 @@ mod tests {
         assert!(job_finished(&json!({"status": {"phase": "Failed"}})));
         assert!(!job_finished(&json!({"status": {"phase": "Running"}})));
         assert!(!job_finished(&json!({})));
+    }
+
+    #[test]
+    fn creation_times_read_as_epoch_milliseconds() {
+        let job = json!({"metadata": {"creationTimestamp": "2026-12-01T00:00:01Z"}});
+        assert_eq!(created_at(&job), Some(Millis(1_796_083_201_000)));
+        assert_eq!(
+            created_at(&json!({"metadata": {"creationTimestamp": "yesterday"}})),
+            None
+        );
     }
 }

@@ -203,18 +203,26 @@ async fn a_restarted_operator_reads_admissions_back_and_admits_nothing_twice() {
     operator.abort();
     let _ = operator.await;
 
-    // While it is down, another job arrives; the quota is still in use.
-    jobs.create(&PostParams::default(), &job("three", 4))
+    // While it is down, two more jobs arrive, a second apart (creation
+    // times have whole seconds), the later one first by name; the quota is
+    // still in use.
+    jobs.create(&PostParams::default(), &job("zz-three", 4))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    jobs.create(&PostParams::default(), &job("aa-four", 4))
         .await
         .unwrap();
     let operator = start_operator(admin.clone());
-    stays_held(&jobs, "three").await;
+    stays_held(&jobs, "zz-three").await;
     for name in ["one", "two"] {
         let job = jobs.get(name).await.unwrap();
         assert!(released(&job), "{name} was held again after the restart");
     }
+    // Room for one: the job created first goes first, as Kueue orders.
     finish(&jobs, "one").await;
-    wait_for(&jobs, "three", "admission after one finished", released).await;
+    wait_for(&jobs, "zz-three", "admission after one finished", released).await;
+    stays_held(&jobs, "aa-four").await;
     operator.abort();
 }
 

@@ -23,7 +23,16 @@ pub enum TimerKind {
 impl Scheduler {
     /// Adds a workload at `now` (its queue time). It is scored and queued at
     /// the next cycle. A withdrawn workload's slot is reused, lowest first.
-    pub(super) fn submit(&mut self, workload: Workload, now: Millis) -> WorkloadId {
+    /// `queue_time` (at most `now`) orders it in its queue: the submission
+    /// time, or when the job was created for a driver that learns of jobs
+    /// late (the operator after a restart).
+    pub(super) fn submit(
+        &mut self,
+        workload: Workload,
+        now: Millis,
+        queue_time: Millis,
+    ) -> WorkloadId {
+        let queue_time = queue_time.min(now);
         let seq = self.next_seq;
         self.next_seq = Seq(seq.0 + 1);
         let (id, epoch) = match self.free.pop_first() {
@@ -45,13 +54,13 @@ impl Scheduler {
         let entry = Entry {
             workload,
             status,
-            queue_time: now,
+            queue_time,
             seq,
             score: 0.0,
             tenant_score: None,
             slot: Slot {
                 score: 0.0,
-                queue_time: now,
+                queue_time,
                 seq,
             },
             reason,

@@ -402,7 +402,7 @@ impl Scheduler {
         let borrowing = usage
             .iter()
             .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
-        let id = self.submit(workload, queue_time);
+        let id = self.submit(workload, queue_time, queue_time);
         self.to_score.retain(|&w| w != id);
         let entry = &mut self.entries[id.index()];
         entry.reason = Reason::None;

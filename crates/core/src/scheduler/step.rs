@@ -22,6 +22,13 @@ pub enum Input {
     /// `intake` made of it against this scheduler's configuration. Its id
     /// comes back in [`Step::submitted`], in input order.
     Submit(Workload),
+    /// [`Input::Submit`] of a job that was queued before this step (created
+    /// while the driver was not watching): `queue_time` (at most the step's
+    /// time) orders it in its queue instead of the step's time.
+    SubmitQueued {
+        workload: Workload,
+        queue_time: Millis,
+    },
     /// An admitted workload ran to completion.
     Finish(WorkloadId),
     /// An admitted workload failed; `message` is what the driver saw.
@@ -76,7 +83,11 @@ impl Scheduler {
         let mut step = Step::default();
         for input in inputs {
             match input {
-                Input::Submit(workload) => step.submitted.push(self.submit(workload, now)),
+                Input::Submit(workload) => step.submitted.push(self.submit(workload, now, now)),
+                Input::SubmitQueued {
+                    workload,
+                    queue_time,
+                } => step.submitted.push(self.submit(workload, now, queue_time)),
                 Input::Finish(id) => step.events.extend(self.finish(id, now)),
                 Input::Fail { workload, message } => {
                     step.events.extend(self.fail(workload, &message, now))

@@ -737,3 +737,43 @@ fn a_tenants_scores_exchange_only_workloads_that_ask_the_same() {
     assert_eq!(admitted(&step), vec![a2, a1]);
     assert_eq!(s.entry(big).status, Status::Inadmissible);
 }
+
+#[test]
+fn a_workload_submitted_late_keeps_its_place_by_queue_time() {
+    let c = Arc::new(build(STRICT_SHARED));
+    let mut s = Scheduler::new(c.clone(), &[]);
+    // Fill the queue, then submit two at once: `later` first in input
+    // order but queued after `earlier`, which was queued before the step.
+    let step = s.step(
+        Millis(1_000),
+        vec![Input::Submit(workload(&c, "ns-a", "full", 8, 0))],
+        &mut DefaultHooks,
+    );
+    let full = step.submitted[0];
+    let step = s.step(
+        Millis(5_000),
+        vec![
+            Input::Submit(workload(&c, "ns-a", "later", 8, 0)),
+            Input::SubmitQueued {
+                workload: workload(&c, "ns-b", "earlier", 8, 0),
+                queue_time: Millis(2_000),
+            },
+        ],
+        &mut DefaultHooks,
+    );
+    let (later, earlier) = (step.submitted[0], step.submitted[1]);
+    assert_eq!(s.entry(earlier).queue_time, Millis(2_000));
+    assert_eq!(s.entry(later).queue_time, Millis(5_000));
+    let step = s.step(Millis(6_000), vec![Input::Finish(full)], &mut DefaultHooks);
+    assert_eq!(admitted(&step), vec![earlier]);
+    // A queue time in the future is the step's time.
+    let step = s.step(
+        Millis(7_000),
+        vec![Input::SubmitQueued {
+            workload: workload(&c, "ns-a", "future", 1, 0),
+            queue_time: Millis(99_000),
+        }],
+        &mut DefaultHooks,
+    );
+    assert_eq!(s.entry(step.submitted[0]).queue_time, Millis(7_000));
+}
