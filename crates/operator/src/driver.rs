@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbiter_core::jobs::{Integration, Integrations};
-use arbiter_core::model::cluster::{Cluster, Namespace};
+use arbiter_core::model::cluster::Namespace;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
@@ -26,7 +26,7 @@ use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::Restored;
 use arbiter_core::scheduler::{Event, Input, Reason, Scheduler, WorkloadId};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -36,7 +36,7 @@ use crate::config::{self, ApiObject};
 use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
 use crate::jobs::{self, job_finished, queue_label, template_paths, uid};
 use crate::queue_status::QueueStatusWriter;
-use crate::watch::{self, Watched};
+use crate::watch::{self, discover_jobs, JobWatch, Watched};
 use crate::workloads::{Owner, Publisher};
 
 /// The queue configuration kinds, by API group, newest version first; the
@@ -65,36 +65,6 @@ const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
     ),
     ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
 ];
-
-/// Watches for the integrations `which` whose kind the API serves; returns
-/// them and the indices of those it does not serve.
-async fn discover_jobs(
-    client: &Client,
-    integrations: &Integrations,
-    which: &[usize],
-    wake: &Arc<Notify>,
-) -> (Vec<JobWatch>, Vec<usize>) {
-    let kinds: Vec<(usize, String, String)> = integrations
-        .kinds()
-        .enumerate()
-        .filter(|(i, _)| which.contains(i))
-        .map(|(i, (a, k))| (i, a.to_string(), k.to_string()))
-        .collect();
-    let mut found = Vec::new();
-    let mut unserved = Vec::new();
-    for (index, api_version, kind) in kinds {
-        let gvk = watch::gvk(&api_version, &kind);
-        match watch::dynamic(client, &gvk, wake.clone()).await {
-            Some((resource, watched)) => found.push(JobWatch {
-                integration: index,
-                resource,
-                watched,
-            }),
-            None => unserved.push(index),
-        }
-    }
-    (found, unserved)
-}
 
 /// How the driver runs.
 #[derive(Clone, Debug)]
@@ -144,13 +114,6 @@ struct Tracked {
     denied: Option<String>,
     /// The last eviction: its code and sentence.
     eviction: Option<(String, String)>,
-}
-
-/// The watch of one integration's kind.
-struct JobWatch {
-    integration: usize,
-    resource: ApiResource,
-    watched: Watched<DynamicObject>,
 }
 
 /// Everything the loop owns.
@@ -827,45 +790,8 @@ impl Driver {
 
     /// What the job needs to know of workload `id`'s admission.
     fn admission(&self, id: WorkloadId, key: &JobKey) -> Option<(Vec<PodSetAdmission>, Recorded)> {
-        let scheduler = self.scheduler.as_ref()?;
-        let cluster: &Cluster = scheduler.cluster();
-        let entry = scheduler.entry(id);
-        let admission = entry.admission.as_ref()?;
         let paths = &self.tracked.get(key)?.template_paths;
-        let mut pod_sets = Vec::new();
-        let mut flavors = Vec::new();
-        for (index, assigned) in admission.pod_sets.iter().enumerate() {
-            let mut node_labels = BTreeMap::new();
-            let mut tolerations = Vec::new();
-            let mut names = BTreeMap::new();
-            for &(resource, flavor) in &assigned.flavors {
-                let flavor = &cluster.flavors[flavor.index()];
-                node_labels.extend(flavor.node_labels.clone());
-                for t in &flavor.tolerations {
-                    if !tolerations.contains(t) {
-                        tolerations.push(t.clone());
-                    }
-                }
-                names.insert(
-                    cluster.resource_name(resource).to_string(),
-                    flavor.name.clone(),
-                );
-            }
-            pod_sets.push(PodSetAdmission {
-                template_path: paths.get(index).cloned().flatten(),
-                node_labels,
-                tolerations,
-            });
-            flavors.push(names);
-        }
-        let record = Recorded {
-            flavors,
-            counts: admission.counts.clone(),
-            admitted_at: admission.at.0,
-            queue_time: entry.queue_time.0,
-            injected: Vec::new(),
-        };
-        Some((pod_sets, record))
+        inject::admission_of(self.scheduler.as_ref()?, id, paths)
     }
 
     /// Writes one job (see `jobs::write`).

@@ -99,6 +99,53 @@ fn object_at<'a>(root: &'a mut Value, path: &str) -> Result<&'a mut Map<String, 
     }
 }
 
+/// What the job needs to know of workload `id`'s admission: per pod set
+/// (with its template path from `paths`) the flavors' node labels and
+/// tolerations, and the record to keep on the job.
+pub fn admission_of(
+    scheduler: &arbiter_core::scheduler::Scheduler,
+    id: arbiter_core::scheduler::WorkloadId,
+    paths: &[Option<String>],
+) -> Option<(Vec<PodSetAdmission>, Recorded)> {
+    let cluster = scheduler.cluster();
+    let entry = scheduler.entry(id);
+    let admission = entry.admission.as_ref()?;
+    let mut pod_sets = Vec::new();
+    let mut flavors = Vec::new();
+    for (index, assigned) in admission.pod_sets.iter().enumerate() {
+        let mut node_labels = BTreeMap::new();
+        let mut tolerations: Vec<Toleration> = Vec::new();
+        let mut names = BTreeMap::new();
+        for &(resource, flavor) in &assigned.flavors {
+            let flavor = &cluster.flavors[flavor.index()];
+            node_labels.extend(flavor.node_labels.clone());
+            for t in &flavor.tolerations {
+                if !tolerations.contains(t) {
+                    tolerations.push(t.clone());
+                }
+            }
+            names.insert(
+                cluster.resource_name(resource).to_string(),
+                flavor.name.clone(),
+            );
+        }
+        pod_sets.push(PodSetAdmission {
+            template_path: paths.get(index).cloned().flatten(),
+            node_labels,
+            tolerations,
+        });
+        flavors.push(names);
+    }
+    let record = Recorded {
+        flavors,
+        counts: admission.counts.clone(),
+        admitted_at: admission.at.0,
+        queue_time: entry.queue_time.0,
+        injected: Vec::new(),
+    };
+    Some((pod_sets, record))
+}
+
 /// Injects, records and releases. `pod_sets` are in the integration's order.
 pub fn admit(
     object: &mut Value,

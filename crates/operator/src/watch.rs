@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use arbiter_core::jobs::Integrations;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery;
@@ -103,4 +104,41 @@ pub fn gvk(api_version: &str, kind: &str) -> GroupVersionKind {
         None => ("", api_version),
     };
     GroupVersionKind::gvk(group, version, kind)
+}
+
+/// The watch of one integration's kind.
+pub struct JobWatch {
+    pub integration: usize,
+    pub resource: ApiResource,
+    pub watched: Watched<DynamicObject>,
+}
+
+/// Watches for the integrations `which` whose kind the API serves; returns
+/// them and the indices of those it does not serve.
+pub async fn discover_jobs(
+    client: &Client,
+    integrations: &Integrations,
+    which: &[usize],
+    wake: &Arc<Notify>,
+) -> (Vec<JobWatch>, Vec<usize>) {
+    let kinds: Vec<(usize, String, String)> = integrations
+        .kinds()
+        .enumerate()
+        .filter(|(i, _)| which.contains(i))
+        .map(|(i, (a, k))| (i, a.to_string(), k.to_string()))
+        .collect();
+    let mut found = Vec::new();
+    let mut unserved = Vec::new();
+    for (index, api_version, kind) in kinds {
+        let gvk = gvk(&api_version, &kind);
+        match dynamic(client, &gvk, wake.clone()).await {
+            Some((resource, watched)) => found.push(JobWatch {
+                integration: index,
+                resource,
+                watched,
+            }),
+            None => unserved.push(index),
+        }
+    }
+    (found, unserved)
 }
