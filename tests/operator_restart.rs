@@ -20,9 +20,19 @@ use support::*;
 const JOBS: usize = 24;
 const GPUS_PER_JOB: u32 = 2;
 
-fn start(kubeconfig: &std::path::Path, log: &std::path::Path, admin: u16) -> Child {
+/// The operator process, killed when dropped (also when a check fails).
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(kubeconfig: &std::path::Path, log: &std::path::Path, admin: u16) -> Operator {
     let log = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_arbiter"))
+    let child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
         .args(["run", "--kubeconfig"])
         .arg(kubeconfig)
         .arg(format!("--admin-address=127.0.0.1:{admin}"))
@@ -30,7 +40,8 @@ fn start(kubeconfig: &std::path::Path, log: &std::path::Path, admin: u16) -> Chi
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("arbiter run starts")
+        .expect("arbiter run starts");
+    Operator(child)
 }
 
 fn is_finished(job: &Job) -> bool {
@@ -88,8 +99,8 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
         );
         // Kill it in the middle of the stream, with work admitted.
         if !killed && finished >= 4 && gpus >= 2 * GPUS_PER_JOB {
-            operator.kill().unwrap();
-            operator.wait().unwrap();
+            operator.0.kill().unwrap();
+            operator.0.wait().unwrap();
             killed = true;
             // While it is down, one admitted job finishes and another job
             // arrives; the rest stay admitted across the restart.
@@ -215,8 +226,7 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
         ),
         8.0
     );
-    operator.kill().unwrap();
-    operator.wait().unwrap();
+    drop(operator);
 }
 
 fn free_port() -> u16 {
