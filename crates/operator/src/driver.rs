@@ -39,33 +39,6 @@ use crate::queue_status::QueueStatusWriter;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 use crate::workloads::{Owner, Publisher};
 
-/// The queue configuration kinds, by API group, newest version first; the
-/// first version the API serves is watched.
-const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
-    (
-        "arbiter.dev",
-        &["v1alpha1"],
-        &[
-            "ResourceFlavor",
-            "Cohort",
-            "ClusterQueue",
-            "LocalQueue",
-            "WorkloadPriorityClass",
-        ],
-    ),
-    (
-        "kueue.x-k8s.io",
-        &["v1beta2", "v1beta1"],
-        &[
-            "ResourceFlavor",
-            "ClusterQueue",
-            "LocalQueue",
-            "WorkloadPriorityClass",
-        ],
-    ),
-    ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
-];
-
 /// How the driver runs.
 #[derive(Clone, Debug)]
 pub struct DriverOptions {
@@ -162,18 +135,7 @@ impl Driver {
         options: DriverOptions,
     ) -> Driver {
         let wake = Arc::new(Notify::new());
-        let mut config = Vec::new();
-        for (group, versions, kinds) in CONFIG_KINDS {
-            for kind in *kinds {
-                for version in *versions {
-                    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-                    if let Some((_, watched)) = watch::dynamic(&client, &gvk, wake.clone()).await {
-                        config.push(watched);
-                        break;
-                    }
-                }
-            }
-        }
+        let config = watch::config_kinds(&client, &wake).await;
         let all: Vec<usize> = (0..integrations.kinds().count()).collect();
         let (jobs, unserved) = discover_jobs(&client, &integrations, &all, &wake).await;
         for kind in &unserved {

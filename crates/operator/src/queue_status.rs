@@ -13,10 +13,10 @@ use arbiter_core::model::cluster::{ClusterQueueId, FlavorResource};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::{Scheduler, Status};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::Client;
 
-use crate::workloads::MANAGER;
+use crate::workloads::apply_status;
 
 /// Every ClusterQueue's status, by name.
 pub fn cluster_queues(scheduler: &Scheduler) -> BTreeMap<String, ClusterQueueStatus> {
@@ -158,15 +158,7 @@ impl QueueStatusWriter {
                 continue;
             }
             let api: Api<api::ClusterQueue> = Api::all(client.clone());
-            let body = serde_json::json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ClusterQueue", "status": status});
-            match api
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-            {
+            match apply_status(&api, &name, &status).await {
                 Ok(_) => {
                     self.cluster_queues.insert(name, status);
                 }
@@ -183,15 +175,7 @@ impl QueueStatusWriter {
                 continue;
             }
             let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), &namespace);
-            let body = serde_json::json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "LocalQueue", "status": status});
-            match api
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-            {
+            match apply_status(&api, &name, &status).await {
                 Ok(_) => {
                     self.local_queues.insert(key, status);
                 }

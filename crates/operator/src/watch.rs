@@ -142,3 +142,48 @@ pub async fn discover_jobs(
     }
     (found, unserved)
 }
+
+/// The queue configuration kinds, by API group, newest version first; the
+/// first version the API serves is watched.
+const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
+    (
+        "arbiter.dev",
+        &["v1alpha1"],
+        &[
+            "ResourceFlavor",
+            "Cohort",
+            "ClusterQueue",
+            "LocalQueue",
+            "WorkloadPriorityClass",
+        ],
+    ),
+    (
+        "kueue.x-k8s.io",
+        &["v1beta2", "v1beta1"],
+        &[
+            "ResourceFlavor",
+            "ClusterQueue",
+            "LocalQueue",
+            "WorkloadPriorityClass",
+        ],
+    ),
+    ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
+];
+
+/// Watches the queue configuration kinds the API serves (each in the first
+/// of its versions served).
+pub async fn config_kinds(client: &Client, wake: &Arc<Notify>) -> Vec<Watched<DynamicObject>> {
+    let mut config = Vec::new();
+    for (group, versions, kinds) in CONFIG_KINDS {
+        for kind in *kinds {
+            for version in *versions {
+                let gvk = GroupVersionKind::gvk(group, version, kind);
+                if let Some((_, watched)) = dynamic(client, &gvk, wake.clone()).await {
+                    config.push(watched);
+                    break;
+                }
+            }
+        }
+    }
+    config
+}

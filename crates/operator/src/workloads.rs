@@ -296,17 +296,19 @@ pub async fn apply(client: &Client, workload: &api::Workload) -> Result<(), kube
     .map(|_| ())
 }
 
-/// Writes the Workload's status (server-side apply on the status subresource).
-pub async fn apply_status(
-    client: &Client,
-    namespace: &str,
+/// Writes an `arbiter.dev` object's status (server-side apply on the
+/// status subresource, field manager [`MANAGER`]).
+pub async fn apply_status<K>(
+    api: &Api<K>,
     name: &str,
-    status: &WorkloadStatus,
-) -> Result<(), kube::Error> {
-    let api: Api<api::Workload> = Api::namespaced(client.clone(), namespace);
+    status: &impl serde::Serialize,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let body = serde_json::json!({
-        "apiVersion": "arbiter.dev/v1alpha1",
-        "kind": "Workload",
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "status": status,
     });
     api.patch_status(
@@ -392,7 +394,8 @@ impl Publisher {
             conditions: conditions.clone(),
             evictions: (*evictions > 0).then_some(*evictions),
         };
-        match apply_status(&self.client, &owner.namespace, &name, &status).await {
+        let api: Api<api::Workload> = Api::namespaced(self.client.clone(), &owner.namespace);
+        match apply_status(&api, &name, &status).await {
             Ok(()) => {
                 written.conditions = conditions
                     .into_iter()
