@@ -9,61 +9,34 @@
 #[path = "../crates/operator/tests/support/mod.rs"]
 mod support;
 
-use std::process::{Child, Command, Stdio};
+#[path = "process/mod.rs"]
+mod process;
+
 use std::time::{Duration, Instant};
 
 use arbiter_core::model::api::ClusterQueue;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams, PostParams};
+use process::*;
 use support::*;
 
 const JOBS: usize = 24;
 const GPUS_PER_JOB: u32 = 2;
 
-/// The operator process, killed when dropped (also when a check fails).
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(kubeconfig: &std::path::Path, log: &std::path::Path, admin: u16) -> Operator {
-    let log = std::fs::File::create(log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
-        .args(["run", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(format!("--admin-address=127.0.0.1:{admin}"))
-        .env("ARBITER_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("arbiter run starts");
-    Operator(child)
-}
-
-fn is_finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
+fn start_operator(kubeconfig: &std::path::Path, log: &std::path::Path, admin: u16) -> Operator {
+    start(
+        kubeconfig,
+        log,
+        admin,
+        &["--webhook-address=127.0.0.1:0"],
+        &[],
+    )
 }
 
 /// GPUs held by jobs released and not finished, as the API shows them.
 async fn running_gpus(jobs: &Api<Job>) -> (u32, usize) {
-    let list = jobs.list(&ListParams::default()).await.unwrap();
-    let running = list
-        .items
-        .iter()
-        .filter(|j| released(j) && !is_finished(j))
-        .count();
-    let finished = list.items.iter().filter(|j| is_finished(j)).count();
-    (running as u32 * GPUS_PER_JOB, finished)
+    let (running, finished) = running_and_finished(jobs).await;
+    (running.len() as u32 * GPUS_PER_JOB, finished)
 }
 
 #[tokio::test]
@@ -76,7 +49,7 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
 
     let admin_port = free_port();
-    let mut operator = start(&kubeconfig, &log, admin_port);
+    let mut operator = start_operator(&kubeconfig, &log, admin_port);
     let started = Instant::now();
     let mut created = 0;
     let mut killed = false;
@@ -99,8 +72,7 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
         );
         // Kill it in the middle of the stream, with work admitted.
         if !killed && finished >= 4 && gpus >= 2 * GPUS_PER_JOB {
-            operator.0.kill().unwrap();
-            operator.0.wait().unwrap();
+            operator.kill();
             killed = true;
             // While it is down, one admitted job finishes and another job
             // arrives; the rest stay admitted across the restart.
@@ -118,7 +90,7 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
                 running.len()
             );
             finish(&jobs, running[0].metadata.name.as_deref().unwrap()).await;
-            operator = start(&kubeconfig, &restarted_log, admin_port);
+            operator = start_operator(&kubeconfig, &restarted_log, admin_port);
             // Reading back must come first: nothing else is released until
             // the restarted operator has restored what is admitted.
             let started = Instant::now();
@@ -133,11 +105,7 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             let text = std::fs::read_to_string(&restarted_log).unwrap();
-            let restored = text
-                .split("restored=")
-                .nth(1)
-                .and_then(|t| t.split_whitespace().next())
-                .and_then(|n| n.parse::<usize>().ok());
+            let restored = logged_number(&text, "admissions read back", "restored");
             assert_eq!(restored, Some(running.len() - 1), "{text}");
             continue;
         }
@@ -227,38 +195,4 @@ async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
         8.0
     );
     drop(operator);
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A plain HTTP/1.0 GET on loopback: (status code, body).
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-/// The value of the sample named exactly `series` (name and labels).
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
 }

@@ -10,6 +10,8 @@ use anyhow::Context as _;
 use arbiter_core::jobs::Integrations;
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
+use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
+use arbiter_operator::webhook::{CertSource, WebhookOptions};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_policy::sources::{self, PolicyChoice};
@@ -34,6 +36,44 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The operator's namespace: its certificate Secret and leader Lease live there
+    /// (default: $POD_NAMESPACE, else arbiter-system).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Address of the webhook server (HTTPS).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9443")]
+    pub webhook_address: std::net::SocketAddr,
+    /// Serve the webhooks with tls.crt and tls.key from this directory (a
+    /// mounted Secret, e.g. cert-manager's; reloaded on change) instead of a
+    /// generated certificate.
+    #[arg(long, value_name = "DIR")]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// Secret (in --namespace) holding the generated webhook certificate; made when absent.
+    #[arg(long, value_name = "NAME", default_value = "arbiter-webhook-tls")]
+    pub webhook_secret: String,
+    /// The webhook Service's name, for the generated certificate's DNS names.
+    #[arg(long, value_name = "NAME", default_value = "arbiter")]
+    pub webhook_service: String,
+    /// The Mutating- and ValidatingWebhookConfiguration whose caBundle is kept
+    /// equal to the certificate's CA ("" leaves caBundle alone, e.g. for cert-manager's CA injector).
+    #[arg(long, value_name = "NAME", default_value = "arbiter")]
+    pub webhook_configuration: String,
+    /// Serve no webhooks (jobs are still held by the loop, but may start
+    /// before it sees them).
+    #[arg(long, conflicts_with = "webhook_cert_dir")]
+    pub no_webhooks: bool,
+    /// Run only while holding the Lease --lease-name in --namespace (run 2+ replicas).
+    #[arg(long)]
+    pub leader_election: bool,
+    /// The leader Lease's name.
+    #[arg(long, value_name = "NAME", default_value = "arbiter-leader")]
+    pub lease_name: String,
+    /// Seconds a leader lease not renewed stays held.
+    #[arg(long, value_name = "S", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub lease_duration: u64,
+    /// Seconds before expiry the leader renews.
+    #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_grace: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -67,6 +107,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         None => Box::new(DefaultHooks),
     };
     let admin = AdminState::new(registry);
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| "arbiter-system".to_string());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -93,13 +142,80 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
         tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz");
-        let driver = Driver::start(client, Integrations::builtin(), hooks, options)
+        let driver = Driver::start(client.clone(), Integrations::builtin(), hooks, options)
             .await
-            .with_admin(admin, operator_metrics);
-        driver.run(shutdown()).await;
+            .with_admin(admin.clone(), operator_metrics.clone());
+        let _webhook = match webhook_options(args, &namespace) {
+            Some(webhook) => Some(
+                arbiter_operator::webhook::start(
+                    &client,
+                    args.webhook_address,
+                    &webhook,
+                    driver.integrations().clone(),
+                    driver.config_view(),
+                )
+                .await
+                .context("starting the webhooks (pass --no-webhooks to run without them)")?,
+            ),
+            None => None,
+        };
+        if args.leader_election {
+            let lease = LeaseOptions {
+                namespace: namespace.clone(),
+                name: args.lease_name.clone(),
+                identity: identity(),
+                duration_seconds: args.lease_duration,
+                grace_seconds: args.lease_grace,
+            };
+            let ended = run_as_leader(client, &lease, driver, Some((admin, operator_metrics)), shutdown())
+                .await
+                .with_context(|| format!("leader election on the Lease {namespace}/{}", lease.name))?;
+            if ended == Ended::LostLease {
+                anyhow::bail!("lost the leader lease {namespace}/{} to another replica; exiting so this one restarts as a follower", lease.name);
+            }
+        } else {
+            operator_metrics.set_leader(true);
+            driver.run(shutdown()).await;
+        }
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// How the webhooks are served, from the flags (`None`: not at all).
+fn webhook_options(args: &RunArgs, namespace: &str) -> Option<WebhookOptions> {
+    if args.no_webhooks {
+        return None;
+    }
+    let certs = match &args.webhook_cert_dir {
+        Some(dir) => CertSource::Dir(dir.clone()),
+        None => CertSource::Secret {
+            namespace: namespace.to_string(),
+            name: args.webhook_secret.clone(),
+            names: arbiter_operator::webhook::certs::service_names(
+                &args.webhook_service,
+                namespace,
+            ),
+        },
+    };
+    Some(WebhookOptions {
+        certs,
+        configuration: (!args.webhook_configuration.is_empty())
+            .then(|| args.webhook_configuration.clone()),
+    })
+}
+
+/// This replica's name in the Lease: the Pod's name, else host and process.
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "arbiter".to_string());
+            format!("{host}-{}", std::process::id())
+        })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -1,6 +1,7 @@
 //! The admin port: `/metrics` (Prometheus text format), `/healthz` (the
-//! process serves) and `/readyz` (the stores have listed and a valid queue
-//! configuration is in force). The `arbiter_*` families mirror Kueue's
+//! process serves) and `/readyz` (the stores have listed, and a replica
+//! that leads has a valid queue configuration in force; a follower is
+//! ready to answer webhooks once listed). The `arbiter_*` families mirror Kueue's
 //! main ones; the policy engine's `arbiter_policy_*` families are in the
 //! same registry when the engine was built with it.
 
@@ -59,6 +60,7 @@ pub struct OperatorMetrics {
     usage: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     nominal: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     share: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    leader: Gauge,
 }
 
 /// Admission wait buckets: 1 s to about 4.5 h, doubling.
@@ -78,6 +80,7 @@ impl OperatorMetrics {
             wait_time: Family::new_with_constructor(wait_histogram),
             usage: Family::default(),
             nominal: Family::default(),
+            leader: Gauge::default(),
             share: Family::default(),
         };
         registry.register(
@@ -126,7 +129,17 @@ impl OperatorMetrics {
             "Weighted dominant share of each ClusterQueue (per mille of what its cohort can lend, divided by its weight)",
             m.share.clone(),
         );
+        registry.register(
+            "arbiter_leader",
+            "1 while this replica holds the leader lease (or runs without leader election), else 0",
+            m.leader.clone(),
+        );
         m
+    }
+
+    /// Records whether this replica leads.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Counts one step's decisions.
@@ -255,16 +268,29 @@ impl OperatorMetrics {
 /// What the admin port serves from.
 pub struct AdminState {
     pub registry: Mutex<Registry>,
-    /// Set once the stores listed and a valid configuration is in force.
-    pub ready: AtomicBool,
+    /// The stores have listed (the webhooks can answer).
+    pub listed: AtomicBool,
+    /// A valid queue configuration is in force (set by the driver's loop).
+    pub configured: AtomicBool,
+    /// This replica waits for the leader lease (so it schedules nothing and
+    /// needs no configuration in force to be ready: it serves webhooks).
+    pub following: AtomicBool,
 }
 
 impl AdminState {
     pub fn new(registry: Registry) -> Arc<AdminState> {
         Arc::new(AdminState {
             registry: Mutex::new(registry),
-            ready: AtomicBool::new(false),
+            listed: AtomicBool::new(false),
+            configured: AtomicBool::new(false),
+            following: AtomicBool::new(false),
         })
+    }
+
+    /// Ready: listed, and either following or with a valid configuration in force.
+    pub fn ready(&self) -> bool {
+        self.listed.load(Ordering::Relaxed)
+            && (self.following.load(Ordering::Relaxed) || self.configured.load(Ordering::Relaxed))
     }
 }
 
@@ -287,12 +313,17 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, &'static str) {
-    if state.ready.load(Ordering::Relaxed) {
+    if state.ready() {
         (StatusCode::OK, "ok")
+    } else if !state.listed.load(Ordering::Relaxed) {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the stores have not listed yet",
+        )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the stores have not listed or no valid queue configuration is in force",
+            "not ready: leading, but no valid queue configuration is in force (see the log)",
         )
     }
 }

@@ -11,13 +11,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use arbiter_core::model::cluster::{Cluster, ClusterBuilder, FlavorId, Namespace, ResourceId};
 use arbiter_core::model::limits::MAX_NODES_PER_POOL;
 use arbiter_core::model::load::{load_value, Manifest, Source};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::capacity::PoolSpec;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 /// A configuration object as read from the API.
@@ -40,11 +42,67 @@ impl ApiObject {
     }
 }
 
+/// The configuration objects of the stores as the reader takes them
+/// (without what the server sets: managed fields, resource version,
+/// generation, uid, creation time), in a fixed order.
+pub fn api_objects(objects: impl IntoIterator<Item = Arc<DynamicObject>>) -> Vec<ApiObject> {
+    let mut objects: Vec<ApiObject> = objects
+        .into_iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .map(|mut v| {
+            if let Some(Value::Object(meta)) = v.get_mut("metadata") {
+                for k in [
+                    "managedFields",
+                    "resourceVersion",
+                    "generation",
+                    "uid",
+                    "creationTimestamp",
+                ] {
+                    meta.remove(k);
+                }
+            }
+            ApiObject::new(v)
+        })
+        .collect();
+    objects.sort_by(|a, b| a.name.cmp(&b.name));
+    objects
+}
+
+/// The Namespaces' labels and annotations, by name.
+pub fn namespaces(namespaces: &[Arc<KubeNamespace>]) -> BTreeMap<String, Namespace> {
+    namespaces
+        .iter()
+        .map(|ns| {
+            (
+                ns.metadata.name.clone().unwrap_or_default(),
+                Namespace {
+                    labels: ns.metadata.labels.clone().unwrap_or_default(),
+                    annotations: ns.metadata.annotations.clone().unwrap_or_default(),
+                },
+            )
+        })
+        .collect()
+}
+
 /// The configuration built, with what was accepted but not used as written.
 #[derive(Debug)]
 pub struct Built {
     pub cluster: Cluster,
     pub warnings: Vec<String>,
+}
+
+/// An error in the configuration: where (the object, and the field when
+/// known) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub at: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.message)
+    }
 }
 
 /// Builds the `Cluster` from the configuration objects and namespaces.
@@ -55,7 +113,7 @@ pub fn build(
     objects: &[ApiObject],
     namespaces: &BTreeMap<String, Namespace>,
     resources: impl IntoIterator<Item = String>,
-) -> Result<Built, Vec<String>> {
+) -> Result<Built, Vec<Problem>> {
     let mut builder = ClusterBuilder::new();
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
@@ -74,7 +132,10 @@ pub fn build(
         let loaded = match load_value(object, source) {
             Ok(loaded) => loaded,
             Err(e) => {
-                errors.push(e.to_string());
+                errors.push(Problem {
+                    at: item.name.clone(),
+                    message: e.to_string(),
+                });
                 continue;
             }
         };
@@ -109,7 +170,25 @@ pub fn build(
     builder
         .build()
         .map(|cluster| Built { cluster, warnings })
-        .map_err(|e| e.0.iter().map(|e| e.to_string()).collect())
+        .map_err(|e| {
+            e.0.into_iter()
+                .map(|e| {
+                    // The source of an API object is the object itself; said once.
+                    let mut at = if e.source.is_empty() || e.source == e.object {
+                        e.object
+                    } else {
+                        format!("{}: {}", e.source, e.object)
+                    };
+                    if !e.field.is_empty() {
+                        at = format!("{at}: {}", e.field);
+                    }
+                    Problem {
+                        at,
+                        message: e.message,
+                    }
+                })
+                .collect()
+        })
 }
 
 /// The resource names Nodes report as allocatable.

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbiter_core::jobs::{Integration, Integrations};
-use arbiter_core::model::cluster::Namespace;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
@@ -32,7 +31,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::admin::{AdminState, OperatorMetrics};
-use crate::config::{self, ApiObject};
+use crate::config;
 use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
 use crate::jobs::{self, job_finished, queue_label, template_paths, uid};
 use crate::queue_status::QueueStatusWriter;
@@ -182,8 +181,25 @@ impl Driver {
         }
     }
 
+    /// What the validating webhook reads: the configuration, Namespace and Node stores.
+    pub fn config_view(&self) -> crate::webhook::ConfigView {
+        crate::webhook::ConfigView {
+            config: self.config.iter().map(|w| w.store.clone()).collect(),
+            namespaces: self.namespaces.store.clone(),
+            nodes: self.nodes.store.clone(),
+        }
+    }
+
+    /// The job integrations the driver serves.
+    pub fn integrations(&self) -> &Integrations {
+        &self.integrations
+    }
+
     /// Reports readiness and metrics to the admin port's state.
     pub fn with_admin(mut self, state: Arc<AdminState>, metrics: OperatorMetrics) -> Driver {
+        state
+            .listed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.admin = Some((state, metrics));
         self
     }
@@ -247,42 +263,8 @@ impl Driver {
     /// Rebuilds the configuration when it changed. Returns false while no
     /// valid configuration has been seen.
     async fn refresh_config(&mut self, jobs: &[(JobKey, Value)]) -> bool {
-        let mut objects: Vec<ApiObject> = self
-            .config
-            .iter()
-            .flat_map(|w| w.store.state())
-            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-            .map(|mut v| {
-                if let Some(Value::Object(meta)) = v.get_mut("metadata") {
-                    for k in [
-                        "managedFields",
-                        "resourceVersion",
-                        "generation",
-                        "uid",
-                        "creationTimestamp",
-                    ] {
-                        meta.remove(k);
-                    }
-                }
-                ApiObject::new(v)
-            })
-            .collect();
-        objects.sort_by(|a, b| a.name.cmp(&b.name));
-        let namespaces: BTreeMap<String, Namespace> = self
-            .namespaces
-            .store
-            .state()
-            .iter()
-            .map(|ns| {
-                (
-                    ns.metadata.name.clone().unwrap_or_default(),
-                    Namespace {
-                        labels: ns.metadata.labels.clone().unwrap_or_default(),
-                        annotations: ns.metadata.annotations.clone().unwrap_or_default(),
-                    },
-                )
-            })
-            .collect();
+        let objects = config::api_objects(self.config.iter().flat_map(|w| w.store.state()));
+        let namespaces = config::namespaces(&self.namespaces.store.state());
         let mut nodes: Vec<Node> = self
             .nodes
             .store
@@ -456,7 +438,7 @@ impl Driver {
         let configured = self.refresh_config(&jobs).await;
         if let Some((state, _)) = &self.admin {
             state
-                .ready
+                .configured
                 .store(configured, std::sync::atomic::Ordering::Relaxed);
         }
         if !configured {

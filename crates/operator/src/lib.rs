@@ -15,6 +15,8 @@
 //! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: read-modify-replace with its `resourceVersion` |
 //! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason, Events on the job |
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
+//! | `webhook` | the admission webhooks over TLS: the mutating hold of new queued jobs, the validating check of queue configuration objects, the serving certificate (mounted or generated, CA patched into the configurations) |
+//! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
 pub mod admin;
@@ -22,8 +24,10 @@ pub mod config;
 pub mod driver;
 pub mod inject;
 pub mod jobs;
+pub mod leader;
 pub mod queue_status;
 pub mod watch;
+pub mod webhook;
 pub mod workloads;
 
 pub use driver::{Driver, DriverOptions};

@@ -249,7 +249,8 @@ impl Integration {
     }
 }
 
-/// Every known job kind, compiled, by (apiVersion, kind).
+/// Every known job kind, compiled, by (apiVersion, kind). Cloning shares the compiled kinds.
+#[derive(Clone)]
 pub struct Integrations {
     /// Shared, not copied: the built-in kinds are compiled once per process.
     by_gvk: BTreeMap<(String, String), Arc<Integration>>,

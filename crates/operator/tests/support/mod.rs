@@ -91,11 +91,15 @@ pub async fn cluster_with_setup() -> (TestCluster, Client) {
     let crds = crd_documents(&workspace_root().join("deploy/crds.yaml")).unwrap();
     cluster.install_crds(&crds).await.unwrap();
     let namespaces: Api<Namespace> = Api::all(admin.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    // team-a submits jobs; arbiter-system is the operator's own (its
+    // webhook certificate Secret and leader Lease).
+    for name in ["team-a", "arbiter-system"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
     apply_yaml(&admin, SETUP).await;
     add_node(&admin, "gpu-node-1", 8).await;
     (cluster, admin)

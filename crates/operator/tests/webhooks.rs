@@ -1,0 +1,345 @@
+//! The admission webhooks against a real kube-apiserver, which calls them
+//! at `https://127.0.0.1:PORT`: the mutating one holds a new job that names
+//! a queue (the API returns it suspended, before any controller saw it);
+//! the validating one refuses bad configuration objects with the
+//! simulator's messages; the generated certificate's CA is written into
+//! the configurations' `caBundle`; a mounted certificate is reloaded when
+//! its files change.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use arbiter_core::jobs::Integrations;
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
+use arbiter_operator::{Driver, DriverOptions};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+use support::*;
+
+/// The webhook configurations `deploy/` installs, but calling loopback.
+fn configurations(port: u16, ca: Option<&str>) -> (Value, Value) {
+    let client = |path: &str| {
+        let mut c = json!({"url": format!("https://127.0.0.1:{port}{path}")});
+        if let Some(ca) = ca {
+            c["caBundle"] = json!(k8s_openapi::ByteString(ca.as_bytes().to_vec()));
+        }
+        c
+    };
+    let job_hook = |name: &str, label: &str| {
+        json!({
+            "name": name,
+            "clientConfig": client("/mutate-job"),
+            "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
+            "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
+        })
+    };
+    let mutating = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "arbiter"},
+        "webhooks": [job_hook("jobs.arbiter.dev", "arbiter.dev/queue-name"),
+                     job_hook("kueue-jobs.arbiter.dev", "kueue.x-k8s.io/queue-name")]
+    });
+    let validating = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "arbiter"},
+        "webhooks": [{
+            "name": "config.arbiter.dev",
+            "clientConfig": client("/validate-config"),
+            "rules": [{"apiGroups": ["arbiter.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+                       "resources": ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
+        }]
+    });
+    (mutating, validating)
+}
+
+async fn apply(client: &Client, mutating: &Value, validating: &Value) {
+    let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let params = PatchParams::apply("e2e").force();
+    m.patch("arbiter", &params, &Patch::Apply(mutating))
+        .await
+        .unwrap();
+    v.patch("arbiter", &params, &Patch::Apply(validating))
+        .await
+        .unwrap();
+}
+
+/// A job as a user writes it: not suspended.
+fn unsuspended(name: &str, labels: Value) -> Job {
+    let mut job = serde_json::to_value(job(name, 1)).unwrap();
+    job["metadata"]["labels"] = labels;
+    job["spec"]["suspend"] = json!(false);
+    serde_json::from_value(job).unwrap()
+}
+
+async fn driver(client: &Client) -> Driver {
+    Driver::start(
+        client.clone(),
+        Integrations::builtin(),
+        Box::new(DefaultHooks),
+        DriverOptions::default(),
+    )
+    .await
+}
+
+/// Retries `create` while the API server cannot reach the webhook yet
+/// (its caBundle not written, its certificate not reloaded).
+async fn create_when_served(jobs: &Api<Job>, job: &Job) -> Job {
+    let started = Instant::now();
+    loop {
+        match jobs.create(&PostParams::default(), job).await {
+            Ok(created) => return created,
+            Err(e) if started.elapsed() < PATIENCE => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("creating a job through the webhook: {e}"),
+        }
+    }
+}
+
+fn api_message(error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message,
+        other => panic!("expected the API to refuse, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn the_webhooks_hold_new_jobs_and_refuse_bad_configuration() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let driver = driver(&admin).await;
+    let options = WebhookOptions {
+        certs: CertSource::Secret {
+            namespace: "arbiter-system".into(),
+            name: "arbiter-webhook-tls".into(),
+            names: certs::service_names("arbiter", "arbiter-system"),
+        },
+        configuration: Some("arbiter".into()),
+    };
+    let served = webhook::start(
+        &admin,
+        "127.0.0.1:0".parse().unwrap(),
+        &options,
+        driver.integrations().clone(),
+        driver.config_view(),
+    )
+    .await
+    .unwrap();
+    // Installed without caBundle, as deploy/ does; the operator fills it in.
+    let (mutating, validating) = configurations(served.address.port(), None);
+    apply(&admin, &mutating, &validating).await;
+    let m: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    let started = Instant::now();
+    loop {
+        let mc = m.get("arbiter").await.unwrap();
+        let vc = v.get("arbiter").await.unwrap();
+        let all_set = mc
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| &w.client_config.ca_bundle)
+            .chain(
+                vc.webhooks
+                    .iter()
+                    .flatten()
+                    .map(|w| &w.client_config.ca_bundle),
+            )
+            .all(|ca| ca.as_ref().map(|b| b.0.as_slice()) == Some(served.ca_pem.as_bytes()));
+        if all_set {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "caBundle never written: {mc:?} {vc:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The certificate is kept in the Secret, for the other replicas.
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "arbiter-system");
+    let secret = secrets.get("arbiter-webhook-tls").await.unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    assert_eq!(
+        secret.data.as_ref().unwrap()["ca.crt"].0,
+        served.ca_pem.as_bytes()
+    );
+
+    // Mutating: the API hands back the job suspended, with either label.
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    for (name, label) in [
+        ("held-arbiter", "arbiter.dev/queue-name"),
+        ("held-kueue", "kueue.x-k8s.io/queue-name"),
+    ] {
+        let created =
+            create_when_served(&jobs, &unsuspended(name, json!({label: "research"}))).await;
+        assert!(
+            suspended(&created),
+            "{name} was created running: {created:?}"
+        );
+    }
+    // A job naming no queue is not Arbiter's and is left as written.
+    let free = jobs
+        .create(
+            &PostParams::default(),
+            &unsuspended("free", json!({"team": "a"})),
+        )
+        .await
+        .unwrap();
+    assert!(!suspended(&free));
+
+    // Validating: the simulator's checks, over what the API holds.
+    let queues = |yaml: &str| -> DynamicObject { serde_yaml_ng::from_str(yaml).unwrap() };
+    let (resource, _) = kube::discovery::pinned_kind(
+        &admin,
+        &kube::api::GroupVersionKind::gvk("arbiter.dev", "v1alpha1", "ClusterQueue"),
+    )
+    .await
+    .unwrap();
+    let cqs: Api<DynamicObject> = Api::all_with(admin.clone(), &resource);
+    let unknown_flavor = queues(
+        r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: inference}
+spec:
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+"#,
+    );
+    let message = api_message(
+        cqs.create(&PostParams::default(), &unknown_flavor)
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        message.contains("ClusterQueue inference")
+            && message.contains("ResourceFlavor `h100` is not defined"),
+        "{message}"
+    );
+    // The same object with the flavor defined is accepted.
+    apply_yaml(
+        &admin,
+        "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: h100}\nspec: {nodeLabels: {gpu: h100}}\n",
+    )
+    .await;
+    cqs.create(&PostParams::default(), &unknown_flavor)
+        .await
+        .unwrap();
+
+    // An update that breaks a valid object is refused, and the object stays.
+    let mut research = cqs.get("research").await.unwrap();
+    research.data["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] =
+        json!(-8);
+    let message = api_message(
+        cqs.replace("research", &PostParams::default(), &research)
+            .await
+            .unwrap_err(),
+    );
+    assert!(message.contains("ClusterQueue research"), "{message}");
+    assert!(message.contains("nominalQuota"), "{message}");
+
+    // A cohort cycle is refused on the object that closes it.
+    let (cohort_resource, _) = kube::discovery::pinned_kind(
+        &admin,
+        &kube::api::GroupVersionKind::gvk("arbiter.dev", "v1alpha1", "Cohort"),
+    )
+    .await
+    .unwrap();
+    let cohorts: Api<DynamicObject> = Api::all_with(admin.clone(), &cohort_resource);
+    cohorts
+        .create(
+            &PostParams::default(),
+            &queues("apiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {name: org}\nspec: {parent: lab}\n"),
+        )
+        .await
+        .unwrap();
+    // The webhook reads the stores; give the watch a moment to deliver `org`.
+    let started = Instant::now();
+    let message = loop {
+        match cohorts
+            .create(
+                &PostParams::default(),
+                &queues("apiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {name: lab}\nspec: {parent: org}\n"),
+            )
+            .await
+        {
+            Err(e) => break api_message(e),
+            Ok(_) => {
+                cohorts
+                    .delete("lab", &Default::default())
+                    .await
+                    .unwrap();
+                assert!(started.elapsed() < PATIENCE, "a cohort cycle was accepted");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    assert!(message.to_lowercase().contains("cycle"), "{message}");
+    drop(served);
+}
+
+#[tokio::test]
+async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
+    let (cluster, admin) = cluster_with_setup().await;
+    let driver = driver(&admin).await;
+    let dir = cluster.dir().join("webhook-certs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |serving: &certs::Serving| {
+        // As the kubelet swaps a Secret volume: new files, then a rename.
+        for (name, text) in [
+            ("tls.crt", &serving.cert_pem),
+            ("tls.key", &serving.key_pem),
+        ] {
+            let tmp = dir.join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, dir.join(name)).unwrap();
+        }
+    };
+    let names = certs::service_names("arbiter", "arbiter-system");
+    let first = certs::generate(&names).unwrap();
+    write(&first);
+    let options = WebhookOptions {
+        certs: CertSource::Dir(dir.clone()),
+        configuration: None,
+    };
+    let served = webhook::start(
+        &admin,
+        "127.0.0.1:0".parse().unwrap(),
+        &options,
+        driver.integrations().clone(),
+        driver.config_view(),
+    )
+    .await
+    .unwrap();
+    let port = served.address.port();
+    let (mutating, validating) = configurations(port, Some(&first.ca_pem));
+    apply(&admin, &mutating, &validating).await;
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    let labels = json!({"arbiter.dev/queue-name": "research"});
+    let created = create_when_served(&jobs, &unsuspended("before", labels.clone())).await;
+    assert!(suspended(&created));
+
+    // A renewed certificate from another CA: the API server trusts only
+    // the new CA, so jobs are created again only once the server reloaded.
+    let second = certs::generate(&names).unwrap();
+    let (mutating, validating) = configurations(port, Some(&second.ca_pem));
+    apply(&admin, &mutating, &validating).await;
+    write(&second);
+    let created = create_when_served(&jobs, &unsuspended("after", labels)).await;
+    assert!(suspended(&created));
+    drop(served);
+}
