@@ -59,6 +59,19 @@ fn replica(name: &'static str, kubeconfig: &std::path::Path, dir: &std::path::Pa
     }
 }
 
+/// When the job's recorded admission was made (ms since the epoch).
+fn admitted_at(job: &Job) -> Option<i64> {
+    let record = job
+        .metadata
+        .annotations
+        .as_ref()?
+        .get("arbiter.dev/admission")?;
+    serde_json::from_str::<serde_json::Value>(record)
+        .ok()?
+        .get("admittedAt")?
+        .as_i64()
+}
+
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases
         .get_opt("arbiter-leader")
@@ -177,13 +190,34 @@ async fn the_follower_takes_over_from_a_killed_leader_without_double_admission()
         if !killed && finished >= 3 && running.len() >= 2 {
             replicas[0].process.kill();
             killed = true;
-            // Read after the kill: the leader may have admitted more since the list above.
-            let running_at_kill = running_and_finished(&jobs).await.0.len();
+            let killed_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64;
             wait_leading(&leases, &replicas[1]).await;
-            let text = std::fs::read_to_string(&replicas[1].log).unwrap();
+            let read_back = Instant::now();
+            let text = loop {
+                let text = std::fs::read_to_string(&replicas[1].log).unwrap();
+                if text.contains("admissions read back") {
+                    break text;
+                }
+                assert!(
+                    read_back.elapsed() < PATIENCE,
+                    "the new leader never read admissions back:\n{text}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            // What the dead leader admitted (recorded before the kill, an
+            // in-flight write included) is exactly what the new one read back.
+            let by_old_leader = running_and_finished(&jobs)
+                .await
+                .0
+                .iter()
+                .filter(|j| admitted_at(j).is_some_and(|at| at < killed_at))
+                .count();
             assert_eq!(
                 logged_number(&text, "admissions read back", "restored"),
-                Some(running_at_kill),
+                Some(by_old_leader),
                 "the new leader must read back exactly what was admitted:\n{text}"
             );
             continue;

@@ -236,9 +236,15 @@ spec:
         "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: h100}\nspec: {nodeLabels: {gpu: h100}}\n",
     )
     .await;
-    cqs.create(&PostParams::default(), &unknown_flavor)
-        .await
-        .unwrap();
+    // (once the webhook's store has seen the flavor)
+    let started = Instant::now();
+    while let Err(e) = cqs.create(&PostParams::default(), &unknown_flavor).await {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "still refused with h100 defined: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // An update that breaks a valid object is refused, and the object stays.
     let mut research = cqs.get("research").await.unwrap();

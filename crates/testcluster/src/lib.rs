@@ -91,6 +91,8 @@ pub struct TestCluster {
     dir: tempfile::TempDir,
     etcd: Child,
     apiserver: Child,
+    /// How the API server was started, to start it again.
+    apiserver_command: Command,
     /// `https://127.0.0.1:PORT` of the API server.
     pub server: String,
     ca_pem: String,
@@ -207,44 +209,42 @@ impl TestCluster {
 
         let secure = free_port()?;
         let apiserver_log = root.join("kube-apiserver.log");
-        let apiserver = spawn(
-            Command::new(bin.join("kube-apiserver"))
-                .arg(format!("--etcd-servers=http://127.0.0.1:{etcd_client}"))
-                .arg("--bind-address=127.0.0.1")
-                .arg("--advertise-address=127.0.0.1")
-                .arg(format!("--secure-port={secure}"))
-                .arg(format!("--cert-dir={}", root.join("certs").display()))
-                .arg(format!(
-                    "--tls-cert-file={}",
-                    root.join("serving.crt").display()
-                ))
-                .arg(format!(
-                    "--tls-private-key-file={}",
-                    root.join("serving.key").display()
-                ))
-                .arg(format!(
-                    "--token-auth-file={}",
-                    root.join("tokens.csv").display()
-                ))
-                .arg("--service-account-issuer=https://kubernetes.default.svc")
-                .arg(format!(
-                    "--service-account-key-file={}",
-                    root.join("sa.pub").display()
-                ))
-                .arg(format!(
-                    "--service-account-signing-key-file={}",
-                    root.join("sa.key").display()
-                ))
-                .arg("--authorization-mode=RBAC")
-                .arg("--service-cluster-ip-range=10.0.0.0/24")
-                .arg("--disable-admission-plugins=ServiceAccount")
-                .arg("--allow-privileged=true")
-                // No `kubernetes` Service endpoints for a loopback address.
-                .arg("--endpoint-reconciler-type=none")
-                .arg("--v=1"),
-            &apiserver_log,
-            "kube-apiserver",
-        );
+        let mut apiserver_command = Command::new(bin.join("kube-apiserver"));
+        apiserver_command
+            .arg(format!("--etcd-servers=http://127.0.0.1:{etcd_client}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={secure}"))
+            .arg(format!("--cert-dir={}", root.join("certs").display()))
+            .arg(format!(
+                "--tls-cert-file={}",
+                root.join("serving.crt").display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                root.join("serving.key").display()
+            ))
+            .arg(format!(
+                "--token-auth-file={}",
+                root.join("tokens.csv").display()
+            ))
+            .arg("--service-account-issuer=https://kubernetes.default.svc")
+            .arg(format!(
+                "--service-account-key-file={}",
+                root.join("sa.pub").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                root.join("sa.key").display()
+            ))
+            .arg("--authorization-mode=RBAC")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg("--allow-privileged=true")
+            // No `kubernetes` Service endpoints for a loopback address.
+            .arg("--endpoint-reconciler-type=none")
+            .arg("--v=1");
+        let apiserver = spawn(&mut apiserver_command, &apiserver_log, "kube-apiserver");
         let apiserver = match apiserver {
             Ok(child) => child,
             Err(e) => {
@@ -258,6 +258,7 @@ impl TestCluster {
             dir,
             etcd,
             apiserver,
+            apiserver_command,
             server: format!("https://127.0.0.1:{secure}"),
             ca_pem,
             ca,
@@ -265,6 +266,25 @@ impl TestCluster {
         };
         cluster.wait_ready().await?;
         Ok(cluster)
+    }
+
+    /// Stops the API server (SIGKILL: every watch and request breaks off,
+    /// as in a control-plane failure), waits `down`, starts it again on the
+    /// same port and etcd, and waits until it is ready. Its earlier log is
+    /// kept as `kube-apiserver.log.N`.
+    pub async fn restart_apiserver(&mut self, down: std::time::Duration) -> Result<(), Error> {
+        let _ = self.apiserver.kill();
+        let _ = self.apiserver.wait();
+        let log = self.dir.path().join("kube-apiserver.log");
+        let mut n = 1;
+        while log.with_extension(format!("log.{n}")).exists() {
+            n += 1;
+        }
+        std::fs::rename(&log, log.with_extension(format!("log.{n}")))
+            .map_err(io("keeping the API server's log"))?;
+        tokio::time::sleep(down).await;
+        self.apiserver = spawn(&mut self.apiserver_command, &log, "kube-apiserver")?;
+        self.wait_ready().await
     }
 
     /// Polls `/readyz` until it answers `ok`, failing with the log's tail

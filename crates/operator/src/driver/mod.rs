@@ -21,21 +21,22 @@ use arbiter_core::jobs::{Integration, Integrations};
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
-use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::Restored;
-use arbiter_core::scheduler::{Event, Input, Reason, Scheduler, WorkloadId};
+use arbiter_core::scheduler::{Input, Reason, Scheduler, WorkloadId};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::admin::{AdminState, OperatorMetrics};
 use crate::config;
-use crate::inject::{self, InjectError, PodSetAdmission, Recorded};
+use crate::inject::{self, InjectError};
 use crate::jobs::{self, job_finished, queue_label, template_paths, uid};
 use crate::queue_status::QueueStatusWriter;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
+
+mod carry;
 use crate::workloads::{Owner, Publisher};
 
 /// How the driver runs.
@@ -116,6 +117,10 @@ pub struct Driver {
     unqueued_events: Vec<(Owner, &'static str, String)>,
     /// Last message logged per job that cannot be queued, so it is logged once.
     unqueued: BTreeMap<JobKey, String>,
+    /// Job writes that failed during the tick running.
+    write_failures: std::sync::atomic::AtomicU32,
+    /// The wait before failed writes are tried again (`None`: none failed last tick).
+    retry: Option<Duration>,
 }
 
 fn now_millis() -> i64 {
@@ -178,6 +183,8 @@ impl Driver {
             publisher: Publisher::new(client_for_publisher),
             queue_status: QueueStatusWriter::default(),
             admin: None,
+            write_failures: std::sync::atomic::AtomicU32::new(0),
+            retry: None,
         }
     }
 
@@ -449,6 +456,7 @@ impl Driver {
         let mut submits: Vec<(JobKey, String, Vec<Option<String>>)> = Vec::new();
         let mut seen = BTreeSet::new();
         let mut to_hold = Vec::new();
+        let mut redo = Vec::new();
         {
             let scheduler = self.scheduler.as_ref().expect("configured");
             let cluster = scheduler.cluster_arc().clone();
@@ -488,6 +496,15 @@ impl Driver {
                     if !tracked.finish_sent && job_finished(object) {
                         tracked.finish_sent = true;
                         inputs.push(Input::Finish(tracked.id));
+                    }
+                    if !tracked.finish_sent {
+                        let admitted = self
+                            .scheduler
+                            .as_ref()
+                            .is_some_and(|s| s.entry(tracked.id).admission.is_some());
+                        if let Some(what) = carry::undone(admitted, held, object) {
+                            redo.push((key.clone(), tracked.id, what));
+                        }
                     }
                     continue;
                 }
@@ -545,6 +562,7 @@ impl Driver {
                 tracing::error!(job = %key, error = %e, "could not hold the job");
             }
         }
+        self.redo(redo).await;
         let scheduler = self.scheduler.as_mut().expect("configured");
         let step = {
             let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
@@ -581,7 +599,22 @@ impl Driver {
                 metrics.set_queues(scheduler);
             }
         }
-        step.next_wake
+        // Writes that failed are tried again after a backoff (doubling
+        // while they keep failing), whatever else wakes the loop.
+        let failures = self
+            .write_failures
+            .swap(0, std::sync::atomic::Ordering::Relaxed);
+        if failures == 0 {
+            self.retry = None;
+            return step.next_wake;
+        }
+        let retry = self
+            .retry
+            .map_or(carry::FIRST_RETRY, |r| (r * 2).min(carry::MAX_RETRY));
+        self.retry = Some(retry);
+        tracing::warn!(failures, retry_in = ?retry, "job writes failed; trying again");
+        let at = Millis(now + retry.as_millis() as i64);
+        Some(step.next_wake.map_or(at, |w| w.min(at)))
     }
 
     /// The job as a Workload's owner.
@@ -634,119 +667,5 @@ impl Driver {
             let owner = self.owner(key, uid);
             self.unqueued_events.push((owner, reason, message));
         }
-    }
-
-    async fn carry_out(&mut self, event: &Event) {
-        let id = event.workload();
-        let Some(key) = self.by_id.get(&id).cloned() else {
-            return;
-        };
-        match event {
-            Event::Admitted { .. } => {
-                let Some((pod_sets, record)) = self.admission(id, &key) else {
-                    return;
-                };
-                match self
-                    .write(&key, |o, i| inject::admit(o, i, &pod_sets, record.clone()))
-                    .await
-                {
-                    Ok(()) => {
-                        tracing::info!(job = %key, "admitted");
-                        if let (Some(scheduler), Some(tracked)) =
-                            (&self.scheduler, self.tracked.get(&key))
-                        {
-                            let entry = scheduler.entry(id);
-                            if let Some(admission) = &entry.admission {
-                                let note = format!(
-                                    "Admitted by {}",
-                                    render_admission(
-                                        scheduler.cluster(),
-                                        &entry.workload,
-                                        admission
-                                    )
-                                );
-                                self.publisher
-                                    .event(&tracked.owner, false, "Admitted", note)
-                                    .await;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!(job = %key, error = %e, "could not release the admitted job")
-                    }
-                }
-            }
-            Event::Evicted { cause, .. } => {
-                let reason = cause.to_string();
-                if let Some(tracked) = self.tracked.get_mut(&key) {
-                    tracked.eviction =
-                        Some((cause.code().to_string(), format!("Evicted: {reason}")));
-                    self.publisher
-                        .event(
-                            &tracked.owner,
-                            false,
-                            cause.code(),
-                            format!("Evicted: {reason}"),
-                        )
-                        .await;
-                }
-                let held = self.write(&key, inject::hold).await;
-                match held.and(self.write(&key, inject::restore).await) {
-                    Ok(()) => tracing::info!(job = %key, %reason, "evicted; held again"),
-                    Err(e) => {
-                        tracing::error!(job = %key, error = %e, "could not hold the evicted job")
-                    }
-                }
-            }
-            Event::Rejected {
-                policy, message, ..
-            } => {
-                tracing::info!(job = %key, %policy, %message, "rejected");
-                if let Some(tracked) = self.tracked.get(&key) {
-                    let note = format!("admission policy {policy}: {message}");
-                    self.publisher
-                        .event(&tracked.owner, true, "Rejected", note)
-                        .await;
-                }
-            }
-            Event::Deactivated {
-                retries,
-                max_retries,
-                ..
-            } => {
-                tracing::info!(job = %key, retries, "deactivated after too many retries");
-                if let Some(tracked) = self.tracked.get(&key) {
-                    let note = format!("evicted {retries} times, more than retryPolicy.maxRetries {max_retries}; it stays out");
-                    self.publisher
-                        .event(&tracked.owner, true, "Deactivated", note)
-                        .await;
-                }
-            }
-            Event::Withdrawn { .. } => {
-                self.by_id.remove(&id);
-                if let Some(tracked) = self.tracked.remove(&key) {
-                    self.publisher.forget(&tracked.owner).await;
-                }
-            }
-            Event::Requeued { .. } | Event::Finished { .. } => {}
-        }
-    }
-
-    /// What the job needs to know of workload `id`'s admission.
-    fn admission(&self, id: WorkloadId, key: &JobKey) -> Option<(Vec<PodSetAdmission>, Recorded)> {
-        let paths = &self.tracked.get(key)?.template_paths;
-        inject::admission_of(self.scheduler.as_ref()?, id, paths)
-    }
-
-    /// Writes one job (see `jobs::write`).
-    async fn write(
-        &self,
-        key: &JobKey,
-        change: impl Fn(&mut Value, &Integration) -> Result<(), InjectError>,
-    ) -> Result<(), String> {
-        let watch = &self.jobs[key.watch];
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &watch.resource);
-        jobs::write(&api, &key.name, self.integration(key.watch), change).await
     }
 }
