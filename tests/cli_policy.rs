@@ -1397,3 +1397,160 @@ fn eval_refuses_a_device_or_an_oversized_request_without_reading_it() {
         &[&shown, "the request is over 16777216 bytes"],
     );
 }
+
+/// A bundle directory for `policy configmap`: a weight module at each of
+/// `modules` (paths inside the directory), one policy per module, and a
+/// CEL policy with a test.
+fn configmap_bundle(name: &str, modules: &[&str]) -> tempfile::TempDir {
+    let dir = tempdir();
+    let wasm = wat::parse_str(WEIGHT_WAT).unwrap_or_else(|e| panic!("{e}"));
+    let mut policies = String::new();
+    for (i, module) in modules.iter().enumerate() {
+        let path = dir.path().join(module);
+        std::fs::create_dir_all(path.parent().unwrap_or(dir.path()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, &wasm).unwrap_or_else(|e| panic!("{e}"));
+        // Block and flow style, plain and quoted: each is renamed.
+        if i % 2 == 0 {
+            policies.push_str(&format!(
+                "  - name: w{i}\n    hook: weight\n    wasm:\n      module: {module}  # built elsewhere\n"
+            ));
+        } else {
+            policies.push_str(&format!(
+                "  - {{name: w{i}, hook: weight, wasm: {{module: \"{module}\", config: {{}}}}}}\n"
+            ));
+        }
+    }
+    let spec = format!(
+        "  policies:\n{policies}  - {{name: cap, hook: admission, cel: {{expression: 'workload.gpus <= 8'}}}}\n  tests:\n  - {{name: small, policy: cap, input: {{workload: {{gpus: 1}}}}, expect: {{allowed: true}}}}\n"
+    );
+    write(dir.path(), "bundle.yaml", &bundle_yaml(name, "3", &spec));
+    dir
+}
+
+#[test]
+fn configmap_keys_modules_by_file_name_and_loads_as_printed() {
+    let dir = configmap_bundle("team-rules", &["plugins/a.wasm", "./b.wasm", "c.wasm"]);
+    let output = arbiter()
+        .args(["policy", "configmap"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let yaml = String::from_utf8_lossy(&output.stdout).into_owned();
+    let configmap: Value = serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    // Default name: the bundle's; no namespace unless given.
+    assert_eq!(configmap["metadata"]["name"], "team-rules");
+    assert!(configmap["metadata"].get("namespace").is_none());
+    assert_eq!(
+        configmap["metadata"]["labels"]["arbiter.dev/policy-bundle"],
+        "true"
+    );
+    let keys: Vec<&String> = configmap["binaryData"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["a.wasm", "b.wasm", "c.wasm"]);
+    let inner = configmap["data"]["bundle.yaml"]
+        .as_str()
+        .unwrap_or_default();
+    assert_contains(
+        inner,
+        &[
+            "module: a.wasm  # built elsewhere",
+            "module: \"b.wasm\"",
+            "module: c.wasm",
+        ],
+    );
+    assert!(!inner.contains("plugins/"), "{inner}");
+    let file = write(dir.path(), "configmap.yaml", &yaml);
+    let test = arbiter()
+        .args(["policy", "test"])
+        .arg(&file)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert_contains(
+        &String::from_utf8_lossy(&test.stdout),
+        &["PASS small (cap)", "1 passed, 0 failed, bundle team-rules"],
+    );
+
+    let named = arbiter()
+        .args([
+            "policy",
+            "configmap",
+            "--name",
+            "rules",
+            "--namespace",
+            "team-a",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let named: Value = serde_yaml_ng::from_slice(&named.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(named["metadata"]["name"], "rules");
+    assert_eq!(named["metadata"]["namespace"], "team-a");
+}
+
+#[test]
+fn configmap_refuses_what_cannot_be_a_configmap() {
+    // Two modules that would share a key.
+    let dir = configmap_bundle("t", &["x/w.wasm", "y/w.wasm"]);
+    let stderr = failure(arbiter().args(["policy", "configmap"]).arg(dir.path()), 1);
+    assert_contains(
+        &stderr,
+        &[
+            "x/w.wasm and y/w.wasm",
+            "ConfigMap key w.wasm",
+            "rename one",
+        ],
+    );
+    // A bundle name that is no object name, without --name.
+    let dir = configmap_bundle("Team_Rules", &[]);
+    let stderr = failure(arbiter().args(["policy", "configmap"]).arg(dir.path()), 1);
+    assert_contains(
+        &stderr,
+        &["\"Team_Rules\" cannot name a ConfigMap", "pass --name"],
+    );
+    arbiter()
+        .args(["policy", "configmap", "--name", "team-rules"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    // A bundle the loader refuses: the loader's message.
+    let dir = tempdir();
+    write(
+        dir.path(),
+        "bundle.yaml",
+        &bundle_yaml(
+            "t",
+            "1",
+            "  policies:\n  - {name: p, hook: weight, wasm: {module: missing.wasm}}\n",
+        ),
+    );
+    let stderr = failure(arbiter().args(["policy", "configmap"]).arg(dir.path()), 1);
+    assert_contains(&stderr, &["missing.wasm", "cannot read"]);
+    // Not a directory.
+    let missing = dir.path().join("nope");
+    let stderr = failure(arbiter().args(["policy", "configmap"]).arg(&missing), 1);
+    assert_contains(&stderr, &["nope is not a bundle directory"]);
+    // Usage: names Kubernetes would refuse.
+    let stderr = failure(
+        arbiter()
+            .args(["policy", "configmap", "--namespace", "Team.A"])
+            .arg(dir.path()),
+        2,
+    );
+    assert_contains(&stderr, &["--namespace", "not a namespace name"]);
+    let stderr = failure(
+        arbiter()
+            .args(["policy", "configmap", "--name", "rules-"])
+            .arg(dir.path()),
+        2,
+    );
+    assert_contains(&stderr, &["--name", "not a ConfigMap name"]);
+}

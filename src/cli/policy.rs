@@ -1,7 +1,11 @@
-//! `arbiter policy check [--watch] | test | eval | bench | schema`: the
-//! bundle pipeline from the command line. `check --watch` runs the same
-//! reload pipeline the operator uses and prints one line per reload result
-//! (and with `--metrics`, rewrites a Prometheus textfile after each).
+//! `arbiter policy check [--watch] | test | eval | bench | schema |
+//! configmap`: the bundle pipeline from the command line. `check --watch`
+//! runs the same reload pipeline the operator uses and prints one line per
+//! reload result (and with `--metrics`, rewrites a Prometheus textfile after
+//! each); `configmap` prints a bundle directory as the ConfigMap the
+//! operator loads (`configmap`).
+
+mod configmap;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -65,6 +69,19 @@ pub enum PolicyCommand {
         #[arg(value_name = "DIR", default_value = "plugin-sdk/schema")]
         dir: PathBuf,
     },
+    /// Print a bundle directory as a ConfigMap manifest (YAML) labelled
+    /// arbiter.dev/policy-bundle: bundle.yaml under data, its modules under
+    /// binaryData; checked to load through the bundle loader first.
+    Configmap {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// The ConfigMap's name (default: the bundle's metadata.name).
+        #[arg(long, value_name = "NAME", value_parser = parse_object_name)]
+        name: Option<String>,
+        /// The ConfigMap's namespace (default: none in the manifest; kubectl's -n decides).
+        #[arg(long, value_name = "NAMESPACE", value_parser = parse_namespace)]
+        namespace: Option<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -77,6 +94,18 @@ fn parse_hook(text: &str) -> Result<Hook, String> {
     Hook::parse(text).ok_or_else(|| {
         format!("unknown hook {text:?}; one of admission, weight, fairShare, autoscale, flavor")
     })
+}
+
+fn parse_object_name(text: &str) -> Result<String, String> {
+    configmap::check_object_name(text)
+        .map(|()| text.to_string())
+        .map_err(|problem| format!("not a ConfigMap name: {problem}"))
+}
+
+fn parse_namespace(text: &str) -> Result<String, String> {
+    configmap::check_namespace(text)
+        .map(|()| text.to_string())
+        .map_err(|problem| format!("not a namespace name: {problem}"))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -106,7 +135,32 @@ pub fn run(args: &PolicyArgs) -> anyhow::Result<()> {
         } => eval(dir, *hook, input, policy.as_deref(), &runtime),
         PolicyCommand::Bench { dir, iterations } => bench(dir, *iterations, &runtime),
         PolicyCommand::Schema { dir } => write_schemas(dir),
+        PolicyCommand::Configmap {
+            dir,
+            name,
+            namespace,
+        } => print_configmap(dir, name.as_deref(), namespace.as_deref(), &runtime),
     }
+}
+
+fn print_configmap(
+    dir: &Path,
+    name: Option<&str>,
+    namespace: Option<&str>,
+    runtime: &Runtime,
+) -> anyhow::Result<()> {
+    let mut command = format!("arbiter policy configmap {}", dir.display());
+    if let Some(name) = name {
+        command.push_str(&format!(" --name {name}"));
+    }
+    if let Some(namespace) = namespace {
+        command.push_str(&format!(" --namespace {namespace}"));
+    }
+    let rendered = configmap::render(dir, name, namespace, &command, runtime)?;
+    for warning in &rendered.warnings {
+        eprintln!("warning: {warning}");
+    }
+    super::print_stdout(&rendered.yaml)
 }
 
 fn describe(b: &Bundle) -> String {
