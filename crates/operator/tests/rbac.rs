@@ -1,13 +1,24 @@
 //! `deploy/rbac.yaml` is enough and no more: the operator, running under
 //! the real token of the ServiceAccount it installs (TokenRequest API),
 //! holds, admits and records Workloads and Events as in `admission.rs`,
-//! and is refused what it has no business doing — reading Secrets,
-//! changing the queue configuration.
+//! serves its webhooks (its certificate Secret made in its namespace, the
+//! CA written into the webhook configurations) and holds the leader Lease,
+//! and is refused what it has no business doing — reading Secrets outside
+//! its namespace (or other Secrets in it), changing the queue configuration.
 
 mod support;
 
+use std::time::{Duration, Instant};
+
+use arbiter_core::jobs::Integrations;
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
+use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
+use arbiter_operator::{Driver, DriverOptions};
 use arbiter_testcluster::workspace_root;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
@@ -46,6 +57,102 @@ async fn the_operator_does_its_job_under_deploys_service_account_and_no_more() {
     wait_for(&jobs, "b", "admission after a finished", released).await;
     operator.abort();
 
+    // Its webhooks: the certificate made and kept in its namespace's
+    // Secret, the CA written into the configurations, jobs held.
+    let driver = Driver::start(
+        operator_client.clone(),
+        Integrations::builtin(),
+        Box::new(DefaultHooks),
+        DriverOptions::default(),
+    )
+    .await;
+    let options = WebhookOptions {
+        certs: CertSource::Secret {
+            namespace: "arbiter-system".into(),
+            name: "arbiter-webhook-tls".into(),
+            names: certs::service_names("arbiter", "arbiter-system"),
+        },
+        configuration: Some("arbiter".into()),
+    };
+    let served = webhook::start(
+        &operator_client,
+        "127.0.0.1:0".parse().unwrap(),
+        &options,
+        driver.integrations().clone(),
+        driver.config_view(),
+    )
+    .await
+    .unwrap();
+    let (mutating, validating) = webhook_configurations(served.address.port(), None);
+    apply_webhooks(&admin, &mutating, &validating).await;
+    let configurations: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let started = Instant::now();
+    while configurations
+        .get("arbiter")
+        .await
+        .unwrap()
+        .webhooks
+        .unwrap()[0]
+        .client_config
+        .ca_bundle
+        .is_none()
+    {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the operator could not write caBundle"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut running = serde_json::to_value(job("c", 1)).unwrap();
+    running["spec"]["suspend"] = json!(false);
+    let created = jobs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(running).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(suspended(&created), "the webhook held it");
+
+    // Its Lease: taken, and released when it stops.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "arbiter-system");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let watcher = tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            let holder = leases
+                .get_opt("arbiter-leader")
+                .await
+                .unwrap()
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity);
+            if holder.as_deref() == Some("rbac-test") {
+                let _ = stop.send(());
+                return true;
+            }
+            if started.elapsed() > PATIENCE {
+                let _ = stop.send(());
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let lease = LeaseOptions {
+        namespace: "arbiter-system".into(),
+        name: "arbiter-leader".into(),
+        identity: "rbac-test".into(),
+        duration_seconds: 4,
+        grace_seconds: 1,
+    };
+    let ended = run_as_leader(operator_client.clone(), &lease, driver, None, async {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    assert_eq!(ended, Ended::Shutdown);
+    assert!(watcher.await.unwrap(), "the operator never held the Lease");
+    drop(served);
+
     // No more: no Secrets anywhere, no changes to the queue configuration.
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "token", "namespace": "team-a"},
@@ -63,6 +170,21 @@ async fn the_operator_does_its_job_under_deploys_service_account_and_no_more() {
             "{ns}"
         );
     }
+    // In its own namespace, only its certificate's Secret.
+    let other: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "other", "namespace": "arbiter-system"},
+        "stringData": {"key": "value"}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), "arbiter-system")
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap();
+    assert!(forbidden(
+        Api::<Secret>::namespaced(operator_client.clone(), "arbiter-system")
+            .get("other")
+            .await
+    ));
     assert!(forbidden(
         Api::<Secret>::namespaced(operator_client.clone(), "team-a")
             .get("token")

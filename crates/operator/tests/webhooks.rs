@@ -19,60 +19,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
 use support::*;
-
-/// The webhook configurations `deploy/` installs, but calling loopback.
-fn configurations(port: u16, ca: Option<&str>) -> (Value, Value) {
-    let client = |path: &str| {
-        let mut c = json!({"url": format!("https://127.0.0.1:{port}{path}")});
-        if let Some(ca) = ca {
-            c["caBundle"] = json!(k8s_openapi::ByteString(ca.as_bytes().to_vec()));
-        }
-        c
-    };
-    let job_hook = |name: &str, label: &str| {
-        json!({
-            "name": name,
-            "clientConfig": client("/mutate-job"),
-            "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
-            "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]}],
-            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
-        })
-    };
-    let mutating = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "arbiter"},
-        "webhooks": [job_hook("jobs.arbiter.dev", "arbiter.dev/queue-name"),
-                     job_hook("kueue-jobs.arbiter.dev", "kueue.x-k8s.io/queue-name")]
-    });
-    let validating = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "arbiter"},
-        "webhooks": [{
-            "name": "config.arbiter.dev",
-            "clientConfig": client("/validate-config"),
-            "rules": [{"apiGroups": ["arbiter.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
-                       "resources": ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"]}],
-            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
-        }]
-    });
-    (mutating, validating)
-}
-
-async fn apply(client: &Client, mutating: &Value, validating: &Value) {
-    let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let params = PatchParams::apply("e2e").force();
-    m.patch("arbiter", &params, &Patch::Apply(mutating))
-        .await
-        .unwrap();
-    v.patch("arbiter", &params, &Patch::Apply(validating))
-        .await
-        .unwrap();
-}
 
 /// A job as a user writes it: not suspended.
 fn unsuspended(name: &str, labels: Value) -> Job {
@@ -137,8 +87,8 @@ async fn the_webhooks_hold_new_jobs_and_refuse_bad_configuration() {
     .await
     .unwrap();
     // Installed without caBundle, as deploy/ does; the operator fills it in.
-    let (mutating, validating) = configurations(served.address.port(), None);
-    apply(&admin, &mutating, &validating).await;
+    let (mutating, validating) = webhook_configurations(served.address.port(), None);
+    apply_webhooks(&admin, &mutating, &validating).await;
     let m: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
     let v: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
     let started = Instant::now();
@@ -332,8 +282,8 @@ async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
     .await
     .unwrap();
     let port = served.address.port();
-    let (mutating, validating) = configurations(port, Some(&first.ca_pem));
-    apply(&admin, &mutating, &validating).await;
+    let (mutating, validating) = webhook_configurations(port, Some(&first.ca_pem));
+    apply_webhooks(&admin, &mutating, &validating).await;
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     let labels = json!({"arbiter.dev/queue-name": "research"});
     let created = create_when_served(&jobs, &unsuspended("before", labels.clone())).await;
@@ -342,8 +292,8 @@ async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
     // A renewed certificate from another CA: the API server trusts only
     // the new CA, so jobs are created again only once the server reloaded.
     let second = certs::generate(&names).unwrap();
-    let (mutating, validating) = configurations(port, Some(&second.ca_pem));
-    apply(&admin, &mutating, &validating).await;
+    let (mutating, validating) = webhook_configurations(port, Some(&second.ca_pem));
+    apply_webhooks(&admin, &mutating, &validating).await;
     write(&second);
     let created = create_when_served(&jobs, &unsuspended("after", labels)).await;
     assert!(suspended(&created));

@@ -12,6 +12,9 @@ use arbiter_core::model::api::Workload;
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::events::v1::Event;
@@ -280,4 +283,54 @@ pub async fn stays_held(jobs: &Api<Job>, name: &str) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let job = jobs.get(name).await.unwrap();
     assert!(suspended(&job), "{name} was released: {:?}", job.spec);
+}
+
+/// The webhook configurations `deploy/` installs, but calling loopback.
+pub fn webhook_configurations(port: u16, ca: Option<&str>) -> (Value, Value) {
+    let client = |path: &str| {
+        let mut c = json!({"url": format!("https://127.0.0.1:{port}{path}")});
+        if let Some(ca) = ca {
+            c["caBundle"] = json!(k8s_openapi::ByteString(ca.as_bytes().to_vec()));
+        }
+        c
+    };
+    let job_hook = |name: &str, label: &str| {
+        json!({
+            "name": name,
+            "clientConfig": client("/mutate-job"),
+            "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
+            "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
+        })
+    };
+    let mutating = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "arbiter"},
+        "webhooks": [job_hook("jobs.arbiter.dev", "arbiter.dev/queue-name"),
+                     job_hook("kueue-jobs.arbiter.dev", "kueue.x-k8s.io/queue-name")]
+    });
+    let validating = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "arbiter"},
+        "webhooks": [{
+            "name": "config.arbiter.dev",
+            "clientConfig": client("/validate-config"),
+            "rules": [{"apiGroups": ["arbiter.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+                       "resources": ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
+        }]
+    });
+    (mutating, validating)
+}
+
+pub async fn apply_webhooks(client: &Client, mutating: &Value, validating: &Value) {
+    let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let params = PatchParams::apply("e2e").force();
+    m.patch("arbiter", &params, &Patch::Apply(mutating))
+        .await
+        .unwrap();
+    v.patch("arbiter", &params, &Patch::Apply(validating))
+        .await
+        .unwrap();
 }
