@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arbiter_core::jobs::Integrations;
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
@@ -27,6 +26,9 @@ pub struct RunArgs {
     /// Platform policy bundle directory (repeatable; none: Kueue's behaviour).
     #[arg(long = "policies", value_name = "DIR")]
     pub policies: Vec<PathBuf>,
+    /// File of JobIntegration manifests: job kinds beyond the built-in ones (repeatable).
+    #[arg(long = "integrations", value_name = "FILE")]
+    pub integrations: Vec<PathBuf>,
     /// Gather changes this long after a wake-up before scheduling, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub batch_window_ms: u64,
@@ -106,6 +108,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         Some(engine) => Box::new(engine.with_metrics(&policy_metrics)),
         None => Box::new(DefaultHooks),
     };
+    let (integrations, warnings) = arbiter_operator::integrations::read(&args.integrations)?;
+    for warning in &warnings {
+        tracing::warn!(%warning, "job integration");
+    }
     let admin = AdminState::new(registry);
     let namespace = args
         .namespace
@@ -142,7 +148,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
         tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz");
-        let driver = Driver::start(client.clone(), Integrations::builtin(), hooks, options)
+        let driver = Driver::start(client.clone(), integrations, hooks, options)
             .await
             .with_admin(admin.clone(), operator_metrics.clone());
         let _webhook = match webhook_options(args, &namespace) {

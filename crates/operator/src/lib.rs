@@ -12,6 +12,7 @@
 //! | `watch` | reflectors (stores + wake-ups) over the configuration kinds, Namespaces, Nodes and each integration's job kind |
 //! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
+//! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
 //! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: read-modify-replace with its `resourceVersion` |
 //! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason, Events on the job |
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
@@ -23,6 +24,7 @@ pub mod admin;
 pub mod config;
 pub mod driver;
 pub mod inject;
+pub mod integrations;
 pub mod jobs;
 pub mod leader;
 pub mod queue_status;
