@@ -1,18 +1,21 @@
 //! `arbiter run`: the operator (DESIGN §7). Connects with the kubeconfig
 //! given, else the in-cluster configuration or the default kubeconfig,
-//! loads the platform bundles named by `--policies` (none: Kueue's
-//! behaviour), and drives the scheduler until SIGINT or SIGTERM.
+//! loads the platform bundle directories named by `--policies` and watches
+//! them, watches the ConfigMaps labelled `arbiter.dev/policy-bundle`
+//! (platform bundles in `--namespace`, tenant bundles elsewhere; none at
+//! all: Kueue's behaviour), and drives the scheduler until SIGINT or
+//! SIGTERM.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use arbiter_core::jobs::Integrations;
-use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
+use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
+use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_policy::metrics::PolicyMetrics;
-use arbiter_policy::sources::{self, PolicyChoice};
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::registry::Registry;
@@ -22,9 +25,12 @@ pub struct RunArgs {
     /// Kubeconfig file (default: in-cluster configuration, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// Platform policy bundle directory (repeatable; none: Kueue's behaviour).
+    /// Platform policy bundle directory, watched and hot-reloaded (repeatable; a mounted ConfigMap volume works).
     #[arg(long = "policies", value_name = "DIR")]
     pub policies: Vec<PathBuf>,
+    /// The operator's namespace: ConfigMaps labelled arbiter.dev/policy-bundle there are platform bundles, elsewhere their namespace's tenant bundle (default: $POD_NAMESPACE, else arbiter-system).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
     /// Gather changes this long after a wake-up before scheduling, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub batch_window_ms: u64,
@@ -56,16 +62,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let policy_metrics = PolicyMetrics::register(&mut registry);
     let operator_metrics = OperatorMetrics::register(&mut registry);
-    let hooks: Box<dyn Hooks + Send> = match sources::engine(
-        &[],
-        &PolicyChoice {
-            platform: Some(args.policies.clone()),
-            ..PolicyChoice::default()
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|ns| !ns.is_empty())
+        })
+        .unwrap_or_else(|| "arbiter-system".to_string());
+    let bundles = Bundles::load(
+        BundleOptions {
+            platform_namespace: namespace.clone(),
+            dirs: args.policies.clone(),
         },
-    )? {
-        Some(engine) => Box::new(engine.with_metrics(&policy_metrics)),
-        None => Box::new(DefaultHooks),
-    };
+        Some(&policy_metrics),
+    )?;
+    let hooks: Box<dyn Hooks + Send> = Box::new(bundles.engine());
     let admin = AdminState::new(registry);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -93,9 +106,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
         tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz");
-        let driver = Driver::start(client, Integrations::builtin(), hooks, options)
+        let driver = Driver::start(client.clone(), Integrations::builtin(), hooks, options)
             .await
             .with_admin(admin, operator_metrics);
+        tracing::info!(%namespace, "watching policy bundle ConfigMaps (platform bundles in this namespace, tenant bundles elsewhere)");
+        let _bundles = bundles.watch(client, driver.wake()).await?;
         driver.run(shutdown()).await;
         tracing::info!("stopped");
         Ok(())
