@@ -912,6 +912,31 @@ mod tests {
     }
 
     #[test]
+    fn a_bundle_saying_spec_tenant_is_refused_as_a_platform_bundle() {
+        let runtime = Runtime::new().expect("the WebAssembly runtime starts");
+        let text = "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {name: t, version: \"1\"}\nspec:\n  tenant: team-a\n  policies:\n  - {name: w, hook: weight, cel: {expression: '1.0'}}\n";
+        let cm = configmap("arbiter-system", "rules", 1, &[("bundle.yaml", text)]);
+        let error = load_configmap(&cm, &runtime, &Role::Platform)
+            .err()
+            .expect("refused");
+        assert_eq!(
+            error,
+            "ConfigMap arbiter-system/rules: bundle.yaml says spec.tenant: team-a, but the ConfigMap is in the operator's own namespace, whose bundles are platform bundles; put team-a's bundle in namespace team-a"
+        );
+        let cm = configmap("team-a", "rules", 1, &[("bundle.yaml", text)]);
+        let bundle = load_configmap(&cm, &runtime, &Role::Tenant("team-a".into()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bundle.tenant.as_deref(), Some("team-a"));
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join("bundle.yaml"), text).expect("bundle.yaml");
+        let error = load_dir(dir.path(), &runtime).err().expect("refused");
+        assert!(
+            error.ends_with("but --policies takes platform bundles; ship team-a's bundle as a ConfigMap labelled arbiter.dev/policy-bundle in namespace team-a"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn the_status_is_compared_without_its_time() {
         assert_eq!(
             status_of("rejected p@2: bundle.yaml is not valid YAML: x at line 3 column 1; in force: p@1 sha256:ab at 2026-12-01T00:00:00Z"),
