@@ -1,19 +1,22 @@
 //! `arbiter run`: the operator (DESIGN §7). Connects with the kubeconfig
 //! given, else the in-cluster configuration or the default kubeconfig,
-//! loads the platform bundles named by `--policies` (none: Kueue's
-//! behaviour), and drives the scheduler until SIGINT or SIGTERM.
+//! loads the platform bundle directories named by `--policies` and watches
+//! them, watches the ConfigMaps labelled `arbiter.dev/policy-bundle`
+//! (platform bundles in `--namespace`, tenant bundles elsewhere; none at
+//! all: Kueue's behaviour), and drives the scheduler until SIGINT or
+//! SIGTERM.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
+use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
+use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
 use arbiter_operator::webhook::{CertSource, WebhookOptions};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_policy::metrics::PolicyMetrics;
-use arbiter_policy::sources::{self, PolicyChoice};
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::registry::Registry;
@@ -23,7 +26,7 @@ pub struct RunArgs {
     /// Kubeconfig file (default: in-cluster configuration, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// Platform policy bundle directory (repeatable; none: Kueue's behaviour).
+    /// Platform policy bundle directory, watched and hot-reloaded (repeatable; a mounted ConfigMap volume works).
     #[arg(long = "policies", value_name = "DIR")]
     pub policies: Vec<PathBuf>,
     /// File of JobIntegration manifests: job kinds beyond the built-in ones (repeatable).
@@ -38,8 +41,10 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// The operator's namespace: its certificate Secret and leader Lease live there
-    /// (default: $POD_NAMESPACE, else arbiter-system).
+    /// The operator's namespace: its certificate Secret and leader Lease live
+    /// there, and ConfigMaps labelled arbiter.dev/policy-bundle there are platform
+    /// bundles (elsewhere, their namespace's tenant bundle). Default: $POD_NAMESPACE,
+    /// else arbiter-system.
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
     /// Address of the webhook server (HTTPS).
@@ -98,30 +103,28 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let policy_metrics = PolicyMetrics::register(&mut registry);
     let operator_metrics = OperatorMetrics::register(&mut registry);
-    let hooks: Box<dyn Hooks + Send> = match sources::engine(
-        &[],
-        &PolicyChoice {
-            platform: Some(args.policies.clone()),
-            ..PolicyChoice::default()
-        },
-    )? {
-        Some(engine) => Box::new(engine.with_metrics(&policy_metrics)),
-        None => Box::new(DefaultHooks),
-    };
-    let (integrations, warnings) = arbiter_operator::integrations::read(&args.integrations)?;
-    for warning in &warnings {
-        tracing::warn!(%warning, "job integration");
-    }
-    let admin = AdminState::new(registry);
     let namespace = args
         .namespace
         .clone()
         .or_else(|| {
             std::env::var("POD_NAMESPACE")
                 .ok()
-                .filter(|n| !n.is_empty())
+                .filter(|ns| !ns.is_empty())
         })
         .unwrap_or_else(|| "arbiter-system".to_string());
+    let bundles = Bundles::load(
+        BundleOptions {
+            platform_namespace: namespace.clone(),
+            dirs: args.policies.clone(),
+        },
+        Some(&policy_metrics),
+    )?;
+    let hooks: Box<dyn Hooks + Send> = Box::new(bundles.engine());
+    let (integrations, warnings) = arbiter_operator::integrations::read(&args.integrations)?;
+    for warning in &warnings {
+        tracing::warn!(%warning, "job integration");
+    }
+    let admin = AdminState::new(registry);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -151,6 +154,21 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let driver = Driver::start(client.clone(), integrations, hooks, options)
             .await
             .with_admin(admin.clone(), operator_metrics.clone());
+        tracing::info!(%namespace, "watching policy bundle ConfigMaps (platform bundles in this namespace, tenant bundles elsewhere)");
+        // Every replica loads the bundles (a follower takes over warm); only
+        // the leader tells about them.
+        if args.leader_election {
+            admin
+                .following
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let following = admin.clone();
+        let speaks = std::sync::Arc::new(move || {
+            !following
+                .following
+                .load(std::sync::atomic::Ordering::Relaxed)
+        });
+        let _bundles = bundles.watch(client.clone(), driver.wake(), speaks).await?;
         let _webhook = match webhook_options(args, &namespace) {
             Some(webhook) => Some(
                 arbiter_operator::webhook::start(

@@ -4,7 +4,9 @@
 //! scheduler the simulator drives, and carries out its decisions on the
 //! jobs: admission injects each pod set's flavor node labels and
 //! tolerations and releases the hold; eviction holds the job again and
-//! restores its template. The only async code of the product.
+//! restores its template. Policy bundles come from directories and
+//! labelled ConfigMaps and change while it runs. The only async code of
+//! the product.
 //!
 //! | module | owns |
 //! |---|---|
@@ -18,9 +20,11 @@
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
 //! | `webhook` | the admission webhooks over TLS: the mutating hold of new queued jobs, the validating check of queue configuration objects, the serving certificate (mounted or generated, CA patched into the configurations) |
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
+//! | `bundles` | policy bundles in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
 pub mod admin;
+pub mod bundles;
 pub mod config;
 pub mod driver;
 pub mod inject;

@@ -8,7 +8,9 @@
 //!
 //! What the status says is computed from the scheduler's entry
 //! ([`desired`]); it is written only when it changed, and a condition's
-//! `lastTransitionTime` moves only when its status flips.
+//! `lastTransitionTime` moves only when its status flips. The operator's
+//! one Event recorder ([`recorder`], [`record_event`]) is here too; the
+//! bundle watcher records its Events on ConfigMaps through it.
 
 use std::collections::BTreeMap;
 
@@ -346,14 +348,54 @@ pub struct Publisher {
     written: BTreeMap<(String, String), Written>,
 }
 
+/// The recorder of every Event the operator writes: reporting controller
+/// `arbiter`, instance `$POD_NAME`.
+pub fn recorder(client: Client) -> Recorder {
+    let reporter = Reporter {
+        controller: "arbiter".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Recorder::new(client, reporter)
+}
+
+/// Kubernetes' cap on an Event's note.
+pub const MAX_NOTE: usize = 1024;
+
+/// Records an Event about `regarding` (the note cut to [`MAX_NOTE`]). A
+/// failure is logged, never returned: an Event is never worth stopping for.
+pub async fn record_event(
+    recorder: &Recorder,
+    regarding: &ObjectReference,
+    warning: bool,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    let event = KubeEvent {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_string(),
+        note: Some(truncate(note, MAX_NOTE)),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, regarding).await {
+        tracing::warn!(
+            object = %format!("{} {}/{}", regarding.kind.as_deref().unwrap_or_default(), regarding.namespace.as_deref().unwrap_or_default(), regarding.name.as_deref().unwrap_or_default()),
+            %reason,
+            error = %e,
+            "could not record an Event"
+        );
+    }
+}
+
 impl Publisher {
     pub fn new(client: Client) -> Publisher {
-        let reporter = Reporter {
-            controller: "arbiter".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Publisher {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: recorder(client.clone()),
             client,
             written: BTreeMap::new(),
         }
@@ -429,20 +471,15 @@ impl Publisher {
             uid: Some(owner.uid.clone()),
             ..ObjectReference::default()
         };
-        let event = KubeEvent {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(truncate(&note, 1024)),
-            action: "Schedule".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(job = %format!("{}/{}", owner.namespace, owner.name), error = %e, "could not record an Event");
-        }
+        record_event(
+            &self.recorder,
+            &reference,
+            warning,
+            reason,
+            "Schedule",
+            &note,
+        )
+        .await;
     }
 }
 

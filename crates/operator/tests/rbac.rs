@@ -2,9 +2,11 @@
 //! the real token of the ServiceAccount it installs (TokenRequest API),
 //! holds, admits and records Workloads and Events as in `admission.rs`,
 //! serves its webhooks (its certificate Secret made in its namespace, the
-//! CA written into the webhook configurations) and holds the leader Lease,
-//! and is refused what it has no business doing — reading Secrets outside
-//! its namespace (or other Secrets in it), changing the queue configuration.
+//! CA written into the webhook configurations), holds the leader Lease,
+//! loads a platform bundle ConfigMap and writes its status annotation and
+//! Events, and is refused what it has no business doing — reading Secrets
+//! outside its namespace (or other Secrets in it), changing the queue
+//! configuration, creating or deleting ConfigMaps.
 
 mod support;
 
@@ -19,7 +21,7 @@ use arbiter_testcluster::workspace_root;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use support::*;
@@ -39,22 +41,59 @@ async fn the_operator_does_its_job_under_deploys_service_account_and_no_more() {
         .unwrap();
     let operator_client = cluster.client_with_token(&token).await.unwrap();
 
-    // Its job: hold, admit, Workloads, Events.
-    let operator = start_operator(operator_client.clone());
+    // A platform bundle denying jobs over 6 GPUs, in the operator's namespace.
+    let bundle = r#"apiVersion: arbiter.dev/v1alpha1
+kind: PolicyBundle
+metadata: {name: platform, version: "1"}
+spec:
+  policies:
+  - {name: at-most-6-gpus, hook: admission, cel: {expression: "workload.gpus <= 6"}}
+"#;
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "platform", "namespace": PLATFORM_NAMESPACE,
+                     "labels": {"arbiter.dev/policy-bundle": "true"}},
+        "data": {"bundle.yaml": bundle}
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), PLATFORM_NAMESPACE)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+
+    // Its job: hold, admit, Workloads, Events, bundles.
+    let operator = start_operator_with_bundles(operator_client.clone(), Vec::new(), None);
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("too-big", 7))
+        .await
+        .unwrap();
+    let note = wait_event(&admin, "too-big", "Denied").await;
+    assert!(note.contains("at-most-6-gpus"), "{note}");
+    wait_event_in(
+        &admin,
+        PLATFORM_NAMESPACE,
+        "platform",
+        "BundleLoaded",
+        |_| true,
+    )
+    .await;
+    wait_bundle_status(&admin, PLATFORM_NAMESPACE, "platform", |s| {
+        s.starts_with("loaded platform@1 ")
+    })
+    .await;
     jobs.create(&PostParams::default(), &job("a", 4))
         .await
         .unwrap();
-    jobs.create(&PostParams::default(), &job("b", 8))
+    jobs.create(&PostParams::default(), &job("b", 6))
         .await
         .unwrap();
     wait_for(&jobs, "a", "admission", released).await;
     wait_condition(&admin, "job-a", "Admitted", "True").await;
-    wait_condition(&admin, "job-b", "QuotaReserved", "False").await;
     wait_event(&admin, "a", "Admitted").await;
+    wait_condition(&admin, "job-b", "QuotaReserved", "False").await;
     stays_held(&jobs, "b").await;
     finish(&jobs, "a").await;
     wait_for(&jobs, "b", "admission after a finished", released).await;
+    stays_held(&jobs, "too-big").await;
     operator.abort();
 
     // Its webhooks: the certificate made and kept in its namespace's
@@ -196,6 +235,17 @@ async fn the_operator_does_its_job_under_deploys_service_account_and_no_more() {
     assert!(forbidden(
         queues
             .replace("research", &PostParams::default(), &queue)
+            .await
+    ));
+    let configmaps: Api<ConfigMap> = Api::namespaced(operator_client.clone(), "team-a");
+    let mut other = cm.clone();
+    other.metadata.namespace = Some("team-a".into());
+    assert!(forbidden(
+        configmaps.create(&PostParams::default(), &other).await
+    ));
+    assert!(forbidden(
+        Api::<ConfigMap>::namespaced(operator_client.clone(), PLATFORM_NAMESPACE)
+            .delete("platform", &Default::default())
             .await
     ));
     assert!(forbidden(

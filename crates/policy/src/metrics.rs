@@ -159,7 +159,8 @@ impl PolicyMetrics {
         }
     }
 
-    /// The handle of one bundle source's reload results.
+    /// The handle of one bundle source's reload results. Handles for one
+    /// source share its series.
     pub fn bundle(&self, bundle: &str) -> BundleMetrics {
         let result = |result| {
             self.reloads.get_or_create_owned(&ReloadLabels {
@@ -167,18 +168,17 @@ impl PolicyMetrics {
                 result,
             })
         };
-        let labels = BundleLabels {
-            bundle: bundle.to_string(),
-        };
         BundleMetrics {
             loaded: result("loaded"),
             unchanged: result("unchanged"),
             rejected: result("rejected"),
-            loaded_at: self.loaded_at.get_or_create_owned(&labels),
-            last_success: self.last_success.get_or_create_owned(&labels),
+            loaded_at: self.loaded_at.clone(),
+            last_success: self.last_success.clone(),
             info: self.info.clone(),
             in_force: None,
-            bundle: bundle.to_string(),
+            bundle: BundleLabels {
+                bundle: bundle.to_string(),
+            },
         }
     }
 }
@@ -229,12 +229,12 @@ impl PolicyHandle {
 
 /// Records the reload results of one bundle source and the bundle it has in force.
 pub struct BundleMetrics {
-    bundle: String,
+    bundle: BundleLabels,
     loaded: Counter,
     unchanged: Counter,
     rejected: Counter,
-    loaded_at: Gauge<f64, AtomicU64>,
-    last_success: Gauge,
+    loaded_at: Timestamps,
+    last_success: Family<BundleLabels, Gauge>,
     info: Family<InfoLabels, Gauge>,
     /// The `arbiter_policy_bundle_info` labels set last, removed when another bundle comes in force.
     in_force: Option<InfoLabels>,
@@ -244,7 +244,7 @@ impl BundleMetrics {
     /// `identity` is in force since `loaded_at`.
     pub fn in_force(&mut self, identity: &Identity, loaded_at: Timestamp) {
         let labels = InfoLabels {
-            bundle: self.bundle.clone(),
+            bundle: self.bundle.bundle.clone(),
             name: identity.name.clone(),
             version: identity.version.clone(),
             digest: identity.digest.clone(),
@@ -257,12 +257,15 @@ impl BundleMetrics {
         self.info.get_or_create(&labels).set(1);
         self.in_force = Some(labels);
         self.loaded_at
+            .get_or_create(&self.bundle)
             .set(loaded_at.as_millisecond() as f64 / 1000.0);
     }
 
     /// Whether the latest attempt succeeded (or found the bundle unchanged).
     pub fn last_succeeded(&self, succeeded: bool) {
-        self.last_success.set(i64::from(succeeded));
+        self.last_success
+            .get_or_create(&self.bundle)
+            .set(i64::from(succeeded));
     }
 
     /// One reload result; a swap brings its bundle in force at `loaded_at`.
@@ -280,6 +283,23 @@ impl BundleMetrics {
             }
         }
         self.last_succeeded(!matches!(outcome, ReloadOutcome::Rejected { .. }));
+    }
+
+    /// A load rejected while the source has no bundle in force (its first
+    /// version did not load): counted as rejected, the latest attempt failed.
+    pub fn refused(&self) {
+        self.rejected.inc();
+        self.last_succeeded(false);
+    }
+
+    /// The source is gone: its bundle is no longer in force, so its info,
+    /// loaded-at and last-success series go; the reload counters stay.
+    pub fn retire(&mut self) {
+        if let Some(labels) = self.in_force.take() {
+            self.info.remove(&labels);
+        }
+        self.loaded_at.remove(&self.bundle);
+        self.last_success.remove(&self.bundle);
     }
 }
 
@@ -508,6 +528,42 @@ mod tests {
             ),
             Some(1.0),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_source_refused_before_any_bundle_loaded_and_a_retired_one_show_nothing_in_force() {
+        let (registry, metrics) = registry();
+        let cm = r#"bundle="ConfigMap team-a/rules""#;
+        let success = format!("arbiter_policy_bundle_last_reload_success{{{cm}}}");
+        let rejected = format!(r#"arbiter_policy_bundle_reloads_total{{{cm},result="rejected"}}"#);
+        let loaded_at = format!("arbiter_policy_bundle_loaded_timestamp_seconds{{{cm}}}");
+        metrics.bundle("ConfigMap team-a/rules").refused();
+        let text = encode(&registry);
+        assert_eq!(sample(&text, &rejected), Some(1.0), "{text}");
+        assert_eq!(sample(&text, &success), Some(0.0), "{text}");
+        assert_eq!(
+            sample(&text, &loaded_at),
+            None,
+            "nothing was loaded:\n{text}"
+        );
+        assert!(!text.contains("arbiter_policy_bundle_info{"), "{text}");
+
+        let mut source = metrics.bundle("ConfigMap team-a/rules");
+        source.in_force(&identity("1", "aaa"), Timestamp::UNIX_EPOCH);
+        source.last_succeeded(true);
+        let text = encode(&registry);
+        assert_eq!(sample(&text, &success), Some(1.0), "{text}");
+        assert!(text.contains("arbiter_policy_bundle_info{"), "{text}");
+        source.retire();
+        let text = encode(&registry);
+        assert!(!text.contains("arbiter_policy_bundle_info{"), "{text}");
+        assert_eq!(sample(&text, &success), None, "{text}");
+        assert_eq!(sample(&text, &loaded_at), None, "{text}");
+        assert_eq!(
+            sample(&text, &rejected),
+            Some(1.0),
+            "counters stay:\n{text}"
         );
     }
 

@@ -11,7 +11,8 @@
 //! operator, `arbiter` commands that watch a bundle) call it, wiring the
 //! watcher's callback to `reload_with`. A `Reloadable` told to
 //! [`report_to`](Reloadable::report_to) metrics records every reload result
-//! and the value in force there.
+//! and the value in force there, until it is told to
+//! [`stop_reporting`](Reloadable::stop_reporting) (its source is gone).
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
@@ -78,6 +79,16 @@ impl<T: Loaded> Reloadable<T> {
         metrics.last_succeeded(state.status.last_error.is_none());
         state.metrics = Some(metrics);
         true
+    }
+
+    /// The source is gone (its ConfigMap deleted): the series saying what it
+    /// has in force are removed from the metrics it reports to, and it
+    /// reports nowhere from now on. Its reload counters stay.
+    pub fn stop_reporting(&self) {
+        let _no_reload_meanwhile = lock(&self.reloading);
+        if let Some(mut metrics) = lock(&self.state).metrics.take() {
+            metrics.retire();
+        }
     }
 
     /// The value in force. Hold the `Arc` for a whole scheduling cycle: a
@@ -641,6 +652,34 @@ mod tests {
             })
             .and_then(|v| v.parse::<f64>().ok());
         assert_eq!(in_force_since, Some(loaded_at), "{shown}");
+    }
+
+    #[test]
+    fn a_source_that_stops_reporting_leaves_nothing_in_force_in_the_metrics() {
+        use crate::metrics::{encode, PolicyMetrics};
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = PolicyMetrics::register(&mut registry);
+        let bundles = Reloadable::new(text("a"));
+        assert!(bundles.report_to(&metrics, "ConfigMap p/rules"));
+        let _ = bundles.reload_with(|| Ok::<_, Infallible>(text("b")));
+        bundles.stop_reporting();
+        let _ = bundles.reload_with(|| Ok::<_, Infallible>(text("c")));
+        let shown = encode(&registry);
+        assert!(!shown.contains("arbiter_policy_bundle_info{"), "{shown}");
+        assert!(
+            !shown.contains("arbiter_policy_bundle_last_reload_success{"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(
+                "arbiter_policy_bundle_reloads_total{bundle=\"ConfigMap p/rules\",result=\"loaded\"} 1\n"
+            ),
+            "the swap after stop_reporting was counted, or the one before was lost:\n{shown}"
+        );
+        assert!(
+            bundles.report_to(&metrics, "ConfigMap p/rules"),
+            "it may report again"
+        );
     }
 
     /// A value that is only correct whole: every copy equals `stamp`.

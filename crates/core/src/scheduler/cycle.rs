@@ -25,6 +25,9 @@ impl Scheduler {
     pub(super) fn schedule(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Cycle {
         self.cycles += 1;
         hooks.begin(now);
+        if hooks.policies_changed() {
+            self.wake_all();
+        }
         self.advance_history(now);
         self.score_new(now, hooks);
         let mut cycle = Cycle::default();

@@ -108,6 +108,14 @@ pub trait Hooks {
     /// A scheduler call (cycle, timers, autoscale) at `now` starts: the
     /// hooks of one call must see one consistent set of policies.
     fn begin(&mut self, _now: Millis) {}
+    /// Did the policies in force change since the last time the scheduler
+    /// asked (a bundle reloaded, added or removed)? A scheduling cycle asks
+    /// right after its [`Hooks::begin`] and, if so, tries every set-aside
+    /// workload again: a denial by the policies before may not hold. By
+    /// default they never change.
+    fn policies_changed(&mut self) -> bool {
+        false
+    }
     /// Admit all.
     fn admission(&mut self, _request: &AdmissionRequest<'_>) -> AdmissionVerdict {
         AdmissionVerdict::Allow

@@ -777,3 +777,52 @@ fn a_workload_submitted_late_keeps_its_place_by_queue_time() {
     );
     assert_eq!(s.entry(step.submitted[0]).queue_time, Millis(7_000));
 }
+
+/// Denies every workload while `deny` holds, and says when that changed.
+struct Switchable {
+    deny: bool,
+    changed: bool,
+}
+impl Hooks for Switchable {
+    fn admission(&mut self, _: &AdmissionRequest<'_>) -> AdmissionVerdict {
+        if !self.deny {
+            return AdmissionVerdict::Allow;
+        }
+        AdmissionVerdict::Deny {
+            policy: "closed".into(),
+            reason: "closed today".into(),
+            retryable: true,
+            tenant: None,
+        }
+    }
+    fn policies_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+}
+
+#[test]
+fn a_denied_workload_is_tried_again_as_soon_as_the_policies_change() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let mut hooks = Switchable {
+        deny: true,
+        changed: false,
+    };
+    let step = s.step(
+        Millis::ZERO,
+        vec![Input::Submit(workload(&c, "ns-a", "a", 1, 0))],
+        &mut hooks,
+    );
+    let a = step.submitted[0];
+    assert_eq!(s.entry(a).status, Status::Inadmissible);
+    // The policy now allows it, but nothing freed up and nobody said so:
+    // the workload stays set aside (BestEffortFIFO).
+    hooks.deny = false;
+    let step = s.step(Millis::from_secs(1), Vec::new(), &mut hooks);
+    assert!(admitted(&step).is_empty());
+    assert_eq!(s.entry(a).status, Status::Inadmissible);
+    // The hooks say the policies changed: the next step tries it again.
+    hooks.changed = true;
+    let step = s.step(Millis::from_secs(2), Vec::new(), &mut hooks);
+    assert_eq!(admitted(&step), vec![a]);
+}

@@ -202,6 +202,13 @@ impl Driver {
         &self.integrations
     }
 
+    /// The driver's wake-up: notifying it makes the driver step again soon
+    /// (after its batch window). The bundle watcher notifies it after every
+    /// change of the bundles in force, so the next decision uses them.
+    pub fn wake(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
     /// Reports readiness and metrics to the admin port's state.
     pub fn with_admin(mut self, state: Arc<AdminState>, metrics: OperatorMetrics) -> Driver {
         state

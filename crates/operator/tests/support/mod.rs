@@ -10,13 +10,15 @@ use std::time::Duration;
 use arbiter_core::jobs::Integrations;
 use arbiter_core::model::api::Workload;
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
+use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::{Driver, DriverOptions};
+use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -145,23 +147,104 @@ pub fn start_operator(client: Client) -> JoinHandle<()> {
 }
 
 pub fn start_operator_with(client: Client, hooks: Box<dyn Hooks + Send>) -> JoinHandle<()> {
+    init_tracing();
+    tokio::spawn(async move {
+        let driver = Driver::start(client, Integrations::builtin(), hooks, driver_options()).await;
+        driver.run(std::future::pending()).await;
+    })
+}
+
+/// The platform namespace of [`start_operator_with_bundles`].
+pub const PLATFORM_NAMESPACE: &str = "arbiter-system";
+
+/// The operator as `arbiter run` starts it: the engine over the platform
+/// bundle directories `dirs` and the bundle ConfigMaps (platform ones in
+/// [`PLATFORM_NAMESPACE`]), all watched from before the first decision,
+/// reporting to `metrics` if given.
+pub fn start_operator_with_bundles(
+    client: Client,
+    dirs: Vec<std::path::PathBuf>,
+    metrics: Option<PolicyMetrics>,
+) -> JoinHandle<()> {
+    init_tracing();
+    tokio::spawn(async move {
+        let options = BundleOptions {
+            platform_namespace: PLATFORM_NAMESPACE.to_string(),
+            dirs,
+        };
+        let bundles = Bundles::load(options, metrics.as_ref()).unwrap();
+        let hooks = Box::new(bundles.engine());
+        let driver = Driver::start(
+            client.clone(),
+            Integrations::builtin(),
+            hooks,
+            driver_options(),
+        )
+        .await;
+        let _watching = bundles
+            .watch(client, driver.wake(), std::sync::Arc::new(|| true))
+            .await
+            .unwrap();
+        driver.run(std::future::pending()).await;
+    })
+}
+
+fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
         .try_init();
-    tokio::spawn(async move {
-        let driver = Driver::start(
-            client,
-            Integrations::builtin(),
-            hooks,
-            DriverOptions {
-                rediscover: Duration::from_secs(1),
-                ..DriverOptions::default()
-            },
-        )
-        .await;
-        driver.run(std::future::pending()).await;
-    })
+}
+
+fn driver_options() -> DriverOptions {
+    DriverOptions {
+        rediscover: Duration::from_secs(1),
+        ..DriverOptions::default()
+    }
+}
+
+/// Creates the namespace unless it exists (`arbiter-system` and `team-a` always do).
+pub async fn create_namespace(client: &Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
+/// Waits until the ConfigMap's `arbiter.dev/bundle-status` annotation
+/// satisfies `check`; returns it.
+pub async fn wait_bundle_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    check: impl Fn(&str) -> bool,
+) -> String {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let started = std::time::Instant::now();
+    loop {
+        let cm = api.get(name).await.unwrap();
+        let status = cm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("arbiter.dev/bundle-status"))
+            .cloned();
+        if let Some(status) = status.as_deref().filter(|s| check(s)) {
+            return status.to_string();
+        }
+        if started.elapsed() > PATIENCE {
+            panic!(
+                "ConfigMap {namespace}/{name}: the bundle status did not become what was awaited within {} s; it is {status:?}",
+                PATIENCE.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until `check` holds for the Job, failing with its last state.
@@ -225,13 +308,26 @@ pub async fn wait_condition(
 
 /// Waits for an Event about job `name` with `reason`; returns its note.
 pub async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
-    let api: Api<Event> = Api::namespaced(client.clone(), "team-a");
+    wait_event_in(client, "team-a", name, reason, |_| true).await
+}
+
+/// Waits for an Event in `namespace` about the object `name` with `reason`
+/// and a note satisfying `check`; returns the note.
+pub async fn wait_event_in(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+    check: impl Fn(&str) -> bool,
+) -> String {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
     let started = std::time::Instant::now();
     loop {
         let events = api.list(&ListParams::default()).await.unwrap();
         if let Some(event) = events.items.iter().find(|e| {
             e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
                 && e.reason.as_deref() == Some(reason)
+                && check(e.note.as_deref().unwrap_or_default())
         }) {
             return event.note.clone().unwrap_or_default();
         }
@@ -248,7 +344,7 @@ pub async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
                 })
                 .collect();
             panic!(
-                "no {reason} Event about {name} within {} s; events: {seen:#?}",
+                "no {reason} Event about {namespace}/{name} as awaited within {} s; events: {seen:#?}",
                 PATIENCE.as_secs()
             );
         }

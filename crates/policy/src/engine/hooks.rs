@@ -44,6 +44,10 @@ impl Hooks for Engine {
         self.pin();
     }
 
+    fn policies_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+
     fn admission(&mut self, request: &AdmissionRequest<'_>) -> AdmissionVerdict {
         if !self.has_hook(Hook::Admission) {
             return AdmissionVerdict::Allow;

@@ -3,7 +3,11 @@
 //!
 //! At the start of every scheduler call ([`Hooks::begin`]) the engine pins
 //! the bundles in force, so one cycle always sees whole bundles even while a
-//! reload swaps them. It applies each policy's `match`, `mode` and
+//! reload swaps them. Which sources there are may change too: an engine
+//! built with [`Engine::shared`] reads its [`SharedSources`] at each pin, so
+//! a driver's bundle watcher adds, replaces and removes platform and tenant
+//! sources from its own task while the scheduler runs, and the scheduler
+//! hears of every change ([`Hooks::policies_changed`]). It applies each policy's `match`, `mode` and
 //! `failurePolicy`, confines tenant bundles to their own namespace, keeps
 //! per-policy statistics (and, given [`PolicyMetrics`], feeds the same
 //! numbers to Prometheus) and the decision log. It never decides anything
@@ -31,7 +35,9 @@ mod stats;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
 
 use super::compiled::Bundle;
 use super::eval::Logs;
@@ -51,10 +57,46 @@ pub use stats::PolicyStats;
 use stats::StatsTable;
 
 /// The bundles the engine draws on: platform bundles in order, and tenant bundles by namespace.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Sources {
     pub platform: Vec<Arc<Reloadable<Bundle>>>,
     pub tenants: BTreeMap<String, Arc<Reloadable<Bundle>>>,
+}
+
+/// The set of [`Sources`] an engine draws on, shared with whoever changes it
+/// while the scheduler runs (the operator's bundle watcher). A change is an
+/// atomic swap of the whole set: an engine pins either the set before it or
+/// the one after, never a mix, and a cycle that pinned keeps its bundles
+/// even if their sources are removed meanwhile. Readers never wait.
+pub struct SharedSources {
+    current: ArcSwap<Sources>,
+    /// Serialises `update`s, so none is lost to another.
+    changing: Mutex<()>,
+}
+
+impl SharedSources {
+    pub fn new(sources: Sources) -> Arc<SharedSources> {
+        Arc::new(SharedSources {
+            current: ArcSwap::from_pointee(sources),
+            changing: Mutex::new(()),
+        })
+    }
+
+    /// The set in force now.
+    pub fn snapshot(&self) -> Arc<Sources> {
+        self.current.load_full()
+    }
+
+    /// Changes the set: `change` edits a copy, which then replaces the set
+    /// in force. The next [`Hooks::begin`] of an engine over it pins the new
+    /// set (a source's [`Reloadable::report_to`] is the caller's to call).
+    pub fn update<R>(&self, change: impl FnOnce(&mut Sources) -> R) -> R {
+        let _one_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = Sources::clone(&self.current.load());
+        let result = change(&mut next);
+        self.current.store(Arc::new(next));
+        result
+    }
 }
 
 /// The bundles of one scheduler call.
@@ -71,8 +113,11 @@ type Memo<V, T> = HashMap<(usize, usize), HashMap<String, (V, T)>>;
 
 /// The policy engine.
 pub struct Engine {
-    sources: Sources,
+    sources: Arc<SharedSources>,
     pinned: Pinned,
+    /// The pinned bundles changed since the scheduler last asked
+    /// ([`Hooks::policies_changed`]).
+    changed: bool,
     fair_share_memo: Memo<ClusterQueueView, f64>,
     autoscale_memo: Memo<FlavorView, u32>,
     stats: StatsTable,
@@ -89,10 +134,18 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Engine over a set of sources fixed from now on (each may still reload).
     pub fn new(sources: Sources) -> Engine {
+        Engine::shared(SharedSources::new(sources))
+    }
+
+    /// Engine over a set of sources that may change while it runs: every
+    /// pin reads the set in force.
+    pub fn shared(sources: Arc<SharedSources>) -> Engine {
         let mut engine = Engine {
             sources,
             pinned: Pinned::default(),
+            changed: false,
             fair_share_memo: HashMap::new(),
             autoscale_memo: HashMap::new(),
             stats: StatsTable::default(),
@@ -104,6 +157,8 @@ impl Engine {
             now: Millis::ZERO,
         };
         engine.pin();
+        // What it pinned first is what the scheduler starts with.
+        engine.changed = false;
         engine
     }
 
@@ -125,22 +180,24 @@ impl Engine {
     /// scheduler call), and makes each bundle source that reports nowhere yet
     /// report its bundle in force and reload results there, labelled with
     /// the source of its bundle in force.
+    /// Sources added to a [`SharedSources`] later report where their adder
+    /// tells them to.
     pub fn with_metrics(mut self, metrics: &PolicyMetrics) -> Engine {
-        for source in self
-            .sources
-            .platform
-            .iter()
-            .chain(self.sources.tenants.values())
-        {
+        let sources = self.sources.snapshot();
+        for source in sources.platform.iter().chain(sources.tenants.values()) {
             source.report_to(metrics, &source.current().source);
         }
         self.metrics = Some(metrics.clone());
         self
     }
 
+    /// Pins the bundles in force. A source added or removed changes the
+    /// pinned lists as a reload does: the memos (keyed by platform bundle
+    /// index) are emptied and policy addresses forgotten. The bundles
+    /// compared are still held, so no address is reused during the check.
     fn pin(&mut self) {
-        let platform: Vec<Arc<Bundle>> =
-            self.sources.platform.iter().map(|s| s.current()).collect();
+        let sources = self.sources.snapshot();
+        let platform: Vec<Arc<Bundle>> = sources.platform.iter().map(|s| s.current()).collect();
         let same = platform.len() == self.pinned.platform.len()
             && platform
                 .iter()
@@ -150,8 +207,7 @@ impl Engine {
             self.fair_share_memo.clear();
             self.autoscale_memo.clear();
         }
-        let tenants: BTreeMap<String, Arc<Bundle>> = self
-            .sources
+        let tenants: BTreeMap<String, Arc<Bundle>> = sources
             .tenants
             .iter()
             .map(|(ns, s)| (ns.clone(), s.current()))
@@ -164,6 +220,7 @@ impl Engine {
         if !(same && same_tenants) {
             // A policy's address may be reused by the bundles pinned next.
             self.stats.forget_addresses();
+            self.changed = true;
         }
         self.pinned.platform = platform;
         self.pinned.tenants = tenants;

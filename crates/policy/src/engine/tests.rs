@@ -1037,3 +1037,156 @@ fn an_error_message_is_made_safe_before_it_is_logged_or_shown() {
         assert!(text.contains("\\u{1b}[2J"), "{text:?}");
     }
 }
+
+/// The admission answer for `id` from the bundles the engine pinned last
+/// (no `begin`: what a cycle already running sees).
+fn admit_pinned(engine: &mut Engine, state: &Scheduler, id: WorkloadId) -> AdmissionVerdict {
+    engine.admission(&AdmissionRequest {
+        state,
+        entry: state.entry(id),
+        flavors: &[],
+        borrowing: false,
+        now: seconds(1),
+    })
+}
+
+fn source(bundle: Bundle) -> Arc<Reloadable<Bundle>> {
+    Arc::new(Reloadable::new(bundle))
+}
+
+#[test]
+fn sources_added_replaced_and_removed_while_a_cycle_runs_apply_from_the_next_pin() {
+    let mut state = scheduler();
+    let big = submit(&mut state, "research", "big", 12, 0);
+    let shared = SharedSources::new(Sources::default());
+    let mut engine = Engine::shared(shared.clone());
+    assert_eq!(
+        admit(&mut engine, &state, big, seconds(1)),
+        AdmissionVerdict::Allow
+    );
+    assert!(
+        !engine.policies_changed(),
+        "nothing changed since it was built"
+    );
+
+    // Added while a cycle is pinned: that cycle does not see it, the next does.
+    engine.begin(seconds(1));
+    let cap = |max: u32| {
+        source(platform(
+            "cap",
+            &format!("  - {{name: at-most-{max}, hook: admission, cel: {{expression: 'workload.gpus <= {max}'}}}}\n"),
+        ))
+    };
+    shared.update(|s| s.platform.push(cap(8)));
+    assert_eq!(
+        admit_pinned(&mut engine, &state, big),
+        AdmissionVerdict::Allow
+    );
+    assert!(!engine.policies_changed());
+    assert_eq!(
+        admit(&mut engine, &state, big, seconds(2)),
+        deny("at-most-8", "denied by at-most-8", true)
+    );
+    assert!(
+        engine.policies_changed(),
+        "the scheduler hears of the new source"
+    );
+    assert!(!engine.policies_changed(), "once");
+
+    // Replaced (another source for the same place): the pinned cycle keeps the old one whole.
+    engine.begin(seconds(3));
+    shared.update(|s| s.platform = vec![cap(4)]);
+    assert_eq!(
+        admit_pinned(&mut engine, &state, big),
+        deny("at-most-8", "denied by at-most-8", true)
+    );
+    assert_eq!(
+        admit(&mut engine, &state, big, seconds(4)),
+        deny("at-most-4", "denied by at-most-4", true)
+    );
+    assert!(engine.policies_changed());
+
+    // Removed, and every other handle on it dropped: the pinned cycle still
+    // holds the bundle; the next has none.
+    engine.begin(seconds(5));
+    shared.update(|s| s.platform.clear());
+    assert!(shared.snapshot().platform.is_empty());
+    assert_eq!(
+        admit_pinned(&mut engine, &state, big),
+        deny("at-most-4", "denied by at-most-4", true)
+    );
+    assert_eq!(engine.bundles().len(), 1);
+    assert_eq!(
+        admit(&mut engine, &state, big, seconds(6)),
+        AdmissionVerdict::Allow
+    );
+    assert!(engine.bundles().is_empty());
+    assert!(engine.policies_changed());
+    // Pinning the same set again is no change.
+    engine.begin(seconds(7));
+    assert!(!engine.policies_changed());
+}
+
+#[test]
+fn a_tenant_appears_and_disappears_while_the_engine_runs() {
+    let mut state = scheduler();
+    let mine = submit(&mut state, "research", "mine", 2, 0);
+    let other = submit(&mut state, "product", "other", 2, 0);
+    let shared = SharedSources::new(Sources::default());
+    let mut engine = Engine::shared(shared.clone());
+    let scored = |tenant| Weight { score: 0.0, tenant };
+    assert_eq!(
+        weigh(&mut engine, &state, &[mine, other], seconds(1)),
+        [scored(None), scored(None)]
+    );
+    shared.update(|s| {
+        s.tenants.insert(
+            "research".into(),
+            source(tenant(
+                "research",
+                "  - {name: mine, hook: weight, cel: {expression: '7.0'}}\n",
+            )),
+        )
+    });
+    assert_eq!(
+        weigh(&mut engine, &state, &[mine, other], seconds(2)),
+        [scored(Some(7.0)), scored(None)]
+    );
+    assert!(engine.policies_changed());
+    shared.update(|s| s.tenants.remove("research"));
+    assert_eq!(
+        weigh(&mut engine, &state, &[mine, other], seconds(3)),
+        [scored(None), scored(None)],
+        "without its bundle the tenant falls back to no tenant score"
+    );
+    assert!(engine.policies_changed());
+}
+
+#[test]
+fn a_source_added_before_a_memoized_one_is_never_answered_from_the_old_memo() {
+    let state = scheduler();
+    let weights = |times: &str| {
+        format!("  - {{name: times-{times}, hook: fairShare, match: {{clusterQueues: [research]}}, cel: {{expression: 'clusterQueue.weight * {times}'}}}}\n")
+    };
+    let doubling = source(platform("doubling", &weights("2.0")));
+    let shared = SharedSources::new(Sources {
+        platform: vec![doubling.clone()],
+        tenants: BTreeMap::new(),
+    });
+    let mut engine = Engine::shared(shared.clone());
+    assert_eq!(fair_share(&mut engine, &state, seconds(1)), [2.0, 1.0]);
+    assert_eq!(fair_share(&mut engine, &state, seconds(2)), [2.0, 1.0]);
+    assert_eq!(stats_of(&engine, "times-2.0").reused, 1);
+    // The new source takes index 0, where the memo holds times-2.0's answer
+    // for the same view; the first enforcing answer is now times-5.0's.
+    shared.update(|s| {
+        s.platform
+            .insert(0, source(platform("quintupling", &weights("5.0"))))
+    });
+    assert_eq!(fair_share(&mut engine, &state, seconds(3)), [5.0, 1.0]);
+    assert_eq!(stats_of(&engine, "times-5.0").evaluations, 1);
+    // Removed again: times-2.0 answers, evaluated afresh at its old index.
+    shared.update(|s| s.platform = vec![doubling.clone()]);
+    assert_eq!(fair_share(&mut engine, &state, seconds(4)), [2.0, 1.0]);
+    assert_eq!(stats_of(&engine, "times-2.0").evaluations, 2);
+}
