@@ -1,0 +1,686 @@
+//! Kueue's scheduler-performance shapes through the operator, on a real
+//! kube-apiserver: a benchmark, not a test (issue 11, item 9).
+//!
+//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--json FILE]`
+//!
+//! It starts a `TestCluster` (etcd + kube-apiserver, `ARBITER_TEST_CLUSTER_BIN`),
+//! installs `deploy/crds.yaml`, and applies the queue configuration of
+//! `Shape::to_yaml()` (ResourceFlavor, ClusterQueues, LocalQueues; their
+//! Namespaces; one WorkloadPriorityClass per priority the generators name).
+//! The flavor has no `nodeLabels`, so quota alone bounds it, as in Kueue's
+//! runner, which has no Nodes either. It then starts `arbiter run
+//! --no-webhooks` as a child process, as token user `alice` (bound to
+//! `cluster-admin`, its requests classified by a FlowSchema of their own so
+//! the API server counts them apart), and plays Kueue's runner
+//! (`test/performance/scheduler/runner`): each WorkloadGenerator becomes
+//! `count` suspended batch/v1 Jobs created one every `interval` (the i-th at
+//! (i+1) × interval, all generators at once, a bounded number of requests in
+//! flight), and each Job the operator releases is marked Complete through its
+//! status subresource `runtime` after the runner saw it released. A Job
+//! held again (preempted) before that is not finished; its next release
+//! starts its runtime over. It ends when every Job is finished.
+//!
+//! The figures are those of `examples/kueue-perf.rs`, from the real run:
+//! time to admission is the admission record's `admittedAt` (first
+//! admission) minus when the runner sent the create; ClusterQueue usage is
+//! the CPU of its Jobs from release (`admittedAt`) until the runner saw them
+//! finished or held again, integrated over the run and divided by run time
+//! and nominal quota; the minimum over ClusterQueues is reported. CPU seconds
+//! and peak RSS come from /proc of each process just before the operator is
+//! stopped. Measured only, never asserted. Linux only (it reads /proc).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+use arbiter_core::model::{Amount, Millis};
+use arbiter_sim::generate::Shape;
+use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+
+/// Clock ticks per second of /proc/PID/stat times (USER_HZ: 100 on Linux).
+const USER_HZ: f64 = 100.0;
+/// The label every runner Job carries: its class.
+const CLASS_LABEL: &str = "perf.arbiter.dev/class";
+/// The token user the operator runs as, and its FlowSchema.
+const OPERATOR_USER: &str = "alice";
+const OPERATOR_FLOW_SCHEMA: &str = "arbiter-operator";
+/// The admission record the operator writes on a released Job.
+const ADMISSION_ANNOTATION: &str = "arbiter.dev/admission";
+
+#[derive(Parser, Debug)]
+#[command(about = "Kueue's performance shapes through `arbiter run` on a real API server")]
+struct Args {
+    /// The shape: baseline or large-scale.
+    shape: String,
+    /// Fraction of each generator's workloads to create (pacing unchanged).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// The `arbiter` binary (default: $CARGO_TARGET_DIR or target/, release).
+    #[arg(long, value_name = "PATH")]
+    arbiter: Option<PathBuf>,
+    /// Most create and finish requests in flight at once.
+    #[arg(long, default_value_t = 64)]
+    in_flight: usize,
+    /// Give up (and report what finished) after this many seconds.
+    #[arg(long, default_value_t = 1500)]
+    timeout: u64,
+    /// Write the figures as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Keep the operator's log here (default: the test cluster's directory, removed at the end).
+    #[arg(long, value_name = "FILE")]
+    operator_log: Option<PathBuf>,
+    /// Extra arguments for `arbiter run` (repeatable).
+    #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
+    operator_args: Vec<String>,
+}
+
+/// One Job the runner will create.
+#[derive(Clone, Debug)]
+struct Planned {
+    name: String,
+    namespace: String,
+    class: String,
+    cpu: String,
+    cpu_cores: f64,
+    priority_class: String,
+    runtime: Duration,
+    /// When to create it, from the start of the run.
+    due: Duration,
+}
+
+/// What the shape's YAML turns into.
+struct Plan {
+    /// ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, priority classes.
+    config: Vec<Value>,
+    namespaces: BTreeSet<String>,
+    /// Namespace → ClusterQueue (through its LocalQueue).
+    cluster_queue_of: BTreeMap<String, String>,
+    /// ClusterQueue → nominal CPU (cores).
+    nominal: BTreeMap<String, f64>,
+    jobs: Vec<Planned>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn str_at<'a>(value: &'a Value, pointer: &str) -> anyhow::Result<&'a str> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .with_context(|| format!("no string at {pointer} in {value}"))
+}
+
+fn millis(value: &Value, pointer: &str) -> anyhow::Result<Duration> {
+    let text = str_at(value, pointer)?;
+    let ms = Millis::parse(text).map_err(|e| anyhow::anyhow!("{pointer} {text:?}: {e}"))?;
+    Ok(Duration::from_millis(ms.0.max(0) as u64))
+}
+
+/// The shape's scenario YAML as what to apply and what to create.
+fn plan(yaml: &str) -> anyhow::Result<Plan> {
+    let mut plan = Plan {
+        config: Vec::new(),
+        namespaces: BTreeSet::new(),
+        cluster_queue_of: BTreeMap::new(),
+        nominal: BTreeMap::new(),
+        jobs: Vec::new(),
+    };
+    let mut priorities = BTreeSet::new();
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(yaml).enumerate() {
+        let value: Value = serde::Deserialize::deserialize(doc)
+            .with_context(|| format!("the shape's document {}", i + 1))?;
+        match value["kind"].as_str().unwrap_or_default() {
+            "ResourceFlavor" | "Cohort" => plan.config.push(value),
+            "ClusterQueue" => {
+                let name = str_at(&value, "/metadata/name")?.to_string();
+                let nominal = value
+                    .pointer("/spec/resourceGroups/0/flavors/0/resources")
+                    .and_then(Value::as_array)
+                    .and_then(|r| r.iter().find(|r| r["name"] == "cpu"))
+                    .and_then(|r| r["nominalQuota"].as_str())
+                    .with_context(|| format!("ClusterQueue {name} has no cpu nominalQuota"))?;
+                let nominal = Amount::parse(nominal)
+                    .map_err(|e| anyhow::anyhow!("ClusterQueue {name}: {e}"))?;
+                plan.nominal.insert(name, nominal.as_f64());
+                plan.config.push(value);
+            }
+            "LocalQueue" => {
+                let namespace = str_at(&value, "/metadata/namespace")?.to_string();
+                let cq = str_at(&value, "/spec/clusterQueue")?.to_string();
+                plan.namespaces.insert(namespace.clone());
+                plan.cluster_queue_of.insert(namespace, cq);
+                plan.config.push(value);
+            }
+            "WorkloadGenerator" => {
+                let generator = str_at(&value, "/metadata/name")?;
+                let class = generator.split('-').next().unwrap_or(generator).to_string();
+                let spec = &value["spec"];
+                let count = spec["count"].as_u64().context("generator count")?;
+                let interval = millis(spec, "/interval")?;
+                let runtime = millis(spec, "/runtime")?;
+                let priority = spec["priority"].as_i64().context("generator priority")?;
+                priorities.insert(priority);
+                let cpu = str_at(spec, "/podSets/0/requests/cpu")?.to_string();
+                let cpu_cores = Amount::parse(&cpu)
+                    .map_err(|e| anyhow::anyhow!("{generator}: cpu {cpu}: {e}"))?
+                    .as_f64();
+                for n in 0..count {
+                    plan.jobs.push(Planned {
+                        name: format!("{generator}-{n}"),
+                        namespace: str_at(spec, "/namespace")?.to_string(),
+                        class: class.clone(),
+                        cpu: cpu.clone(),
+                        cpu_cores,
+                        priority_class: format!("p{priority}"),
+                        runtime,
+                        due: interval * (n as u32 + 1),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for priority in priorities {
+        plan.config.push(json!({
+            "apiVersion": "arbiter.dev/v1alpha1", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": format!("p{priority}")}, "value": priority,
+        }));
+    }
+    plan.jobs.sort_by_key(|j| j.due);
+    Ok(plan)
+}
+
+/// Server-side apply of one object of any kind the API serves.
+async fn apply(client: &Client, value: &Value) -> anyhow::Result<()> {
+    let api_version = str_at(value, "/apiVersion")?;
+    let kind = str_at(value, "/kind")?;
+    let name = str_at(value, "/metadata/name")?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .with_context(|| format!("discovering {api_version} {kind}"))?;
+    let api: Api<DynamicObject> = match value.pointer("/metadata/namespace").and_then(Value::as_str)
+    {
+        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
+            Api::namespaced_with(client.clone(), ns, &resource)
+        }
+        _ => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply("operator-perf").force(),
+        &Patch::Apply(value),
+    )
+    .await
+    .with_context(|| format!("applying {kind} {name}"))?;
+    Ok(())
+}
+
+/// CRDs, Namespaces, the operator's identity (cluster-admin, its own
+/// FlowSchema) and the shape's queue configuration.
+async fn set_up(cluster: &TestCluster, admin: &Client, plan: &Plan) -> anyhow::Result<()> {
+    let crds = crd_documents(&workspace_root().join("deploy/crds.yaml"))?;
+    cluster.install_crds(&crds).await?;
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "arbiter-system"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "arbiter-operator-perf"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER}]}),
+        // Exempt, as the runner's system:masters requests are, so neither
+        // side is queued by priority and fairness; a schema of its own so
+        // `apiserver_flowcontrol_dispatched_requests_total` counts it apart.
+        json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+               "metadata": {"name": OPERATOR_FLOW_SCHEMA},
+               "spec": {"matchingPrecedence": 90, "priorityLevelConfiguration": {"name": "exempt"},
+                        "rules": [{"subjects": [{"kind": "User", "user": {"name": OPERATOR_USER}}],
+                                   "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                      "clusterScope": true, "namespaces": ["*"]}],
+                                   "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
+    ];
+    for ns in &plan.namespaces {
+        objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
+    for object in objects.iter().chain(&plan.config) {
+        apply(admin, object).await?;
+    }
+    Ok(())
+}
+
+fn job_object(planned: &Planned) -> anyhow::Result<Job> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": planned.name, "namespace": planned.namespace,
+                     "labels": {"arbiter.dev/queue-name": "lq",
+                                "arbiter.dev/priority-class": planned.priority_class,
+                                CLASS_LABEL: planned.class}},
+        "spec": {"suspend": true, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": {"cpu": planned.cpu}}}]}}}
+    }))?)
+}
+
+/// What the runner knows of one Job.
+#[derive(Debug, Default)]
+struct Seen {
+    sent_ms: Option<i64>,
+    first_admitted_ms: Option<i64>,
+    /// `admittedAt` of the release in force.
+    current: Option<i64>,
+    /// Releases seen (first and after preemptions).
+    admissions: u32,
+    evictions: u32,
+    /// CPU-milliseconds held (closed intervals).
+    held_cpu_ms: f64,
+    finished_ms: Option<i64>,
+}
+
+#[derive(Default)]
+struct Counters {
+    created: usize,
+    create_failed: usize,
+    admitted: usize,
+    finished: usize,
+    finish_requests: usize,
+    create_requests: usize,
+    finish_errors: usize,
+    /// Most the creation ran behind the shape's pace (ms).
+    max_lag_ms: i64,
+}
+
+struct Run {
+    plan: Plan,
+    seen: Vec<Seen>,
+    index: HashMap<(String, String), usize>,
+    counters: Counters,
+}
+
+type Shared = Arc<Mutex<Run>>;
+
+fn lock(run: &Shared) -> std::sync::MutexGuard<'_, Run> {
+    run.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn admitted_at(job: &Job) -> Option<i64> {
+    let text = job
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ADMISSION_ANNOTATION)?;
+    let record: Value = serde_json::from_str(text).ok()?;
+    record["admittedAt"].as_i64()
+}
+
+fn complete(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
+}
+
+/// One watch event: releases start runtimes, holds and finishes close
+/// the time a Job held quota.
+fn observe(run: &Shared, jobs: &Api<Job>, finishing: &Arc<Semaphore>, job: Job) {
+    let key = (
+        job.metadata.namespace.clone().unwrap_or_default(),
+        job.metadata.name.clone().unwrap_or_default(),
+    );
+    let now = now_ms();
+    let mut guard = lock(run);
+    let run_ref = &mut *guard;
+    let Some(&i) = run_ref.index.get(&key) else {
+        return;
+    };
+    let cpu = run_ref.plan.jobs[i].cpu_cores;
+    let runtime = run_ref.plan.jobs[i].runtime;
+    let seen = &mut run_ref.seen[i];
+    if seen.finished_ms.is_some() {
+        return;
+    }
+    if complete(&job) {
+        if let Some(at) = seen.current.take() {
+            seen.held_cpu_ms += cpu * (now - at).max(0) as f64;
+        }
+        seen.finished_ms = Some(now);
+        run_ref.counters.finished += 1;
+        return;
+    }
+    let released = job.spec.as_ref().and_then(|s| s.suspend) == Some(false);
+    match (released, admitted_at(&job)) {
+        (true, Some(at)) if seen.current != Some(at) => {
+            if let Some(old) = seen.current.replace(at) {
+                seen.held_cpu_ms += cpu * (now - old).max(0) as f64;
+            }
+            seen.admissions += 1;
+            if seen.first_admitted_ms.is_none() {
+                seen.first_admitted_ms = Some(at);
+                run_ref.counters.admitted += 1;
+            }
+            drop(guard);
+            tokio::spawn(finish_after(
+                run.clone(),
+                jobs.clone(),
+                finishing.clone(),
+                i,
+                at,
+                runtime,
+            ));
+        }
+        (false, _) => {
+            if let Some(at) = seen.current.take() {
+                seen.held_cpu_ms += cpu * (now - at).max(0) as f64;
+                seen.evictions += 1;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Marks Job `i` Complete `runtime` after its release `at` was seen,
+/// unless it was held again meanwhile.
+async fn finish_after(
+    run: Shared,
+    jobs: Api<Job>,
+    finishing: Arc<Semaphore>,
+    i: usize,
+    at: i64,
+    runtime: Duration,
+) {
+    tokio::time::sleep(runtime).await;
+    let (namespace, name) = {
+        let r = lock(&run);
+        (
+            r.plan.jobs[i].namespace.clone(),
+            r.plan.jobs[i].name.clone(),
+        )
+    };
+    let api: Api<Job> = Api::namespaced(jobs.into_client(), &namespace);
+    for _ in 0..10 {
+        if lock(&run).seen[i].current != Some(at) {
+            return;
+        }
+        let Ok(_permit) = finishing.acquire().await else {
+            return;
+        };
+        let stamp = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let status = json!({"status": {
+            "startTime": stamp, "completionTime": stamp, "succeeded": 1,
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp},
+                {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp}]}});
+        let result = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await;
+        {
+            let mut r = lock(&run);
+            r.counters.finish_requests += 1;
+            if result.is_ok() {
+                return;
+            }
+            r.counters.finish_errors += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Creates every planned Job at its time, at most `in_flight` at once.
+async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant) {
+    let creating = Arc::new(Semaphore::new(in_flight));
+    let planned: Vec<Planned> = lock(&run).plan.jobs.clone();
+    for (i, job) in planned.into_iter().enumerate() {
+        tokio::time::sleep_until((start + job.due).into()).await;
+        let Ok(permit) = creating.clone().acquire_owned().await else {
+            return;
+        };
+        let lag = start.elapsed().as_millis() as i64 - job.due.as_millis() as i64;
+        let run = run.clone();
+        let api: Api<Job> = Api::namespaced(admin.clone(), &job.namespace);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let object = match job_object(&job) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("{}: {e}", job.name);
+                    lock(&run).counters.create_failed += 1;
+                    return;
+                }
+            };
+            {
+                let mut r = lock(&run);
+                r.seen[i].sent_ms = Some(now_ms());
+                r.counters.max_lag_ms = r.counters.max_lag_ms.max(lag);
+            }
+            for attempt in 0..5 {
+                let result = api.create(&PostParams::default(), &object).await;
+                {
+                    let mut r = lock(&run);
+                    r.counters.create_requests += 1;
+                    match result {
+                        // 409: an earlier attempt did create it.
+                        Ok(_) => {
+                            r.counters.created += 1;
+                            return;
+                        }
+                        Err(kube::Error::Api(s)) if s.code == 409 => {
+                            r.counters.created += 1;
+                            return;
+                        }
+                        Err(e) if attempt == 4 => {
+                            eprintln!("creating {}: {e}", job.name);
+                            r.counters.create_failed += 1;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+    }
+}
+
+#[path = "operator-perf/measure.rs"]
+mod measure;
+use measure::{ApiCounts, Figures, ProcessStat};
+
+fn arbiter_binary(args: &Args) -> PathBuf {
+    args.arbiter.clone().unwrap_or_else(|| {
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"))
+            .join("release/arbiter")
+    })
+}
+
+/// The operator process, killed when dropped.
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut shape = match args.shape.as_str() {
+        "baseline" => Shape::baseline(),
+        "large-scale" => Shape::large_scale(),
+        other => bail!("unknown shape {other:?}; use baseline or large-scale"),
+    };
+    if !(args.scale > 0.0 && args.scale <= 1.0) {
+        bail!("--scale must be in (0, 1]");
+    }
+    for class in &mut shape.classes {
+        class.count = ((class.count as f64 * args.scale).round() as u32).max(1);
+    }
+    let plan = plan(&shape.to_yaml())?;
+    let total = plan.jobs.len();
+    let arbiter = arbiter_binary(&args);
+    if !arbiter.is_file() {
+        bail!(
+            "{} not found; run `cargo build --release --bin arbiter` or pass --arbiter",
+            arbiter.display()
+        );
+    }
+
+    eprintln!("starting the test cluster");
+    let cluster = TestCluster::start().await?;
+    let admin = cluster.admin_client().await?;
+    set_up(&cluster, &admin, &plan).await?;
+    let token = cluster.token(OPERATOR_USER)?.to_string();
+    let kubeconfig = cluster.write_kubeconfig("operator", &token)?;
+    let log_path = args
+        .operator_log
+        .clone()
+        .unwrap_or_else(|| cluster.dir().join("operator.log"));
+    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let operator = Operator(
+        Command::new(&arbiter)
+            .args(["run", "--no-webhooks", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg(format!("--admin-address=127.0.0.1:{admin_port}"))
+            .args(&args.operator_args)
+            .env("ARBITER_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log_path)?)
+            .spawn()
+            .with_context(|| format!("starting {}", arbiter.display()))?,
+    );
+    let operator_pid = operator.0.id();
+    measure::wait_ready(admin_port).await?;
+    eprintln!(
+        "operator ready (pid {operator_pid}, log {}); {total} jobs to run",
+        log_path.display()
+    );
+
+    let index = plan
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| ((j.namespace.clone(), j.name.clone()), i))
+        .collect();
+    let seen = (0..total).map(|_| Seen::default()).collect();
+    let run: Shared = Arc::new(Mutex::new(Run {
+        plan,
+        seen,
+        index,
+        counters: Counters::default(),
+    }));
+
+    let jobs: Api<Job> = Api::all(admin.clone());
+    let finishing = Arc::new(Semaphore::new(args.in_flight));
+    let watching = {
+        let (run, jobs, finishing) = (run.clone(), jobs.clone(), finishing.clone());
+        let stream = watcher(jobs.clone(), watcher::Config::default().labels(CLASS_LABEL))
+            .default_backoff()
+            .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(job) => observe(&run, &jobs, &finishing, job),
+                    Err(e) => eprintln!("watch: {e}"),
+                }
+            }
+        })
+    };
+    let before = ProcessStat::snapshot(operator_pid);
+    let api_before = ApiCounts::read(&admin).await?;
+    let start = Instant::now();
+    let start_ms = now_ms();
+    let creating = tokio::spawn(create_all(
+        run.clone(),
+        admin.clone(),
+        args.in_flight,
+        start,
+    ));
+
+    let mut max_load = 0.0f64;
+    let mut last_report = Instant::now();
+    let timed_out = loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (created, admitted, finished, failed) = {
+            let r = lock(&run);
+            let c = &r.counters;
+            (c.created, c.admitted, c.finished, c.create_failed)
+        };
+        let load = measure::load_average();
+        max_load = max_load.max(load);
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            eprintln!(
+                "{:>6.1} s  created {created:>6}  admitted {admitted:>6}  finished {finished:>6} / {total}  load {load:.2}",
+                start.elapsed().as_secs_f64()
+            );
+            last_report = Instant::now();
+        }
+        if finished + failed >= total {
+            break false;
+        }
+        if start.elapsed() > Duration::from_secs(args.timeout) {
+            break true;
+        }
+    };
+    // The run ends when the last Job was seen finished.
+    let end_ms = lock(&run)
+        .seen
+        .iter()
+        .filter_map(|s| s.finished_ms)
+        .max()
+        .filter(|_| !timed_out)
+        .unwrap_or_else(now_ms);
+    let wall = Duration::from_millis((end_ms - start_ms).max(0) as u64);
+    let after = ProcessStat::snapshot(operator_pid);
+    let api_after = ApiCounts::read(&admin).await?;
+    let operator_metrics = measure::http_get(admin_port, "/metrics").await;
+    creating.abort();
+    watching.abort();
+    drop(operator);
+
+    let figures = Figures::compute(
+        &lock(&run),
+        measure::Window {
+            start_ms,
+            end_ms,
+            wall,
+            timed_out,
+            max_load,
+        },
+        &before,
+        &after,
+        &api_before,
+        &api_after,
+        &operator_metrics,
+    );
+    figures.print(&args.shape, args.scale);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&figures.json())?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    drop(cluster);
+    Ok(())
+}

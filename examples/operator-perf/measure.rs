@@ -1,0 +1,403 @@
+//! What `operator-perf` measures besides the Jobs: CPU and peak memory of
+//! each process from /proc, the machine's CPU and load, the API server's
+//! request counters, and the figures computed from all of it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::Client;
+use serde_json::{json, Value};
+
+use super::{Run, OPERATOR_FLOW_SCHEMA, USER_HZ};
+
+/// utime + stime of a process, in seconds, and its `VmHWM` in MiB.
+fn process(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    Some((ticks / USER_HZ, hwm / 1024.0))
+}
+
+/// Children of this process named `comm` (the test cluster's etcd and kube-apiserver).
+fn child_named(comm: &str) -> Option<u32> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        let name = head.split_once('(')?.1;
+        let parent = rest.split_whitespace().nth(1)?;
+        (name == comm && parent == me).then_some(pid)
+    })
+}
+
+/// Busy CPU seconds of the whole machine (all cores), from /proc/stat.
+fn machine_busy() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: f64 =
+        v.iter().take(8).sum::<f64>() - v.get(3).unwrap_or(&0.0) - v.get(4).unwrap_or(&0.0);
+    busy / USER_HZ
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// CPU seconds and peak RSS (MiB) per process, and the machine's busy time.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessStat {
+    pub by_process: BTreeMap<&'static str, (f64, f64)>,
+    pub machine_busy: f64,
+}
+
+impl ProcessStat {
+    pub fn snapshot(operator: u32) -> ProcessStat {
+        let mut by_process = BTreeMap::new();
+        let pids = [
+            ("operator", Some(operator)),
+            ("kube-apiserver", child_named("kube-apiserver")),
+            ("etcd", child_named("etcd")),
+            ("runner", Some(std::process::id())),
+        ];
+        for (name, pid) in pids {
+            if let Some(figures) = pid.and_then(process) {
+                by_process.insert(name, figures);
+            }
+        }
+        ProcessStat {
+            by_process,
+            machine_busy: machine_busy(),
+        }
+    }
+
+    fn cpu(&self, name: &str) -> f64 {
+        self.by_process.get(name).map_or(0.0, |p| p.0)
+    }
+
+    fn hwm(&self, name: &str) -> f64 {
+        self.by_process.get(name).map_or(0.0, |p| p.1)
+    }
+}
+
+/// A plain HTTP/1.0 GET on loopback: the body ("" when nothing answers).
+pub async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text).await;
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) if head.contains(" 200 ") => body.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Waits until the operator's `/readyz` answers 200 (bounds a hang).
+pub async fn wait_ready(port: u16) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    while http_get(port, "/readyz").await.is_empty() {
+        if started.elapsed() > Duration::from_secs(120) {
+            anyhow::bail!("the operator was not ready within 120 s; see its log");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Samples of one Prometheus family: (labels, value).
+fn samples<'a>(text: &'a str, family: &str) -> Vec<(BTreeMap<&'a str, &'a str>, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(family) else {
+            continue;
+        };
+        let (labels, value) = match rest.strip_prefix('{') {
+            Some(r) => match r.rsplit_once("} ") {
+                Some((l, v)) => (l, v),
+                None => continue,
+            },
+            None if rest.starts_with(' ') => ("", rest),
+            None => continue,
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let labels = labels
+            .split("\",")
+            .filter_map(|pair| {
+                let (k, v) = pair.split_once("=\"")?;
+                Some((k.trim(), v.trim_end_matches('"')))
+            })
+            .collect();
+        out.push((labels, value));
+    }
+    out
+}
+
+/// The API server's request counters at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct ApiCounts {
+    /// `apiserver_request_total` by "VERB resource[/subresource]".
+    pub by_request: BTreeMap<String, f64>,
+    /// `apiserver_flowcontrol_dispatched_requests_total` of the operator's FlowSchema.
+    pub operator: f64,
+}
+
+impl ApiCounts {
+    pub async fn read(admin: &Client) -> anyhow::Result<ApiCounts> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = admin.request_text(request).await?;
+        let mut by_request = BTreeMap::new();
+        for (labels, value) in samples(&text, "apiserver_request_total") {
+            let resource = match labels.get("subresource") {
+                Some(sub) if !sub.is_empty() => {
+                    format!("{}/{sub}", labels.get("resource").unwrap_or(&""))
+                }
+                _ => labels.get("resource").unwrap_or(&"").to_string(),
+            };
+            let key = format!("{} {resource}", labels.get("verb").unwrap_or(&""));
+            *by_request.entry(key).or_default() += value;
+        }
+        let operator = samples(&text, "apiserver_flowcontrol_dispatched_requests_total")
+            .iter()
+            .filter(|(l, _)| l.get("flow_schema") == Some(&OPERATOR_FLOW_SCHEMA))
+            .map(|(_, v)| v)
+            .sum();
+        Ok(ApiCounts {
+            by_request,
+            operator,
+        })
+    }
+
+    fn total(&self) -> f64 {
+        self.by_request.values().sum()
+    }
+}
+
+/// The run's time frame and the machine's state during it.
+pub struct Window {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub wall: Duration,
+    pub timed_out: bool,
+    pub max_load: f64,
+}
+
+/// Everything the run reports.
+pub struct Figures {
+    out: Value,
+}
+
+fn metric_sum(text: &str, family: &str) -> f64 {
+    samples(text, family).iter().map(|(_, v)| v).sum()
+}
+
+impl Figures {
+    #[allow(clippy::too_many_arguments)]
+    pub fn compute(
+        run: &Run,
+        window: Window,
+        before: &ProcessStat,
+        after: &ProcessStat,
+        api_before: &ApiCounts,
+        api_after: &ApiCounts,
+        operator_metrics: &str,
+    ) -> Figures {
+        let c = &run.counters;
+        let span_ms = (window.end_ms - window.start_ms).max(1) as f64;
+        let mut held: BTreeMap<&str, f64> = BTreeMap::new();
+        let mut waits: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+        let (mut admissions, mut evictions) = (0u64, 0u64);
+        for (planned, seen) in run.plan.jobs.iter().zip(&run.seen) {
+            let cq = run
+                .plan
+                .cluster_queue_of
+                .get(&planned.namespace)
+                .map_or("", String::as_str);
+            *held.entry(cq).or_default() += seen.held_cpu_ms;
+            admissions += seen.admissions as u64;
+            evictions += seen.evictions as u64;
+            if let (Some(sent), Some(admitted)) = (seen.sent_ms, seen.first_admitted_ms) {
+                let w = waits.entry(planned.class.as_str()).or_default();
+                w.0 += (admitted - sent).max(0) as f64 / 1000.0;
+                w.1 += 1;
+            }
+        }
+        let usage: BTreeMap<&str, f64> = run
+            .plan
+            .nominal
+            .iter()
+            .map(|(cq, nominal)| {
+                let cpu_ms = held.get(cq.as_str()).copied().unwrap_or(0.0);
+                (cq.as_str(), cpu_ms / (span_ms * nominal))
+            })
+            .collect();
+        let min_usage = usage.values().copied().fold(f64::INFINITY, f64::min);
+        let cpu = |name: &str| after.cpu(name) - before.cpu(name);
+        let ours: f64 = ["operator", "kube-apiserver", "etcd", "runner"]
+            .iter()
+            .map(|n| cpu(n))
+            .sum();
+        let machine = after.machine_busy - before.machine_busy;
+        let total_requests = api_after.total() - api_before.total();
+        let operator_requests = api_after.operator - api_before.operator;
+        let runner_requests = (c.create_requests + c.finish_requests) as f64;
+        let operator_admissions = metric_sum(operator_metrics, "arbiter_admitted_workloads_total");
+        let mut by_request: Vec<(String, f64)> = api_after
+            .by_request
+            .iter()
+            .map(|(k, v)| (k.clone(), v - api_before.by_request.get(k).unwrap_or(&0.0)))
+            .filter(|(_, d)| *d > 0.0)
+            .collect();
+        by_request.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let wall = window.wall.as_secs_f64();
+        let out = json!({
+            "jobs": run.plan.jobs.len(),
+            "created": c.created,
+            "createFailed": c.create_failed,
+            "admitted": c.admitted,
+            "finished": c.finished,
+            "timedOut": window.timed_out,
+            "wallSeconds": wall,
+            "admissions": admissions,
+            "operatorAdmissions": operator_admissions,
+            "evictions": evictions,
+            "operatorEvictions": metric_sum(operator_metrics, "arbiter_evicted_workloads_total"),
+            "admissionsPerSecond": admissions as f64 / wall,
+            "maxCreationLagMs": c.max_lag_ms,
+            "minClusterQueueUsage": min_usage,
+            "meanClusterQueueUsage": usage.values().sum::<f64>() / usage.len().max(1) as f64,
+            "meanTimeToAdmissionSeconds": waits.iter().map(|(k, (s, n))| (k.to_string(), json!(s / *n as f64))).collect::<serde_json::Map<_, _>>(),
+            "cpuSeconds": {
+                "operator": cpu("operator"), "kubeApiserver": cpu("kube-apiserver"),
+                "etcd": cpu("etcd"), "runner": cpu("runner"),
+                "machine": machine, "others": (machine - ours).max(0.0),
+            },
+            "peakRssMiB": {
+                "operator": after.hwm("operator"), "kubeApiserver": after.hwm("kube-apiserver"),
+                "etcd": after.hwm("etcd"), "runner": after.hwm("runner"),
+            },
+            "maxLoadAverage": window.max_load,
+            "apiRequests": {
+                "total": total_requests,
+                "operator": operator_requests,
+                "runner": runner_requests,
+                "rest": total_requests - operator_requests - runner_requests,
+                "operatorPerAdmission": operator_requests / operator_admissions.max(1.0),
+                "finishErrors": c.finish_errors,
+                "byRequest": by_request.iter().take(16).map(|(k, v)| json!({"request": k, "count": v})).collect::<Vec<_>>(),
+            },
+        });
+        Figures { out }
+    }
+
+    pub fn json(&self) -> &Value {
+        &self.out
+    }
+
+    pub fn print(&self, shape: &str, scale: f64) {
+        let o = &self.out;
+        let f = |p: &str| o.pointer(p).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        println!("shape                        {shape} (scale {scale})");
+        println!(
+            "jobs                         {} created, {} admitted, {} finished{}",
+            o["created"],
+            o["admitted"],
+            o["finished"],
+            if o["timedOut"] == true {
+                " (TIMED OUT)"
+            } else {
+                ""
+            }
+        );
+        println!("wall time                    {:.1} s", f("/wallSeconds"));
+        println!(
+            "admissions                   {} ({} by the operator's metrics), {:.1} /s",
+            o["admissions"],
+            o["operatorAdmissions"],
+            f("/admissionsPerSecond")
+        );
+        println!(
+            "evictions                    {} ({} by the operator's metrics)",
+            o["evictions"], o["operatorEvictions"]
+        );
+        println!(
+            "creation lag behind pace     {} ms at most",
+            o["maxCreationLagMs"]
+        );
+        println!(
+            "min ClusterQueue usage       {:.1}% of nominal (mean {:.1}%)",
+            f("/minClusterQueueUsage") * 100.0,
+            f("/meanClusterQueueUsage") * 100.0
+        );
+        for class in ["large", "medium", "small"] {
+            let wait = f(&format!("/meanTimeToAdmissionSeconds/{class}"));
+            println!("mean time to admission       {class:<7} {wait:.2} s");
+        }
+        for (label, key) in [
+            ("operator", "operator"),
+            ("kube-apiserver", "kubeApiserver"),
+            ("etcd", "etcd"),
+            ("runner", "runner"),
+        ] {
+            println!(
+                "CPU s / peak RSS             {label:<15} {:>7.1} s  {:>6.0} MiB",
+                f(&format!("/cpuSeconds/{key}")),
+                f(&format!("/peakRssMiB/{key}"))
+            );
+        }
+        println!(
+            "machine CPU s                {:.1} (others: {:.1}); max load average {:.2}",
+            f("/cpuSeconds/machine"),
+            f("/cpuSeconds/others"),
+            f("/maxLoadAverage")
+        );
+        println!(
+            "API requests                 {:.0} in all: operator {:.0} ({:.2} per admission), runner {:.0}, rest {:.0}",
+            f("/apiRequests/total"),
+            f("/apiRequests/operator"),
+            f("/apiRequests/operatorPerAdmission"),
+            f("/apiRequests/runner"),
+            f("/apiRequests/rest")
+        );
+        if let Some(rows) = o
+            .pointer("/apiRequests/byRequest")
+            .and_then(Value::as_array)
+        {
+            for row in rows {
+                println!(
+                    "  {:<40} {}",
+                    row["request"].as_str().unwrap_or(""),
+                    row["count"]
+                );
+            }
+        }
+    }
+}
