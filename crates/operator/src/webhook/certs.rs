@@ -251,6 +251,28 @@ where
         .map(|_| ())
 }
 
+/// A configuration's webhooks as (name, caBundle).
+type WebhooksOf<K> = for<'a> fn(&'a K) -> Vec<(&'a str, Option<&'a ByteString>)>;
+
+/// The patches that bring each version of the configuration `api` watches
+/// (by `selector`) to `ca`; `webhooks` lists a configuration's webhooks
+/// as (name, caBundle).
+fn ca_patches<K>(
+    api: Api<K>,
+    selector: &str,
+    ca: Vec<u8>,
+    webhooks: WebhooksOf<K>,
+) -> impl futures::Stream<Item = Result<Vec<serde_json::Value>, watcher::Error>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    watcher(api, watcher::Config::default().fields(selector))
+        .default_backoff()
+        .applied_objects()
+        .map(move |o| o.map(|c| ca_patch(webhooks(&c).into_iter(), &ca)))
+}
+
 /// Keeps `ca` in the `caBundle` of the Mutating- and
 /// ValidatingWebhookConfiguration named `configuration`, now and whenever
 /// either is created or changed (a re-apply of `deploy/` that drops it).
@@ -265,40 +287,20 @@ pub fn keep_ca_bundles(
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
         let selector = format!("metadata.name={configuration}");
         let ca = ca.into_bytes();
-        let m = watcher(
-            mutating.clone(),
-            watcher::Config::default().fields(&selector),
-        )
-        .default_backoff()
-        .applied_objects()
-        .map(|o| {
-            o.map(|c| {
-                ca_patch(
-                    c.webhooks
-                        .iter()
-                        .flatten()
-                        .map(|w| (w.name.as_str(), w.client_config.ca_bundle.as_ref())),
-                    &ca,
-                )
-            })
+        let m = ca_patches(mutating.clone(), &selector, ca.clone(), |c| {
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| (w.name.as_str(), w.client_config.ca_bundle.as_ref()))
+                .collect()
         })
         .map(|ops| (true, ops));
-        let v = watcher(
-            validating.clone(),
-            watcher::Config::default().fields(&selector),
-        )
-        .default_backoff()
-        .applied_objects()
-        .map(|o| {
-            o.map(|c| {
-                ca_patch(
-                    c.webhooks
-                        .iter()
-                        .flatten()
-                        .map(|w| (w.name.as_str(), w.client_config.ca_bundle.as_ref())),
-                    &ca,
-                )
-            })
+        let v = ca_patches(validating.clone(), &selector, ca, |c| {
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| (w.name.as_str(), w.client_config.ca_bundle.as_ref()))
+                .collect()
         })
         .map(|ops| (false, ops));
         let mut both = std::pin::pin!(futures::stream::select(m, v));
