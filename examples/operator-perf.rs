@@ -565,7 +565,10 @@ async fn main() -> anyhow::Result<()> {
             .arg(&kubeconfig)
             .arg(format!("--admin-address=127.0.0.1:{admin_port}"))
             .args(&args.operator_args)
-            .env("ARBITER_LOG", "info")
+            .env(
+                "ARBITER_LOG",
+                std::env::var("ARBITER_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_path)?)
             .spawn()

@@ -61,6 +61,7 @@ pub struct OperatorMetrics {
     nominal: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     share: Family<QueueLabels, Gauge<f64, AtomicU64>>,
     leader: Gauge,
+    publish_backlog: Gauge,
 }
 
 /// Admission wait buckets: 1 s to about 4.5 h, doubling.
@@ -81,6 +82,7 @@ impl OperatorMetrics {
             usage: Family::default(),
             nominal: Family::default(),
             leader: Gauge::default(),
+            publish_backlog: Gauge::default(),
             share: Family::default(),
         };
         registry.register(
@@ -134,7 +136,17 @@ impl OperatorMetrics {
             "1 while this replica holds the leader lease (or runs without leader election), else 0",
             m.leader.clone(),
         );
+        registry.register(
+            "arbiter_publish_backlog",
+            "Objects (Workloads, queue statuses) and Events decided but not yet written to the API",
+            m.publish_backlog.clone(),
+        );
         m
+    }
+
+    /// The gauge the publisher keeps its backlog in.
+    pub fn publish_backlog(&self) -> Gauge {
+        self.publish_backlog.clone()
     }
 
     /// Records whether this replica leads.

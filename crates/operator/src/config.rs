@@ -50,6 +50,12 @@ pub fn api_objects(objects: impl IntoIterator<Item = Arc<DynamicObject>>) -> Vec
         .into_iter()
         .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
         .map(|mut v| {
+            // What Arbiter writes (the status) and the server keeps
+            // (versions, times) is no part of the configuration: a status
+            // write must not read as a changed configuration.
+            if let Value::Object(object) = &mut v {
+                object.remove("status");
+            }
             if let Some(Value::Object(meta)) = v.get_mut("metadata") {
                 for k in [
                     "managedFields",

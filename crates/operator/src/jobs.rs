@@ -1,7 +1,8 @@
 //! Reading and writing job objects: whether a job ran to its end, its uid
-//! and template paths, and the one way a job is written —
-//! read-modify-replace with the object's `resourceVersion`, retried on a
-//! conflict — so a write lost or repeated changes nothing twice.
+//! and template paths, and the one way a job is written — modify-replace
+//! with the object's `resourceVersion` (starting from the copy the
+//! reflector holds), read fresh and retried on a conflict — so a write
+//! lost or repeated changes nothing twice.
 
 use arbiter_core::jobs::{Integration, JobInfo};
 use arbiter_core::model::Millis;
@@ -63,32 +64,62 @@ pub fn template_paths(info: &JobInfo) -> Vec<Option<String>> {
         .collect()
 }
 
+/// What a write ended with.
+#[derive(Debug, Default)]
+pub struct Wrote {
+    /// The object as it now is, when known (a replace's answer, or the
+    /// fresh read that needed no change): the next write of the same job
+    /// starts from it.
+    pub object: Option<DynamicObject>,
+    /// The `resourceVersion` the write replaced (`None`: nothing written).
+    pub replaced: Option<String>,
+}
+
 /// Read-modify-replace of job `name` with its `resourceVersion`, retried on
-/// a conflict. A job gone (404) is not an error: its withdrawal follows. A
+/// a conflict. The first attempt starts from `known` instead of reading:
+/// the reflector's copy (`fresh` false), or the API's answer to the write
+/// before (`fresh` true). A conflict, or a reflector's copy that already
+/// looks as wanted (it may be stale), reads the object fresh. A job gone (404) is not an error: its withdrawal follows. A
 /// change that changes nothing writes nothing.
 pub async fn write(
     api: &Api<DynamicObject>,
     name: &str,
     integration: &Integration,
+    known: Option<(DynamicObject, bool)>,
     change: impl Fn(&mut Value, &Integration) -> Result<(), InjectError>,
-) -> Result<(), String> {
+) -> Result<Wrote, String> {
+    let mut known = known;
     for _ in 0..WRITE_ATTEMPTS {
-        let current = match api.get_opt(name).await {
-            Ok(Some(o)) => o,
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(e.to_string()),
+        let (current, fresh) = match known.take() {
+            Some(start) => start,
+            None => match api.get_opt(name).await {
+                Ok(Some(o)) => (o, true),
+                Ok(None) => return Ok(Wrote::default()),
+                Err(e) => return Err(e.to_string()),
+            },
         };
         let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
         let before = value.clone();
         change(&mut value, integration).map_err(|e| e.to_string())?;
         if value == before {
-            return Ok(());
+            if fresh {
+                return Ok(Wrote {
+                    object: Some(current),
+                    replaced: None,
+                });
+            }
+            continue;
         }
         let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
         match api.replace(name, &PostParams::default(), &object).await {
-            Ok(_) => return Ok(()),
+            Ok(now) => {
+                return Ok(Wrote {
+                    object: Some(now),
+                    replaced: current.metadata.resource_version,
+                })
+            }
             Err(kube::Error::Api(status)) if status.is_conflict() => continue,
-            Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(()),
+            Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(Wrote::default()),
             Err(e) => return Err(e.to_string()),
         }
     }

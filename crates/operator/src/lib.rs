@@ -15,8 +15,9 @@
 //! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
 //! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
-//! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: read-modify-replace with its `resourceVersion` |
-//! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason, Events on the job |
+//! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: modify-replace with its `resourceVersion`, from the reflector's copy |
+//! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason; the Event recorder |
+//! | `publish` | the writes that tell what was decided (Workloads, queue status, Events), on a task of their own, latest wish per object, concurrent, retried |
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
 //! | `webhook` | the admission webhooks over TLS: the mutating hold of new queued jobs, the validating check of queue configuration objects, the serving certificate (mounted or generated, CA patched into the configurations) |
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
@@ -31,6 +32,7 @@ pub mod inject;
 pub mod integrations;
 pub mod jobs;
 pub mod leader;
+pub mod publish;
 pub mod queue_status;
 pub mod watch;
 pub mod webhook;

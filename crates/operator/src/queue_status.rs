@@ -1,22 +1,21 @@
 //! ClusterQueue and LocalQueue status as `kubectl get cq,lq` shows it:
 //! pending and admitted workloads, quota in use per flavor and resource
 //! (and the part borrowed), a one-line usage summary, the weighted fair
-//! share. Computed from the scheduler after each step and written with
-//! server-side apply on the status subresource, only when it changed.
+//! share. Computed from the scheduler after each step and written by
+//! `publish` with server-side apply on the status subresource, only when
+//! it changed.
 
 use std::collections::BTreeMap;
 
 use arbiter_core::model::api::{
-    self, ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus, ResourceUsage,
+    ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus, ResourceUsage,
 };
 use arbiter_core::model::cluster::{ClusterQueueId, FlavorResource};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::{Scheduler, Status};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::Api;
-use kube::Client;
 
-use crate::workloads::apply_status;
+use crate::publish::Publisher;
 
 /// Every ClusterQueue's status, by name.
 pub fn cluster_queues(scheduler: &Scheduler) -> BTreeMap<String, ClusterQueueStatus> {
@@ -144,7 +143,8 @@ pub fn local_queues(scheduler: &Scheduler) -> BTreeMap<(String, String), LocalQu
         .collect()
 }
 
-/// Writes queue statuses that changed since the last write.
+/// Hands the queue statuses that changed since the last step to the
+/// publisher (which writes them off the driver's task).
 #[derive(Default)]
 pub struct QueueStatusWriter {
     cluster_queues: BTreeMap<String, ClusterQueueStatus>,
@@ -152,37 +152,17 @@ pub struct QueueStatusWriter {
 }
 
 impl QueueStatusWriter {
-    pub async fn write(&mut self, client: &Client, scheduler: &Scheduler) {
+    pub fn write(&mut self, publisher: &Publisher, scheduler: &Scheduler) {
         for (name, status) in cluster_queues(scheduler) {
-            if self.cluster_queues.get(&name) == Some(&status) {
-                continue;
-            }
-            let api: Api<api::ClusterQueue> = Api::all(client.clone());
-            match apply_status(&api, &name, &status).await {
-                Ok(_) => {
-                    self.cluster_queues.insert(name, status);
-                }
-                // A Kueue ClusterQueue has no arbiter.dev object to write to.
-                Err(kube::Error::Api(s)) if s.is_not_found() => {}
-                Err(e) => {
-                    tracing::warn!(cluster_queue = %name, error = %e, "could not write the ClusterQueue's status")
-                }
+            if self.cluster_queues.get(&name) != Some(&status) {
+                publisher.cluster_queue(&name, status.clone());
+                self.cluster_queues.insert(name, status);
             }
         }
-        for ((namespace, name), status) in local_queues(scheduler) {
-            let key = (namespace.clone(), name.clone());
-            if self.local_queues.get(&key) == Some(&status) {
-                continue;
-            }
-            let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), &namespace);
-            match apply_status(&api, &name, &status).await {
-                Ok(_) => {
-                    self.local_queues.insert(key, status);
-                }
-                Err(kube::Error::Api(s)) if s.is_not_found() => {}
-                Err(e) => {
-                    tracing::warn!(local_queue = %format!("{namespace}/{name}"), error = %e, "could not write the LocalQueue's status")
-                }
+        for (key, status) in local_queues(scheduler) {
+            if self.local_queues.get(&key) != Some(&status) {
+                publisher.local_queue(&key.0, &key.1, status.clone());
+                self.local_queues.insert(key, status);
             }
         }
     }

@@ -7,23 +7,22 @@
 //! on the job tell the same story to `kubectl describe`.
 //!
 //! What the status says is computed from the scheduler's entry
-//! ([`desired`]); it is written only when it changed, and a condition's
-//! `lastTransitionTime` moves only when its status flips. The operator's
-//! one Event recorder ([`recorder`], [`record_event`]) is here too; the
-//! bundle watcher records its Events on ConfigMaps through it.
+//! ([`desired`]); `publish` writes it, only when it changed, and a
+//! condition's `lastTransitionTime` moves only when its status flips
+//! ([`conditions`]). The operator's one Event recorder ([`recorder`],
+//! [`record_event`]) is here too; the bundle watcher records its Events on
+//! ConfigMaps through it.
 
 use std::collections::BTreeMap;
 
-use arbiter_core::model::api::{
-    self, Admission, PodSet, PodSetAssignment, WorkloadSpec, WorkloadStatus,
-};
+use arbiter_core::model::api::{self, Admission, PodSet, PodSetAssignment, WorkloadSpec};
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Entry, Scheduler, Status, WorkloadId};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::Client;
 use sha2::{Digest, Sha256};
@@ -119,6 +118,10 @@ pub struct Wanted {
     pub message: String,
 }
 
+/// What a Workload's status should say, times aside: the conditions, the
+/// admission, the eviction count.
+pub type Desired = (Vec<Wanted>, Option<Admission>, u32);
+
 /// What the Workload's status should say now, from the scheduler's entry:
 /// the conditions, the admission, the eviction count.
 /// `eviction` is the (code, sentence) of the last eviction the driver saw.
@@ -127,7 +130,7 @@ pub fn desired(
     id: WorkloadId,
     finished: Option<&str>,
     eviction: Option<&(String, String)>,
-) -> (Vec<Wanted>, Option<Admission>, u32) {
+) -> Desired {
     let cluster = scheduler.cluster();
     let entry = scheduler.entry(id);
     let reason = scheduler.reason(id);
@@ -281,11 +284,22 @@ fn truncate(text: &str, max: usize) -> String {
     format!("{}...", &text[..cut])
 }
 
-/// Creates or updates the Workload's spec (server-side apply).
+/// Creates the Workload, or updates its spec when it exists already (after
+/// a restart): a plain create first — the API server's cheapest write, and
+/// almost always the case — then server-side apply.
 pub async fn apply(client: &Client, workload: &api::Workload) -> Result<(), kube::Error> {
     let namespace = workload.metadata.namespace.clone().unwrap_or_default();
     let name = workload.metadata.name.clone().unwrap_or_default();
     let api: Api<api::Workload> = Api::namespaced(client.clone(), &namespace);
+    let create = PostParams {
+        field_manager: Some(MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    match api.create(&create, workload).await {
+        Ok(_) => return Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e),
+    }
     let mut body = serde_json::to_value(workload).map_err(kube::Error::SerdeError)?;
     body["apiVersion"] = "arbiter.dev/v1alpha1".into();
     body["kind"] = "Workload".into();
@@ -332,22 +346,6 @@ pub async fn delete(client: &Client, namespace: &str, name: &str) -> Result<(), 
     }
 }
 
-/// What was last written for one Workload.
-#[derive(Default)]
-struct Written {
-    spec: bool,
-    /// The status as last computed (times aside), to write only changes.
-    last: Option<(Vec<Wanted>, Option<Admission>, u32)>,
-    conditions: BTreeMap<String, Condition>,
-}
-
-/// Keeps the Workload objects and Events in step with the scheduler.
-pub struct Publisher {
-    client: Client,
-    recorder: Recorder,
-    written: BTreeMap<(String, String), Written>,
-}
-
 /// The recorder of every Event the operator writes: reporting controller
 /// `arbiter`, instance `$POD_NAME`.
 pub fn recorder(client: Client) -> Recorder {
@@ -389,97 +387,6 @@ pub async fn record_event(
             error = %e,
             "could not record an Event"
         );
-    }
-}
-
-impl Publisher {
-    pub fn new(client: Client) -> Publisher {
-        Publisher {
-            recorder: recorder(client.clone()),
-            client,
-            written: BTreeMap::new(),
-        }
-    }
-
-    /// Brings workload `id`'s object up to date: created if new, its status
-    /// written if what it should say changed. Errors are logged and retried
-    /// on the next sync (nothing is marked written that was not).
-    pub async fn sync(
-        &mut self,
-        scheduler: &Scheduler,
-        id: WorkloadId,
-        owner: &Owner,
-        finished: Option<&str>,
-        eviction: Option<&(String, String)>,
-    ) {
-        let name = workload_name(&owner.kind, &owner.name);
-        let key = (owner.namespace.clone(), name.clone());
-        let written = self.written.entry(key).or_default();
-        if !written.spec {
-            let object = object(owner, scheduler.entry(id), scheduler);
-            match apply(&self.client, &object).await {
-                Ok(()) => written.spec = true,
-                Err(e) => {
-                    tracing::error!(workload = %format!("{}/{name}", owner.namespace), error = %e, "could not create the Workload");
-                    return;
-                }
-            }
-        }
-        let now = desired(scheduler, id, finished, eviction);
-        if written.last.as_ref() == Some(&now) {
-            return;
-        }
-        let (wanted, admission, evictions) = &now;
-        let conditions = conditions(wanted, &written.conditions, Timestamp::now());
-        let status = WorkloadStatus {
-            admission: admission.clone(),
-            conditions: conditions.clone(),
-            evictions: (*evictions > 0).then_some(*evictions),
-        };
-        let api: Api<api::Workload> = Api::namespaced(self.client.clone(), &owner.namespace);
-        match apply_status(&api, &name, &status).await {
-            Ok(()) => {
-                written.conditions = conditions
-                    .into_iter()
-                    .map(|c| (c.type_.clone(), c))
-                    .collect();
-                written.last = Some(now);
-            }
-            Err(e) => {
-                tracing::error!(workload = %format!("{}/{name}", owner.namespace), error = %e, "could not write the Workload's status")
-            }
-        }
-    }
-
-    /// Deletes the Workload of a job that is gone.
-    pub async fn forget(&mut self, owner: &Owner) {
-        let name = workload_name(&owner.kind, &owner.name);
-        self.written
-            .remove(&(owner.namespace.clone(), name.clone()));
-        if let Err(e) = delete(&self.client, &owner.namespace, &name).await {
-            tracing::error!(workload = %format!("{}/{name}", owner.namespace), error = %e, "could not delete the Workload");
-        }
-    }
-
-    /// A Kubernetes Event on the job.
-    pub async fn event(&self, owner: &Owner, warning: bool, reason: &str, note: String) {
-        let reference = ObjectReference {
-            api_version: Some(owner.api_version.clone()),
-            kind: Some(owner.kind.clone()),
-            name: Some(owner.name.clone()),
-            namespace: Some(owner.namespace.clone()),
-            uid: Some(owner.uid.clone()),
-            ..ObjectReference::default()
-        };
-        record_event(
-            &self.recorder,
-            &reference,
-            warning,
-            reason,
-            "Schedule",
-            &note,
-        )
-        .await;
     }
 }
 

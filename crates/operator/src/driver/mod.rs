@@ -1,28 +1,31 @@
 //! The operator's driver loop: the second driver of the core, beside the
-//! simulator. Each tick it reads the stores the reflectors keep, rebuilds
-//! the configuration when the queue objects, Namespaces or Nodes changed
-//! (the core's `reconfigure`), turns what happened to jobs into `Input`s,
-//! calls `Scheduler::step` with the wall clock, and carries out the
-//! decisions by writing the jobs (`inject`). It makes no decision itself.
+//! simulator. Each tick it reads the stores the reflectors keep (a job
+//! only when it changed: `index`), rebuilds the configuration when the
+//! queue objects, Namespaces or Nodes changed (the core's `reconfigure`),
+//! turns what happened to jobs into `Input`s, calls `Scheduler::step` with
+//! the wall clock, carries out the decisions by writing the jobs
+//! (`inject`, `carry`) and hands what the Workloads and queues should say
+//! to `publish`, which writes it off this task. It makes no decision
+//! itself.
 //!
 //! Restart: on its first configuration the driver reads back every
 //! released job that carries an `arbiter.dev/admission` record and hands
 //! them to `Scheduler::restore` (no policy asked, nothing admitted twice);
 //! a job whose record no longer fits the configuration is held again and
-//! queued as new. Every write is a read-modify-replace carrying the
-//! object's `resourceVersion`, retried on conflict, so a write lost or
-//! repeated changes nothing twice.
+//! queued as new. Every job write is a modify-replace carrying the
+//! object's `resourceVersion`, read fresh and retried on conflict, so a
+//! write lost or repeated changes nothing twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arbiter_core::jobs::{Integration, Integrations};
+use arbiter_core::jobs::Integrations;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::Restored;
-use arbiter_core::scheduler::{Input, Reason, Scheduler, WorkloadId};
+use arbiter_core::scheduler::{Input, Reason, Scheduler, Status, WorkloadId};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
 use kube::api::DynamicObject;
 use kube::Client;
@@ -31,13 +34,18 @@ use tokio::sync::Notify;
 
 use crate::admin::{AdminState, OperatorMetrics};
 use crate::config;
-use crate::inject::{self, InjectError};
-use crate::jobs::{self, job_finished, queue_label, template_paths, uid};
+use crate::inject;
+use crate::jobs::template_paths;
 use crate::queue_status::QueueStatusWriter;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
 mod carry;
-use crate::workloads::{Owner, Publisher};
+mod index;
+use carry::{JobWrite, Plan};
+use index::JobIndex;
+
+use crate::publish::Publisher;
+use crate::workloads::{desired, Owner};
 
 /// How the driver runs.
 #[derive(Clone, Debug)]
@@ -62,7 +70,7 @@ impl Default for DriverOptions {
 }
 
 /// A job, as the driver names it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct JobKey {
     /// Index into `Driver::jobs`.
     watch: usize,
@@ -87,6 +95,76 @@ struct Tracked {
     denied: Option<String>,
     /// The last eviction: its code and sentence.
     eviction: Option<(String, String)>,
+    /// What its Workload's status was last computed from.
+    published: Option<Signature>,
+}
+
+impl Tracked {
+    fn new(id: WorkloadId, owner: Owner, template_paths: Vec<Option<String>>) -> Tracked {
+        Tracked {
+            id,
+            owner,
+            template_paths,
+            finish_sent: false,
+            denied: None,
+            eviction: None,
+            published: None,
+        }
+    }
+}
+
+/// Whether a job read is one the scheduler should hold: readable, naming a
+/// queue, not being deleted (a finalizer may keep the object a while: gone
+/// for the scheduler, its quota free at once).
+fn queued(seen: &index::Seen) -> bool {
+    seen.info.as_ref().is_ok_and(|i| i.queue_name.is_some()) && !seen.deleting
+}
+
+/// How often every tracked job is checked for being gone (between, only
+/// the jobs that changed are).
+const SWEEP: Duration = Duration::from_secs(5);
+
+/// How often every Workload's status is looked at (see `Driver::publish`).
+const FULL_PUBLISH: Duration = Duration::from_millis(500);
+
+/// Hands workload `tracked`'s status to the publisher if what it depends
+/// on changed, with a denial Event the first time a denial reads so.
+fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Tracked) {
+    let entry = scheduler.entry(tracked.id);
+    let reason = scheduler.reason(tracked.id);
+    let signature = Signature {
+        status: entry.status,
+        epoch: entry.epoch,
+        evictions: entry.evictions,
+        reason,
+        finished: tracked.finish_sent,
+        eviction: tracked.eviction.clone(),
+    };
+    if tracked.published.as_ref() == Some(&signature) {
+        return;
+    }
+    let finished = tracked.finish_sent.then_some("The job finished");
+    let status = desired(scheduler, tracked.id, finished, tracked.eviction.as_ref());
+    publisher.workload(&tracked.owner, None, Some(status));
+    if let Reason::Denied { policy, message } = &signature.reason {
+        let note = format!("admission policy {policy}: {message}");
+        if tracked.denied.as_ref() != Some(&note) {
+            publisher.event(&tracked.owner, true, "Denied", note.clone());
+            tracked.denied = Some(note);
+        }
+    }
+    tracked.published = Some(signature);
+}
+
+/// What a Workload's status depends on: computed again only when it changes.
+#[derive(Clone, Debug, PartialEq)]
+struct Signature {
+    status: Status,
+    epoch: u32,
+    evictions: u32,
+    reason: Reason,
+    finished: bool,
+    eviction: Option<(String, String)>,
 }
 
 /// Everything the loop owns.
@@ -108,7 +186,15 @@ pub struct Driver {
     discovered_at: std::time::Instant,
     scheduler: Option<Scheduler>,
     fingerprint: String,
-    tracked: BTreeMap<JobKey, Tracked>,
+    /// When every Workload's status was last looked at.
+    published_at: Option<std::time::Instant>,
+    index: JobIndex,
+    tracked: HashMap<JobKey, Tracked>,
+    /// Jobs written whose new version the reflector has not shown yet: the
+    /// version of its copy the write replaced.
+    written_over: HashMap<JobKey, String>,
+    /// When every tracked job was last checked for being gone.
+    swept_at: std::time::Instant,
     by_id: BTreeMap<WorkloadId, JobKey>,
     publisher: Publisher,
     queue_status: QueueStatusWriter,
@@ -161,7 +247,7 @@ impl Driver {
             job_kinds = jobs.len(),
             "watching; stores listed"
         );
-        let client_for_publisher = client.clone();
+        let publisher = Publisher::start(client.clone());
         Driver {
             client,
             options,
@@ -176,11 +262,15 @@ impl Driver {
             discovered_at: std::time::Instant::now(),
             scheduler: None,
             fingerprint: String::new(),
-            tracked: BTreeMap::new(),
+            published_at: None,
+            index: JobIndex::default(),
+            tracked: HashMap::new(),
+            written_over: HashMap::new(),
+            swept_at: std::time::Instant::now(),
             by_id: BTreeMap::new(),
             unqueued: BTreeMap::new(),
             unqueued_events: Vec::new(),
-            publisher: Publisher::new(client_for_publisher),
+            publisher,
             queue_status: QueueStatusWriter::default(),
             admin: None,
             write_failures: std::sync::atomic::AtomicU32::new(0),
@@ -214,6 +304,7 @@ impl Driver {
         state
             .listed
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.publisher.report_backlog(metrics.publish_backlog());
         self.admin = Some((state, metrics));
         self
     }
@@ -242,41 +333,14 @@ impl Driver {
         }
     }
 
-    fn integration(&self, watch: usize) -> &Integration {
-        let index = self.jobs[watch].integration;
-        let (api_version, kind) = self
-            .integrations
-            .kinds()
-            .nth(index)
-            .expect("job watches index the integrations");
-        self.integrations
-            .find(api_version, kind)
-            .expect("a kind the integrations list")
-    }
-
-    /// Every job of every watched kind, as JSON, with its key.
-    fn job_objects(&self) -> Vec<(JobKey, Value)> {
-        let mut out = Vec::new();
-        for (watch, job) in self.jobs.iter().enumerate() {
-            for object in job.watched.store.state() {
-                let Ok(value) = serde_json::to_value(object.as_ref()) else {
-                    continue;
-                };
-                let key = JobKey {
-                    watch,
-                    namespace: object.metadata.namespace.clone().unwrap_or_default(),
-                    name: object.metadata.name.clone().unwrap_or_default(),
-                };
-                out.push((key, value));
-            }
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+    /// A job as JSON, from the reflector's copy.
+    fn job_value(&self, key: &JobKey) -> Option<Value> {
+        serde_json::to_value(self.store_copy(key)?).ok()
     }
 
     /// Rebuilds the configuration when it changed. Returns false while no
     /// valid configuration has been seen.
-    async fn refresh_config(&mut self, jobs: &[(JobKey, Value)]) -> bool {
+    async fn refresh_config(&mut self) -> bool {
         let objects = config::api_objects(self.config.iter().flat_map(|w| w.store.state()));
         let namespaces = config::namespaces(&self.namespaces.store.state());
         let mut nodes: Vec<Node> = self
@@ -288,13 +352,7 @@ impl Driver {
             .collect();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut resources: BTreeSet<String> = config::node_resources(&nodes).collect();
-        for (key, object) in jobs {
-            if let Ok(info) = self.integration(key.watch).extract(object) {
-                for pod_set in &info.pod_sets {
-                    resources.extend(pod_set.requests.keys().cloned());
-                }
-            }
-        }
+        resources.extend(self.index.resources().cloned());
         let node_view: Vec<_> = nodes
             .iter()
             .map(|n| {
@@ -340,30 +398,34 @@ impl Driver {
                     adopted = outcome.adopted.len(),
                     "configuration changed"
                 );
+                // Names and messages may read differently now: every
+                // Workload's status is computed again.
+                for tracked in self.tracked.values_mut() {
+                    tracked.published = None;
+                }
             }
             None => {
                 let scheduler = Scheduler::new(cluster, &pools);
                 self.scheduler = Some(scheduler);
-                self.restore(jobs).await;
+                self.restore().await;
             }
         }
         true
     }
 
     /// Reads back the admitted jobs after a start (see the module docs).
-    async fn restore(&mut self, jobs: &[(JobKey, Value)]) {
+    async fn restore(&mut self) {
         let Some(cluster) = self.scheduler.as_ref().map(|s| s.cluster_arc().clone()) else {
             return;
         };
         let mut restored = Vec::new();
         let mut keys = Vec::new();
         let mut unreadable = Vec::new();
-        for (key, object) in jobs {
-            let integration = self.integration(key.watch);
-            if integration.is_held(object) || job_finished(object) {
+        for (key, seen) in self.index.iter() {
+            if seen.held || seen.finished || !seen.recorded {
                 continue;
             }
-            let Some(record) = inject::recorded(object) else {
+            let Some(record) = self.job_value(key).as_ref().and_then(inject::recorded) else {
                 continue;
             };
             let record = match record {
@@ -374,11 +436,11 @@ impl Driver {
                     continue;
                 }
             };
-            let Ok(info) = integration.extract(object) else {
+            let Ok(info) = &seen.info else {
                 unreadable.push(key.clone());
                 continue;
             };
-            let Intake::Queued(workload) = intake(&cluster, &info, None) else {
+            let Intake::Queued(workload) = intake(&cluster, info, None) else {
                 unreadable.push(key.clone());
                 continue;
             };
@@ -389,7 +451,7 @@ impl Driver {
                 admitted_at: Millis(record.admitted_at),
                 queue_time: Millis(record.queue_time),
             });
-            keys.push((key.clone(), uid(object), template_paths(&info)));
+            keys.push((key.clone(), seen.uid.clone(), template_paths(info)));
         }
         let Some(scheduler) = self.scheduler.as_mut() else {
             return;
@@ -401,17 +463,7 @@ impl Driver {
                 Ok(id) => {
                     self.by_id.insert(id, key.clone());
                     let owner = self.owner(&key, uid);
-                    self.tracked.insert(
-                        key,
-                        Tracked {
-                            owner,
-                            id,
-                            template_paths: paths,
-                            finish_sent: false,
-                            denied: None,
-                            eviction: None,
-                        },
-                    );
+                    self.tracked.insert(key, Tracked::new(id, owner, paths));
                 }
                 Err(e) => {
                     tracing::warn!(job = %key, error = %e, "admission read back does not fit; holding the job again");
@@ -420,9 +472,12 @@ impl Driver {
             }
         }
         tracing::info!(restored = count, "admissions read back from the jobs");
-        for key in unreadable {
-            let held = self.write(&key, inject::hold).await;
-            if let Err(e) = held.and(self.write(&key, inject::restore).await) {
+        let mut plan = Plan::default();
+        for key in &unreadable {
+            plan.push(key, [JobWrite::Hold, JobWrite::Restore]);
+        }
+        for (key, result) in self.write_jobs(plan).await {
+            if let Err(e) = result {
                 tracing::error!(job = %key, error = %e, "could not hold the job again");
             }
         }
@@ -447,9 +502,12 @@ impl Driver {
     /// One pass: configuration, job changes, a step, the decisions written.
     /// Returns when the core asked to be woken.
     pub async fn tick(&mut self) -> Option<Millis> {
+        let started = std::time::Instant::now();
         self.rediscover().await;
-        let jobs = self.job_objects();
-        let configured = self.refresh_config(&jobs).await;
+        self.index.refresh(&self.jobs, &self.integrations);
+        let indexed = started.elapsed();
+        let configured = self.refresh_config().await;
+        let reconfigured = started.elapsed();
         if let Some((state, _)) = &self.admin {
             state
                 .configured
@@ -460,75 +518,72 @@ impl Driver {
         }
         let now = now_millis();
         let mut inputs = Vec::new();
+        let mut withdrawn = BTreeSet::new();
         let mut submits: Vec<(JobKey, String, Vec<Option<String>>)> = Vec::new();
-        let mut seen = BTreeSet::new();
-        let mut to_hold = Vec::new();
+        let mut before_step = Plan::default();
+        let mut unqueued = Vec::new();
         let mut redo = Vec::new();
+        let mut touched = BTreeSet::new();
         {
             let scheduler = self.scheduler.as_ref().expect("configured");
             let cluster = scheduler.cluster_arc().clone();
-            for (key, object) in &jobs {
-                let extracted = self.integration(key.watch).extract(object);
-                let held = self.integration(key.watch).is_held(object);
-                let info = match extracted {
+            for (key, seen) in self.index.iter() {
+                let info = match &seen.info {
                     Ok(info) => info,
                     Err(e) => {
                         // Arbiter's job (it names a queue) that cannot be
                         // read: held, so it never runs unadmitted, and told.
-                        if queue_label(object) && !self.tracked.contains_key(key) {
-                            if !held {
-                                to_hold.push(key.clone());
+                        if seen.queue_label && !self.tracked.contains_key(key) {
+                            if !seen.held {
+                                before_step.push(key, [JobWrite::Hold]);
                             }
-                            self.note_unqueued(key, uid(object), "InvalidJob", e.to_string());
+                            unqueued.push((key.clone(), seen.uid.clone(), "InvalidJob", e.clone()));
                         }
                         continue;
                     }
                 };
                 // Being deleted (a finalizer may keep the object a while):
                 // gone for the scheduler, its quota free at once.
-                if info.queue_name.is_none()
-                    || object.pointer("/metadata/deletionTimestamp").is_some()
-                {
+                if !queued(seen) {
                     continue;
                 }
-                seen.insert(key.clone());
-                let uid = uid(object);
                 if let Some(tracked) = self.tracked.get_mut(key) {
-                    if tracked.owner.uid != uid {
+                    if tracked.owner.uid != seen.uid {
                         // Deleted and created again under the same name.
                         inputs.push(Input::Withdraw(tracked.id));
-                        seen.remove(key);
+                        withdrawn.insert(tracked.id);
                         continue;
                     }
-                    if !tracked.finish_sent && job_finished(object) {
+                    if !tracked.finish_sent && seen.finished {
                         tracked.finish_sent = true;
                         inputs.push(Input::Finish(tracked.id));
+                        touched.insert(tracked.id);
                     }
-                    if !tracked.finish_sent {
-                        let admitted = self
-                            .scheduler
-                            .as_ref()
-                            .is_some_and(|s| s.entry(tracked.id).admission.is_some());
-                        if let Some(what) = carry::undone(admitted, held, object) {
+                    // A job just written is looked at again once the
+                    // reflector has its new version.
+                    let stale = self.written_over.get(key) == seen.resource_version.as_ref();
+                    if !tracked.finish_sent && !stale {
+                        let admitted = scheduler.entry(tracked.id).admission.is_some();
+                        if let Some(what) = carry::undone(admitted, seen.held, seen.recorded) {
                             redo.push((key.clone(), tracked.id, what));
                         }
                     }
                     continue;
                 }
-                if job_finished(object) {
+                if seen.finished {
                     continue;
                 }
-                match intake(&cluster, &info, None) {
+                match intake(&cluster, info, None) {
                     Intake::Queued(workload) => {
                         self.unqueued.remove(key);
-                        if !held {
-                            to_hold.push(key.clone());
+                        if !seen.held {
+                            before_step.push(key, [JobWrite::Hold]);
                         }
-                        submits.push((key.clone(), uid, template_paths(&info)));
+                        submits.push((key.clone(), seen.uid.clone(), template_paths(info)));
                         // Queued as of the job's creation (Kueue orders by
                         // it too), so jobs created while the operator was
                         // down keep their order.
-                        inputs.push(match jobs::created_at(object) {
+                        inputs.push(match seen.created {
                             Some(queue_time) => Input::SubmitQueued {
                                 workload,
                                 queue_time,
@@ -537,83 +592,125 @@ impl Driver {
                         });
                     }
                     Intake::Rejected(rejection) => {
-                        if !held {
-                            to_hold.push(key.clone());
+                        if !seen.held {
+                            before_step.push(key, [JobWrite::Hold]);
                         }
-                        self.note_unqueued(key, uid, "Rejected", rejection.to_string());
+                        unqueued.push((
+                            key.clone(),
+                            seen.uid.clone(),
+                            "Rejected",
+                            rejection.to_string(),
+                        ));
                     }
                     Intake::Unqueued(why) => {
-                        if !held {
-                            to_hold.push(key.clone());
+                        if !seen.held {
+                            before_step.push(key, [JobWrite::Hold]);
                         }
-                        self.note_unqueued(key, uid, "Unqueued", why.to_string());
+                        unqueued.push((key.clone(), seen.uid.clone(), "Unqueued", why.to_string()));
                     }
                 }
             }
         }
-        for (key, tracked) in &self.tracked {
-            if !seen.contains(key) && !inputs.contains(&Input::Withdraw(tracked.id)) {
+        for (key, id, what) in redo {
+            before_step.push(&key, self.redo_writes(id, &key, &what));
+        }
+        self.written_over.retain(|key, version| {
+            self.index
+                .get(key)
+                .and_then(|s| s.resource_version.as_ref())
+                == Some(version)
+        });
+        for (key, uid, reason, message) in unqueued {
+            self.note_unqueued(&key, uid, reason, message);
+        }
+        // Gone, being deleted, or no longer naming a queue: only a job
+        // read again or gone can have become so; every tracked job is
+        // looked at every `SWEEP` all the same.
+        let sweep = self.swept_at.elapsed() >= SWEEP;
+        if sweep {
+            self.swept_at = std::time::Instant::now();
+        }
+        let candidates: Box<dyn Iterator<Item = &JobKey>> = if sweep {
+            Box::new(self.tracked.keys())
+        } else {
+            Box::new(self.index.changed.iter())
+        };
+        for key in candidates {
+            let Some(tracked) = self.tracked.get(key) else {
+                continue;
+            };
+            if !self.index.get(key).is_some_and(queued) && !withdrawn.contains(&tracked.id) {
                 inputs.push(Input::Withdraw(tracked.id));
+                withdrawn.insert(tracked.id);
             }
         }
-        for key in to_hold {
-            if let Err(e) = self
-                .write(&key, |o, i| {
-                    i.set_held(o, true).map_err(|e| InjectError::Job {
-                        job: key.to_string(),
-                        problem: e.to_string(),
-                    })
-                })
-                .await
-            {
-                tracing::error!(job = %key, error = %e, "could not hold the job");
+        let read = started.elapsed();
+        for (key, result) in self.write_jobs(before_step).await {
+            match result {
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(job = %key, error = %e, "could not hold the job, or write again what a failed write left undone; retried with backoff")
+                }
             }
         }
-        self.redo(redo).await;
-        let scheduler = self.scheduler.as_mut().expect("configured");
         let step = {
+            let scheduler = self.scheduler.as_mut().expect("configured");
             let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
             scheduler.step(Millis(now), inputs, hooks.as_mut())
         };
+        let stepped = started.elapsed();
+        let scheduler = self.scheduler.as_ref().expect("configured");
         for (id, (key, uid, template_paths)) in step.submitted.iter().zip(submits) {
             self.by_id.insert(*id, key.clone());
             let owner = self.owner(&key, uid);
-            self.tracked.insert(
-                key,
-                Tracked {
-                    owner,
-                    id: *id,
-                    template_paths,
-                    finish_sent: false,
-                    denied: None,
-                    eviction: None,
-                },
-            );
+            let spec = crate::workloads::object(&owner, scheduler.entry(*id), scheduler);
+            self.publisher.workload(&owner, Some(spec), None);
+            self.tracked
+                .insert(key, Tracked::new(*id, owner, template_paths));
         }
         if let (Some((_, metrics)), Some(scheduler)) = (&self.admin, &self.scheduler) {
             metrics.observe(scheduler, &step.events);
         }
-        for event in &step.events {
-            self.carry_out(event).await;
-        }
-        self.publish().await;
+        self.carry_out(&step.events).await;
+        let carried = started.elapsed();
+        touched.extend(step.submitted.iter().copied());
+        touched.extend(step.events.iter().map(|e| e.workload()));
+        let owed = self.publish(&touched);
         for (owner, reason, message) in std::mem::take(&mut self.unqueued_events) {
-            self.publisher.event(&owner, true, reason, message).await;
+            self.publisher.event(&owner, true, reason, message);
         }
         if let Some(scheduler) = &self.scheduler {
-            self.queue_status.write(&self.client, scheduler).await;
+            self.queue_status.write(&self.publisher, scheduler);
             if let Some((_, metrics)) = &self.admin {
                 metrics.set_queues(scheduler);
             }
         }
+        tracing::debug!(
+            jobs = self.index.len(),
+            events = step.events.len(),
+            indexed_ms = indexed.as_millis() as u64,
+            configured_ms = reconfigured.as_millis() as u64,
+            read_ms = read.as_millis() as u64,
+            stepped_ms = stepped.as_millis() as u64,
+            carried_ms = carried.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "tick"
+        );
         // Writes that failed are tried again after a backoff (doubling
         // while they keep failing), whatever else wakes the loop.
         let failures = self
             .write_failures
             .swap(0, std::sync::atomic::Ordering::Relaxed);
+        let next_wake = match owed {
+            true => {
+                let at = Millis(now + FULL_PUBLISH.as_millis() as i64);
+                Some(step.next_wake.map_or(at, |w| w.min(at)))
+            }
+            false => step.next_wake,
+        };
         if failures == 0 {
             self.retry = None;
-            return step.next_wake;
+            return next_wake;
         }
         let retry = self
             .retry
@@ -621,7 +718,7 @@ impl Driver {
         self.retry = Some(retry);
         tracing::warn!(failures, retry_in = ?retry, "job writes failed; trying again");
         let at = Millis(now + retry.as_millis() as i64);
-        Some(step.next_wake.map_or(at, |w| w.min(at)))
+        Some(next_wake.map_or(at, |w| w.min(at)))
     }
 
     /// The job as a Workload's owner.
@@ -636,32 +733,31 @@ impl Driver {
         }
     }
 
-    /// Workload objects and denial Events brought up to date.
-    async fn publish(&mut self) {
+    /// Workload statuses and denial Events handed to the publisher, for
+    /// the workloads whose state changed since they were last handed over.
+    /// Every workload is looked at at most every [`FULL_PUBLISH`] (a
+    /// pending one's reason changes without a decision); in between only
+    /// those the tick touched. Returns whether a full pass is still owed.
+    fn publish(&mut self, touched: &BTreeSet<WorkloadId>) -> bool {
         let Some(scheduler) = &self.scheduler else {
-            return;
+            return false;
         };
-        for tracked in self.tracked.values_mut() {
-            let finished = tracked.finish_sent.then_some("The job finished");
-            self.publisher
-                .sync(
-                    scheduler,
-                    tracked.id,
-                    &tracked.owner,
-                    finished,
-                    tracked.eviction.as_ref(),
-                )
-                .await;
-            if let Reason::Denied { policy, message } = scheduler.reason(tracked.id) {
-                let note = format!("admission policy {policy}: {message}");
-                if tracked.denied.as_ref() != Some(&note) {
-                    self.publisher
-                        .event(&tracked.owner, true, "Denied", note.clone())
-                        .await;
-                    tracked.denied = Some(note);
+        let full = self
+            .published_at
+            .is_none_or(|at| at.elapsed() >= FULL_PUBLISH);
+        if full {
+            self.published_at = Some(std::time::Instant::now());
+            for tracked in self.tracked.values_mut() {
+                publish_one(scheduler, &self.publisher, tracked);
+            }
+        } else {
+            for id in touched {
+                if let Some(tracked) = self.by_id.get(id).and_then(|k| self.tracked.get_mut(k)) {
+                    publish_one(scheduler, &self.publisher, tracked);
                 }
             }
         }
+        !full
     }
 
     /// A job that names a queue but cannot be queued: logged and told in

@@ -1,0 +1,616 @@
+//! The writes that tell what the scheduler decided — each job's `Workload`
+//! object and its status, ClusterQueue and LocalQueue status, Events on the
+//! jobs — made by a task of their own, so admission never waits for them.
+//!
+//! The driver hands over what each object should say ([`Publisher`]); the
+//! task keeps only the latest wish per object (a status that changed three
+//! times before it was written is written once), writes an object's
+//! wishes once the first of them is [`SETTLE`] old (so a job admitted and
+//! finished within it has one status write, not three, and the API server
+//! spends itself on the jobs' own writes), up to [`CONCURRENCY`] objects
+//! at a time, never two writes of one object at once, and tries a failed
+//! write again after a backoff (0.5 s doubling to 30 s). When the API
+//! cannot keep up, the wishes wait (at most one per object) and the
+//! decisions go on; `arbiter_publish_backlog` shows how many wait, and
+//! Events beyond [`MAX_EVENTS`] are dropped, oldest first. A write the API refuses for good
+//! (invalid, forbidden) is logged and dropped. The task stops with its
+//! handle, so a replica that lost the lease writes nothing more.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use arbiter_core::model::api::{self, ClusterQueueStatus, LocalQueueStatus, WorkloadStatus};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::events::Recorder;
+use kube::Client;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::workloads::{self, apply_status, record_event, workload_name, Desired, Owner};
+
+/// Objects written at once.
+pub const CONCURRENCY: usize = 4;
+
+/// Events waiting beyond this many are dropped, oldest first (Kubernetes
+/// treats Events as best effort too; the Workloads' conditions say the same).
+pub const MAX_EVENTS: usize = 10_000;
+
+/// How long an object's wishes gather before they are written (Events are
+/// told at once).
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// An object the task writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Target {
+    Workload { namespace: String, name: String },
+    ClusterQueue(String),
+    LocalQueue { namespace: String, name: String },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Workload { namespace, name } => write!(f, "Workload {namespace}/{name}"),
+            Target::ClusterQueue(name) => write!(f, "ClusterQueue {name}"),
+            Target::LocalQueue { namespace, name } => write!(f, "LocalQueue {namespace}/{name}"),
+        }
+    }
+}
+
+/// What an object should be brought to.
+#[derive(Clone, Debug)]
+enum Wish {
+    Workload {
+        /// The spec, when the driver first tracks the job (created if absent).
+        spec: Option<Box<api::Workload>>,
+        status: Option<Desired>,
+        /// An earlier job of the same name went: its Workload is deleted first.
+        replace: bool,
+    },
+    Delete,
+    ClusterQueue(Box<ClusterQueueStatus>),
+    LocalQueue(Box<LocalQueueStatus>),
+}
+
+impl Wish {
+    /// `self` followed by `next`, as one wish.
+    fn then(self, next: Wish) -> Wish {
+        match (self, next) {
+            (
+                Wish::Workload {
+                    spec,
+                    status,
+                    replace,
+                },
+                Wish::Workload {
+                    spec: spec2,
+                    status: status2,
+                    replace: replace2,
+                },
+            ) => Wish::Workload {
+                spec: spec2.or(spec),
+                status: status2.or(status),
+                replace: replace || replace2,
+            },
+            (
+                Wish::Delete,
+                Wish::Workload {
+                    spec,
+                    status,
+                    replace: _,
+                },
+            ) => Wish::Workload {
+                spec,
+                status,
+                replace: true,
+            },
+            (_, next) => next,
+        }
+    }
+}
+
+enum Message {
+    Wish(Target, Wish),
+    /// Where to report the backlog from now on.
+    Backlog(Gauge),
+    Event {
+        regarding: ObjectReference,
+        warning: bool,
+        reason: String,
+        note: String,
+    },
+}
+
+/// The driver's handle on the task; dropping it stops the task.
+pub struct Publisher {
+    tx: mpsc::UnboundedSender<Message>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Publisher {
+    /// Starts the task (on the current Tokio runtime).
+    pub fn start(client: Client) -> Publisher {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let worker = Worker {
+            recorder: workloads::recorder(client.clone()),
+            client,
+            wishes: HashMap::new(),
+            order: VecDeque::new(),
+            delayed: BTreeMap::new(),
+            delayed_at: HashMap::new(),
+            attempts: HashMap::new(),
+            events: VecDeque::new(),
+            written: HashMap::new(),
+            backlog: None,
+            dropped_events: 0,
+        };
+        Publisher {
+            tx,
+            task: tokio::spawn(worker.run(rx)),
+        }
+    }
+
+    fn send(&self, message: Message) {
+        // The task ends only with this handle; a send cannot fail before.
+        let _ = self.tx.send(message);
+    }
+
+    /// The job's Workload should exist (`spec`, on first tracking) and say `status`.
+    pub fn workload(&self, owner: &Owner, spec: Option<api::Workload>, status: Option<Desired>) {
+        self.send(Message::Wish(
+            workload_target(owner),
+            Wish::Workload {
+                spec: spec.map(Box::new),
+                status,
+                replace: false,
+            },
+        ));
+    }
+
+    /// The job went: its Workload is deleted.
+    pub fn forget(&self, owner: &Owner) {
+        self.send(Message::Wish(workload_target(owner), Wish::Delete));
+    }
+
+    pub fn cluster_queue(&self, name: &str, status: ClusterQueueStatus) {
+        self.send(Message::Wish(
+            Target::ClusterQueue(name.to_string()),
+            Wish::ClusterQueue(Box::new(status)),
+        ));
+    }
+
+    pub fn local_queue(&self, namespace: &str, name: &str, status: LocalQueueStatus) {
+        self.send(Message::Wish(
+            Target::LocalQueue {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            },
+            Wish::LocalQueue(Box::new(status)),
+        ));
+    }
+
+    /// Reports the number of objects and Events waiting to be written in `gauge`.
+    pub fn report_backlog(&self, gauge: Gauge) {
+        self.send(Message::Backlog(gauge));
+    }
+
+    /// A Kubernetes Event on the job.
+    pub fn event(&self, owner: &Owner, warning: bool, reason: &str, note: String) {
+        self.send(Message::Event {
+            regarding: ObjectReference {
+                api_version: Some(owner.api_version.clone()),
+                kind: Some(owner.kind.clone()),
+                name: Some(owner.name.clone()),
+                namespace: Some(owner.namespace.clone()),
+                uid: Some(owner.uid.clone()),
+                ..ObjectReference::default()
+            },
+            warning,
+            reason: reason.to_string(),
+            note,
+        });
+    }
+}
+
+fn workload_target(owner: &Owner) -> Target {
+    Target::Workload {
+        namespace: owner.namespace.clone(),
+        name: workload_name(&owner.kind, &owner.name),
+    }
+}
+
+/// What was last written for one Workload.
+#[derive(Clone, Default)]
+struct Written {
+    /// The spec applied (kept to create the object again if it was deleted).
+    spec: Option<Box<api::Workload>>,
+    applied: bool,
+    /// The status as last written (times aside), to write only changes.
+    last: Option<Desired>,
+    conditions: BTreeMap<String, Condition>,
+}
+
+struct Worker {
+    client: Client,
+    recorder: Recorder,
+    wishes: HashMap<Target, Wish>,
+    /// Targets with a wish, by when their first wish came, oldest first
+    /// (each once; delayed ones are not here).
+    order: VecDeque<(Instant, Target)>,
+    /// Targets whose last write failed, by when they are tried again.
+    delayed: BTreeMap<(Instant, Target), ()>,
+    delayed_at: HashMap<Target, Instant>,
+    attempts: HashMap<Target, u32>,
+    events: VecDeque<Message>,
+    written: HashMap<(String, String), Written>,
+    backlog: Option<Gauge>,
+    /// Events dropped so far (see [`MAX_EVENTS`]).
+    dropped_events: u64,
+}
+
+/// How one write ended.
+enum Outcome {
+    Done,
+    /// Worth trying again.
+    Failed(String),
+    /// Refused for good.
+    Refused(String),
+}
+
+fn outcome(result: Result<(), kube::Error>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Done,
+        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 422) => {
+            Outcome::Refused(s.message.clone())
+        }
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+impl Worker {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Message>) {
+        loop {
+            let settled = self
+                .order
+                .front()
+                .is_some_and(|(since, _)| since.elapsed() >= SETTLE);
+            if !settled && self.events.is_empty() {
+                let settling = self.order.front().map(|(since, _)| *since + SETTLE);
+                let retry = self.delayed.keys().next().map(|(at, _)| *at);
+                let due = match (settling, retry) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let message = match due {
+                    Some(at) => tokio::select! {
+                        m = rx.recv() => m,
+                        _ = tokio::time::sleep_until(at) => None,
+                    },
+                    None => match rx.recv().await {
+                        Some(m) => Some(m),
+                        None => return,
+                    },
+                };
+                if let Some(m) = message {
+                    self.absorb(m);
+                }
+            }
+            while let Ok(m) = rx.try_recv() {
+                self.absorb(m);
+            }
+            self.promote_due();
+            self.write_batch().await;
+            if let Some(gauge) = &self.backlog {
+                gauge.set((self.wishes.len() + self.events.len()) as i64);
+            }
+        }
+    }
+
+    fn absorb(&mut self, message: Message) {
+        match message {
+            Message::Wish(target, wish) => {
+                let delayed = self.delayed_at.contains_key(&target);
+                match self.wishes.remove(&target) {
+                    Some(before) => {
+                        self.wishes.insert(target, before.then(wish));
+                    }
+                    None => {
+                        if !delayed {
+                            self.order.push_back((Instant::now(), target.clone()));
+                        }
+                        self.wishes.insert(target, wish);
+                    }
+                }
+            }
+            event @ Message::Event { .. } => {
+                if self.events.len() >= MAX_EVENTS {
+                    self.events.pop_front();
+                    self.dropped_events += 1;
+                    if self.dropped_events.is_power_of_two() {
+                        tracing::warn!(dropped = self.dropped_events, "the API is not taking Events as fast as they come; the oldest waiting are dropped");
+                    }
+                }
+                self.events.push_back(event)
+            }
+            Message::Backlog(gauge) => self.backlog = Some(gauge),
+        }
+    }
+
+    fn promote_due(&mut self) {
+        let now = Instant::now();
+        while let Some(((at, _), ())) = self.delayed.first_key_value() {
+            if *at > now {
+                break;
+            }
+            let ((_, target), ()) = self.delayed.pop_first().expect("looked at");
+            self.delayed_at.remove(&target);
+            if self.wishes.contains_key(&target) {
+                // Tried again at once: it settled before it failed.
+                self.order
+                    .push_back((now.checked_sub(SETTLE).unwrap_or(now), target));
+            }
+        }
+    }
+
+    async fn write_batch(&mut self) {
+        let mut writes = Vec::new();
+        while writes.len() < CONCURRENCY {
+            if self
+                .order
+                .front()
+                .is_none_or(|(since, _)| since.elapsed() < SETTLE)
+            {
+                break;
+            }
+            let Some((_, target)) = self.order.pop_front() else {
+                break;
+            };
+            let Some(wish) = self.wishes.remove(&target) else {
+                continue;
+            };
+            let written = match &target {
+                Target::Workload { namespace, name } => self
+                    .written
+                    .remove(&(namespace.clone(), name.clone()))
+                    .unwrap_or_default(),
+                _ => Written::default(),
+            };
+            writes.push((target, wish, written));
+        }
+        let mut events = Vec::new();
+        while events.len() < CONCURRENCY {
+            let Some(event) = self.events.pop_front() else {
+                break;
+            };
+            events.push(event);
+        }
+        let client = &self.client;
+        let recorder = &self.recorder;
+        let writing = futures::future::join_all(
+            writes
+                .into_iter()
+                .map(|(target, wish, written)| write(client, target, wish, written)),
+        );
+        let telling = futures::future::join_all(events.into_iter().map(|event| async move {
+            if let Message::Event {
+                regarding,
+                warning,
+                reason,
+                note,
+            } = event
+            {
+                record_event(recorder, &regarding, warning, &reason, "Schedule", &note).await;
+            }
+        }));
+        let (results, _) = futures::future::join(writing, telling).await;
+        for (target, wish, written, outcome) in results {
+            if let Target::Workload { namespace, name } = &target {
+                if !matches!(wish, Wish::Delete) || !matches!(outcome, Outcome::Done) {
+                    self.written
+                        .insert((namespace.clone(), name.clone()), written);
+                }
+            }
+            match outcome {
+                Outcome::Done => {
+                    self.attempts.remove(&target);
+                }
+                Outcome::Refused(error) => {
+                    self.attempts.remove(&target);
+                    tracing::error!(object = %target, %error, "the API refused the write; not tried again until it changes");
+                }
+                Outcome::Failed(error) => {
+                    let attempts = self.attempts.entry(target.clone()).or_insert(0);
+                    let wait = FIRST_RETRY
+                        .saturating_mul(1 << (*attempts).min(6))
+                        .min(MAX_RETRY);
+                    *attempts += 1;
+                    tracing::warn!(object = %target, %error, retry_in = ?wait, "could not write; trying again");
+                    // No message is taken in while a batch is written, so
+                    // no newer wish for it waits: it is tried again as is.
+                    let at = Instant::now() + wait;
+                    self.wishes.insert(target.clone(), wish);
+                    self.delayed_at.insert(target.clone(), at);
+                    self.delayed.insert((at, target), ());
+                }
+            }
+        }
+    }
+}
+
+/// One object's write. Returns what is needed to go on: the wish left to
+/// do on failure (the whole wish) and the Workload's written record.
+async fn write(
+    client: &Client,
+    target: Target,
+    wish: Wish,
+    mut written: Written,
+) -> (Target, Wish, Written, Outcome) {
+    let result = match (&target, &wish) {
+        (Target::ClusterQueue(name), Wish::ClusterQueue(status)) => {
+            let api: Api<api::ClusterQueue> = Api::all(client.clone());
+            match apply_status(&api, name, status.as_ref()).await {
+                // A Kueue ClusterQueue has no arbiter.dev object to write to.
+                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                other => outcome(other),
+            }
+        }
+        (Target::LocalQueue { namespace, name }, Wish::LocalQueue(status)) => {
+            let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), namespace);
+            match apply_status(&api, name, status.as_ref()).await {
+                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                other => outcome(other),
+            }
+        }
+        (Target::Workload { namespace, name }, Wish::Delete) => {
+            outcome(workloads::delete(client, namespace, name).await)
+        }
+        (
+            Target::Workload { namespace, name },
+            Wish::Workload {
+                spec,
+                status,
+                replace,
+            },
+        ) => {
+            write_workload(
+                client,
+                namespace,
+                name,
+                spec.as_deref(),
+                status.as_ref(),
+                *replace,
+                &mut written,
+            )
+            .await
+        }
+        (target, _) => Outcome::Refused(format!("{target}: a wish of another kind (a bug)")),
+    };
+    (target, wish, written, result)
+}
+
+async fn write_workload(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    spec: Option<&api::Workload>,
+    status: Option<&Desired>,
+    replace: bool,
+    written: &mut Written,
+) -> Outcome {
+    if replace {
+        if let Err(e) = workloads::delete(client, namespace, name).await {
+            return outcome(Err(e));
+        }
+        *written = Written::default();
+    }
+    if let Some(spec) = spec {
+        written.spec = Some(Box::new(spec.clone()));
+        written.applied = false;
+    }
+    if !written.applied {
+        let Some(spec) = written.spec.as_deref() else {
+            // A status for a Workload whose spec never came: nothing to write to.
+            return Outcome::Done;
+        };
+        match workloads::apply(client, spec).await {
+            Ok(()) => written.applied = true,
+            Err(e) => return outcome(Err(e)),
+        }
+    }
+    let Some(now) = status else {
+        return Outcome::Done;
+    };
+    if written.last.as_ref() == Some(now) {
+        return Outcome::Done;
+    }
+    let (wanted, admission, evictions) = now;
+    let conditions = workloads::conditions(wanted, &written.conditions, Timestamp::now());
+    let body = WorkloadStatus {
+        admission: admission.clone(),
+        conditions: conditions.clone(),
+        evictions: (*evictions > 0).then_some(*evictions),
+    };
+    let api: Api<api::Workload> = Api::namespaced(client.clone(), namespace);
+    match apply_status(&api, name, &body).await {
+        Ok(()) => {
+            written.conditions = conditions
+                .into_iter()
+                .map(|c| (c.type_.clone(), c))
+                .collect();
+            written.last = Some(now.clone());
+            Outcome::Done
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() => {
+            // Deleted under us: created again on the retry.
+            written.applied = false;
+            Outcome::Failed(format!(
+                "the Workload is gone ({}); creating it again",
+                s.message
+            ))
+        }
+        Err(e) => outcome(Err(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(n: u32) -> Option<Desired> {
+        Some((Vec::new(), None, n))
+    }
+
+    #[test]
+    fn later_wishes_replace_earlier_ones_and_keep_what_they_do_not_say() {
+        let spec = Box::new(api::Workload {
+            metadata: Default::default(),
+            spec: Default::default(),
+            status: None,
+        });
+        let first = Wish::Workload {
+            spec: Some(spec.clone()),
+            status: status(1),
+            replace: false,
+        };
+        let second = Wish::Workload {
+            spec: None,
+            status: status(2),
+            replace: false,
+        };
+        let Wish::Workload {
+            spec: s,
+            status: st,
+            replace,
+        } = first.then(second)
+        else {
+            panic!("a workload wish");
+        };
+        assert!(s.is_some() && st == status(2) && !replace);
+        let again = Wish::Delete.then(Wish::Workload {
+            spec: Some(spec),
+            status: None,
+            replace: false,
+        });
+        assert!(matches!(again, Wish::Workload { replace: true, .. }));
+        let gone = Wish::Workload {
+            spec: None,
+            status: status(3),
+            replace: false,
+        }
+        .then(Wish::Delete);
+        assert!(matches!(gone, Wish::Delete));
+    }
+}
