@@ -1,0 +1,211 @@
+//! Two tenants sharing a cohort on a real API server: team-b borrows all of
+//! team-a's idle GPUs, team-a's own job reclaims them (team-b's job is
+//! preempted across tenants: held again, template restored, told why), and
+//! when team-a's job finishes team-b's runs again. Throughout, the jobs the
+//! operator has released never ask for more GPUs than the one 8-GPU Node
+//! has — no tenant's admission goes beyond what exists.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, ListParams, PostParams};
+use support::*;
+
+const TENANTS: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: Cohort
+metadata: {name: shared}
+spec: {}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohort: shared
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-a}}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohort: shared
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-b}}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: team-a, namespace: team-a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: team-b, namespace: team-b}
+spec: {clusterQueue: team-b}
+"#;
+
+fn tenant_job(namespace: &str, name: &str, gpus: u32) -> Job {
+    let mut job = job(name, gpus);
+    job.metadata.namespace = Some(namespace.into());
+    job.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("arbiter.dev/queue-name".into(), namespace.into());
+    job
+}
+
+fn gpus(job: &Job) -> u64 {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|s| {
+            s.containers
+                .iter()
+                .filter_map(|c| {
+                    c.resources
+                        .as_ref()?
+                        .requests
+                        .as_ref()?
+                        .get("nvidia.com/gpu")
+                })
+                .filter_map(|q| q.0.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// GPUs asked for by the released, unfinished jobs of both tenants.
+async fn released_gpus(client: &kube::Client) -> u64 {
+    let mut total = 0;
+    for namespace in ["team-a", "team-b"] {
+        let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+        for job in jobs.list(&ListParams::default()).await.unwrap() {
+            let finished = job
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Complete"));
+            if released(&job) && !finished {
+                total += gpus(&job);
+            }
+        }
+    }
+    total
+}
+
+/// Waits for `check` on job `name` in `jobs`, checking on every look that
+/// the released jobs fit the Node.
+async fn wait_within_capacity(
+    client: &kube::Client,
+    jobs: &Api<Job>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Job) -> bool,
+) -> Job {
+    let started = std::time::Instant::now();
+    loop {
+        let in_use = released_gpus(client).await;
+        assert!(
+            in_use <= 8,
+            "released jobs ask for {in_use} GPUs; the cluster has 8"
+        );
+        let job = jobs.get(name).await.unwrap();
+        if check(&job) {
+            return job;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "job {name}: {what} did not happen within {} s",
+            PATIENCE.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_reclaims_its_quota_from_a_borrowing_tenant_and_lends_it_back() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    create_namespace(&admin, "team-b").await;
+    apply_yaml(&admin, TENANTS).await;
+    let operator = start_operator(admin.clone());
+    let team_a: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    let team_b: Api<Job> = Api::namespaced(admin.clone(), "team-b");
+
+    // team-b has no GPUs of its own: both its jobs borrow team-a's idle 8.
+    for name in ["b-1", "b-2"] {
+        team_b
+            .create(&PostParams::default(), &tenant_job("team-b", name, 4))
+            .await
+            .unwrap();
+    }
+    for name in ["b-1", "b-2"] {
+        wait_within_capacity(&admin, &team_b, name, "admission by borrowing", released).await;
+    }
+
+    // team-a wants 4 of its own GPUs back: one of team-b's jobs is reclaimed.
+    team_a
+        .create(&PostParams::default(), &tenant_job("team-a", "a-1", 4))
+        .await
+        .unwrap();
+    wait_within_capacity(&admin, &team_a, "a-1", "admission by reclaiming", released).await;
+    let held: Vec<&str> = {
+        let mut held = Vec::new();
+        for name in ["b-1", "b-2"] {
+            if suspended(&team_b.get(name).await.unwrap()) {
+                held.push(name);
+            }
+        }
+        held
+    };
+    assert_eq!(
+        held.len(),
+        1,
+        "exactly one of team-b's jobs is reclaimed: {held:?}"
+    );
+    let victim = held[0];
+    let evicted = team_b.get(victim).await.unwrap();
+    let spec = evicted
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    assert_eq!(spec.node_selector, None, "the template is restored");
+    let note = wait_event_in(&admin, "team-b", victim, "Preempted", |_| true).await;
+    assert!(
+        note.contains("team-a/a-1") && note.contains("reclaimed"),
+        "the victim is told who reclaimed it: {note}"
+    );
+    stays_held(&team_b, victim).await;
+
+    // team-a's job ends: the GPUs are lent again and the victim runs.
+    finish(&team_a, "a-1").await;
+    wait_within_capacity(
+        &admin,
+        &team_b,
+        victim,
+        "admission again after the reclaim ended",
+        released,
+    )
+    .await;
+    assert!(released_gpus(&admin).await <= 8);
+    operator.abort();
+}
