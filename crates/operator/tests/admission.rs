@@ -200,8 +200,16 @@ async fn a_restarted_operator_reads_admissions_back_and_admits_nothing_twice() {
     for name in ["one", "two"] {
         wait_for(&jobs, name, "admission", released).await;
     }
+    wait_condition(&admin, "job-two", "Admitted", "True").await;
     operator.abort();
     let _ = operator.await;
+    // A Workload the operator never got to write before it stopped (its
+    // writes wait off the admission path): written after the restart.
+    let workloads: Api<Workload> = Api::namespaced(admin.clone(), "team-a");
+    workloads
+        .delete("job-two", &DeleteParams::default())
+        .await
+        .unwrap();
 
     // While it is down, two more jobs arrive, a second apart (creation
     // times have whole seconds), the later one first by name; the quota is
@@ -219,6 +227,8 @@ async fn a_restarted_operator_reads_admissions_back_and_admits_nothing_twice() {
         let job = jobs.get(name).await.unwrap();
         assert!(released(&job), "{name} was held again after the restart");
     }
+    let (reason, _) = wait_condition(&admin, "job-two", "Admitted", "True").await;
+    assert_eq!(reason, "Admitted");
     // Room for one: the job created first goes first, as Kueue orders.
     finish(&jobs, "one").await;
     wait_for(&jobs, "zz-three", "admission after one finished", released).await;

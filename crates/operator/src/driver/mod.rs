@@ -457,12 +457,19 @@ impl Driver {
             return;
         };
         let results = scheduler.restore(restored);
+        let Some(scheduler) = self.scheduler.as_ref() else {
+            return;
+        };
         let count = results.iter().filter(|r| r.is_ok()).count();
         for (result, (key, uid, paths)) in results.into_iter().zip(keys) {
             match result {
                 Ok(id) => {
                     self.by_id.insert(id, key.clone());
                     let owner = self.owner(&key, uid);
+                    // Its Workload may never have been written (the
+                    // operator stopped with it waiting): created if absent.
+                    let spec = crate::workloads::object(&owner, scheduler.entry(id), scheduler);
+                    self.publisher.workload(&owner, Some(spec), None);
                     self.tracked.insert(key, Tracked::new(id, owner, paths));
                 }
                 Err(e) => {
@@ -561,7 +568,10 @@ impl Driver {
                     }
                     // A job just written is looked at again once the
                     // reflector has its new version.
-                    let stale = self.written_over.get(key) == seen.resource_version.as_ref();
+                    let stale = self
+                        .written_over
+                        .get(key)
+                        .is_some_and(|v| seen.resource_version.as_ref() == Some(v));
                     if !tracked.finish_sent && !stale {
                         let admitted = scheduler.entry(tracked.id).admission.is_some();
                         if let Some(what) = carry::undone(admitted, seen.held, seen.recorded) {
