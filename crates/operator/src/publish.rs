@@ -16,7 +16,7 @@
 //! (invalid, forbidden) is logged and dropped. The task stops with its
 //! handle, so a replica that lost the lease writes nothing more.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use arbiter_core::model::api::{self, ClusterQueueStatus, LocalQueueStatus, WorkloadStatus};
@@ -149,8 +149,8 @@ impl Publisher {
             client,
             wishes: HashMap::new(),
             order: VecDeque::new(),
-            delayed: BTreeMap::new(),
-            delayed_at: HashMap::new(),
+            delayed: BTreeSet::new(),
+            delayed_targets: HashSet::new(),
             attempts: HashMap::new(),
             events: VecDeque::new(),
             written: HashMap::new(),
@@ -251,8 +251,9 @@ struct Worker {
     /// (each once; delayed ones are not here).
     order: VecDeque<(Instant, Target)>,
     /// Targets whose last write failed, by when they are tried again.
-    delayed: BTreeMap<(Instant, Target), ()>,
-    delayed_at: HashMap<Target, Instant>,
+    delayed: BTreeSet<(Instant, Target)>,
+    /// The targets in `delayed`.
+    delayed_targets: HashSet<Target>,
     attempts: HashMap<Target, u32>,
     events: VecDeque<Message>,
     written: HashMap<(String, String), Written>,
@@ -289,7 +290,7 @@ impl Worker {
                 .is_some_and(|(since, _)| since.elapsed() >= SETTLE);
             if !settled && self.events.is_empty() {
                 let settling = self.order.front().map(|(since, _)| *since + SETTLE);
-                let retry = self.delayed.keys().next().map(|(at, _)| *at);
+                let retry = self.delayed.first().map(|(at, _)| *at);
                 let due = match (settling, retry) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -322,7 +323,7 @@ impl Worker {
     fn absorb(&mut self, message: Message) {
         match message {
             Message::Wish(target, wish) => {
-                let delayed = self.delayed_at.contains_key(&target);
+                let delayed = self.delayed_targets.contains(&target);
                 match self.wishes.remove(&target) {
                     Some(before) => {
                         self.wishes.insert(target, before.then(wish));
@@ -351,12 +352,12 @@ impl Worker {
 
     fn promote_due(&mut self) {
         let now = Instant::now();
-        while let Some(((at, _), ())) = self.delayed.first_key_value() {
+        while let Some((at, _)) = self.delayed.first() {
             if *at > now {
                 break;
             }
-            let ((_, target), ()) = self.delayed.pop_first().expect("looked at");
-            self.delayed_at.remove(&target);
+            let (_, target) = self.delayed.pop_first().expect("looked at");
+            self.delayed_targets.remove(&target);
             if self.wishes.contains_key(&target) {
                 // Tried again at once: it settled before it failed.
                 self.order
@@ -442,8 +443,8 @@ impl Worker {
                     // no newer wish for it waits: it is tried again as is.
                     let at = Instant::now() + wait;
                     self.wishes.insert(target.clone(), wish);
-                    self.delayed_at.insert(target.clone(), at);
-                    self.delayed.insert((at, target), ());
+                    self.delayed_targets.insert(target.clone());
+                    self.delayed.insert((at, target));
                 }
             }
         }

@@ -164,15 +164,12 @@ async fn a_tenant_reclaims_its_quota_from_a_borrowing_tenant_and_lends_it_back()
         .await
         .unwrap();
     wait_within_capacity(&admin, &team_a, "a-1", "admission by reclaiming", released).await;
-    let held: Vec<&str> = {
-        let mut held = Vec::new();
-        for name in ["b-1", "b-2"] {
-            if suspended(&team_b.get(name).await.unwrap()) {
-                held.push(name);
-            }
+    let mut held = Vec::new();
+    for name in ["b-1", "b-2"] {
+        if suspended(&team_b.get(name).await.unwrap()) {
+            held.push(name);
         }
-        held
-    };
+    }
     assert_eq!(
         held.len(),
         1,
