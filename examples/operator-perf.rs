@@ -289,6 +289,8 @@ struct Seen {
     /// CPU-milliseconds held (closed intervals).
     held_cpu_ms: f64,
     finished_ms: Option<i64>,
+    /// When the runner saw the release in force.
+    released_seen_ms: Option<i64>,
 }
 
 #[derive(Default)]
@@ -302,6 +304,12 @@ struct Counters {
     finish_errors: usize,
     /// Most the creation ran behind the shape's pace (ms).
     max_lag_ms: i64,
+    /// From the operator's decision (`admittedAt`) to the runner seeing
+    /// the release: total ms and count.
+    release_lag: (i64, u64),
+    /// From the end of a Job's runtime (the runner about to mark it
+    /// Complete) to the runner's watch showing it Complete.
+    finish_lag: (i64, u64),
 }
 
 struct Run {
@@ -361,6 +369,11 @@ fn observe(run: &Shared, jobs: &Api<Job>, finishing: &Arc<Semaphore>, job: Job) 
             seen.held_cpu_ms += cpu * (now - at).max(0) as f64;
         }
         seen.finished_ms = Some(now);
+        if let Some(released) = seen.released_seen_ms {
+            let lag = &mut run_ref.counters.finish_lag;
+            lag.0 += (now - released - runtime.as_millis() as i64).max(0);
+            lag.1 += 1;
+        }
         run_ref.counters.finished += 1;
         return;
     }
@@ -371,6 +384,10 @@ fn observe(run: &Shared, jobs: &Api<Job>, finishing: &Arc<Semaphore>, job: Job) 
                 seen.held_cpu_ms += cpu * (now - old).max(0) as f64;
             }
             seen.admissions += 1;
+            seen.released_seen_ms = Some(now);
+            let lag = &mut run_ref.counters.release_lag;
+            lag.0 += (now - at).max(0);
+            lag.1 += 1;
             if seen.first_admitted_ms.is_none() {
                 seen.first_admitted_ms = Some(at);
                 run_ref.counters.admitted += 1;

@@ -292,6 +292,8 @@ impl Figures {
             "operatorEvictions": metric_sum(operator_metrics, "arbiter_evicted_workloads_total"),
             "admissionsPerSecond": admissions as f64 / wall,
             "maxCreationLagMs": c.max_lag_ms,
+            "meanReleaseLagMs": c.release_lag.0 as f64 / c.release_lag.1.max(1) as f64,
+            "meanFinishLagMs": c.finish_lag.0 as f64 / c.finish_lag.1.max(1) as f64,
             "minClusterQueueUsage": min_usage,
             "meanClusterQueueUsage": usage.values().sum::<f64>() / usage.len().max(1) as f64,
             "meanTimeToAdmissionSeconds": waits.iter().map(|(k, (s, n))| (k.to_string(), json!(s / *n as f64))).collect::<serde_json::Map<_, _>>(),
@@ -351,6 +353,11 @@ impl Figures {
         println!(
             "creation lag behind pace     {} ms at most",
             o["maxCreationLagMs"]
+        );
+        println!(
+            "decision to release seen     {:.0} ms (mean); runtime's end to Complete seen {:.0} ms",
+            f("/meanReleaseLagMs"),
+            f("/meanFinishLagMs")
         );
         println!(
             "min ClusterQueue usage       {:.1}% of nominal (mean {:.1}%)",

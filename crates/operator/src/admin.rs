@@ -227,19 +227,22 @@ impl OperatorMetrics {
     pub fn set_queues(&self, scheduler: &Scheduler) {
         let cluster = scheduler.cluster();
         let quota = scheduler.quota();
+        // Inadmissible workloads per ClusterQueue, in one pass.
+        let mut inadmissible = vec![0i64; cluster.cluster_queues.len()];
+        for (_, entry) in scheduler.live() {
+            if entry.status == arbiter_core::scheduler::Status::Inadmissible {
+                if let Some(count) = inadmissible.get_mut(entry.workload.cluster_queue.0 as usize) {
+                    *count += 1;
+                }
+            }
+        }
         for (index, cq) in cluster.cluster_queues.iter().enumerate() {
             let id = ClusterQueueId(index as u32);
             let labels = QueueLabels {
                 cluster_queue: cq.name.clone(),
             };
             let pending = scheduler.pending_count(id) as i64;
-            let parked = scheduler
-                .live()
-                .filter(|(_, e)| {
-                    e.workload.cluster_queue == id
-                        && e.status == arbiter_core::scheduler::Status::Inadmissible
-                })
-                .count() as i64;
+            let parked = inadmissible[index];
             for (status, value) in [("active", pending - parked), ("inadmissible", parked)] {
                 self.pending
                     .get_or_create(&PendingLabels {

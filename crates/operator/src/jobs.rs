@@ -110,7 +110,10 @@ pub async fn write(
             }
             continue;
         }
-        let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let mut object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        // Sent without them, the API server keeps the live object's
+        // managed fields (and has less to read).
+        object.metadata.managed_fields = None;
         match api.replace(name, &PostParams::default(), &object).await {
             Ok(now) => {
                 return Ok(Wrote {

@@ -1,10 +1,12 @@
 //! Reflectors over what the operator reads: the queue configuration kinds
 //! (Arbiter's and Kueue's, whichever the API serves), Namespaces, Nodes and
-//! each job integration's kind. Each keeps a kube-runtime `Store` and wakes
-//! the driver when something changes; watch errors are retried with
-//! kube-runtime's default backoff, never ending the operator.
+//! each job integration's kind. Each keeps a kube-runtime `Store`, notes
+//! which objects changed ([`Changes`], so the driver reads only those) and
+//! wakes the driver; watch errors are retried with kube-runtime's default
+//! backoff, never ending the operator.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use arbiter_core::jobs::Integrations;
 use futures::StreamExt;
@@ -26,18 +28,77 @@ where
     pub task: JoinHandle<()>,
     /// What is watched, for messages.
     pub what: String,
+    /// The objects that changed since the driver last asked.
+    pub changes: Arc<Changes>,
 }
 
-fn drive<K, S>(what: String, stream: S, wake: Arc<Notify>) -> JoinHandle<()>
+/// Which objects of a watch changed (their store already shows it) since
+/// last taken: by namespace and name, or all of them after a relist.
+#[derive(Debug)]
+pub struct Changes(Mutex<Changed>);
+
+/// What [`Changes::take`] returns.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// Every object may have changed (the first list, a relist).
+    pub all: bool,
+    pub objects: HashSet<(String, String)>,
+}
+
+impl Changed {
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.objects.is_empty()
+    }
+}
+
+impl Default for Changes {
+    /// Everything is new to a reader that has not looked yet.
+    fn default() -> Self {
+        Changes(Mutex::new(Changed {
+            all: true,
+            objects: HashSet::new(),
+        }))
+    }
+}
+
+impl Changes {
+    /// Notes what a watch event (already applied to the store) changed.
+    pub fn note<K: reflector::Lookup>(&self, event: &watcher::Event<K>) {
+        let mut changed = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                if !changed.all {
+                    let namespace = o.namespace().map(|n| n.into_owned()).unwrap_or_default();
+                    let name = o.name().map(|n| n.into_owned()).unwrap_or_default();
+                    changed.objects.insert((namespace, name));
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {
+                changed.all = true;
+                changed.objects.clear();
+            }
+        }
+    }
+
+    /// What changed since last taken.
+    pub fn take(&self) -> Changed {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+fn drive<K, S>(what: String, stream: S, wake: Arc<Notify>, changes: Arc<Changes>) -> JoinHandle<()>
 where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-    K: Send + 'static,
+    K: reflector::Lookup + Send + 'static,
 {
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             match item {
-                Ok(_) => wake.notify_one(),
+                Ok(event) => {
+                    changes.note(&event);
+                    wake.notify_one()
+                }
                 Err(e) => {
                     tracing::warn!(watch = %what, error = %e, "watch failed; retrying with backoff")
                 }
@@ -64,8 +125,14 @@ where
         writer,
         watcher(api, watcher::Config::default()).default_backoff(),
     );
-    let task = drive(what.clone(), stream, wake);
-    Watched { store, task, what }
+    let changes = Arc::new(Changes::default());
+    let task = drive(what.clone(), stream, wake, changes.clone());
+    Watched {
+        store,
+        task,
+        what,
+        changes,
+    }
 }
 
 /// Watches a kind the API serves, found by discovery; `None` when the API
@@ -93,8 +160,17 @@ pub async fn dynamic(
         .default_backoff()
         .modify(move |object: &mut DynamicObject| object.types = Some(types.clone()));
     let stream = reflector::reflector(writer, stream);
-    let task = drive(what.clone(), stream, wake);
-    Some((resource, Watched { store, task, what }))
+    let changes = Arc::new(Changes::default());
+    let task = drive(what.clone(), stream, wake, changes.clone());
+    Some((
+        resource,
+        Watched {
+            store,
+            task,
+            what,
+            changes,
+        },
+    ))
 }
 
 /// `apiVersion` (`group/version` or `version`) and kind as a GVK.

@@ -2,37 +2,83 @@
 //! released, eviction held and restored, Events told), and the retry of
 //! what a failed write left undone: each tick, before the step, a tracked
 //! job whose object disagrees with the scheduler (admitted but held,
-//! pending but released) is written again, and the tick asks to be woken
-//! again after a backoff while writes fail. Every write changes nothing
-//! when the object already is as wanted.
+//! pending but released) is written again, once no write of it is on its
+//! way and its backoff (0.5 s doubling to 30 s while its writes keep
+//! failing) has passed. Every write changes nothing when the object
+//! already is as wanted.
 //!
-//! Jobs are written [`CONCURRENCY`] at a time, each job's writes in order
-//! (an eviction is a hold, then a restore that starts from the API's
-//! answer to the hold). A write starts from the reflector's copy; the job
-//! is read only on a conflict. A job just written is not checked against
-//! the scheduler again until the reflector has seen a version after the
-//! one the write replaced, so a stale copy does not cause a second write.
+//! The writes themselves are made by the `carrier` task, so a tick hands
+//! them over and goes on; their results are read at the next tick. A job
+//! just written is not checked against the scheduler again until the
+//! reflector has seen a version after the one the write replaced, so a
+//! stale copy does not cause a second write.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Event, WorkloadId};
-use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
-use kube::runtime::reflector::ObjectRef;
 
+use super::carrier::{JobWrite, Order, Place};
 use super::{Driver, JobKey};
 use crate::inject::{self, PodSetAdmission, Recorded};
-use crate::jobs;
+use crate::workloads::Owner;
 
-/// The first wait before writes that failed are tried again; it doubles
-/// while they keep failing, up to `MAX_RETRY`.
+/// The first wait before a job whose writes failed is written again; it
+/// doubles while they keep failing, up to `MAX_RETRY`.
 pub(super) const FIRST_RETRY: Duration = Duration::from_millis(500);
 pub(super) const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// Jobs written at once.
-pub const CONCURRENCY: usize = 32;
+/// What to tell once a job's writes are made: its admission Event.
+pub(super) type Then = Option<(Owner, String)>;
+
+/// Jobs whose last writes failed: when to write them again, and the wait
+/// that led there.
+#[derive(Default)]
+pub(super) struct Backoff {
+    jobs: HashMap<JobKey, (Instant, Duration)>,
+}
+
+impl Backoff {
+    fn failed(&mut self, key: &JobKey) -> Duration {
+        let wait = self
+            .jobs
+            .get(key)
+            .map_or(FIRST_RETRY, |(_, wait)| (*wait * 2).min(MAX_RETRY));
+        self.jobs.insert(key.clone(), (Instant::now() + wait, wait));
+        wait
+    }
+
+    pub fn forget(&mut self, key: &JobKey) {
+        self.jobs.remove(key);
+    }
+
+    /// Whether `key` may be written again now.
+    pub fn due(&self, key: &JobKey) -> bool {
+        self.jobs
+            .get(key)
+            .is_none_or(|(at, _)| *at <= Instant::now())
+    }
+
+    /// The jobs whose backoff passed.
+    pub fn passed(&self) -> impl Iterator<Item = JobKey> + '_ {
+        let now = Instant::now();
+        self.jobs
+            .iter()
+            .filter(move |(_, (at, _))| *at <= now)
+            .map(|(key, _)| key.clone())
+    }
+
+    /// The first retry still ahead.
+    pub fn next(&self) -> Option<Instant> {
+        let now = Instant::now();
+        self.jobs
+            .values()
+            .map(|(at, _)| *at)
+            .filter(|at| *at > now)
+            .min()
+    }
+}
 
 /// What a tracked job's object must be brought to.
 #[derive(Debug, PartialEq, Eq)]
@@ -56,45 +102,42 @@ pub(super) fn undone(admitted: bool, held: bool, recorded: bool) -> Option<Undon
     }
 }
 
-/// One write of one job.
-#[derive(Clone, Debug)]
-pub(super) enum JobWrite {
-    /// Inject, record and release.
-    Admit(Vec<PodSetAdmission>, Recorded),
-    Hold,
-    /// Take out what admission injected (after a hold).
-    Restore,
-}
-
 /// Writes to make, per job, in order.
 #[derive(Default)]
 pub(super) struct Plan {
-    jobs: Vec<(JobKey, Vec<JobWrite>)>,
+    jobs: Vec<(JobKey, Vec<JobWrite>, Then)>,
     at: BTreeMap<JobKey, usize>,
 }
 
 impl Plan {
     pub fn push(&mut self, key: &JobKey, writes: impl IntoIterator<Item = JobWrite>) {
-        match self.at.get(key) {
-            Some(&i) => self.jobs[i].1.extend(writes),
-            None => {
-                self.at.insert(key.clone(), self.jobs.len());
-                self.jobs.push((key.clone(), writes.into_iter().collect()));
-            }
-        }
+        let i = self.entry(key);
+        self.jobs[i].1.extend(writes);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
+    /// An admission Event to tell once `key`'s writes are made.
+    fn then(&mut self, key: &JobKey, event: (Owner, String)) {
+        let i = self.entry(key);
+        self.jobs[i].2 = Some(event);
+    }
+
+    fn entry(&mut self, key: &JobKey) -> usize {
+        match self.at.get(key) {
+            Some(&i) => i,
+            None => {
+                self.at.insert(key.clone(), self.jobs.len());
+                self.jobs.push((key.clone(), Vec::new(), None));
+                self.jobs.len() - 1
+            }
+        }
     }
 }
 
 impl Driver {
-    /// The step's decisions: job writes made, Events told, the Workload of
-    /// a withdrawn job deleted.
-    pub(super) async fn carry_out(&mut self, events: &[Event]) {
+    /// The step's decisions: job writes handed over, Events told, the
+    /// Workload of a withdrawn job forgotten.
+    pub(super) fn carry_out(&mut self, events: &[Event]) {
         let mut plan = Plan::default();
-        let mut admitted = Vec::new();
         for event in events {
             let id = event.workload();
             let Some(key) = self.by_id.get(&id).cloned() else {
@@ -104,7 +147,9 @@ impl Driver {
                 Event::Admitted { .. } => {
                     if let Some((pod_sets, record)) = self.admission(id, &key) {
                         plan.push(&key, [JobWrite::Admit(pod_sets, record)]);
-                        admitted.push((key, id));
+                        if let Some(note) = self.admitted_note(id, &key) {
+                            plan.then(&key, note);
+                        }
                     }
                 }
                 Event::Evicted { cause, .. } => {
@@ -142,6 +187,7 @@ impl Driver {
                 Event::Withdrawn { .. } => {
                     self.by_id.remove(&id);
                     self.written_over.remove(&key);
+                    self.backoff.forget(&key);
                     if let Some(tracked) = self.tracked.remove(&key) {
                         self.publisher.forget(&tracked.owner);
                     }
@@ -149,36 +195,20 @@ impl Driver {
                 Event::Requeued { .. } | Event::Finished { .. } => {}
             }
         }
-        let failed: BTreeSet<JobKey> = self
-            .write_jobs(plan)
-            .await
-            .into_iter()
-            .filter_map(|(key, result)| match result {
-                Ok(()) => None,
-                Err(e) => {
-                    tracing::error!(job = %key, error = %e, "could not carry out the decision on the job; written again next tick");
-                    Some(key)
-                }
-            })
-            .collect();
-        for (key, id) in admitted {
-            if failed.contains(&key) {
-                continue;
-            }
-            tracing::info!(job = %key, "admitted");
-            let (Some(scheduler), Some(tracked)) = (&self.scheduler, self.tracked.get(&key)) else {
-                continue;
-            };
-            let entry = scheduler.entry(id);
-            if let Some(admission) = &entry.admission {
-                let note = format!(
-                    "Admitted by {}",
-                    render_admission(scheduler.cluster(), &entry.workload, admission)
-                );
-                self.publisher
-                    .event(&tracked.owner, false, "Admitted", note);
-            }
-        }
+        self.write_jobs(plan);
+    }
+
+    /// The admission Event of workload `id`, told once its job is released.
+    fn admitted_note(&self, id: WorkloadId, key: &JobKey) -> Option<(Owner, String)> {
+        let scheduler = self.scheduler.as_ref()?;
+        let tracked = self.tracked.get(key)?;
+        let entry = scheduler.entry(id);
+        let admission = entry.admission.as_ref()?;
+        let note = format!(
+            "Admitted by {}",
+            render_admission(scheduler.cluster(), &entry.workload, admission)
+        );
+        Some((tracked.owner.clone(), note))
     }
 
     /// What the job needs to know of workload `id`'s admission.
@@ -191,89 +221,49 @@ impl Driver {
         inject::admission_of(self.scheduler.as_ref()?, id, paths)
     }
 
-    /// The reflector's copy of a job.
-    pub(super) fn store_copy(&self, key: &JobKey) -> Option<DynamicObject> {
-        let watch = &self.jobs[key.watch];
-        let reference = ObjectRef::<DynamicObject>::new_with(&key.name, watch.resource.clone())
-            .within(&key.namespace);
-        watch
-            .watched
-            .store
-            .get(&reference)
-            .map(|o| o.as_ref().clone())
-    }
-
-    /// Makes the planned writes (see the module's note). Returns each job's
-    /// result; failures are counted for the tick's backoff.
-    pub(super) async fn write_jobs(&mut self, plan: Plan) -> Vec<(JobKey, Result<(), String>)> {
-        if plan.is_empty() {
-            return Vec::new();
-        }
-        let this = &*self;
-        let results: Vec<(JobKey, Result<(), String>, Option<String>)> =
-            futures::stream::iter(plan.jobs)
-                .map(|(key, writes)| async move {
-                    let (result, over) = this.write_job(&key, &writes).await;
-                    (key, result, over)
-                })
-                .buffer_unordered(CONCURRENCY)
-                .collect()
-                .await;
-        let mut out = Vec::with_capacity(results.len());
-        for (key, result, over) in results {
-            if result.is_err() {
-                self.write_failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// Hands the planned writes to the carrier (see the module's note).
+    pub(super) fn write_jobs(&mut self, plan: Plan) {
+        for (key, writes, then) in plan.jobs {
+            if writes.is_empty() {
+                continue;
             }
-            if let Some(version) = over {
-                self.written_over.insert(key.clone(), version);
-            }
-            out.push((key, result));
-        }
-        out
-    }
-
-    /// One job's writes, in order. Also returns the version of the
-    /// reflector's copy when anything was written.
-    async fn write_job(
-        &self,
-        key: &JobKey,
-        writes: &[JobWrite],
-    ) -> (Result<(), String>, Option<String>) {
-        let watch = &self.jobs[key.watch];
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &watch.resource);
-        let integration = super::index::integration(&self.integrations, watch);
-        let copy = self.store_copy(key);
-        let copied = copy
-            .as_ref()
-            .and_then(|o| o.metadata.resource_version.clone());
-        let mut known = copy.map(|o| (o, false));
-        let mut wrote = false;
-        for write in writes {
-            let result = match write {
-                JobWrite::Admit(pod_sets, record) => {
-                    jobs::write(&api, &key.name, integration, known.take(), |o, i| {
-                        inject::admit(o, i, pod_sets, record.clone())
-                    })
-                    .await
-                }
-                JobWrite::Hold => {
-                    jobs::write(&api, &key.name, integration, known.take(), inject::hold).await
-                }
-                JobWrite::Restore => {
-                    jobs::write(&api, &key.name, integration, known.take(), inject::restore).await
-                }
+            let watch = &self.jobs[key.watch];
+            let place = Place {
+                resource: watch.resource.clone(),
+                store: watch.watched.store.clone(),
+                integration: watch.integration,
             };
-            match result {
-                Ok(done) => {
-                    wrote |= done.replaced.is_some();
-                    known = done.object.map(|o| (o, true));
+            self.carrier.send(Order {
+                key,
+                place,
+                writes,
+                then,
+            });
+        }
+    }
+
+    /// Reads what became of the writes handed over: a job written is not
+    /// looked at again until the reflector has its new version, a failed
+    /// one is written again after its backoff, an admission made is told.
+    pub(super) fn written(&mut self) {
+        for done in self.carrier.results() {
+            match done.result {
+                Ok(()) => {
+                    self.backoff.forget(&done.key);
+                    if let Some((owner, note)) = done.then {
+                        tracing::info!(job = %done.key, "admitted");
+                        self.publisher.event(&owner, false, "Admitted", note);
+                    }
                 }
-                Err(e) => return (Err(e), copied.filter(|_| wrote)),
+                Err(error) => {
+                    let retry_in = self.backoff.failed(&done.key);
+                    tracing::warn!(job = %done.key, %error, ?retry_in, "could not write the job; it is written again after a backoff");
+                }
+            }
+            if let Some(version) = done.over {
+                self.written_over.insert(done.key, version);
             }
         }
-        (Ok(()), copied.filter(|_| wrote))
     }
 
     /// The writes that bring a job that disagrees with the scheduler back in line.

@@ -28,6 +28,7 @@ use arbiter_core::scheduler::Restored;
 use arbiter_core::scheduler::{Input, Reason, Scheduler, Status, WorkloadId};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
 use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -39,9 +40,11 @@ use crate::jobs::template_paths;
 use crate::queue_status::QueueStatusWriter;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
+mod carrier;
 mod carry;
 mod index;
-use carry::{JobWrite, Plan};
+use carrier::{Carrier, JobWrite};
+use carry::{Backoff, Plan, Then};
 use index::JobIndex;
 
 use crate::publish::Publisher;
@@ -127,6 +130,9 @@ const SWEEP: Duration = Duration::from_secs(5);
 /// How often every Workload's status is looked at (see `Driver::publish`).
 const FULL_PUBLISH: Duration = Duration::from_millis(500);
 
+/// How long a graceful stop waits for the job writes handed over.
+const FINISH_WRITES: Duration = Duration::from_secs(10);
+
 /// Hands workload `tracked`'s status to the publisher if what it depends
 /// on changed, with a denial Event the first time a denial reads so.
 fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Tracked) {
@@ -186,6 +192,8 @@ pub struct Driver {
     discovered_at: std::time::Instant,
     scheduler: Option<Scheduler>,
     fingerprint: String,
+    /// The resources jobs asked for when the configuration was last looked at.
+    job_resources: Vec<String>,
     /// When every Workload's status was last looked at.
     published_at: Option<std::time::Instant>,
     index: JobIndex,
@@ -203,10 +211,10 @@ pub struct Driver {
     unqueued_events: Vec<(Owner, &'static str, String)>,
     /// Last message logged per job that cannot be queued, so it is logged once.
     unqueued: BTreeMap<JobKey, String>,
-    /// Job writes that failed during the tick running.
-    write_failures: std::sync::atomic::AtomicU32,
-    /// The wait before failed writes are tried again (`None`: none failed last tick).
-    retry: Option<Duration>,
+    /// The task writing the jobs.
+    carrier: Carrier<Then>,
+    /// Jobs whose writes failed, written again after a backoff.
+    backoff: Backoff,
 }
 
 fn now_millis() -> i64 {
@@ -248,6 +256,7 @@ impl Driver {
             "watching; stores listed"
         );
         let publisher = Publisher::start(client.clone());
+        let carrier = Carrier::start(client.clone(), integrations.clone(), wake.clone());
         Driver {
             client,
             options,
@@ -262,6 +271,7 @@ impl Driver {
             discovered_at: std::time::Instant::now(),
             scheduler: None,
             fingerprint: String::new(),
+            job_resources: Vec::new(),
             published_at: None,
             index: JobIndex::default(),
             tracked: HashMap::new(),
@@ -273,8 +283,8 @@ impl Driver {
             publisher,
             queue_status: QueueStatusWriter::default(),
             admin: None,
-            write_failures: std::sync::atomic::AtomicU32::new(0),
-            retry: None,
+            carrier,
+            backoff: Backoff::default(),
         }
     }
 
@@ -327,7 +337,13 @@ impl Driver {
             tokio::select! {
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
-                _ = &mut shutdown => return,
+                _ = &mut shutdown => {
+                    let unwritten = self.carrier.finish(FINISH_WRITES).await;
+                    if unwritten > 0 {
+                        tracing::warn!(unwritten, "stopping with job writes unmade; the next leader makes them");
+                    }
+                    return;
+                }
             }
             tokio::time::sleep(self.options.batch_window).await;
         }
@@ -338,9 +354,36 @@ impl Driver {
         serde_json::to_value(self.store_copy(key)?).ok()
     }
 
-    /// Rebuilds the configuration when it changed. Returns false while no
-    /// valid configuration has been seen.
-    async fn refresh_config(&mut self) -> bool {
+    /// The reflector's copy of a job.
+    fn store_copy(&self, key: &JobKey) -> Option<DynamicObject> {
+        let watch = &self.jobs[key.watch];
+        let reference = ObjectRef::<DynamicObject>::new_with(&key.name, watch.resource.clone())
+            .within(&key.namespace);
+        watch
+            .watched
+            .store
+            .get(&reference)
+            .map(|o| o.as_ref().clone())
+    }
+
+    /// Rebuilds the configuration when it changed: looked at only when a
+    /// queue object, Namespace or Node changed or jobs ask for other
+    /// resources. Returns whether a valid configuration has been seen, and
+    /// whether it was built now.
+    async fn refresh_config(&mut self) -> (bool, bool) {
+        let mut noted = false;
+        for changes in self
+            .config
+            .iter()
+            .map(|w| &w.changes)
+            .chain([&self.namespaces.changes, &self.nodes.changes])
+        {
+            noted |= !changes.take().is_empty();
+        }
+        if !noted && self.index.resources().eq(self.job_resources.iter()) {
+            return (self.scheduler.is_some(), false);
+        }
+        self.job_resources = self.index.resources().cloned().collect();
         let objects = config::api_objects(self.config.iter().flat_map(|w| w.store.state()));
         let namespaces = config::namespaces(&self.namespaces.store.state());
         let mut nodes: Vec<Node> = self
@@ -372,7 +415,7 @@ impl Driver {
         })
         .to_string();
         if fingerprint == self.fingerprint {
-            return self.scheduler.is_some();
+            return (self.scheduler.is_some(), false);
         }
         self.fingerprint = fingerprint;
         let built = match config::build(&objects, &namespaces, resources) {
@@ -381,7 +424,7 @@ impl Driver {
                 for error in &errors {
                     tracing::error!(%error, "the queue configuration is invalid; the last valid one stays in force");
                 }
-                return self.scheduler.is_some();
+                return (self.scheduler.is_some(), false);
             }
         };
         for warning in &built.warnings {
@@ -410,7 +453,7 @@ impl Driver {
                 self.restore().await;
             }
         }
-        true
+        (true, true)
     }
 
     /// Reads back the admitted jobs after a start (see the module docs).
@@ -483,11 +526,7 @@ impl Driver {
         for key in &unreadable {
             plan.push(key, [JobWrite::Hold, JobWrite::Restore]);
         }
-        for (key, result) in self.write_jobs(plan).await {
-            if let Err(e) = result {
-                tracing::error!(job = %key, error = %e, "could not hold the job again");
-            }
-        }
+        self.write_jobs(plan);
     }
 
     /// Looks again for job kinds the API did not serve (see `unserved`).
@@ -510,10 +549,11 @@ impl Driver {
     /// Returns when the core asked to be woken.
     pub async fn tick(&mut self) -> Option<Millis> {
         let started = std::time::Instant::now();
+        self.written();
         self.rediscover().await;
         self.index.refresh(&self.jobs, &self.integrations);
         let indexed = started.elapsed();
-        let configured = self.refresh_config().await;
+        let (configured, rebuilt) = self.refresh_config().await;
         let reconfigured = started.elapsed();
         if let Some((state, _)) = &self.admin {
             state
@@ -531,10 +571,27 @@ impl Driver {
         let mut unqueued = Vec::new();
         let mut redo = Vec::new();
         let mut touched = BTreeSet::new();
+        // Every job is looked at after a new configuration (one that could
+        // not be queued may be now) and every `SWEEP`; in between only the
+        // jobs that changed and those whose backoff passed.
+        let sweep = rebuilt || self.swept_at.elapsed() >= SWEEP;
+        if sweep {
+            self.swept_at = std::time::Instant::now();
+        }
+        let keys: Vec<JobKey> = if sweep {
+            self.index.iter().map(|(k, _)| k.clone()).collect()
+        } else {
+            let mut keys: BTreeSet<JobKey> = self.index.changed.iter().cloned().collect();
+            keys.extend(self.backoff.passed());
+            keys.into_iter().collect()
+        };
         {
             let scheduler = self.scheduler.as_ref().expect("configured");
             let cluster = scheduler.cluster_arc().clone();
-            for (key, seen) in self.index.iter() {
+            for key in &keys {
+                let Some(seen) = self.index.get(key) else {
+                    continue;
+                };
                 let info = match &seen.info {
                     Ok(info) => info,
                     Err(e) => {
@@ -572,10 +629,12 @@ impl Driver {
                         .written_over
                         .get(key)
                         .is_some_and(|v| seen.resource_version.as_ref() == Some(v));
-                    if !tracked.finish_sent && !stale {
+                    let waiting = self.carrier.busy(key) || !self.backoff.due(key);
+                    if !tracked.finish_sent && !stale && !waiting {
                         let admitted = scheduler.entry(tracked.id).admission.is_some();
-                        if let Some(what) = carry::undone(admitted, seen.held, seen.recorded) {
-                            redo.push((key.clone(), tracked.id, what));
+                        match carry::undone(admitted, seen.held, seen.recorded) {
+                            Some(what) => redo.push((key.clone(), tracked.id, what)),
+                            None => self.backoff.forget(key),
                         }
                     }
                     continue;
@@ -636,10 +695,6 @@ impl Driver {
         // Gone, being deleted, or no longer naming a queue: only a job
         // read again or gone can have become so; every tracked job is
         // looked at every `SWEEP` all the same.
-        let sweep = self.swept_at.elapsed() >= SWEEP;
-        if sweep {
-            self.swept_at = std::time::Instant::now();
-        }
         let candidates: Box<dyn Iterator<Item = &JobKey>> = if sweep {
             Box::new(self.tracked.keys())
         } else {
@@ -655,14 +710,7 @@ impl Driver {
             }
         }
         let read = started.elapsed();
-        for (key, result) in self.write_jobs(before_step).await {
-            match result {
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::warn!(job = %key, error = %e, "could not hold the job, or write again what a failed write left undone; retried with backoff")
-                }
-            }
-        }
+        self.write_jobs(before_step);
         let step = {
             let scheduler = self.scheduler.as_mut().expect("configured");
             let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
@@ -681,7 +729,7 @@ impl Driver {
         if let (Some((_, metrics)), Some(scheduler)) = (&self.admin, &self.scheduler) {
             metrics.observe(scheduler, &step.events);
         }
-        self.carry_out(&step.events).await;
+        self.carry_out(&step.events);
         let carried = started.elapsed();
         touched.extend(step.submitted.iter().copied());
         touched.extend(step.events.iter().map(|e| e.workload()));
@@ -698,6 +746,7 @@ impl Driver {
         tracing::debug!(
             jobs = self.index.len(),
             events = step.events.len(),
+            cycles = step.cycles,
             indexed_ms = indexed.as_millis() as u64,
             configured_ms = reconfigured.as_millis() as u64,
             read_ms = read.as_millis() as u64,
@@ -706,11 +755,6 @@ impl Driver {
             total_ms = started.elapsed().as_millis() as u64,
             "tick"
         );
-        // Writes that failed are tried again after a backoff (doubling
-        // while they keep failing), whatever else wakes the loop.
-        let failures = self
-            .write_failures
-            .swap(0, std::sync::atomic::Ordering::Relaxed);
         let next_wake = match owed {
             true => {
                 let at = Millis(now + FULL_PUBLISH.as_millis() as i64);
@@ -718,17 +762,15 @@ impl Driver {
             }
             false => step.next_wake,
         };
-        if failures == 0 {
-            self.retry = None;
-            return next_wake;
+        // A job whose writes failed is written again once its backoff passed.
+        let retry = self.backoff.next().map(|at| {
+            let wait = at.saturating_duration_since(std::time::Instant::now());
+            Millis(now_millis() + wait.as_millis() as i64 + 1)
+        });
+        match (next_wake, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        let retry = self
-            .retry
-            .map_or(carry::FIRST_RETRY, |r| (r * 2).min(carry::MAX_RETRY));
-        self.retry = Some(retry);
-        tracing::warn!(failures, retry_in = ?retry, "job writes failed; trying again");
-        let at = Millis(now + retry.as_millis() as i64);
-        Some(next_wake.map_or(at, |w| w.min(at)))
     }
 
     /// The job as a Workload's owner.
@@ -758,6 +800,10 @@ impl Driver {
         if full {
             self.published_at = Some(std::time::Instant::now());
             for tracked in self.tracked.values_mut() {
+                // A finished workload's status, once handed over, is final.
+                if tracked.published.as_ref().is_some_and(|p| p.finished) {
+                    continue;
+                }
                 publish_one(scheduler, &self.publisher, tracked);
             }
         } else {
