@@ -1,12 +1,12 @@
 //! The operator's driver loop: the second driver of the core, beside the
-//! simulator. Each tick it reads the stores the reflectors keep (a job
-//! only when it changed: `index`), rebuilds the configuration when the
-//! queue objects, Namespaces or Nodes changed (the core's `reconfigure`),
-//! turns what happened to jobs into `Input`s, calls `Scheduler::step` with
-//! the wall clock, carries out the decisions by writing the jobs
-//! (`inject`, `carry`) and hands what the Workloads and queues should say
-//! to `publish`, which writes it off this task. It makes no decision
-//! itself.
+//! simulator. Each tick it reads the stores the reflectors keep (only the
+//! jobs a watch noted as changed: `index`), rebuilds the configuration
+//! when the queue objects, Namespaces or Nodes changed (the core's
+//! `reconfigure`), turns what happened to jobs into `Input`s, calls
+//! `Scheduler::step` with the wall clock, hands the job writes that carry
+//! out the decisions to a task of their own (`carry`, `carrier`, `inject`)
+//! and what the Workloads and queues should say to `publish`; neither is
+//! waited for. It makes no decision itself.
 //!
 //! Restart: on its first configuration the driver reads back every
 //! released job that carries an `arbiter.dev/admission` record and hands
