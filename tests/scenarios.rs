@@ -201,6 +201,18 @@ fn hierarchical_cohorts_lend_their_own_quota_to_members() {
     );
 }
 
+#[test]
+fn heads_borrowing_closer_to_their_queue_go_first() {
+    // Kueue: pkg/scheduler/scheduler.go, makeClassicalIterator — entries
+    // ordered by `assignment.Borrows()` (the borrowing level,
+    // flavorassigner's FindHeightOfLowestSubtreeThatFits) before priority
+    // and FIFO.
+    let r = run("borrowing-level");
+    assert_eq!(admitted_at(&r, "blocker"), Some(0.0));
+    assert_eq!(admitted_at(&r, "a-new"), Some(10.0));
+    assert_eq!(admitted_at(&r, "b-old"), Some(20.0));
+}
+
 // ------------------------------------------------------------ 5. preemption
 
 #[test]

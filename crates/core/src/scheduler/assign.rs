@@ -31,6 +31,12 @@ pub struct Assignment {
     pub placements: Vec<Placement>,
     pub mode: Mode,
     pub borrowing: bool,
+    /// Kueue's borrowing level: the height of the lowest subtree of the
+    /// cohort tree whose quota holds what the workload takes (0: its
+    /// ClusterQueue's own nominal quota), the most over its resources.
+    /// Counted for the resources that fit now; a resource that needs
+    /// preemption counts 0.
+    pub borrow_level: u32,
     /// Why the workload does not fit now (`None` when it fits).
     pub not_fit: Option<NotFit>,
     /// Pods per pod set this assignment is for (below `count` when partially admitted).
@@ -50,6 +56,7 @@ struct Choice {
     flavor: FlavorId,
     mode: Mode,
     borrowing: bool,
+    borrow_level: u32,
     scratch_after: Option<Scratch>,
     placements: Vec<Placement>,
 }
@@ -80,6 +87,7 @@ pub fn assign(
         placements: Vec::new(),
         mode: Mode::Fit,
         borrowing: false,
+        borrow_level: 0,
         not_fit: None,
         counts: Vec::with_capacity(workload.pod_sets.len()),
         candidates: Vec::new(),
@@ -138,6 +146,7 @@ pub fn assign(
                 }
                 let mut mode = Mode::Fit;
                 let mut borrowing = false;
+                let mut borrow_level = 0;
                 for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
                     let fr = cluster.flavor_resource(f, r);
                     let need = per_pod.saturating_mul(count as i64) + charged(&out.usage, fr);
@@ -145,6 +154,8 @@ pub fn assign(
                     if need <= available {
                         if ctx.quota.usage(cq, fr) + need > ctx.quota.nominal(cq, fr) {
                             borrowing = true;
+                            let (level, _) = ctx.quota.lowest_fitting_subtree(cq, fr, need);
+                            borrow_level = borrow_level.max(level);
                         }
                         continue;
                     }
@@ -171,6 +182,7 @@ pub fn assign(
                     flavor: f,
                     mode,
                     borrowing,
+                    borrow_level,
                     scratch_after: None,
                     placements: Vec::new(),
                 };
@@ -197,10 +209,12 @@ pub fn assign(
                     (Mode::Preempt, _) => def.when_can_preempt == Fungibility::MayStopSearch,
                     (Mode::NoFit, _) => false,
                 };
+                // Kueue's default preference: the better mode, then the
+                // lower borrowing level.
                 let better = choice.mode != Mode::NoFit
-                    && best
-                        .as_ref()
-                        .is_none_or(|b| (choice.mode, choice.borrowing) < (b.mode, b.borrowing));
+                    && best.as_ref().is_none_or(|b| {
+                        (choice.mode, choice.borrow_level) < (b.mode, b.borrow_level)
+                    });
                 if better {
                     best = Some(choice);
                 }
@@ -226,6 +240,7 @@ pub fn assign(
                     out.placements.extend(choice.placements);
                     out.mode = out.mode.max(choice.mode);
                     out.borrowing |= choice.borrowing;
+                    out.borrow_level = out.borrow_level.max(choice.borrow_level);
                     if choice.mode != Mode::Fit && out.not_fit.is_none() {
                         out.not_fit = Some(NotFit {
                             pod_set: ps_index,

@@ -35,7 +35,7 @@ impl Scheduler {
             cq: ClusterQueueId,
             id: WorkloadId,
             assignment: Assignment,
-            order: (Score, bool, Reverse<i32>, Millis, super::Seq),
+            order: (Score, u32, Reverse<i32>, Millis, super::Seq),
         }
         let mut heads = Vec::with_capacity(self.active.len());
         let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
@@ -55,9 +55,11 @@ impl Scheduler {
             } else {
                 0.0
             };
+            // Kueue's order: by how far up the cohort tree the head
+            // borrows, then priority, then time (fair sharing: share first).
             let order = (
                 Score(share),
-                assignment.borrowing,
+                assignment.borrow_level,
                 Reverse(entry.workload.priority),
                 entry.slot.queue_time,
                 entry.slot.seq,

@@ -28,6 +28,9 @@ struct NodeQuota {
 #[derive(Clone, Debug)]
 pub struct QuotaTree {
     nodes: Vec<NodeQuota>,
+    /// Per node: its height (a ClusterQueue 0; a cohort one more than its
+    /// highest child cohort, at least 1 when it has members).
+    heights: Vec<u32>,
     cluster_queues: usize,
     frs: usize,
 }
@@ -51,8 +54,10 @@ impl QuotaTree {
         for cohort in &cluster.cohorts {
             nodes.push(empty(cohort.parent.map(cohort_node)));
         }
+        let heights = vec![0; nodes.len()];
         let mut tree = QuotaTree {
             nodes,
+            heights,
             cluster_queues: cqs,
             frs,
         };
@@ -66,6 +71,13 @@ impl QuotaTree {
         // Depth-first from every ClusterQueue and cohort: add its lendable part to each ancestor
         // until a lending limit caps it.
         let order = tree.bottom_up_order();
+        for &node in &order {
+            if let Some(parent) = tree.nodes[node.0 as usize].parent {
+                let height = tree.heights[node.0 as usize] + 1;
+                let slot = &mut tree.heights[parent.0 as usize];
+                *slot = (*slot).max(height);
+            }
+        }
         for node in order {
             let lendable: Vec<Amount> = (0..frs).map(|fr| tree.lendable(node, fr)).collect();
             if let Some(parent) = tree.nodes[node.0 as usize].parent {
@@ -166,6 +178,43 @@ impl QuotaTree {
                     from_parent = from_parent.min(stored_in_parent - used_in_parent + limit);
                 }
                 local + from_parent.max(Amount::ZERO)
+            }
+        }
+    }
+
+    /// Kueue's borrowing level: the height of the lowest subtree (the
+    /// ClusterQueue alone is height 0, its cohort 1, …) whose quota holds
+    /// `val` more of `fr` beyond what is used now — the whole tree's height
+    /// when none does — and whether that subtree is smaller than the whole
+    /// tree (a ClusterQueue in a cohort fitting alone counts as smaller).
+    pub fn lowest_fitting_subtree(
+        &self,
+        cq: ClusterQueueId,
+        fr: FlavorResource,
+        val: Amount,
+    ) -> (u32, bool) {
+        let fr = fr.index();
+        let node = &self.nodes[cq.index()];
+        let borrowing_with = |n: &NodeQuota, val: Amount| n.subtree[fr] < n.usage[fr] + val;
+        let local_available = |n: &NodeQuota| n.guaranteed[fr].positive_sub(n.usage[fr]);
+        let Some(mut parent) = node.parent else {
+            return (0, false);
+        };
+        if !borrowing_with(node, val) {
+            return (0, true);
+        }
+        let mut remaining = val - local_available(node);
+        loop {
+            let p = &self.nodes[parent.0 as usize];
+            if !borrowing_with(p, remaining) {
+                return (self.heights[parent.0 as usize], p.parent.is_some());
+            }
+            match p.parent {
+                Some(next) => {
+                    remaining = remaining - local_available(p);
+                    parent = next;
+                }
+                None => return (self.heights[parent.0 as usize], false),
             }
         }
     }
@@ -309,5 +358,47 @@ spec:
         );
         // 8 own + 8 lent by ml + 4 of the cohort's own quota.
         assert_eq!(tree.available(finance, fr), gpus(20));
+    }
+
+    #[test]
+    fn borrowing_level_is_the_height_of_the_lowest_subtree_that_holds_it() {
+        // org (8 own) > gpu (4 own) > ml (8, lends all), finance (8, lends 6).
+        let yaml = format!(
+            "{TWO_QUEUES}\n---\nkind: Cohort\nmetadata: {{name: gpu}}\nspec:\n  parent: org\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: a100\n      resources: [{{name: nvidia.com/gpu, nominalQuota: 4}}]\n---\nkind: Cohort\nmetadata: {{name: org}}\nspec:\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: a100\n      resources: [{{name: nvidia.com/gpu, nominalQuota: 8}}]\n"
+        );
+        let (cluster, mut tree) = tree(&yaml);
+        let finance = cluster.cluster_queue_id("finance").unwrap();
+        let fr = cluster.flavor_resource(
+            cluster.flavor_id("a100").unwrap(),
+            cluster.resource_id("nvidia.com/gpu").unwrap(),
+        );
+        // Within its 8: level 0, in a subtree smaller than the tree.
+        assert_eq!(tree.lowest_fitting_subtree(finance, fr, gpus(8)), (0, true));
+        // finance keeps 2 it does not lend; gpu holds 4 + 8 (ml lends) + 6
+        // (finance lends) = 18 more.
+        assert_eq!(
+            tree.lowest_fitting_subtree(finance, fr, gpus(20)),
+            (1, true)
+        );
+        // Beyond: org, the root, height 2, not smaller than the tree.
+        assert_eq!(
+            tree.lowest_fitting_subtree(finance, fr, gpus(21)),
+            (2, false)
+        );
+        assert_eq!(
+            tree.lowest_fitting_subtree(finance, fr, gpus(99)),
+            (2, false)
+        );
+        // With 6 used by ml in gpu, 15 for finance reach the root.
+        let ml = cluster.cluster_queue_id("ml").unwrap();
+        tree.add_usage(ml, fr, gpus(6));
+        assert_eq!(
+            tree.lowest_fitting_subtree(finance, fr, gpus(14)),
+            (1, true)
+        );
+        assert_eq!(
+            tree.lowest_fitting_subtree(finance, fr, gpus(15)),
+            (2, false)
+        );
     }
 }
