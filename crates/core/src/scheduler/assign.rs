@@ -80,6 +80,10 @@ pub fn assign(
 ) -> Assignment {
     let cluster = ctx.cluster;
     let def = cluster.cluster_queue(cq);
+    // Kueue's `canPreemptWhileBorrowing` (fair sharing with reclaim; no
+    // `borrowWithinCohort` yet).
+    let preempt_while_borrowing = cluster.fair_sharing_for(cq)
+        && def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never;
     let mut scratch = Scratch::default();
     let mut out = Assignment {
         pod_sets: Vec::with_capacity(workload.pod_sets.len()),
@@ -160,12 +164,18 @@ pub fn assign(
                         continue;
                     }
                     let potential = ctx.quota.potential(cq, fr);
-                    mode = mode.max(if need <= potential {
+                    let nominal = ctx.quota.nominal(cq, fr);
+                    // Kueue's rule: preemption is tried only for a request
+                    // within the nominal quota, or one a subtree smaller than
+                    // the whole cohort tree can hold (hierarchical reclaim),
+                    // or when the queue may preempt while borrowing.
+                    let (_, in_subtree) = ctx.quota.lowest_fitting_subtree(cq, fr, need);
+                    let may_preempt = need <= nominal || in_subtree || preempt_while_borrowing;
+                    mode = mode.max(if need <= potential && may_preempt {
                         Mode::Preempt
                     } else {
                         Mode::NoFit
                     });
-                    let nominal = ctx.quota.nominal(cq, fr);
                     let own_free = nominal.positive_sub(ctx.quota.usage(cq, fr));
                     problems.push(Problem::Quota {
                         flavor: f,

@@ -588,12 +588,14 @@ fn preemption_keeps_searching_for_a_fit_by_default() {
     assert_eq!(a.mode, Mode::Fit);
     assert_eq!(f.chosen(&a), [[(GPU, "h100")]]);
     assert_eq!(a.not_fit, None);
-    // 12 fits nowhere now; a100 could hold it after preemption, h100 never.
-    let w = f.workload("ml", vec![pods("main", 1, &[(GPU, 12)])]);
+    // With h100 half used too, 8 fits nowhere now; both could hold it after
+    // preemption (it is within their nominal 8): the first is kept.
+    f.charge("ml", "h100", GPU, 4);
+    let w = f.workload("ml", vec![pods("main", 1, &[(GPU, 8)])]);
     let a = f.assign(&w, None, None);
     assert_eq!(a.mode, Mode::Preempt);
     assert_eq!(f.chosen(&a), [[(GPU, "a100")]]);
-    assert_eq!(f.usage(&a), [("a100", GPU, units(12))]);
+    assert_eq!(f.usage(&a), [("a100", GPU, units(8))]);
     assert!(
         !a.borrowing,
         "borrowing is only judged where the flavor fits"
@@ -604,8 +606,8 @@ fn preemption_keeps_searching_for_a_fit_by_default() {
         not_fit(
             0,
             vec![
-                f.gpu_quota("a100", 12, 4, 8, 0, Some(0), 16),
-                f.gpu_quota("h100", 12, 8, 8, 0, Some(0), 8),
+                f.gpu_quota("a100", 8, 4, 8, 0, Some(0), 16),
+                f.gpu_quota("h100", 8, 4, 8, 0, Some(0), 8),
                 Problem::Taint {
                     flavor: f.flavor("spot"),
                     taint: 1
@@ -613,6 +615,25 @@ fn preemption_keeps_searching_for_a_fit_by_default() {
             ]
         )
     );
+}
+
+#[test]
+fn preemption_is_tried_only_for_a_request_within_nominal_quota() {
+    // Kueue: flavorassigner.go fitsResourceQuota — preemption is simulated
+    // only when `nominal >= request`, a subtree smaller than the whole
+    // cohort tree holds the request, or the queue may preempt while
+    // borrowing; flavorassigner_test "when borrowing while preemption is
+    // needed for flavor one, fair sharing enabled, reclaimWithinCohort=Never".
+    let mut f = Fixture::kueue();
+    f.charge("lender", "a100", GPU, 8);
+    f.charge("ml", "a100", GPU, 4);
+    // 12 is beyond a100's nominal 8 (a100 could hold it after preemption in
+    // the cohort, 16) and beyond all h100 ever has: no flavor.
+    let w = f.workload("ml", vec![pods("main", 1, &[(GPU, 12)])]);
+    let a = f.assign(&w, None, None);
+    assert_eq!(a.mode, Mode::NoFit);
+    assert_eq!(f.chosen(&a), [Vec::<(&str, &str)>::new()]);
+    assert!(a.usage.is_empty());
 }
 
 #[test]
@@ -690,7 +711,9 @@ fn pod_sets_share_the_quota_they_are_charged() {
 fn a_pod_set_with_no_flavor_explains_more_than_one_needing_preemption() {
     let mut f = Fixture::kueue();
     f.charge("lender", "a100", GPU, 8);
-    let big = || pods("big", 1, &[(GPU, 12)]);
+    f.charge("ml", "a100", GPU, 4);
+    f.charge("ml", "h100", GPU, 4);
+    let big = || pods("big", 1, &[(GPU, 8)]);
     let pinned = || selecting(pods("pinned", 1, &[(GPU, 1)]), "gpu", "b200");
     let excluded_everywhere = vec![
         Problem::Excluded {
@@ -706,7 +729,7 @@ fn a_pod_set_with_no_flavor_explains_more_than_one_needing_preemption() {
     let a = f.assign(&f.workload("ml", vec![big(), pinned()]), None, None);
     assert_eq!(a.mode, Mode::NoFit);
     assert_eq!(f.chosen(&a), [vec![(GPU, "a100")], vec![]]);
-    assert_eq!(f.usage(&a), [("a100", GPU, units(12))]);
+    assert_eq!(f.usage(&a), [("a100", GPU, units(8))]);
     assert_eq!(a.not_fit, not_fit(1, excluded_everywhere.clone()));
     // The first pod set with no flavor keeps the explanation.
     let a = f.assign(&f.workload("ml", vec![pinned(), big()]), None, None);

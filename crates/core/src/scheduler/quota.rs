@@ -211,7 +211,7 @@ impl QuotaTree {
             }
             match p.parent {
                 Some(next) => {
-                    remaining = remaining - local_available(p);
+                    remaining -= local_available(p);
                     parent = next;
                 }
                 None => return (self.heights[parent.0 as usize], false),
