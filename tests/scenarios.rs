@@ -213,6 +213,24 @@ fn heads_borrowing_closer_to_their_queue_go_first() {
     assert_eq!(admitted_at(&r, "b-old"), Some(20.0));
 }
 
+#[test]
+fn preemption_is_tried_only_for_a_request_within_nominal_quota() {
+    // Kueue: pkg/scheduler/flavorassigner/flavorassigner.go fitsResourceQuota
+    // (`rQuota.Nominal >= val || mayReclaimInHierarchy ||
+    // canPreemptWhileBorrowing`), as flavorassigner_test.go "when borrowing
+    // while preemption is needed for flavor one, fair sharing enabled,
+    // reclaimWithinCohort=Never" shows: flavor one is NoFit, two fits.
+    let r = run("preempt-within-nominal");
+    assert_eq!(admitted_at(&r, "high"), Some(1.0));
+    let flavor = workload(&r, "high")
+        .flavors
+        .get("main")
+        .and_then(|m| m.get("cpu"))
+        .cloned();
+    assert_eq!(flavor.as_deref(), Some("two"));
+    assert_eq!(workload(&r, "low").evictions, 0);
+}
+
 // ------------------------------------------------------------ 5. preemption
 
 #[test]
