@@ -343,6 +343,48 @@ fn reclaim_within_cohort_lower_priority_spares_higher_priority_borrowers() {
     );
 }
 
+#[test]
+fn borrow_within_cohort_reclaims_lower_priority_below_its_threshold_while_borrowing() {
+    // Kueue: pkg/scheduler/preemption/preemption_test.go, TestPreemption,
+    // the "use BorrowWithinCohort; …" cases (see the scenario's header).
+    let r = run("borrow-within-cohort");
+    // one: be-big goes though in-one then borrows 9; be-small is not needed.
+    assert_eq!(admitted_at(&r, "in-one"), Some(1.0));
+    let big = workload(&r, "be-big");
+    assert_eq!(big.evictions, 1);
+    assert_eq!(big.history[1].by.as_deref(), Some("team/in-one"));
+    assert_eq!(workload(&r, "be-small").evictions, 0);
+    // two: std-two is above the threshold and in-two would borrow: no
+    // preemption, in-two waits for std-two to finish.
+    assert_eq!(workload(&r, "std-two").evictions, 0);
+    assert_eq!(admitted_at(&r, "in-two"), Some(600.0));
+    // three: in-three ends within its nominal quota, the threshold does not apply.
+    assert_eq!(admitted_at(&r, "in-three"), Some(1.0));
+    assert_eq!(workload(&r, "std-three").evictions, 1);
+}
+
+#[test]
+fn hierarchical_reclaim_prefers_the_subtree_that_holds_the_request() {
+    // Kueue: pkg/scheduler/preemption/preemption_hierarchical_test.go,
+    // TestHierarchicalPreemptions, "prefer to preempt hierarchical
+    // candidate" and "forced to preempt priority candidate".
+    let r = run("hierarchical-reclaim");
+    // first: lent (priority 1) goes by hierarchical reclaim, not the
+    // lower-priority own-low of in-first's own queue.
+    assert_eq!(admitted_at(&r, "in-first"), Some(1.0));
+    let lent = workload(&r, "lent");
+    assert_eq!(lent.evictions, 1);
+    assert_eq!(lent.history[1].by.as_deref(), Some("team/in-first"));
+    assert_eq!(workload(&r, "own-low").evictions, 0);
+    // second: q-nominal-2 is within its quota (nominal-low, priority -10,
+    // is spared); same-cohort is preempted while in-second borrows.
+    assert_eq!(admitted_at(&r, "in-second"), Some(1.0));
+    assert_eq!(workload(&r, "nominal-low").evictions, 0);
+    let same = workload(&r, "same-cohort");
+    assert_eq!(same.evictions, 1);
+    assert_eq!(same.history[1].by.as_deref(), Some("team/in-second"));
+}
+
 // ------------------------------------------------------------ 6. fair sharing
 
 #[test]
@@ -715,6 +757,92 @@ fn partial_admission_runs_with_the_most_pods_that_fit_down_to_min_count() {
     );
     // The 3 GPUs it took are gone: the rigid 2-GPU job waits for a finish.
     assert_eq!(admitted_at(&r, "rigid"), Some(10.0 + 1800.0));
+}
+
+#[test]
+fn partial_admission_tries_the_whole_workload_with_preemption_first() {
+    // Kueue: pkg/scheduler/scheduler_test.go, TestSchedule, "partial
+    // admission single variable pod set, preempt first" and "…, preempt
+    // with partial admission".
+    let r = run("partial-admission-preemption");
+    let first = workload(&r, "new-first");
+    assert_eq!(first.admitted_seconds, Some(1.0));
+    assert!(
+        !first.history[0].reason.contains("partially"),
+        "{:?}",
+        first.history[0].reason
+    );
+    assert_eq!(workload(&r, "old-first").evictions, 1);
+    let second = workload(&r, "new-second");
+    assert_eq!(second.admitted_seconds, Some(1.0));
+    assert!(
+        second.history[0]
+            .reason
+            .ends_with("partially admitted (minCount): one 20 of 30 pods"),
+        "{:?}",
+        second.history[0].reason
+    );
+    assert_eq!(workload(&r, "old-second").evictions, 1);
+}
+
+#[test]
+fn a_head_with_nothing_to_preempt_holds_the_quota_it_could_use_unless_its_queue_can_always_reclaim()
+{
+    // Kueue: pkg/scheduler/scheduler_test.go, TestSchedule, "capacity
+    // blocked when lending clusterqueue not guaranteed to reclaim
+    // (ReclaimWithinCohort=LowerPriority)" and "capacity not blocked when
+    // lending clusterqueue can reclaim (ReclaimWithinCohort=Any)".
+    let r = run("unreclaimable-reservation");
+    // blocked: b1 cannot borrow the GPU a2 waits for; a2 goes when a1 is
+    // done, b1 after a2.
+    assert_eq!(admitted_at(&r, "a2-blocked"), Some(600.0));
+    assert_eq!(admitted_at(&r, "b1-blocked"), Some(4200.0));
+    assert_eq!(workload(&r, "b1-blocked").evictions, 0);
+    // open: b1 borrows at once and is reclaimed when a1 is done.
+    let b1 = workload(&r, "b1-open");
+    assert_eq!(b1.history[0].at_seconds, 2.0);
+    assert_eq!(b1.evictions, 1);
+    assert_eq!(admitted_at(&r, "a2-open"), Some(600.0));
+}
+
+fn flavor_of(r: &Report, name: &str) -> Option<String> {
+    workload(r, name)
+        .flavors
+        .get("main")
+        .and_then(|m| m.get("cpu"))
+        .cloned()
+}
+
+#[test]
+fn flavor_preference_chooses_between_preempting_and_borrowing_as_kueue() {
+    // Kueue: flavorassigner_test.go, TestIsPreferred and TestHierarchical
+    // (see the scenario's header).
+    let r = run("flavor-preference");
+    assert_eq!(admitted_at(&r, "high-pob"), Some(1.0));
+    assert_eq!(flavor_of(&r, "high-pob").as_deref(), Some("one"));
+    assert_eq!(workload(&r, "low-pob").evictions, 1);
+    assert_eq!(admitted_at(&r, "high-bop"), Some(1.0));
+    assert_eq!(flavor_of(&r, "high-bop").as_deref(), Some("two"));
+    assert_eq!(workload(&r, "low-bop").evictions, 0);
+    assert_eq!(admitted_at(&r, "newcomer-none"), Some(1.0));
+    assert_eq!(flavor_of(&r, "newcomer-none").as_deref(), Some("two"));
+    assert_eq!(workload(&r, "keep-none").evictions, 0);
+}
+
+#[test]
+fn a_flavor_preference_needs_both_policies_try_next_flavor() {
+    let yaml = CAPS_QUEUES.replace(
+        "spec:\n  resourceGroups:",
+        "spec:\n  flavorFungibility: {preference: PreemptionOverBorrowing}\n  resourceGroups:",
+    );
+    let errors = build_errors(&yaml);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("spec.flavorFungibility.preference")
+                && e.contains("whenCanBorrow and whenCanPreempt are both TryNextFlavor")),
+        "{errors:?}"
+    );
 }
 
 // ------------------------------------------------------------ numbers with limits

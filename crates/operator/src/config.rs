@@ -157,7 +157,7 @@ pub fn build(
             match document.manifest {
                 Manifest::ResourceFlavor(x) => builder.flavor(source, x),
                 Manifest::Cohort(x) => builder.cohort(source, x),
-                Manifest::ClusterQueue(x) => builder.cluster_queue(source, x),
+                Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
                 Manifest::LocalQueue(x) => builder.local_queue(source, x),
                 Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
                 _ => warnings.push(format!("{source}: not a queue configuration kind; ignored")),

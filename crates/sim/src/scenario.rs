@@ -124,7 +124,7 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
         match doc.manifest {
             Manifest::ResourceFlavor(x) => builder.flavor(source, x),
             Manifest::Cohort(x) => builder.cohort(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, x),
+            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
             Manifest::LocalQueue(x) => builder.local_queue(source, x),
             Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
             Manifest::Namespace(ns) => {

@@ -138,6 +138,23 @@ pub struct FlavorFungibility {
     pub when_can_borrow: Option<FungibilityPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_can_preempt: Option<FungibilityPolicy>,
+    /// Kueue's `preference`: which flavor wins when every flavor tried
+    /// needs borrowing, preemption or both (only with both policies
+    /// `TryNextFlavor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference: Option<FlavorPreference>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FlavorPreference {
+    /// The flavor needing the least preemption (fit, then reclaim, then
+    /// preemption in the queue), then the one borrowing least far up the
+    /// cohort tree.
+    #[default]
+    BorrowingOverPreemption,
+    /// The flavor borrowing least far up the cohort tree, then the one
+    /// needing the least preemption.
+    PreemptionOverBorrowing,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -163,6 +180,28 @@ pub struct Preemption {
     pub within_cluster_queue: Option<WithinClusterQueue>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaim_within_cohort: Option<ReclaimWithinCohort>,
+    /// Kueue's `borrowWithinCohort`: whether a workload that must borrow
+    /// may reclaim from other ClusterQueues of the cohort (lower priority
+    /// only, at most `maxPriorityThreshold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_within_cohort: Option<BorrowWithinCohort>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BorrowWithinCohort {
+    #[serde(default)]
+    pub policy: BorrowWithinCohortPolicy,
+    /// Only workloads of this priority or lower may be preempted while borrowing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority_threshold: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BorrowWithinCohortPolicy {
+    #[default]
+    Never,
+    LowerPriority,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -60,7 +60,8 @@ impl fmt::Display for Warning {
 pub enum Manifest {
     ResourceFlavor(api::ResourceFlavor),
     Cohort(api::Cohort),
-    ClusterQueue(api::ClusterQueue),
+    /// Boxed: by far the largest manifest.
+    ClusterQueue(Box<api::ClusterQueue>),
     LocalQueue(api::LocalQueue),
     WorkloadPriorityClass(api::WorkloadPriorityClass),
     Workload(api::Workload),
@@ -428,7 +429,9 @@ fn read_object(
         },
         Some(Kind::ResourceFlavor) => Manifest::ResourceFlavor(decode(&object, source, warnings)?),
         Some(Kind::Cohort) => Manifest::Cohort(decode(&object, source, warnings)?),
-        Some(Kind::ClusterQueue) => Manifest::ClusterQueue(decode(&object, source, warnings)?),
+        Some(Kind::ClusterQueue) => {
+            Manifest::ClusterQueue(Box::new(decode(&object, source, warnings)?))
+        }
         Some(Kind::LocalQueue) => Manifest::LocalQueue(decode(&object, source, warnings)?),
         Some(Kind::WorkloadPriorityClass) => {
             let mut class: api::WorkloadPriorityClass = decode(&object, source, warnings)?;
@@ -513,7 +516,6 @@ const KUEUE_ONLY_FIELDS: &[&str] = &[
     "spec.admissionChecks",
     "spec.admissionChecksStrategy",
     "spec.admissionScope",
-    "spec.preemption.borrowWithinCohort",
     "spec.topologyName",
     "spec.maximumExecutionTimeSeconds",
     "spec.priorityClassSource",
@@ -1045,7 +1047,6 @@ spec: {parent: org}
             vec![
                 "seed/cluster.yaml (document 1): field spec.topologyName is a Kueue feature not supported by Arbiter, ignored",
                 "seed/cluster.yaml (document 2): field spec.admissionChecks is a Kueue feature not supported by Arbiter, ignored",
-                "seed/cluster.yaml (document 2): field spec.preemption.borrowWithinCohort is a Kueue feature not supported by Arbiter, ignored",
             ]
         );
         let Manifest::ClusterQueue(cq) = &loaded.documents[1].manifest else {

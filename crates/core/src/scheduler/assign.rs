@@ -3,8 +3,13 @@
 //! order), honouring node selectors, taints, quota, physical capacity and
 //! `flavorFungibility`. The result says whether the workload fits now, fits
 //! only by preempting, or does not fit — and why, as data (`reason`).
-//! Pure: reads the quota tree and capacity, changes nothing.
+//! Pure: reads the quota tree and capacity, changes nothing; what
+//! preempting would do it asks an [`Oracle`] the scheduler answers.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::model::api::FlavorPreference;
 use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, Fungibility, ResourceId};
 use crate::model::selector::{node_constraints_allow, untolerated_taint};
 use crate::model::Amount;
@@ -50,13 +55,97 @@ pub struct Context<'a> {
     pub cluster: &'a Cluster,
     pub quota: &'a QuotaTree,
     pub capacity: &'a Capacity,
+    /// What preempting would do, per resource; `None`: every resource that
+    /// needs preemption is taken to have victims, borrowing level 0.
+    pub oracle: Option<&'a Oracle>,
+}
+
+/// What preempting for one flavor resource would do (Kueue's
+/// `PreemptionPossibility`); ordered best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Possibility {
+    /// Every victim is in another ClusterQueue.
+    Reclaim,
+    /// Some victim is in the preemptor's own ClusterQueue.
+    Preempt,
+    /// Nothing may be preempted that makes it fit.
+    NoCandidates,
+}
+
+/// Kueue's preemption oracle for one workload: answers `(flavor resource,
+/// amount) → (possibility, borrowing level after the preemptions)`. The
+/// assigner cannot simulate preemption itself (that needs the scheduler's
+/// workloads): it notes what it asked that has no answer yet, taking it as
+/// `Preempt` at level 0, and the scheduler answers and assigns again until
+/// nothing new is asked.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    pub answers: BTreeMap<(FlavorResource, Amount), (Possibility, u32)>,
+    asked: RefCell<Vec<(FlavorResource, Amount)>>,
+}
+
+impl Oracle {
+    fn ask(&self, fr: FlavorResource, need: Amount) -> (Possibility, u32) {
+        match self.answers.get(&(fr, need)) {
+            Some(&answer) => answer,
+            None => {
+                self.asked.borrow_mut().push((fr, need));
+                (Possibility::Preempt, 0)
+            }
+        }
+    }
+
+    /// The questions asked since the last call that have no answer.
+    pub fn take_asked(&self) -> Vec<(FlavorResource, Amount)> {
+        let mut asked = std::mem::take(&mut *self.asked.borrow_mut());
+        asked.sort();
+        asked.dedup();
+        asked
+    }
+}
+
+/// How one flavor (or one resource of it) fits, as Kueue ranks it:
+/// Kueue's `granularMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Fit,
+    Reclaim,
+    Preempt,
+    NoCandidates,
+    NoFit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rank {
+    kind: Kind,
+    /// Kueue's borrowing level (after the preemptions, if any).
+    level: u32,
+}
+
+/// Kueue's `isPreferred`: is `a` better than `b` under `preference`? A
+/// flavor with no fit is worst, one with nothing to preempt next.
+fn is_preferred(a: Rank, b: Rank, preference: FlavorPreference) -> bool {
+    if a.kind == Kind::NoFit {
+        return false;
+    }
+    if b.kind == Kind::NoFit {
+        return true;
+    }
+    let (a_none, b_none) = (a.kind == Kind::NoCandidates, b.kind == Kind::NoCandidates);
+    if a_none != b_none {
+        return !a_none;
+    }
+    match preference {
+        FlavorPreference::BorrowingOverPreemption => (a.kind, a.level) < (b.kind, b.level),
+        FlavorPreference::PreemptionOverBorrowing => (a.level, a.kind) < (b.level, b.kind),
+    }
 }
 
 struct Choice {
     flavor: FlavorId,
     mode: Mode,
+    rank: Rank,
     borrowing: bool,
-    borrow_level: u32,
     scratch_after: Option<Scratch>,
     placements: Vec<Placement>,
 }
@@ -80,10 +169,11 @@ pub fn assign(
 ) -> Assignment {
     let cluster = ctx.cluster;
     let def = cluster.cluster_queue(cq);
-    // Kueue's `canPreemptWhileBorrowing` (fair sharing with reclaim; no
-    // `borrowWithinCohort` yet).
-    let preempt_while_borrowing = cluster.fair_sharing_for(cq)
-        && def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never;
+    // Kueue's `canPreemptWhileBorrowing`: `borrowWithinCohort`, or fair
+    // sharing with reclaim.
+    let preempt_while_borrowing = def.borrow_within_cohort.is_some()
+        || (cluster.fair_sharing_for(cq)
+            && def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never);
     let mut scratch = Scratch::default();
     let mut out = Assignment {
         pod_sets: Vec::with_capacity(workload.pod_sets.len()),
@@ -148,51 +238,77 @@ pub fn assign(
                     });
                     continue;
                 }
-                let mut mode = Mode::Fit;
+                // The worst resource under the preference (Kueue's representative mode).
+                let mut rank = Rank {
+                    kind: Kind::Fit,
+                    level: 0,
+                };
                 let mut borrowing = false;
-                let mut borrow_level = 0;
                 for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
                     let fr = cluster.flavor_resource(f, r);
                     let need = per_pod.saturating_mul(count as i64) + charged(&out.usage, fr);
                     let available = ctx.quota.available(cq, fr);
-                    if need <= available {
-                        if ctx.quota.usage(cq, fr) + need > ctx.quota.nominal(cq, fr) {
-                            borrowing = true;
-                            let (level, _) = ctx.quota.lowest_fitting_subtree(cq, fr, need);
-                            borrow_level = borrow_level.max(level);
-                        }
-                        continue;
-                    }
                     let potential = ctx.quota.potential(cq, fr);
                     let nominal = ctx.quota.nominal(cq, fr);
-                    // Kueue's rule: preemption is tried only for a request
-                    // within the nominal quota, or one a subtree smaller than
-                    // the whole cohort tree can hold (hierarchical reclaim),
-                    // or when the queue may preempt while borrowing.
-                    let (_, in_subtree) = ctx.quota.lowest_fitting_subtree(cq, fr, need);
-                    let may_preempt = need <= nominal || in_subtree || preempt_while_borrowing;
-                    mode = mode.max(if need <= potential && may_preempt {
-                        Mode::Preempt
+                    let (level, in_subtree) = ctx.quota.lowest_fitting_subtree(cq, fr, need);
+                    let this = if need <= available {
+                        if ctx.quota.usage(cq, fr) + need > nominal {
+                            borrowing = true;
+                        }
+                        Rank {
+                            kind: Kind::Fit,
+                            level,
+                        }
+                    } else if need <= potential
+                        // Kueue's rule: preemption is tried only for a request
+                        // within the nominal quota, or one a subtree smaller than
+                        // the whole cohort tree can hold (hierarchical reclaim),
+                        // or when the queue may preempt while borrowing.
+                        && (need <= nominal || in_subtree || preempt_while_borrowing)
+                    {
+                        let (possibility, after) = match ctx.oracle {
+                            Some(oracle) => oracle.ask(fr, need),
+                            None => (Possibility::Preempt, 0),
+                        };
+                        let kind = match possibility {
+                            Possibility::Reclaim => Kind::Reclaim,
+                            Possibility::Preempt => Kind::Preempt,
+                            Possibility::NoCandidates => Kind::NoCandidates,
+                        };
+                        Rank { kind, level: after }
                     } else {
-                        Mode::NoFit
-                    });
-                    let own_free = nominal.positive_sub(ctx.quota.usage(cq, fr));
-                    problems.push(Problem::Quota {
-                        flavor: f,
-                        resource: r,
-                        need,
-                        available,
-                        nominal,
-                        borrowed: ctx.quota.borrowed(cq, fr),
-                        cohort_lend: def.cohort.map(|_| available.positive_sub(own_free)),
-                        potential,
-                    });
+                        Rank {
+                            kind: Kind::NoFit,
+                            level,
+                        }
+                    };
+                    if is_preferred(rank, this, def.preference) {
+                        rank = this;
+                    }
+                    if this.kind != Kind::Fit {
+                        let own_free = nominal.positive_sub(ctx.quota.usage(cq, fr));
+                        problems.push(Problem::Quota {
+                            flavor: f,
+                            resource: r,
+                            need,
+                            available,
+                            nominal,
+                            borrowed: ctx.quota.borrowed(cq, fr),
+                            cohort_lend: def.cohort.map(|_| available.positive_sub(own_free)),
+                            potential,
+                        });
+                    }
                 }
+                let mode = match rank.kind {
+                    Kind::Fit => Mode::Fit,
+                    Kind::NoFit => Mode::NoFit,
+                    _ => Mode::Preempt,
+                };
                 let mut choice = Choice {
                     flavor: f,
                     mode,
+                    rank,
                     borrowing,
-                    borrow_level,
                     scratch_after: None,
                     placements: Vec::new(),
                 };
@@ -205,6 +321,7 @@ pub fn assign(
                         }
                         None => {
                             choice.mode = Mode::NoFit;
+                            choice.rank.kind = Kind::NoFit;
                             problems.push(Problem::Capacity {
                                 flavor: f,
                                 pods: count,
@@ -213,18 +330,22 @@ pub fn assign(
                         }
                     }
                 }
-                let stop = match (choice.mode, choice.borrowing) {
-                    (Mode::Fit, false) => true,
-                    (Mode::Fit, true) => def.when_can_borrow == Fungibility::MayStopSearch,
-                    (Mode::Preempt, _) => def.when_can_preempt == Fungibility::MayStopSearch,
-                    (Mode::NoFit, _) => false,
+                // Kueue's `shouldTryNextFlavor`.
+                let stop = match choice.rank.kind {
+                    Kind::NoFit | Kind::NoCandidates => false,
+                    kind => {
+                        let preempts = kind != Kind::Fit;
+                        let next_to_preempt =
+                            preempts && def.when_can_preempt == Fungibility::TryNextFlavor;
+                        let next_to_borrow = choice.rank.level > 0
+                            && def.when_can_borrow == Fungibility::TryNextFlavor;
+                        !(next_to_preempt || next_to_borrow)
+                    }
                 };
-                // Kueue's default preference: the better mode, then the
-                // lower borrowing level.
                 let better = choice.mode != Mode::NoFit
-                    && best.as_ref().is_none_or(|b| {
-                        (choice.mode, choice.borrow_level) < (b.mode, b.borrow_level)
-                    });
+                    && best
+                        .as_ref()
+                        .is_none_or(|b| is_preferred(choice.rank, b.rank, def.preference));
                 if better {
                     best = Some(choice);
                 }
@@ -250,7 +371,7 @@ pub fn assign(
                     out.placements.extend(choice.placements);
                     out.mode = out.mode.max(choice.mode);
                     out.borrowing |= choice.borrowing;
-                    out.borrow_level = out.borrow_level.max(choice.borrow_level);
+                    out.borrow_level = out.borrow_level.max(choice.rank.level);
                     if choice.mode != Mode::Fit && out.not_fit.is_none() {
                         out.not_fit = Some(NotFit {
                             pod_set: ps_index,

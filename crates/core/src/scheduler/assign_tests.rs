@@ -191,6 +191,7 @@ impl Fixture {
             cluster: &self.cluster,
             quota: &self.quota,
             capacity: &self.capacity,
+            oracle: None,
         };
         assign(
             &ctx,
@@ -801,4 +802,52 @@ fn later_pod_sets_see_the_nodes_earlier_ones_took() {
     assert_eq!(a.placements.len(), 1);
     assert_eq!((a.placements[0].node, a.placements[0].pods), (0, 1));
     assert!(!a.borrowing);
+}
+
+/// Kueue's `TestIsPreferred` (pkg/scheduler/flavorassigner/flavorassigner_test.go),
+/// case by case.
+#[test]
+fn flavor_preference_ranks_modes_and_borrowing_levels_as_kueue() {
+    use FlavorPreference::{BorrowingOverPreemption as BoP, PreemptionOverBorrowing as PoB};
+    let r = |kind, level| Rank { kind, level };
+    let cases = [
+        // "feature gate disabled prioritises preemption"
+        (r(Kind::Fit, 0), r(Kind::Preempt, 0), BoP, true),
+        // "explicit BorrowingOverPreemption prioritises borrowing distance"
+        (r(Kind::Preempt, 1), r(Kind::Fit, 2), BoP, false),
+        // "explicit PreemptionOverBorrowing prioritises lower preemption"
+        (r(Kind::Preempt, 1), r(Kind::Fit, 2), PoB, true),
+        // "explicit PreemptionOverBorrowing breaks borrowing ties with preemption"
+        (r(Kind::Preempt, 1), r(Kind::Fit, 1), PoB, false),
+        // "… rejects no-candidate flavor before borrowing comparison"
+        (r(Kind::NoCandidates, 1), r(Kind::Fit, 2), PoB, false),
+        // "… prefers fit over shallower-borrowing no-candidate flavor"
+        (r(Kind::Fit, 2), r(Kind::NoCandidates, 1), PoB, true),
+        // "no-candidate flavor remains preferable to no-fit flavor"
+        (r(Kind::NoCandidates, 1), r(Kind::NoFit, 0), BoP, true),
+        // "no-fit flavor remains worse than no-candidate flavor"
+        (r(Kind::NoFit, 0), r(Kind::NoCandidates, 1), BoP, false),
+        // "no-candidate flavors retain borrowing preference" (and in reverse)
+        (
+            r(Kind::NoCandidates, 1),
+            r(Kind::NoCandidates, 2),
+            PoB,
+            true,
+        ),
+        (
+            r(Kind::NoCandidates, 2),
+            r(Kind::NoCandidates, 1),
+            PoB,
+            false,
+        ),
+        // Reclaim ranks above preemption within the queue.
+        (r(Kind::Reclaim, 0), r(Kind::Preempt, 0), BoP, true),
+    ];
+    for (a, b, preference, want) in cases {
+        assert_eq!(
+            is_preferred(a, b, preference),
+            want,
+            "{a:?} vs {b:?} under {preference:?}"
+        );
+    }
 }

@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use crate::model::api::StopPolicy;
-use crate::model::cluster::{ClusterQueueId, FlavorId};
+use crate::model::cluster::ClusterQueueId;
 use crate::model::Millis;
 
 use super::assign::{self, Assignment, Mode};
@@ -106,7 +106,15 @@ impl Scheduler {
                     cycle.progress |= self.set_aside(cq, id, reason);
                     false
                 }
-                Mode::Preempt => self.try_preempt(cq, id, assignment, now, hooks, &mut cycle),
+                Mode::Preempt => {
+                    let reserved = cycle.reserved.len();
+                    let admitted = self.try_preempt(cq, id, assignment, now, hooks, &mut cycle);
+                    if cycle.reserved.len() > reserved {
+                        // Heads after it in its tree see the quota it holds.
+                        changed_trees.insert(self.tree_of[cq.index()]);
+                    }
+                    admitted
+                }
                 Mode::NoFit => {
                     let reason = assignment.not_fit.map_or(Reason::None, Reason::NoFit);
                     cycle.progress |= self.set_aside(cq, id, reason);
@@ -122,59 +130,62 @@ impl Scheduler {
                 cycle.progress = true;
             }
         }
+        for (cq, fr, amount) in std::mem::take(&mut cycle.reserved) {
+            self.quota.add_usage(cq, fr, -amount);
+        }
         cycle
     }
 
-    /// Assigns flavors to a head; a workload with `minCount`s that does not fit
-    /// whole is admitted with the most pods that fit (Kueue's partial admission:
-    /// every reducible pod set shrinks in proportion, found by binary search).
+    /// Assigns flavors to a head. A workload with `minCount`s that neither
+    /// fits whole nor can preempt to fit whole is admitted with the most
+    /// pods that fit or fit by preempting (Kueue's partial admission: every
+    /// pod set gives up `k / Σ reducible` of its reducible pods, rounded
+    /// down, the smallest such `k` found by binary search as Kueue's
+    /// `PodSetReducer` finds it).
     pub(super) fn assign_head(
-        &self,
+        &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
         hooks: &mut dyn Hooks,
     ) -> Assignment {
         let whole = self.assign_counts(cq, id, hooks, None);
         let pod_sets = &self.entries[id.index()].workload.pod_sets;
+        let full: Vec<u32> = pod_sets.iter().map(|ps| ps.count).collect();
         let reducible: Vec<u32> = pod_sets
             .iter()
             .map(|ps| ps.count - ps.min_count.unwrap_or(ps.count).min(ps.count))
             .collect();
-        let steps: u32 = reducible.iter().max().copied().unwrap_or(0);
-        if whole.mode == Mode::Fit || steps == 0 {
+        let total: u64 = reducible.iter().map(|&r| u64::from(r)).sum();
+        if whole.mode == Mode::Fit || total == 0 || self.can_preempt_for(cq, id, &whole) {
             return whole;
         }
-        // counts(k): each pod set gives up its reducible pods in proportion to k / steps.
-        let counts = |k: u32| -> Vec<u32> {
-            pod_sets
-                .iter()
+        let counts = |k: u64| -> Vec<u32> {
+            full.iter()
                 .zip(&reducible)
-                .map(|(ps, &r)| ps.count - (r as u64 * k as u64).div_ceil(steps as u64) as u32)
+                .map(|(&n, &r)| n - (u64::from(r) * k / total) as u32)
                 .collect()
         };
-        let fits = |k: u32, hooks: &mut dyn Hooks| {
-            let assignment = self.assign_counts(cq, id, hooks, Some(&counts(k)));
-            (assignment.mode == Mode::Fit).then_some(assignment)
-        };
-        let Some(mut best) = fits(steps, hooks) else {
-            return whole;
-        };
-        let (mut lo, mut hi) = (1, steps);
+        // Go's sort.Search over 0..=total; 0 (the whole workload) is known not to do.
+        let (mut lo, mut hi) = (1, total + 1);
+        let mut best: Option<(u64, Assignment)> = None;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match fits(mid, hooks) {
-                Some(assignment) => {
-                    best = assignment;
-                    hi = mid;
-                }
-                None => lo = mid + 1,
+            let assignment = self.assign_counts(cq, id, hooks, Some(&counts(mid)));
+            if assignment.mode == Mode::Fit || self.can_preempt_for(cq, id, &assignment) {
+                best = Some((mid, assignment));
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
-        best
+        match best {
+            Some((k, assignment)) if k == lo => assignment,
+            _ => whole,
+        }
     }
 
     fn assign_counts(
-        &self,
+        &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
         hooks: &mut dyn Hooks,
@@ -192,49 +203,31 @@ impl Scheduler {
         } else {
             None
         };
-        let mut assignment = assign::assign(
-            &self.ctx(),
-            cq,
-            &entry.workload,
-            preferred.as_deref(),
-            counts,
-        );
-        if assignment.mode != Mode::Preempt {
-            return assignment;
-        }
-        assignment.candidates = self.preemption_candidates(cq, id, &assignment.usage);
-        if !assignment.candidates.is_empty() {
-            return assignment;
-        }
-        // As Kueue's preemption oracle: a flavor where preemption has no candidates
-        // ranks below every viable one, so look again without the flavors that are short.
-        let short: Vec<FlavorId> = assignment
-            .usage
-            .iter()
-            .filter(|&&(fr, amount)| amount > self.quota.available(cq, fr))
-            .map(|&(fr, _)| self.cluster.split(fr).0)
-            .collect();
-        let order: Vec<FlavorId> = preferred
-            .as_deref()
-            .unwrap_or(candidates)
-            .iter()
-            .copied()
-            .filter(|f| !short.contains(f))
-            .collect();
-        let mut retry = assign::assign(&self.ctx(), cq, &entry.workload, Some(&order), counts);
-        if retry.mode == Mode::Preempt {
-            retry.candidates = self.preemption_candidates(cq, id, &retry.usage);
-        }
-        let viable = match retry.mode {
-            Mode::Fit => true,
-            Mode::Preempt => !retry.candidates.is_empty(),
-            Mode::NoFit => false,
+        // Kueue's preemption oracle: assign, answer what it asked about
+        // preempting, assign again until it asks nothing new (each round
+        // answers at least one more question; a few rounds at most).
+        let mut oracle = assign::Oracle::default();
+        let mut assignment = loop {
+            let entry = &self.entries[id.index()];
+            let ctx = assign::Context {
+                oracle: Some(&oracle),
+                ..self.ctx()
+            };
+            let assignment =
+                assign::assign(&ctx, cq, &entry.workload, preferred.as_deref(), counts);
+            let asked = oracle.take_asked();
+            if asked.is_empty() {
+                break assignment;
+            }
+            for (fr, need) in asked {
+                let answer = self.simulate_preemption(cq, id, fr, need);
+                oracle.answers.insert((fr, need), answer);
+            }
         };
-        if viable {
-            retry
-        } else {
-            assignment
+        if assignment.mode == Mode::Preempt {
+            assignment.candidates = self.preemption_candidates(cq, id, &assignment.usage);
         }
+        assignment
     }
 
     /// Asks the admission hook about a head that fits, once, and acts on the verdict.

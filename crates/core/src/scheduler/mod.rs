@@ -134,6 +134,10 @@ pub struct Cycle {
     /// Did anything change (admission, eviction, a head set aside)? If not,
     /// another cycle now would decide the same.
     pub progress: bool,
+    /// Quota held for the rest of the cycle by heads that need preemption
+    /// but have no candidates (Kueue's reservation for unreclaimable
+    /// preemption); released when the cycle ends.
+    pub(super) reserved: Vec<(ClusterQueueId, FlavorResource, Amount)>,
 }
 
 /// An `f64` ordered totally, for sort keys.
@@ -395,6 +399,7 @@ impl Scheduler {
             cluster: &self.cluster,
             quota: &self.quota,
             capacity: &self.capacity,
+            oracle: None,
         }
     }
 }

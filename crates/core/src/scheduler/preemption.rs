@@ -1,9 +1,20 @@
 //! Preemption (DESIGN §3, Kueue's): the candidates a head may preempt —
-//! within its ClusterQueue by priority, reclaim from borrowing queues of its
-//! cohort — in Kueue's order, the minimal victim set (greedy, then every
-//! victim not needed put back), fair sharing's share strategies, and the
-//! preemption itself once the preemptor is sure to fit. Evicts only victims
-//! of an admission that then happens.
+//! within its ClusterQueue by priority, reclaim from queues of its cohort
+//! tree that use more than their quota — in Kueue's order, the victim set
+//! (greedy, then every victim not needed put back), fair sharing's share
+//! strategies, and the preemption itself once the preemptor is sure to fit.
+//! Evicts only victims of an admission that then happens.
+//!
+//! Without fair sharing the victims are found as Kueue's classical
+//! preemption finds them: candidates from the subtrees of the cohort tree
+//! that exceed their quota, walking up from the preemptor's queue (those in
+//! a subtree that holds the request are *hierarchical reclaim*; the others
+//! may be taken only when the preemptor ends within its nominal quota,
+//! unless `borrowWithinCohort` lets it borrow: lower priority, at most its
+//! `maxPriorityThreshold`), then its own queue's; one attempt that may end
+//! borrowing and one that may not, in Kueue's order; a candidate whose
+//! queue (or a subtree below the common ancestor) is back within its quota
+//! is passed over.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -12,7 +23,9 @@ use crate::model::api::{ReclaimWithinCohort, WithinClusterQueue};
 use crate::model::cluster::{ClusterQueueId, FlavorResource};
 use crate::model::{Amount, Millis};
 
-use super::assign::{Assignment, Mode};
+use super::quota::{Node, QuotaTree};
+
+use super::assign::{Assignment, Mode, Possibility};
 use super::hooks::{AdmissionVerdict, Hooks};
 use super::reason::{Eviction, NotFit, Reason, Requeue};
 use super::workload::{Admission, Seq, WorkloadId};
@@ -23,6 +36,42 @@ use super::{Cycle, Event, Scheduler, Score};
 /// unless a tenant handed it the slot of a workload asking the same), so a
 /// tenant's order never changes which other workload is a victim.
 type CandidateKey = (bool, i32, Reverse<Millis>, Reverse<Seq>, WorkloadId);
+
+/// How a candidate may be preempted (Kueue's `preemptionVariant`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    WithinQueue,
+    /// The preemptor's subtree holds the request: it has the better claim.
+    HierarchicalReclaim,
+    /// Only if the preemptor then uses no more than its nominal quota.
+    ReclaimWithoutBorrowing,
+    /// Even if the preemptor then borrows (`borrowWithinCohort`).
+    ReclaimWhileBorrowing,
+}
+
+struct Candidate {
+    id: WorkloadId,
+    /// The lowest common ancestor of its queue and the preemptor's.
+    lca: Option<Node>,
+    variant: Variant,
+}
+
+/// Who asks for what: the preemptor, its ClusterQueue, the flavor
+/// resources that need preemption.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    cq: ClusterQueueId,
+    id: WorkloadId,
+    frs: &'a [(FlavorResource, Amount)],
+}
+
+/// Kueue's classical candidates: hierarchical reclaim, then other queues'
+/// by priority, then the preemptor's own queue's, each in Kueue's order.
+struct Classical {
+    candidates: Vec<Candidate>,
+    from_others: bool,
+    for_hierarchical_reclaim: bool,
+}
 
 impl Scheduler {
     pub(super) fn fits(&self, cq: ClusterQueueId, usage: &[(FlavorResource, Amount)]) -> bool {
@@ -57,6 +106,276 @@ impl Scheduler {
         }
     }
 
+    /// Kueue's `classifyPreemptionVariant`: `None` when `w` may not be
+    /// preempted for `id` (or uses none of `frs`).
+    fn classify(&self, ask: Ask<'_>, w: WorkloadId, advantage: bool) -> Option<Variant> {
+        let Ask { cq, id, frs } = ask;
+        if !self.uses_any(w, frs) {
+            return None;
+        }
+        let def = self.cluster.cluster_queue(cq);
+        let me = &self.entries[id.index()];
+        let other = &self.entries[w.index()];
+        let (mine, theirs) = (me.workload.priority, other.workload.priority);
+        let same = other.workload.cluster_queue == cq;
+        let allowed = if same {
+            match def.within_cluster_queue {
+                WithinClusterQueue::Never => false,
+                WithinClusterQueue::LowerPriority => theirs < mine,
+                WithinClusterQueue::LowerOrNewerEqualPriority => {
+                    theirs < mine || (theirs == mine && other.slot.queue_time > me.slot.queue_time)
+                }
+            }
+        } else {
+            match def.reclaim_within_cohort {
+                ReclaimWithinCohort::Never => false,
+                ReclaimWithinCohort::LowerPriority => theirs < mine,
+                ReclaimWithinCohort::Any => true,
+            }
+        };
+        if !allowed {
+            return None;
+        }
+        Some(if same {
+            Variant::WithinQueue
+        } else if advantage {
+            Variant::HierarchicalReclaim
+        } else {
+            match def.borrow_within_cohort {
+                None => Variant::ReclaimWithoutBorrowing,
+                Some(threshold) => {
+                    if theirs >= mine || threshold.is_some_and(|t| theirs > t) {
+                        Variant::ReclaimWithoutBorrowing
+                    } else {
+                        Variant::ReclaimWhileBorrowing
+                    }
+                }
+            }
+        })
+    }
+
+    /// The admitted workloads of `queue` that may be preempted for `id`.
+    fn candidates_in(
+        &self,
+        queue: ClusterQueueId,
+        ask: Ask<'_>,
+        lca: Option<Node>,
+        advantage: bool,
+        out: &mut Vec<Candidate>,
+    ) {
+        for &(_, w) in &self.states[queue.index()].admitted {
+            if let Some(variant) = self.classify(ask, w, advantage) {
+                out.push(Candidate {
+                    id: w,
+                    lca,
+                    variant,
+                });
+            }
+        }
+    }
+
+    /// Kueue's `collectCandidatesInSubtree`: the queues under `current`
+    /// that use more than their quota at `frs`, skipping subtrees within
+    /// it and the subtree already visited.
+    fn collect_in_subtree(
+        &self,
+        current: Node,
+        lca: Node,
+        skip: Option<Node>,
+        advantage: bool,
+        ask: Ask<'_>,
+        out: &mut Vec<Candidate>,
+    ) {
+        let Ask { cq, frs, .. } = ask;
+        let keys: Vec<FlavorResource> = frs.iter().map(|(fr, _)| *fr).collect();
+        let children: Vec<Node> = self.quota.children(current).collect();
+        for &child in &children {
+            if self.quota.node_cq(child).is_some() || Some(child) == skip {
+                continue;
+            }
+            if self.quota.within_nominal(child, &keys) {
+                continue;
+            }
+            self.collect_in_subtree(child, lca, skip, advantage, ask, out);
+        }
+        for &child in &children {
+            let Some(queue) = self.quota.node_cq(child) else {
+                continue;
+            };
+            if queue == cq || self.quota.within_nominal(child, &keys) {
+                continue;
+            }
+            self.candidates_in(queue, ask, Some(lca), advantage, out);
+        }
+    }
+
+    /// Kueue's classical candidate list for `id` needing `frs` with its
+    /// whole `usage` (see the module's note).
+    fn classical_candidates(
+        &self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        usage: &[(FlavorResource, Amount)],
+        frs: &[(FlavorResource, Amount)],
+    ) -> Classical {
+        let ask = Ask { cq, id, frs };
+        let def = self.cluster.cluster_queue(cq);
+        let mut same = Vec::new();
+        if def.within_cluster_queue != WithinClusterQueue::Never {
+            self.candidates_in(cq, ask, None, false, &mut same);
+        }
+        let mut hierarchy = Vec::new();
+        let mut others = Vec::new();
+        let node = QuotaTree::cq_node(cq);
+        if def.reclaim_within_cohort != ReclaimWithinCohort::Never {
+            let (mut advantage, mut remaining) = self.quota.fits_in_quota(node, usage);
+            let mut previous = None;
+            let mut current = self.quota.parent(node);
+            while let Some(root) = current {
+                let list = if advantage {
+                    &mut hierarchy
+                } else {
+                    &mut others
+                };
+                self.collect_in_subtree(root, root, previous, advantage, ask, list);
+                let (fits, rest) = self.quota.fits_in_quota(root, &remaining);
+                remaining = rest;
+                advantage |= fits;
+                previous = Some(root);
+                current = self.quota.parent(root);
+            }
+        }
+        let key = |c: &Candidate| {
+            let e = &self.entries[c.id.index()];
+            let at = e.admission.as_ref().map_or(Millis::ZERO, |a| a.at);
+            (e.workload.priority, Reverse(at), Reverse(e.slot.seq), c.id)
+        };
+        for list in [&mut hierarchy, &mut others, &mut same] {
+            list.sort_by_key(|c| key(c));
+        }
+        let from_others = !hierarchy.is_empty() || !others.is_empty();
+        let for_hierarchical_reclaim = !hierarchy.is_empty();
+        let mut candidates = hierarchy;
+        candidates.extend(others);
+        candidates.extend(same);
+        Classical {
+            candidates,
+            from_others,
+            for_hierarchical_reclaim,
+        }
+    }
+
+    /// Kueue's `candidateIsValid`, against the quota as the attempt left it.
+    fn still_valid(
+        &self,
+        cq: ClusterQueueId,
+        c: &Candidate,
+        borrowing: bool,
+        frs: &[FlavorResource],
+    ) -> bool {
+        let queue = self.entries[c.id.index()].workload.cluster_queue;
+        if queue == cq {
+            return true;
+        }
+        if borrowing && c.variant == Variant::ReclaimWithoutBorrowing {
+            return false;
+        }
+        let mut node = QuotaTree::cq_node(queue);
+        if self.quota.within_nominal(node, frs) {
+            return false;
+        }
+        while let Some(parent) = self.quota.parent(node) {
+            if Some(parent) == c.lca {
+                break;
+            }
+            if self.quota.within_nominal(parent, frs) {
+                return false;
+            }
+            node = parent;
+        }
+        true
+    }
+
+    /// Kueue's `workloadFits`: the preemptor's `usage` fits now, without
+    /// borrowing unless `borrowing`.
+    fn fits_as(
+        &self,
+        cq: ClusterQueueId,
+        usage: &[(FlavorResource, Amount)],
+        borrowing: bool,
+    ) -> bool {
+        usage.iter().all(|&(fr, v)| {
+            (borrowing || self.quota.usage(cq, fr) + v <= self.quota.nominal(cq, fr))
+                && v <= self.quota.available(cq, fr)
+        })
+    }
+
+    /// Kueue's classical preemption: the victims that make `usage` fit, or
+    /// `None`. Leaves the quota tree as it found it.
+    fn classical_victims(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        usage: &[(FlavorResource, Amount)],
+    ) -> Option<Vec<WorkloadId>> {
+        let frs: Vec<(FlavorResource, Amount)> = usage
+            .iter()
+            .copied()
+            .filter(|&(fr, amount)| amount > self.quota.available(cq, fr))
+            .collect();
+        let keys: Vec<FlavorResource> = frs.iter().map(|(fr, _)| *fr).collect();
+        let found = self.classical_candidates(cq, id, usage, &frs);
+        let forbidden = self
+            .cluster
+            .cluster_queue(cq)
+            .borrow_within_cohort
+            .is_none();
+        let under_nominal = keys
+            .iter()
+            .all(|&fr| self.quota.usage(cq, fr) < self.quota.nominal(cq, fr));
+        let attempts: &[bool] = if !found.from_others || (forbidden && !under_nominal) {
+            &[true]
+        } else if forbidden && !found.for_hierarchical_reclaim {
+            &[false, true]
+        } else {
+            &[true, false]
+        };
+        for &borrowing in attempts {
+            let mut targets: Vec<WorkloadId> = Vec::new();
+            let mut fits = false;
+            for c in &found.candidates {
+                if !self.still_valid(cq, c, borrowing, &keys) {
+                    continue;
+                }
+                self.charge(c.id, -1);
+                targets.push(c.id);
+                if self.fits_as(cq, usage, borrowing) {
+                    fits = true;
+                    break;
+                }
+            }
+            if fits {
+                // Kueue's `fillBackWorkloads`: every victim but the last put
+                // back if the preemptor still fits without it.
+                for i in (0..targets.len().saturating_sub(1)).rev() {
+                    self.charge(targets[i], 1);
+                    if self.fits_as(cq, usage, borrowing) {
+                        targets.swap_remove(i);
+                    } else {
+                        self.charge(targets[i], -1);
+                    }
+                }
+            }
+            for &w in &targets {
+                self.charge(w, 1);
+            }
+            if fits {
+                return Some(targets);
+            }
+        }
+        None
+    }
+
     /// Candidates for preempting on behalf of `id`, in Kueue's order.
     pub(super) fn preemption_candidates(
         &self,
@@ -64,6 +383,19 @@ impl Scheduler {
         id: WorkloadId,
         needed: &[(FlavorResource, Amount)],
     ) -> Vec<WorkloadId> {
+        if !self.fair[cq.index()] {
+            let frs: Vec<(FlavorResource, Amount)> = needed
+                .iter()
+                .copied()
+                .filter(|&(fr, amount)| amount > self.quota.available(cq, fr))
+                .collect();
+            return self
+                .classical_candidates(cq, id, needed, &frs)
+                .candidates
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+        }
         let def = self.cluster.cluster_queue(cq);
         let me = &self.entries[id.index()];
         let priority = me.workload.priority;
@@ -184,18 +516,70 @@ impl Scheduler {
         Some(chosen)
     }
 
-    pub(super) fn try_preempt(
+    /// Whether `assignment` needs preemption and victims would make it fit
+    /// (Kueue's "preemption targets" found).
+    pub(super) fn can_preempt_for(
         &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
-        assignment: Assignment,
-        now: Millis,
-        hooks: &mut dyn Hooks,
-        cycle: &mut Cycle,
+        assignment: &Assignment,
     ) -> bool {
-        let needed = &assignment.usage;
-        let candidates = &assignment.candidates;
-        let victims = if self.fair[cq.index()] {
+        assignment.mode == Mode::Preempt
+            && self
+                .victims(cq, id, &assignment.usage, &assignment.candidates)
+                .is_some_and(|v| !v.is_empty())
+    }
+
+    /// Kueue's `SimulatePreemption`: what preempting for `need` of `fr`
+    /// alone would do for `id`, and its borrowing level once the victims
+    /// are gone. Leaves the quota as it found it.
+    pub(super) fn simulate_preemption(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        fr: FlavorResource,
+        need: Amount,
+    ) -> (Possibility, u32) {
+        let usage = [(fr, need)];
+        let candidates = self.preemption_candidates(cq, id, &usage);
+        let victims = self
+            .victims(cq, id, &usage, &candidates)
+            .filter(|v| !v.is_empty());
+        let Some(victims) = victims else {
+            return (
+                Possibility::NoCandidates,
+                self.quota.lowest_fitting_subtree(cq, fr, need).0,
+            );
+        };
+        for &w in &victims {
+            self.charge(w, -1);
+        }
+        let (level, _) = self.quota.lowest_fitting_subtree(cq, fr, need);
+        for &w in &victims {
+            self.charge(w, 1);
+        }
+        let within = victims
+            .iter()
+            .any(|w| self.entries[w.index()].workload.cluster_queue == cq);
+        let possibility = if within {
+            Possibility::Preempt
+        } else {
+            Possibility::Reclaim
+        };
+        (possibility, level)
+    }
+
+    /// The victims that make `assignment`'s usage fit for `id`: fair
+    /// sharing's strategies, else Kueue's classical preemption. Leaves the
+    /// quota as it found it.
+    fn victims(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        needed: &[(FlavorResource, Amount)],
+        candidates: &[WorkloadId],
+    ) -> Option<Vec<WorkloadId>> {
+        if self.fair[cq.index()] {
             let mine_after = self.share(cq, needed);
             // Kueue's fair-sharing strategies: a victim's queue must keep at least the
             // preemptor's share — LessThanOrEqualToFinalShare (after removing the victim),
@@ -217,7 +601,7 @@ impl Scheduler {
                     mine_after <= sched.share(other_cq, &without)
                 }
             };
-            let mut ordered = candidates.clone();
+            let mut ordered = candidates.to_vec();
             let shares: BTreeMap<WorkloadId, Score> = ordered
                 .iter()
                 .map(|&w| {
@@ -237,9 +621,59 @@ impl Scheduler {
                 }
             }
         } else {
-            self.minimal_victims(cq, needed, candidates, &|_, _| true)
-        };
+            self.classical_victims(cq, id, needed)
+        }
+    }
+
+    /// Kueue's `reserveCapacityForUnreclaimablePreempt`: a head that needs
+    /// preemption but has nothing to preempt, in a queue that cannot always
+    /// reclaim (`reclaimWithinCohort` other than `Any`), holds for the rest
+    /// of the cycle the quota it could use — up to its borrowing limit when
+    /// it borrows, else up to its nominal quota — so heads after it in the
+    /// cohort cannot take it first.
+    fn reserve_for_unreclaimable(
+        &mut self,
+        cq: ClusterQueueId,
+        assignment: &Assignment,
+        cycle: &mut Cycle,
+    ) {
+        if self.cluster.cluster_queue(cq).reclaim_within_cohort == ReclaimWithinCohort::Any {
+            return;
+        }
+        for &(fr, usage) in &assignment.usage {
+            let used = self.quota.usage(cq, fr);
+            let nominal = self.quota.nominal(cq, fr);
+            let amount = if assignment.borrowing || assignment.borrow_level > 0 {
+                match self.quota.borrowing_limit(cq, fr) {
+                    None => usage,
+                    Some(limit) => usage.min((nominal + limit).positive_sub(used)),
+                }
+            } else {
+                usage.min(nominal.positive_sub(used))
+            };
+            if amount > Amount::ZERO {
+                self.quota.add_usage(cq, fr, amount);
+                cycle.reserved.push((cq, fr, amount));
+            }
+        }
+    }
+
+    /// Preempts for a head that needs it: finds the victims, checks the
+    /// head then fits (nodes included) and the admission hook allows it,
+    /// evicts them and admits the head; else sets the head aside, told why.
+    pub(super) fn try_preempt(
+        &mut self,
+        cq: ClusterQueueId,
+        id: WorkloadId,
+        assignment: Assignment,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+        cycle: &mut Cycle,
+    ) -> bool {
+        let candidates = &assignment.candidates;
+        let victims = self.victims(cq, id, &assignment.usage, candidates);
         let Some(victims) = victims.filter(|v| !v.is_empty()) else {
+            self.reserve_for_unreclaimable(cq, &assignment, cycle);
             let reason = Reason::PreemptionFailed {
                 not_fit: assignment.not_fit.unwrap_or(NotFit {
                     pod_set: 0,

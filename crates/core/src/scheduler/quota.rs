@@ -219,6 +219,69 @@ impl QuotaTree {
         }
     }
 
+    /// The ClusterQueue's borrowing limit at `fr` (`None`: unlimited).
+    pub fn borrowing_limit(&self, cq: ClusterQueueId, fr: FlavorResource) -> Option<Amount> {
+        self.nodes[cq.0 as usize].borrowing_limit[fr.index()]
+    }
+
+    /// The node's parent cohort.
+    pub fn parent(&self, node: Node) -> Option<Node> {
+        self.nodes[node.0 as usize].parent
+    }
+
+    /// The ClusterQueue's node.
+    pub fn cq_node(cq: ClusterQueueId) -> Node {
+        Node(cq.0)
+    }
+
+    /// The ClusterQueue a node is, if it is one.
+    pub fn node_cq(&self, node: Node) -> Option<ClusterQueueId> {
+        ((node.0 as usize) < self.cluster_queues).then_some(ClusterQueueId(node.0))
+    }
+
+    /// The nodes whose parent is `node` (ClusterQueues and cohorts), in index order.
+    pub fn children(&self, node: Node) -> impl Iterator<Item = Node> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(move |(_, n)| n.parent == Some(node))
+            .map(|(i, _)| Node(i as u32))
+    }
+
+    /// Kueue's `IsWithinNominalInResources`: the node uses no more than its
+    /// subtree quota at each of `frs`.
+    pub fn within_nominal(&self, node: Node, frs: &[FlavorResource]) -> bool {
+        let n = &self.nodes[node.0 as usize];
+        frs.iter()
+            .all(|fr| n.usage[fr.index()] <= n.subtree[fr.index()])
+    }
+
+    /// Kueue's `QuantitiesFitInQuota`: whether `requests` more fit in the
+    /// node's subtree quota, and what of them its local (unlent) quota
+    /// leaves for its parent.
+    pub fn fits_in_quota(
+        &self,
+        node: Node,
+        requests: &[(FlavorResource, Amount)],
+    ) -> (bool, Vec<(FlavorResource, Amount)>) {
+        let n = &self.nodes[node.0 as usize];
+        let mut fits = true;
+        let mut remaining = Vec::with_capacity(requests.len());
+        for &(fr, v) in requests {
+            let i = fr.index();
+            if n.subtree[i] < n.usage[i] + v {
+                fits = false;
+            }
+            let local = if n.parent.is_some() {
+                n.guaranteed[i].positive_sub(n.usage[i])
+            } else {
+                Amount::ZERO
+            };
+            remaining.push((fr, v.positive_sub(local)));
+        }
+        (fits, remaining)
+    }
+
     /// The most the ClusterQueue could ever have at `fr` (everything else idle).
     pub fn potential(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
         self.potential_at(Node(cq.0), fr.index())

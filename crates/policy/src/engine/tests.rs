@@ -67,7 +67,7 @@ fn scheduler_with(weight: &str) -> Scheduler {
         let source = doc.source.to_string();
         match doc.manifest {
             Manifest::ResourceFlavor(x) => builder.flavor(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, x),
+            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
             Manifest::LocalQueue(x) => builder.local_queue(source, x),
             other => panic!("unexpected manifest {:?}", other.name()),
         }

@@ -415,6 +415,20 @@ impl ClusterBuilder {
                 }
                 _ => None,
             };
+            let when_can_borrow = fungibility(ff.when_can_borrow, Fungibility::MayStopSearch);
+            let when_can_preempt = fungibility(ff.when_can_preempt, Fungibility::TryNextFlavor);
+            if ff.preference.is_some()
+                && (when_can_borrow, when_can_preempt)
+                    != (Fungibility::TryNextFlavor, Fungibility::TryNextFlavor)
+            {
+                // Kueue's API server refuses it the same way.
+                err(
+                    &s.source,
+                    object.clone(),
+                    "spec.flavorFungibility.preference".into(),
+                    "may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor; set them or drop preference".into(),
+                );
+            }
             let priority_weight = match spec.priority_class.as_ref().and_then(|p| p.weight) {
                 Some(w) if !(w.is_finite() && w >= 0.0) => {
                     err(
@@ -439,10 +453,16 @@ impl ClusterBuilder {
                 quotas,
                 strategy: spec.queueing_strategy.unwrap_or_default(),
                 namespace_selector: spec.namespace_selector.clone(),
-                when_can_borrow: fungibility(ff.when_can_borrow, Fungibility::MayStopSearch),
-                when_can_preempt: fungibility(ff.when_can_preempt, Fungibility::TryNextFlavor),
+                when_can_borrow,
+                when_can_preempt,
+                preference: ff.preference.unwrap_or_default(),
                 within_cluster_queue: preemption.within_cluster_queue.unwrap_or_default(),
                 reclaim_within_cohort: preemption.reclaim_within_cohort.unwrap_or_default(),
+                borrow_within_cohort: preemption
+                    .borrow_within_cohort
+                    .as_ref()
+                    .filter(|b| b.policy == api::BorrowWithinCohortPolicy::LowerPriority)
+                    .map(|b| b.max_priority_threshold),
                 fair_weight: weight_of(spec.fair_sharing.as_ref(), &s.source, &object, &mut err),
                 stop_policy: spec.stop_policy.unwrap_or_default(),
                 priority_weight,

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::model::api::{
-    QueueingStrategy, ReclaimWithinCohort, SchedulingAlgorithm, StopPolicy, WithinClusterQueue,
+    FlavorPreference, QueueingStrategy, ReclaimWithinCohort, SchedulingAlgorithm, StopPolicy,
+    WithinClusterQueue,
 };
 use crate::model::{selector, Amount, Millis};
 
@@ -108,8 +109,13 @@ pub struct ClusterQueue {
     pub namespace_selector: Option<LabelSelector>,
     pub when_can_borrow: Fungibility,
     pub when_can_preempt: Fungibility,
+    /// `flavorFungibility.preference` (default `BorrowingOverPreemption`).
+    pub preference: FlavorPreference,
     pub within_cluster_queue: WithinClusterQueue,
     pub reclaim_within_cohort: ReclaimWithinCohort,
+    /// `borrowWithinCohort`: `None` when forbidden (absent or `Never`),
+    /// else its `maxPriorityThreshold`, if any.
+    pub borrow_within_cohort: Option<Option<i32>>,
     pub fair_weight: f64,
     pub stop_policy: StopPolicy,
     /// Weight of the priority in the default weighting policy.

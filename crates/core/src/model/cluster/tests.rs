@@ -22,7 +22,7 @@ pub(crate) fn builder(yaml: &str) -> ClusterBuilder {
         match doc.manifest {
             Manifest::ResourceFlavor(x) => builder.flavor(source, x),
             Manifest::Cohort(x) => builder.cohort(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, x),
+            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
             Manifest::LocalQueue(x) => builder.local_queue(source, x),
             Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
             Manifest::Namespace(ns) => builder.namespace(
