@@ -69,8 +69,8 @@ spec:
 
 /// Runs `simulate` on `files` (name, text) in a fresh directory and checks
 /// the failure: exit 1, the file and every `expected` fragment on stderr,
-/// nothing that looks like a panic.
-fn fails_with(files: &[(&str, &str)], expected: &[&str]) {
+/// nothing that looks like a panic. Returns stderr.
+fn fails_with(files: &[(&str, &str)], expected: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for (name, text) in files {
         write(dir.path(), name, text);
@@ -80,13 +80,22 @@ fn fails_with(files: &[(&str, &str)], expected: &[&str]) {
         .arg(dir.path())
         .assert()
         .code(1)
-        .stderr(predicate::str::starts_with("error: "))
         .stderr(predicate::str::contains("panicked").not())
         .stderr(predicate::str::contains("RUST_BACKTRACE").not())
         .stderr(predicate::str::contains("stack backtrace").not())
         .get_output()
         .clone();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    // The warnings found on the way, then the error (nothing else first).
+    let error_line = stderr.lines().position(|l| l.starts_with("error: "));
+    assert!(error_line.is_some(), "no `error: ` line:\n{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .take(error_line.unwrap_or(0))
+            .all(|l| l.starts_with("warning: ")),
+        "only warnings may come before the error:\n{stderr}"
+    );
     let named = files
         .iter()
         .any(|(name, _)| stderr.contains(&dir.path().join(name).display().to_string()));
@@ -97,6 +106,7 @@ fn fails_with(files: &[(&str, &str)], expected: &[&str]) {
             "stderr lacks {fragment:?}:\n{stderr}"
         );
     }
+    stderr
 }
 
 #[test]
@@ -133,14 +143,260 @@ fn a_nan_or_infinite_weight_names_the_object_the_field_and_the_value() {
     );
 }
 
+/// A kind no integration reads, carrying a queue-name label (so meant to be
+/// queued: a misspelt job kind, a kind without its JobIntegration), or in
+/// Arbiter's or Kueue's API, is an error.
 #[test]
 fn unknown_kind() {
-    let text =
-        format!("{CLUSTER}---\napiVersion: example.com/v1\nkind: Gizmo\nmetadata: {{name: g}}\n");
-    fails_with(
-        &[("cluster.yaml", &text)],
-        &["(document 4)", "unknown kind Gizmo", "example.com/v1"],
+    for (api_version, kind, labels) in [
+        (
+            "example.com/v1",
+            "Gizmo",
+            "labels: {arbiter.dev/queue-name: team}",
+        ),
+        (
+            "kubeflow.org/v1",
+            "PytorchJob",
+            "labels: {kueue.x-k8s.io/queue-name: team}",
+        ),
+        ("arbiter.dev/v1alpha1", "LocalQeue", "namespace: ml"),
+        ("kueue.x-k8s.io/v1beta1", "ClusterQeue", "labels: {}"),
+    ] {
+        let text = format!(
+            "{CLUSTER}---\napiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: g, {labels}}}\n"
+        );
+        fails_with(
+            &[("cluster.yaml", &text)],
+            &[
+                "(document 4)",
+                &format!("unknown kind {kind} (apiVersion {api_version})"),
+            ],
+        );
+    }
+}
+
+/// Another API's object that nothing queues (the article's ServiceMonitor,
+/// a Role) is no part of a scenario: skipped, with a warning (an error with
+/// `--strict`). So is a Kueue kind Arbiter has no counterpart for.
+#[test]
+fn an_object_of_another_api_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let text = format!(
+        "{CLUSTER}---\napiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {{name: kueue-monitor, namespace: kueue-system}}\n\
+         ---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {{name: prov}}\n"
     );
+    write(dir.path(), "cluster.yaml", &text);
+    let monitor = "(document 4): monitoring.coreos.com/v1 ServiceMonitor kueue-system/kueue-monitor is not a scenario object (no queue, quota or job kind Arbiter knows, and no queue-name label); ignored";
+    let check = "(document 5): kueue.x-k8s.io/v1beta1 AdmissionCheck prov is a Kueue kind Arbiter does not support; ignored";
+    arbiter()
+        .arg("simulate")
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(monitor))
+        .stderr(predicate::str::contains(check));
+    arbiter()
+        .args(["simulate", "--strict"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(monitor))
+        .stderr(predicate::str::contains(
+            "error: 2 warning(s) and --strict is set",
+        ));
+}
+
+/// An empty scenario used to run, exit 0 and report nothing.
+#[test]
+fn an_empty_scenario_is_refused_saying_so() {
+    for text in ["", "# nothing here yet\n---\n"] {
+        let stderr = fails_with(
+            &[("scenario.yaml", text)],
+            &["scenario.yaml: holds no documents", "nothing to simulate"],
+        );
+        assert!(!stderr.contains("warning: "), "{stderr}");
+    }
+}
+
+/// A scenario of objects Arbiter does not simulate (the article's
+/// ServiceMonitor, Role and RoleBinding) used to run, exit 0 and report nothing.
+#[test]
+fn a_scenario_of_only_objects_arbiter_does_not_simulate_is_refused_saying_so() {
+    let text = "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: kueue-monitor, namespace: kueue-system}\n\
+                ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: queue-manager, namespace: kubeflow}\n\
+                ---\napiVersion: v1\nkind: Namespace\nmetadata: {name: kubeflow}\n";
+    let stderr = fails_with(
+        &[("monitoring.yaml", text)],
+        &[
+            "monitoring.yaml: holds no object Arbiter simulates (3 document(s)",
+            "nothing to simulate",
+            "warning: ",
+            "(document 1): monitoring.coreos.com/v1 ServiceMonitor kueue-system/kueue-monitor is not a scenario object",
+            "(document 2): rbac.authorization.k8s.io/v1 Role kubeflow/queue-manager is not a scenario object",
+        ],
+    );
+    assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
+}
+
+/// The warnings about the input (an unknown field, here a typo for
+/// `nominalQuota`) may be why it does not build: they are printed with the
+/// error. They used to be dropped.
+#[test]
+fn warnings_are_printed_when_the_scenario_does_not_build() {
+    let text = CLUSTER
+        .replace(
+            r#"{name: nvidia.com/gpu, nominalQuota: "8"}"#,
+            r#"{name: nvidia.com/gpu, nominalQuota: "8", borowingLimit: "4"}"#,
+        )
+        .replace("spec: {clusterQueue: ml}", "spec: {clusterQueue: mll}");
+    let stderr = fails_with(
+        &[("cluster.yaml", &text)],
+        &[
+            "ClusterQueue `mll` is not defined",
+            "warning: ",
+            "(document 2)",
+            "borowingLimit",
+        ],
+    );
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("borowingLimit"))
+        .unwrap_or_default();
+    assert!(warning.starts_with("warning: "), "{stderr}");
+}
+
+/// The report's JSON for `files`, run with `simulate --format json`.
+fn report_of(files: &[(&str, &str)]) -> Value {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in files {
+        write(dir.path(), name, text);
+    }
+    let output = arbiter()
+        .args(["simulate", "--format", "json"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&output).unwrap_or_else(|e| panic!("stdout is not JSON: {e}"))
+}
+
+/// Three 8-GPU jobs of 10 minutes on 8 GPUs, one after the other, and the
+/// run stopped at 25 minutes: three were admitted at some point, two
+/// finished, one runs at the end. `admitted` used to count only those
+/// running at the end (1 here; 0 after a run where every job finished).
+#[test]
+fn the_report_tells_ever_admitted_from_running_at_the_end() {
+    let mut jobs = String::new();
+    for name in ["a", "b", "c"] {
+        jobs.push_str(&job(
+            name,
+            "sim.arbiter.dev/runtime: 10m",
+            "nvidia.com/gpu: \"8\"",
+        ));
+    }
+    let until = "apiVersion: sim.arbiter.dev/v1alpha1\nkind: Simulation\nmetadata: {name: s}\nspec: {until: 25m}\n";
+    let report = report_of(&[
+        ("cluster.yaml", CLUSTER),
+        ("jobs.yaml", &jobs),
+        ("sim.yaml", until),
+    ]);
+    let summary = &report["summary"];
+    let counts = |names: &[&str]| -> Vec<u64> {
+        names
+            .iter()
+            .map(|n| summary[n].as_u64().unwrap_or(u64::MAX))
+            .collect()
+    };
+    assert_eq!(
+        counts(&[
+            "workloads",
+            "admitted",
+            "runningAtEnd",
+            "finished",
+            "pendingAtEnd"
+        ]),
+        [3, 3, 1, 2, 0],
+        "{summary}"
+    );
+    assert_eq!(report["byClusterQueue"]["ml"]["admitted"], 3);
+
+    // Without `until` all three finish: every one was admitted, none runs.
+    let report = report_of(&[("cluster.yaml", CLUSTER), ("jobs.yaml", &jobs)]);
+    let summary = &report["summary"];
+    assert_eq!(
+        (
+            summary["admitted"].as_u64(),
+            summary["runningAtEnd"].as_u64(),
+            summary["finished"].as_u64()
+        ),
+        (Some(3), Some(0), Some(3)),
+        "{summary}"
+    );
+}
+
+/// A job asking for more GPUs than its ClusterQueue could ever give and one
+/// naming a LocalQueue that does not exist wait until the end of the run:
+/// they used to count in the wait statistics (max 1200 s here). They are
+/// counted apart, as `inadmissible`; the waits are those of the two that ran.
+#[test]
+fn workloads_that_can_never_be_admitted_are_counted_apart_from_the_waits() {
+    let mut jobs = String::new();
+    for name in ["first", "second"] {
+        jobs.push_str(&job(
+            name,
+            "sim.arbiter.dev/runtime: 10m",
+            "nvidia.com/gpu: \"8\"",
+        ));
+    }
+    jobs.push_str(&job(
+        "huge",
+        "sim.arbiter.dev/runtime: 10m",
+        "nvidia.com/gpu: \"16\"",
+    ));
+    jobs.push_str(
+        &job(
+            "lost",
+            "sim.arbiter.dev/runtime: 10m",
+            "nvidia.com/gpu: \"1\"",
+        )
+        .replace(
+            "arbiter.dev/queue-name: team",
+            "arbiter.dev/queue-name: teem",
+        ),
+    );
+    let report = report_of(&[("cluster.yaml", CLUSTER), ("jobs.yaml", &jobs)]);
+    let summary = &report["summary"];
+    assert_eq!(summary["endSeconds"], 1200.0, "{summary}");
+    assert_eq!(
+        (
+            summary["pendingAtEnd"].as_u64(),
+            summary["inadmissible"].as_u64()
+        ),
+        (Some(2), Some(2)),
+        "{summary}"
+    );
+    for (field, seconds) in [
+        ("meanWaitSeconds", 300.0),
+        ("p50WaitSeconds", 0.0),
+        ("maxWaitSeconds", 600.0),
+    ] {
+        assert_eq!(summary[field], seconds, "{field}: {summary}");
+    }
+    let ml = &report["byClusterQueue"]["ml"];
+    assert_eq!(
+        (ml["pendingAtEnd"].as_u64(), ml["inadmissible"].as_u64()),
+        (Some(1), Some(1)),
+        "{ml}"
+    );
+    assert_eq!(ml["meanWaitSeconds"], 300.0, "{ml}");
+    // Each workload still says how long it waited.
+    let huge = report["workloads"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == "huge"))
+        .unwrap_or_else(|| panic!("no workload huge"));
+    assert_eq!(huge["waitSeconds"], 1200.0);
 }
 
 #[test]
@@ -304,8 +560,10 @@ fn seed_as_json_has_the_report_fields() {
         &[
             "workloads",
             "admitted",
+            "runningAtEnd",
             "finished",
             "pendingAtEnd",
+            "inadmissible",
             "rejected",
             "preemptions",
             "makespanSeconds",
@@ -325,7 +583,11 @@ fn seed_as_json_has_the_report_fields() {
         ["ai-cluster-queue", "finance-cluster-queue"]
     );
     for (name, cq) in by_cq {
-        fields(cq, &["admitted", "meanWaitSeconds", "meanUsage"], name);
+        fields(
+            cq,
+            &["admitted", "meanWaitSeconds", "meanUsage", "inadmissible"],
+            name,
+        );
     }
     let by_flavor = report["byFlavor"]
         .as_object()

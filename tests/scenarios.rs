@@ -650,10 +650,12 @@ fn until_stops_the_run_and_reports_that_moment() {
         (
             r.summary.workloads,
             r.summary.admitted,
+            r.summary.running_at_end,
             r.summary.finished,
             r.summary.pending_at_end
         ),
-        (4, 1, 1, 2)
+        // Admitted at some point: `short` (finished) and `long` (running).
+        (4, 2, 1, 1, 2)
     );
 }
 
@@ -853,7 +855,7 @@ fn build_errors(yaml: &str) -> Vec<String> {
         .unwrap_or_else(|e| panic!("{e}"));
     match scenario::build(loaded) {
         Ok(_) => panic!("expected the scenario to be refused"),
-        Err(e) => e.0,
+        Err(e) => e.errors,
     }
 }
 
@@ -898,5 +900,53 @@ fn a_generator_naming_a_missing_local_queue_is_a_warning_strict_counts() {
             .contains("WorkloadGenerator lost: spec.queueName: LocalQueue ns/nope does not exist")),
         "{:?}",
         built.warnings
+    );
+}
+
+// ------------------------------------------------------------ the article's PipelineRun
+
+/// The seed article's `kubeflow.org/v1 PipelineRun` is read through the
+/// JobIntegration of `examples/integrations/article-pipelinerun.yaml`
+/// (told once), unless the scenario defines its own for the kind.
+#[test]
+fn the_articles_pipeline_run_is_read_by_its_integration_unless_the_scenario_has_one() {
+    let queues = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: a100}\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors: [{name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 8}]}]\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: ai-queue, namespace: default}\nspec: {clusterQueue: cq}\n";
+    let run = |name: &str, gpus: &str| {
+        format!("---\napiVersion: kubeflow.org/v1\nkind: PipelineRun\nmetadata: {{name: {name}, labels: {{kueue.x-k8s.io/queue-name: ai-queue}}}}\nspec: {{runtimeConfig: {{parameters: {{gpu-count: \"{gpus}\"}}}}}}\n")
+    };
+    let build = |yaml: &str| {
+        let loaded = arbiter_core::model::load::load_str(yaml, std::path::Path::new("runs.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        scenario::build(loaded).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let gpus = |s: &scenario::Scenario| -> Vec<String> {
+        s.jobs
+            .iter()
+            .map(|j| j.info.pod_sets[0].requests["nvidia.com/gpu"].to_string())
+            .collect()
+    };
+
+    let s = build(&format!("{queues}{}{}", run("a", "2"), run("b", "4")));
+    assert_eq!(gpus(&s), ["2", "4"]);
+    let told: Vec<&String> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("PipelineRun is the article's kind"))
+        .collect();
+    assert_eq!(told.len(), 1, "{:?}", s.warnings);
+    assert!(
+        told[0].starts_with("runs.yaml (document 4): "),
+        "{}",
+        told[0]
+    );
+
+    // The scenario's own integration: every PipelineRun asks for 1 GPU, nothing told.
+    let own = "---\napiVersion: arbiter.dev/v1alpha1\nkind: JobIntegration\nmetadata: {name: mine}\nspec:\n  jobApiVersion: kubeflow.org/v1\n  jobKind: PipelineRun\n  podSets: \"[{'name': 'run', 'count': 1, 'requests': {'nvidia.com/gpu': '1'}}]\"\n  hold: {path: spec.suspend, held: true, released: false}\n";
+    let s = build(&format!("{queues}{own}{}", run("a", "2")));
+    assert_eq!(gpus(&s), ["1"]);
+    assert!(
+        !s.warnings.iter().any(|w| w.contains("the article's kind")),
+        "{:?}",
+        s.warnings
     );
 }

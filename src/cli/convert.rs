@@ -1,7 +1,9 @@
 //! `arbiter convert`: rewrites Kueue (`kueue.x-k8s.io/v1alpha1|v1beta1|v1beta2`)
 //! and seed-article manifests as `arbiter.dev/v1alpha1`, so a platform team
 //! can move a Kueue setup over file by file. Arbiter's own kinds are
-//! re-emitted unchanged, Namespaces and jobs pass through as written.
+//! re-emitted unchanged, Namespaces and jobs pass through as written (the
+//! article's `kubeflow.org/v1 PipelineRun` with the JobIntegration that
+//! reads it written before the first one).
 //! Reading (and the warnings about ignored fields) is `model::load`'s job;
 //! this module adds a warning wherever the converted object would behave
 //! differently under Arbiter or was renamed, and never changes meaning
@@ -10,16 +12,28 @@
 
 use std::path::PathBuf;
 
+use arbiter_core::jobs;
 use arbiter_core::model::api::{self, FungibilityPolicy};
 use arbiter_core::model::load::{Document, LoadError, Manifest, Origin, Warning};
 use arbiter_sim::files::load_paths;
 use serde::Serialize;
+
+/// `arbiter.dev/v1alpha1 JobIntegration`: a job kind added by configuration.
+const JOB_INTEGRATION: &str = "JobIntegration";
 
 /// Converts the manifests in `paths` (files or directories, as
 /// [`load_paths`] reads them) into one multi-document `arbiter.dev` YAML
 /// stream, with every warning from reading and converting.
 pub fn convert(paths: &[PathBuf]) -> Result<(String, Vec<Warning>), LoadError> {
     let loaded = load_paths(paths)?;
+    // The article's PipelineRun needs its JobIntegration, unless the input has one.
+    let mut pipeline_integration = !loaded.documents.iter().any(|d| {
+        matches!(&d.manifest, Manifest::Other { api_version, kind, object }
+            if api_version == api::API_VERSION && kind == JOB_INTEGRATION
+                && jobs::article::is_pipeline_run(
+                    object.pointer("/spec/jobApiVersion").and_then(|v| v.as_str()).unwrap_or(""),
+                    object.pointer("/spec/jobKind").and_then(|v| v.as_str()).unwrap_or("")))
+    });
     // Reading warnings and conversion notes, document by document.
     let mut reading = loaded.warnings.into_iter().peekable();
     let mut warnings = Vec::new();
@@ -27,6 +41,20 @@ pub fn convert(paths: &[PathBuf]) -> Result<(String, Vec<Warning>), LoadError> {
     for document in loaded.documents {
         while let Some(warning) = reading.next_if(|w| w.source == document.source) {
             warnings.push(warning);
+        }
+        let article_run = matches!(&document.manifest, Manifest::Other { api_version, kind, .. }
+            if jobs::article::is_pipeline_run(api_version, kind));
+        if article_run && pipeline_integration {
+            pipeline_integration = false;
+            warnings.push(Warning {
+                source: document.source.clone(),
+                message: jobs::article::note(),
+            });
+            documents.push(format!(
+                "# added by arbiter convert for the PipelineRun of {}\n{}",
+                document.source,
+                jobs::article::JOB_INTEGRATION_YAML
+            ));
         }
         if let Some(yaml) = convert_document(document, &mut warnings)? {
             documents.push(yaml);
@@ -105,7 +133,9 @@ fn convert_document(
             kind,
             object,
         } => {
-            if api_version == api::API_VERSION || api_version.starts_with("sim.arbiter.dev/") {
+            let arbiter =
+                api_version == api::API_VERSION || api_version.starts_with("sim.arbiter.dev/");
+            if arbiter && kind != JOB_INTEGRATION {
                 note(format!("{api_version} {kind} is not an Arbiter kind; passed through unchanged — check the kind's spelling"));
             }
             ("object", render(&object))
@@ -195,5 +225,28 @@ mod tests {
             "{yaml}"
         );
         assert!(yaml.contains("value: 1000"), "{yaml}");
+    }
+    const PIPELINE_RUN: &str = "apiVersion: kubeflow.org/v1\nkind: PipelineRun\nmetadata: {name: RUN, labels: {kueue.x-k8s.io/queue-name: ai-queue}}\nspec: {runtimeConfig: {parameters: {gpu-count: \"2\"}}}\n";
+
+    /// The article's PipelineRuns get the JobIntegration that reads them,
+    /// once, before the first; not when the input brings its own.
+    #[test]
+    fn article_pipeline_runs_get_their_job_integration_once() {
+        let runs = format!(
+            "{}---\n{}",
+            PIPELINE_RUN.replace("RUN", "a"),
+            PIPELINE_RUN.replace("RUN", "b")
+        );
+        let (yaml, warnings) = convert_text(&runs);
+        assert_eq!(yaml.matches("kind: JobIntegration").count(), 1, "{yaml}");
+        let integration = yaml.find("kind: JobIntegration").unwrap_or(usize::MAX);
+        let first_run = yaml.find("kind: PipelineRun").unwrap_or(0);
+        assert!(integration < first_run, "{yaml}");
+        assert_eq!(warnings, vec![jobs::article::note()]);
+
+        let own = format!("{}---\n{runs}", jobs::article::JOB_INTEGRATION_YAML);
+        let (yaml, warnings) = convert_text(&own);
+        assert_eq!(yaml.matches("kind: JobIntegration").count(), 1, "{yaml}");
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 }

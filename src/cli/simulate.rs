@@ -86,7 +86,16 @@ fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
 
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     let loaded = arbiter_sim::files::load_paths(&args.paths)?;
-    let scenario = scenario::build(loaded)?;
+    let scenario = match scenario::build(loaded) {
+        Ok(scenario) => scenario,
+        Err(e) => {
+            // What was ignored or read differently may be why it failed.
+            for w in &e.warnings {
+                eprintln!("warning: {w}");
+            }
+            return Err(e.into());
+        }
+    };
     let total = scenario.jobs.len();
     let bar = (args.format == Format::Table && std::io::stderr().is_terminal() && total >= 1000)
         .then(|| {

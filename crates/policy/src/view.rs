@@ -56,7 +56,7 @@ pub struct WorkloadView {
     pub priority: i64,
     #[serde(default)]
     pub priority_class: Option<String>,
-    /// The weight multiplying priority (priority class, else ClusterQueue `priorityClass.weight`, else 1).
+    /// The weight multiplying priority (priority class, else LocalQueue `priorityClass.weight`, else ClusterQueue `priorityClass.weight`, else 1).
     #[serde(default = "one")]
     pub priority_weight: f64,
     #[serde(default)]

@@ -626,7 +626,17 @@ fn finish_report(
         };
         let cq_name = entry.map(|e| cluster.cluster_queue(e.workload.cluster_queue).name.clone());
         let wait = record.waited.as_secs_f64();
-        if record.arrived && state != WorkloadState::Rejected {
+        // Never admitted as configured: its queue, priority class or a
+        // resource it asks for does not exist (it never reached a queue), or
+        // it asks for more than its ClusterQueue could ever give.
+        let unqueued = matches!(record.outcome, Some((WorkloadState::Pending, _)));
+        let never_admissible = state == WorkloadState::Pending
+            && (unqueued
+                || entry
+                    .is_some_and(|e| e.status == Status::Unschedulable && e.reason.never_fits()));
+        // A wait that could never end is not a wait: counted apart (`inadmissible`).
+        let waited = state != WorkloadState::Rejected && !never_admissible;
+        if record.arrived && waited {
             waits_all.push(wait);
         }
         if let Some(t) = record.finished_at.or(record.admitted_at) {
@@ -641,19 +651,21 @@ fn finish_report(
                 if state == WorkloadState::Pending {
                     cqr.pending_at_end += 1;
                 }
-                if state != WorkloadState::Rejected {
+                cqr.inadmissible += usize::from(never_admissible);
+                if waited {
                     waits.push(wait);
                 }
             }
         }
+        let summary = &mut report.summary;
+        summary.admitted += usize::from(record.ever_admitted);
+        summary.inadmissible += usize::from(never_admissible);
         match state {
-            WorkloadState::Admitted => report.summary.admitted += 1,
-            WorkloadState::Finished => report.summary.finished += 1,
-            WorkloadState::Rejected => report.summary.rejected += 1,
-            WorkloadState::Pending => report.summary.pending_at_end += 1,
+            WorkloadState::Admitted => summary.running_at_end += 1,
+            WorkloadState::Finished => summary.finished += 1,
+            WorkloadState::Rejected => summary.rejected += 1,
+            WorkloadState::Pending => summary.pending_at_end += 1,
         }
-        let never_admissible = state == WorkloadState::Pending
-            && entry.is_some_and(|e| e.status == Status::Unschedulable && e.reason.never_fits());
         report.workloads.push(WorkloadReport {
             kind: job.info.kind.clone(),
             namespace: job.info.namespace.clone(),

@@ -27,12 +27,23 @@ pub struct Report {
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub workloads: usize,
+    /// Workloads admitted at least once (those finished included).
     pub admitted: usize,
+    /// Workloads admitted (running) when the run ends.
+    pub running_at_end: usize,
     pub finished: usize,
+    /// Workloads pending when the run ends, `inadmissible` ones included.
     pub pending_at_end: usize,
+    /// Workloads that can never be admitted as configured (their LocalQueue
+    /// or priority class does not exist, a resource their ClusterQueue does
+    /// not cover, more than any flavor could ever give); left out of the
+    /// wait statistics.
+    pub inadmissible: usize,
     pub rejected: usize,
     pub preemptions: usize,
     pub makespan_seconds: f64,
+    /// Wait statistics over the workloads that arrived, neither rejected
+    /// nor inadmissible.
     pub mean_wait_seconds: f64,
     pub p50_wait_seconds: f64,
     pub p95_wait_seconds: f64,
@@ -47,11 +58,14 @@ pub struct Summary {
 pub struct ClusterQueueReport {
     /// Workloads admitted at least once.
     pub admitted: usize,
+    /// Of its workloads that were neither rejected nor inadmissible.
     pub mean_wait_seconds: f64,
     /// Time-averaged usage of the dominant resource as a fraction of nominal quota (may exceed 1 when borrowing).
     pub mean_usage: f64,
     pub preempted: usize,
     pub pending_at_end: usize,
+    /// Of `pendingAtEnd`, those that can never be admitted.
+    pub inadmissible: usize,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -141,9 +155,11 @@ pub struct WorkloadReport {
     pub evictions: u32,
     pub state: WorkloadState,
     pub reason: String,
-    /// Can it never be admitted as configured (a resource its ClusterQueue
-    /// does not cover, more than any flavor could ever give)? Not in the
-    /// JSON: `arbiter simulate` warns about it, and `--strict` fails.
+    /// Can it never be admitted as configured (its LocalQueue or priority
+    /// class does not exist, a resource its ClusterQueue does not cover, more
+    /// than any flavor could ever give)? Counted in `summary.inadmissible`,
+    /// not in the wait statistics; not in the JSON: `arbiter simulate` warns
+    /// about it, and `--strict` fails.
     #[serde(skip)]
     pub never_admissible: bool,
     pub history: Vec<HistoryEntry>,

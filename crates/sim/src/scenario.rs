@@ -71,10 +71,14 @@ fn normalize(path: &std::path::Path) -> PathBuf {
     out
 }
 
-/// Everything wrong with a scenario, each naming where and what to do.
+/// Everything wrong with a scenario, each naming where and what to do, and
+/// the warnings found on the way (so a failed build still tells them).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", .0.join("\n"))]
-pub struct ScenarioError(pub Vec<String>);
+#[error("{}", .errors.join("\n"))]
+pub struct ScenarioError {
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
 
 const JOB_INTEGRATION_KIND: &str = "JobIntegration";
 
@@ -106,6 +110,23 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
             }
         }
     }
+    // The article's PipelineRun, unless the scenario says how to read it.
+    let defined = |spec: &jobs::IntegrationSpec| {
+        jobs::article::is_pipeline_run(&spec.api_version, &spec.kind)
+    };
+    let article_run = loaded.documents.iter().find(|doc| {
+        matches!(&doc.manifest, Manifest::Other { api_version, kind, .. }
+            if jobs::article::is_pipeline_run(api_version, kind))
+    });
+    if let (Some(doc), false) = (article_run, extra.iter().any(defined)) {
+        match jobs::article::pipeline_run() {
+            Ok(spec) => {
+                warnings.push(format!("{}: {}", doc.source, jobs::article::note()));
+                extra.push(spec);
+            }
+            Err(e) => errors.push(format!("{}: {e}", doc.source)),
+        }
+    }
     let integrations = match Integrations::with_extra(extra) {
         Ok(i) => i,
         Err(e) => {
@@ -119,8 +140,19 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     let mut jobs: Vec<SimJob> = Vec::new();
     // (source, generator, namespace, queueName) of each generator, checked once the queues are known.
     let mut queue_names: Vec<(String, String, String, String)> = Vec::new();
+    let files = loaded.files;
+    let documents = loaded.documents.len();
+    // Documents that are scenario objects (queueing kinds, jobs, the
+    // simulator's kinds); Namespaces and JobIntegrations only support them.
+    let mut scenario_objects = 0usize;
     for doc in loaded.documents {
         let source = doc.source.to_string();
+        if !matches!(
+            doc.manifest,
+            Manifest::Namespace(_) | Manifest::Other { .. }
+        ) {
+            scenario_objects += 1;
+        }
         match doc.manifest {
             Manifest::ResourceFlavor(x) => builder.flavor(source, x),
             Manifest::Cohort(x) => builder.cohort(source, x),
@@ -173,15 +205,41 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                     continue;
                 }
                 match integrations.extract(&object) {
-                    Ok(Some(info)) => push_job(&mut jobs, &mut errors, info, None, &source),
-                    Ok(None) => errors.push(format!(
-                        "{source}: unknown kind {kind} (apiVersion {api_version}); expected an arbiter.dev or kueue.x-k8s.io kind, a Namespace, a sim.arbiter.dev kind, or a job kind ({}) — or add a JobIntegration for it",
-                        integrations.kinds().map(|(_, k)| k).collect::<Vec<_>>().join(", ")
-                    )),
-                    Err(e) => errors.push(format!("{source}: {e}")),
+                    Ok(Some(info)) => {
+                        scenario_objects += 1;
+                        push_job(&mut jobs, &mut errors, info, None, &source)
+                    }
+                    Ok(None) => {
+                        let text = |pointer: &str| object.pointer(pointer).and_then(|v| v.as_str());
+                        let named = match (text("/metadata/namespace"), text("/metadata/name")) {
+                            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+                            (None, Some(name)) => name.to_string(),
+                            _ => "(no metadata.name)".to_string(),
+                        };
+                        let labels = object.pointer("/metadata/labels");
+                        let queued = jobs::QUEUE_NAME_LABELS
+                            .iter()
+                            .any(|label| labels.and_then(|l| l.get(*label)).is_some());
+                        match not_simulated(&api_version, &kind, &named, queued) {
+                            Some(why) => warnings.push(format!("{source}: {why}; ignored")),
+                            None => errors.push(format!(
+                                "{source}: unknown kind {kind} (apiVersion {api_version}); expected an arbiter.dev or kueue.x-k8s.io kind, a Namespace, a sim.arbiter.dev kind, or a job kind ({}) — or add a JobIntegration for it",
+                                integrations.kinds().map(|(_, k)| k).collect::<Vec<_>>().join(", ")
+                            )),
+                        }
+                    }
+                    Err(e) => {
+                        scenario_objects += 1;
+                        errors.push(format!("{source}: {e}"))
+                    }
                 }
             }
         }
+    }
+
+    // (An error already found, an unknown kind say, says enough.)
+    if scenario_objects == 0 && errors.is_empty() {
+        errors.push(nothing_to_simulate(&files, documents));
     }
 
     let mut pools = Vec::new();
@@ -217,7 +275,7 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
         Ok(c) => c,
         Err(e) => {
             errors.extend(e.0.iter().map(|e| e.to_string()));
-            return Err(ScenarioError(errors));
+            return Err(ScenarioError { errors, warnings });
         }
     };
     if let Some((source, sim)) = &simulation {
@@ -295,7 +353,7 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
         ));
     }
     if !errors.is_empty() {
-        return Err(ScenarioError(errors));
+        return Err(ScenarioError { errors, warnings });
     }
     let policies = match &simulation {
         Some((source, sim)) => {
@@ -316,6 +374,56 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
         warnings,
         policies,
     })
+}
+
+/// Kueue's kinds that Arbiter has no counterpart for (any apiVersion).
+const KUEUE_KINDS_NOT_SUPPORTED: &[&str] = &[
+    "AdmissionCheck",
+    "MultiKueueCluster",
+    "MultiKueueConfig",
+    "ProvisioningRequestConfig",
+    "Topology",
+];
+
+/// Why an object of a kind no integration reads is no part of a scenario
+/// and can be skipped (`None`: it is an error — a kind of Arbiter's or the
+/// simulator's API, a kind of Kueue's API that Kueue does not have, an
+/// object carrying a queue-name label, so meant to be queued: a misspelt
+/// kind). Kueue kinds Arbiter lacks are told as such; other APIs' objects
+/// (the article's ServiceMonitor and Role, say) hold no queue, quota or job.
+fn not_simulated(api_version: &str, kind: &str, named: &str, queued: bool) -> Option<String> {
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    match group {
+        _ if queued => None,
+        "arbiter.dev" | "sim.arbiter.dev" => None,
+        "kueue.x-k8s.io" if KUEUE_KINDS_NOT_SUPPORTED.contains(&kind) => Some(format!(
+            "{api_version} {kind} {named} is a Kueue kind Arbiter does not support"
+        )),
+        "kueue.x-k8s.io" => None,
+        _ => Some(format!(
+            "{api_version} {kind} {named} is not a scenario object (no queue, quota or job kind Arbiter knows, and no queue-name label)"
+        )),
+    }
+}
+
+/// The error for input that holds nothing to simulate.
+fn nothing_to_simulate(files: &[PathBuf], documents: usize) -> String {
+    let files = if files.is_empty() {
+        "the input".to_string()
+    } else {
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let what = match documents {
+        0 => "holds no documents (nothing but comments or whitespace)".to_string(),
+        n => format!("holds no object Arbiter simulates ({n} document(s), none of them a queueing kind, a job or a sim.arbiter.dev kind; see the warnings for what was ignored)"),
+    };
+    format!(
+        "{files}: {what}; nothing to simulate — a scenario needs ResourceFlavors, ClusterQueues and LocalQueues (arbiter.dev or kueue.x-k8s.io) and jobs or WorkloadGenerators, as in examples/seed/"
+    )
 }
 
 fn annotation_duration(

@@ -18,12 +18,25 @@ pub fn render(report: &Report) -> String {
     let s = &report.summary;
     let _ = writeln!(
         out,
-        "Simulated {} workloads over {:.0}s (virtual): {} finished, {} running, {} pending, {} rejected; {} preemptions; {} cycles",
-        s.workloads, s.end_seconds, s.finished, s.admitted, s.pending_at_end, s.rejected, s.preemptions, report.scheduler.cycles
+        "Simulated {} workloads over {:.0}s (virtual): {} admitted at some point; at the end {} finished, {} running, {} pending{}, {} rejected; {} preemptions; {} cycles",
+        s.workloads,
+        s.end_seconds,
+        s.admitted,
+        s.finished,
+        s.running_at_end,
+        s.pending_at_end,
+        if s.inadmissible > 0 {
+            format!(" ({} can never be admitted)", s.inadmissible)
+        } else {
+            String::new()
+        },
+        s.rejected,
+        s.preemptions,
+        report.scheduler.cycles
     );
     let _ = writeln!(
         out,
-        "Wait: mean {:.1}s, p50 {:.1}s, p95 {:.1}s, max {:.1}s; makespan {:.0}s; Jain fairness {:.3}",
+        "Wait (of those that can be admitted): mean {:.1}s, p50 {:.1}s, p95 {:.1}s, max {:.1}s; makespan {:.0}s; Jain fairness {:.3}",
         s.mean_wait_seconds, s.p50_wait_seconds, s.p95_wait_seconds, s.max_wait_seconds, s.makespan_seconds, s.jain_fairness_index
     );
     if let Some(p) = &report.policies {
@@ -97,7 +110,10 @@ pub fn render(report: &Report) -> String {
         rows.push(vec![
             name.clone(),
             cq.admitted.to_string(),
-            cq.pending_at_end.to_string(),
+            match cq.inadmissible {
+                0 => cq.pending_at_end.to_string(),
+                n => format!("{} ({n} never admissible)", cq.pending_at_end),
+            },
             cq.preempted.to_string(),
             format!("{:.1}s", cq.mean_wait_seconds),
             format!("{:.0}%", cq.mean_usage * 100.0),

@@ -13,6 +13,7 @@
 //! turn a [`JobInfo`] into a Workload and use [`Integration::set_held`] to
 //! hold and release the job.
 
+pub mod article;
 mod error;
 mod hold;
 mod pod_sets;

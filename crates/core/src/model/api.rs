@@ -214,13 +214,20 @@ pub enum StopPolicy {
     HoldAndDrain,
 }
 
-/// Weight multiplying priority in the default weighting policy.
+/// Weight multiplying priority in the default weighting policy, for the
+/// workloads (of a ClusterQueue or a LocalQueue) that name no
+/// WorkloadPriorityClass.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PriorityClassWeight {
+    /// A name for the weighting (the article's; informative).
     pub name: String,
+    /// Multiplies priority (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
+    /// Free text for people (the article's); no effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -469,6 +476,11 @@ pub struct LocalQueueSpec {
     pub priority: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_quotas: Vec<LocalResourceQuota>,
+    /// Weight multiplying the priority of its workloads that name no
+    /// priority class, in place of the ClusterQueue's `priorityClass` (the
+    /// article's Queue field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<PriorityClassWeight>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_estimation: Option<ResourceEstimation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,8 @@
 //! parses text and never touches the file system. It
 //! accepts Arbiter's own kinds, the simulator's kinds, Kueue's
 //! `kueue.x-k8s.io/v1alpha1|v1beta1|v1beta2` kinds (decoded into Arbiter's
-//! types), the seed article's `kind: Queue` (a LocalQueue), `v1 Namespace`,
+//! types), the seed article's `kind: Queue` (a LocalQueue) and its other
+//! forms (rewritten by `model::article` before decoding), `v1 Namespace`,
 //! and keeps any other object whole for the caller to judge. It must never
 //! drop a field silently: every field the types do not know becomes a
 //! [`Warning`] naming its path, and every error names the file, the document
@@ -25,6 +26,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::api;
+use super::article::{self, ArticleKind};
 use super::sim_api;
 
 /// Where a document came from: a file and the 1-based position of the
@@ -133,13 +135,17 @@ pub struct Document {
 pub struct Loaded {
     pub documents: Vec<Document>,
     pub warnings: Vec<Warning>,
+    /// The files read ([`load_str`]'s `file`), in order, so input that holds
+    /// nothing can be named.
+    pub files: Vec<PathBuf>,
 }
 
 impl Loaded {
-    /// Appends another stream's documents and warnings, in order.
+    /// Appends another stream's documents, warnings and files, in order.
     pub fn extend(&mut self, other: Loaded) {
         self.documents.extend(other.documents);
         self.warnings.extend(other.warnings);
+        self.files.extend(other.files);
     }
 }
 
@@ -233,7 +239,10 @@ fn invalid_message(path: &str, message: &str, kind: &str) -> String {
 
 /// Reads the documents of one YAML stream; `file` names it in messages.
 pub fn load_str(text: &str, file: &Path) -> Result<Loaded, LoadError> {
-    let mut loaded = Loaded::default();
+    let mut loaded = Loaded {
+        files: vec![file.to_path_buf()],
+        ..Loaded::default()
+    };
     for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let source = Source {
             file: file.to_path_buf(),
@@ -419,6 +428,29 @@ fn read_object(
             fields
                 .entry("spec")
                 .or_insert_with(|| Value::Object(Default::default()));
+        }
+    }
+    if origin != Origin::Arbiter {
+        let article_kind = match known {
+            Some(Kind::ResourceFlavor) => Some(ArticleKind::ResourceFlavor),
+            Some(Kind::Cohort) => Some(ArticleKind::Cohort),
+            Some(Kind::ClusterQueue) => Some(ArticleKind::ClusterQueue),
+            Some(Kind::LocalQueue) => Some(ArticleKind::LocalQueue),
+            _ => None,
+        };
+        if let Some(article_kind) = article_kind {
+            let told = article::rewrite(article_kind, &mut object).map_err(|conflict| {
+                LoadError::Invalid {
+                    at: source.clone(),
+                    kind: kind.clone(),
+                    path: conflict.path,
+                    message: conflict.message,
+                }
+            })?;
+            warnings.extend(told.into_iter().map(|message| Warning {
+                source: source.clone(),
+                message,
+            }));
         }
     }
     let manifest = match known {

@@ -6,6 +6,7 @@
 //! watches) read.
 
 pub mod api;
+pub mod article;
 pub mod cluster;
 pub mod duration;
 pub mod limits;

@@ -142,12 +142,14 @@ pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) 
                 .get(&job.namespace)
                 .and_then(|ns| ns.annotations.get(NAMESPACE_PRIORITY_ANNOTATION))
                 .and_then(|v| v.trim().parse::<i32>().ok());
+            // The queue's `priorityClass` weight: the LocalQueue's, else the ClusterQueue's.
             (
                 explicit_priority
                     .or(lq.priority)
                     .or(from_namespace)
                     .unwrap_or(0),
-                1.0,
+                lq.priority_weight
+                    .unwrap_or(cluster.cluster_queue(lq.cluster_queue).priority_weight),
             )
         }
     };

@@ -826,3 +826,65 @@ fn a_denied_workload_is_tried_again_as_soon_as_the_policies_change() {
     let step = s.step(Millis::from_secs(2), Vec::new(), &mut hooks);
     assert_eq!(admitted(&step), vec![a]);
 }
+
+/// The weight multiplying a workload's priority: its priority class's,
+/// else its LocalQueue's `priorityClass.weight` (the article's), else its
+/// ClusterQueue's, else 1.
+#[test]
+fn a_workload_carries_its_class_weight_else_its_local_queues_else_its_cluster_queues() {
+    let cluster = build(
+        r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: weighted}
+spec: {priorityClass: {name: cq, weight: 2}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: plain}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: own, name: q}
+spec: {clusterQueue: weighted, priority: 150, priorityClass: {name: high-priority, weight: 1.5}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: inherits, name: q}
+spec: {clusterQueue: weighted}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: none, name: q}
+spec: {clusterQueue: plain}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: urgent}
+value: 1000
+weight: 3
+"#,
+    );
+    let weighed = |ns: &str, class: Option<&str>| {
+        let mut job = JobInfo {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: ns.into(),
+            name: "j".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            queue_name: Some("q".into()),
+            priority_class: None,
+            pod_sets: Vec::new(),
+        };
+        job.priority_class = class.map(str::to_string);
+        match intake(&cluster, &job, None) {
+            Intake::Queued(w) => (w.priority, w.priority_weight),
+            other => panic!("{ns}: not queued: {other:?}"),
+        }
+    };
+    assert_eq!(weighed("own", None), (150, 1.5));
+    assert_eq!(weighed("inherits", None), (0, 2.0));
+    assert_eq!(weighed("none", None), (0, 1.0));
+    assert_eq!(weighed("own", Some("urgent")), (1000, 3.0));
+}

@@ -429,19 +429,9 @@ impl ClusterBuilder {
                     "may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor; set them or drop preference".into(),
                 );
             }
-            let priority_weight = match spec.priority_class.as_ref().and_then(|p| p.weight) {
-                Some(w) if !(w.is_finite() && w >= 0.0) => {
-                    err(
-                        &s.source,
-                        object.clone(),
-                        "spec.priorityClass.weight".into(),
-                        format!("{w} must be a finite number ≥ 0"),
-                    );
-                    1.0
-                }
-                Some(w) => w,
-                None => 1.0,
-            };
+            let priority_weight =
+                class_weight(spec.priority_class.as_ref(), &s.source, &object, &mut err)
+                    .unwrap_or(1.0);
             cluster.cluster_queue_ids.insert(
                 name.clone(),
                 ClusterQueueId(cluster.cluster_queues.len() as u32),
@@ -639,6 +629,12 @@ impl ClusterBuilder {
                 name,
                 cluster_queue: cq,
                 priority: spec.priority,
+                priority_weight: class_weight(
+                    spec.priority_class.as_ref(),
+                    &s.source,
+                    &object,
+                    &mut err,
+                ),
                 resource_bounds: bounds,
                 estimation,
                 stop_policy: spec.stop_policy.unwrap_or_default(),
@@ -650,6 +646,28 @@ impl ClusterBuilder {
         } else {
             Err(ConfigErrors(errors))
         }
+    }
+}
+
+/// The weight of a queue's `priorityClass`, if it gives one; a bad one is
+/// reported and read as 1.
+fn class_weight(
+    class: Option<&api::PriorityClassWeight>,
+    source: &str,
+    object: &str,
+    err: &mut dyn FnMut(&str, String, String, String),
+) -> Option<f64> {
+    let weight = class?.weight?;
+    if weight.is_finite() && weight >= 0.0 {
+        Some(weight)
+    } else {
+        err(
+            source,
+            object.to_string(),
+            "spec.priorityClass.weight".into(),
+            format!("{weight} must be a finite number ≥ 0"),
+        );
+        Some(1.0)
     }
 }
 

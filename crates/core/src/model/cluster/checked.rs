@@ -118,7 +118,8 @@ pub struct ClusterQueue {
     pub borrow_within_cohort: Option<Option<i32>>,
     pub fair_weight: f64,
     pub stop_policy: StopPolicy,
-    /// Weight of the priority in the default weighting policy.
+    /// Weight of the priority in the default weighting policy, for its
+    /// workloads that name no priority class (`priorityClass.weight`, else 1).
     pub priority_weight: f64,
     pub algorithm: SchedulingAlgorithm,
     pub adaptive_interval: Option<Millis>,
@@ -164,6 +165,9 @@ pub struct LocalQueue {
     pub name: String,
     pub cluster_queue: ClusterQueueId,
     pub priority: Option<i32>,
+    /// Its `priorityClass.weight`: multiplies the priority of its workloads
+    /// that name no priority class, in place of the ClusterQueue's.
+    pub priority_weight: Option<f64>,
     pub resource_bounds: Vec<ResourceBounds>,
     pub estimation: Option<Estimation>,
     pub stop_policy: StopPolicy,

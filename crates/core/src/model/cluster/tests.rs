@@ -1086,3 +1086,44 @@ spec:
         errs[0].message
     );
 }
+
+/// The article's `priorityClass` on a (Local)Queue: read as its weight,
+/// checked as a ClusterQueue's is.
+#[test]
+fn a_local_queues_priority_class_weight_is_read_and_checked() {
+    let good = build(
+        r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: ml}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: kubeflow, name: ai-queue}
+spec: {clusterQueue: ml, priorityClass: {name: high-priority, weight: 1.5}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: kubeflow, name: plain}
+spec: {clusterQueue: ml, priorityClass: {name: no-weight}}
+"#,
+    );
+    assert_eq!(good.local_queues[0].priority_weight, Some(1.5));
+    assert_eq!(good.local_queues[1].priority_weight, None);
+    let errs = errors(
+        r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: ml}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: kubeflow, name: ai-queue}
+spec: {clusterQueue: ml, priorityClass: {name: high-priority, weight: -1.5}}
+"#,
+    );
+    assert_eq!(
+        errs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["t.yaml (document 2): LocalQueue kubeflow/ai-queue: spec.priorityClass.weight: -1.5 must be a finite number ≥ 0"]
+    );
+}
