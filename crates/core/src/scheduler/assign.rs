@@ -84,13 +84,16 @@ pub struct Oracle {
     asked: RefCell<Vec<(FlavorResource, Amount)>>,
 }
 
+/// What the assigner takes an unanswered question's answer to be.
+pub const ASSUMED: (Possibility, u32) = (Possibility::Preempt, 0);
+
 impl Oracle {
     fn ask(&self, fr: FlavorResource, need: Amount) -> (Possibility, u32) {
         match self.answers.get(&(fr, need)) {
             Some(&answer) => answer,
             None => {
                 self.asked.borrow_mut().push((fr, need));
-                (Possibility::Preempt, 0)
+                ASSUMED
             }
         }
     }
@@ -171,9 +174,12 @@ pub fn assign(
     let def = cluster.cluster_queue(cq);
     // Kueue's `canPreemptWhileBorrowing`: `borrowWithinCohort`, or fair
     // sharing with reclaim.
-    let preempt_while_borrowing = def.borrow_within_cohort.is_some()
-        || (cluster.fair_sharing_for(cq)
-            && def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never);
+    // (Asked only for a request beyond nominal quota that no subtree holds.)
+    let preempt_while_borrowing = || {
+        def.borrow_within_cohort.is_some()
+            || (def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never
+                && cluster.fair_sharing_for(cq))
+    };
     let mut scratch = Scratch::default();
     let mut out = Assignment {
         pod_sets: Vec::with_capacity(workload.pod_sets.len()),
@@ -264,11 +270,11 @@ pub fn assign(
                         // within the nominal quota, or one a subtree smaller than
                         // the whole cohort tree can hold (hierarchical reclaim),
                         // or when the queue may preempt while borrowing.
-                        && (need <= nominal || in_subtree || preempt_while_borrowing)
+                        && (need <= nominal || in_subtree || preempt_while_borrowing())
                     {
                         let (possibility, after) = match ctx.oracle {
                             Some(oracle) => oracle.ask(fr, need),
-                            None => (Possibility::Preempt, 0),
+                            None => ASSUMED,
                         };
                         let kind = match possibility {
                             Possibility::Reclaim => Kind::Reclaim,

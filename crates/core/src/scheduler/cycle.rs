@@ -219,12 +219,20 @@ impl Scheduler {
             if asked.is_empty() {
                 break assignment;
             }
+            let mut as_assumed = true;
             for (fr, need) in asked {
                 let answer = self.simulate_preemption(cq, id, fr, need);
+                as_assumed &= answer == assign::ASSUMED;
                 oracle.answers.insert((fr, need), answer);
             }
+            if as_assumed {
+                // Assigning again with these answers would decide the same.
+                break assignment;
+            }
         };
-        if assignment.mode == Mode::Preempt {
+        // Fair sharing's strategies choose among these; classical preemption
+        // collects its own (`try_preempt` counts them only to explain a failure).
+        if assignment.mode == Mode::Preempt && self.fair[cq.index()] {
             assignment.candidates = self.preemption_candidates(cq, id, &assignment.usage);
         }
         assignment

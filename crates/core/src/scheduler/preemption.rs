@@ -163,7 +163,27 @@ impl Scheduler {
         advantage: bool,
         out: &mut Vec<Candidate>,
     ) {
-        for &(_, w) in &self.states[queue.index()].admitted {
+        // The admitted set is ordered by priority: skip those no policy
+        // lets this preemptor take (`classify` still decides each).
+        let def = self.cluster.cluster_queue(ask.cq);
+        let mine = self.entries[ask.id.index()].workload.priority;
+        let below = (mine, WorkloadId(0));
+        let up_to = (mine, WorkloadId(u32::MAX));
+        let admitted = &self.states[queue.index()].admitted;
+        let eligible: Box<dyn Iterator<Item = &(i32, WorkloadId)>> = if queue == ask.cq {
+            match def.within_cluster_queue {
+                WithinClusterQueue::Never => return,
+                WithinClusterQueue::LowerPriority => Box::new(admitted.range(..below)),
+                WithinClusterQueue::LowerOrNewerEqualPriority => Box::new(admitted.range(..=up_to)),
+            }
+        } else {
+            match def.reclaim_within_cohort {
+                ReclaimWithinCohort::Never => return,
+                ReclaimWithinCohort::LowerPriority => Box::new(admitted.range(..below)),
+                ReclaimWithinCohort::Any => Box::new(admitted.iter()),
+            }
+        };
+        for &(_, w) in eligible {
             if let Some(variant) = self.classify(ask, w, advantage) {
                 out.push(Candidate {
                     id: w,
@@ -188,8 +208,8 @@ impl Scheduler {
     ) {
         let Ask { cq, frs, .. } = ask;
         let keys: Vec<FlavorResource> = frs.iter().map(|(fr, _)| *fr).collect();
-        let children: Vec<Node> = self.quota.children(current).collect();
-        for &child in &children {
+        let children = self.quota.children(current);
+        for &child in children {
             if self.quota.node_cq(child).is_some() || Some(child) == skip {
                 continue;
             }
@@ -198,7 +218,7 @@ impl Scheduler {
             }
             self.collect_in_subtree(child, lca, skip, advantage, ask, out);
         }
-        for &child in &children {
+        for &child in children {
             let Some(queue) = self.quota.node_cq(child) else {
                 continue;
             };
@@ -541,7 +561,13 @@ impl Scheduler {
         need: Amount,
     ) -> (Possibility, u32) {
         let usage = [(fr, need)];
-        let candidates = self.preemption_candidates(cq, id, &usage);
+        // Only fair sharing's strategies take a candidate list; classical
+        // preemption finds its own.
+        let candidates = if self.fair[cq.index()] {
+            self.preemption_candidates(cq, id, &usage)
+        } else {
+            Vec::new()
+        };
         let victims = self
             .victims(cq, id, &usage, &candidates)
             .filter(|v| !v.is_empty());
@@ -674,12 +700,17 @@ impl Scheduler {
         let victims = self.victims(cq, id, &assignment.usage, candidates);
         let Some(victims) = victims.filter(|v| !v.is_empty()) else {
             self.reserve_for_unreclaimable(cq, &assignment, cycle);
+            let candidates = if self.fair[cq.index()] {
+                candidates.len()
+            } else {
+                self.preemption_candidates(cq, id, &assignment.usage).len()
+            };
             let reason = Reason::PreemptionFailed {
                 not_fit: assignment.not_fit.unwrap_or(NotFit {
                     pod_set: 0,
                     problems: Vec::new(),
                 }),
-                candidates: candidates.len(),
+                candidates,
             };
             cycle.progress |= self.set_aside(cq, id, reason);
             return false;

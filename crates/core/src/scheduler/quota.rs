@@ -31,6 +31,8 @@ pub struct QuotaTree {
     /// Per node: its height (a ClusterQueue 0; a cohort one more than its
     /// highest child cohort, at least 1 when it has members).
     heights: Vec<u32>,
+    /// Per node: the nodes whose parent it is (ClusterQueues and cohorts), in index order.
+    children: Vec<Vec<Node>>,
     cluster_queues: usize,
     frs: usize,
 }
@@ -55,9 +57,16 @@ impl QuotaTree {
             nodes.push(empty(cohort.parent.map(cohort_node)));
         }
         let heights = vec![0; nodes.len()];
+        let mut children = vec![Vec::new(); nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(parent) = n.parent {
+                children[parent.0 as usize].push(Node(i as u32));
+            }
+        }
         let mut tree = QuotaTree {
             nodes,
             heights,
+            children,
             cluster_queues: cqs,
             frs,
         };
@@ -240,12 +249,8 @@ impl QuotaTree {
     }
 
     /// The nodes whose parent is `node` (ClusterQueues and cohorts), in index order.
-    pub fn children(&self, node: Node) -> impl Iterator<Item = Node> + '_ {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(move |(_, n)| n.parent == Some(node))
-            .map(|(i, _)| Node(i as u32))
+    pub fn children(&self, node: Node) -> &[Node] {
+        &self.children[node.0 as usize]
     }
 
     /// Kueue's `IsWithinNominalInResources`: the node uses no more than its
