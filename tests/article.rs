@@ -50,6 +50,21 @@ fn the_copy_is_the_articles_file() {
             path.display()
         ),
     }
+    // The upstream Kubeflow CRDs the operator's tests install, copied the same way.
+    let copies = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/crds");
+    if let Ok(entries) = std::fs::read_dir(shared.join("crds")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let copy = std::fs::read(copies.join(&name)).ok();
+            assert_eq!(
+                std::fs::read(entry.path()).ok(),
+                copy,
+                "tests/data/crds/{} differs from {} (or is missing); copy it again",
+                name.to_string_lossy(),
+                entry.path().display()
+            );
+        }
+    }
 }
 
 /// The documents of the file, each exactly as written (without the `---` lines).

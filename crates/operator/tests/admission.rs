@@ -241,7 +241,7 @@ async fn kubeflow_jobs_get_each_replica_template_injected() {
     let (cluster, admin) = cluster_with_setup().await;
     let shared = std::env::var_os("ARBITER_SHARED_TESTDATA")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/testdata"));
+        .unwrap_or_else(|| workspace_root().join("tests/data"));
     let crd = shared.join("crds/kubeflow.org_pytorchjobs.yaml");
     if !crd.is_file() {
         eprintln!(

@@ -2,7 +2,7 @@
 //! seed article's `kubeflow.org/v1 PipelineRun`, read from
 //! `examples/integrations/article-pipelinerun.yaml` (`arbiter run
 //! --integrations`), against a real kube-apiserver. The article's own
-//! PipelineRun (its document in `../shared/testdata/article/manifests.yaml`)
+//! PipelineRun (its document in `tests/data/article/manifests.yaml`, a copy of the shared test data)
 //! is held, queued asking for its `gpu-count` parameter's GPUs, and
 //! admitted; a second one asking for more than is left waits until the
 //! first succeeds.
@@ -39,7 +39,7 @@ spec:
 fn article_pipeline_run() -> Option<Value> {
     let shared = std::env::var_os("ARBITER_SHARED_TESTDATA")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/testdata"));
+        .unwrap_or_else(|| workspace_root().join("tests/data"));
     let text = std::fs::read_to_string(shared.join("article/manifests.yaml")).ok()?;
     let found = serde_yaml_ng::Deserializer::from_str(&text)
         .filter_map(|doc| serde::Deserialize::deserialize(doc).ok())

@@ -88,7 +88,7 @@ async fn add_flavor_nodes(client: &kube::Client) {
 async fn the_seed_articles_setup_admits_its_jobs_onto_their_flavors() {
     let shared = std::env::var_os("ARBITER_SHARED_TESTDATA")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/testdata"));
+        .unwrap_or_else(|| workspace_root().join("tests/data"));
     if !shared.join("crds").is_dir() {
         eprintln!(
             "note: {} not found; the seed e2e test is skipped (set ARBITER_SHARED_TESTDATA)",

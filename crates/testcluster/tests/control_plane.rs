@@ -90,7 +90,7 @@ async fn api_server_enforces_rbac_and_serves_current_apis() {
     // the shared test data is beside the repository.
     let shared = std::env::var_os("ARBITER_SHARED_TESTDATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/testdata"));
+        .unwrap_or_else(|| workspace_root().join("tests/data"));
     let dir = shared.join("crds");
     if dir.is_dir() {
         let mut kubeflow = Vec::new();
