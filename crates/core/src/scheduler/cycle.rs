@@ -165,23 +165,21 @@ impl Scheduler {
                 .map(|(&n, &r)| n - (u64::from(r) * k / total) as u32)
                 .collect()
         };
-        // Go's sort.Search over 0..=total; 0 (the whole workload) is known not to do.
+        // Go's sort.Search over 0..=total; 0 (the whole workload) is known
+        // not to do. The last `k` that did is where the search ends.
         let (mut lo, mut hi) = (1, total + 1);
-        let mut best: Option<(u64, Assignment)> = None;
+        let mut best = None;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let assignment = self.assign_counts(cq, id, hooks, Some(&counts(mid)));
             if assignment.mode == Mode::Fit || self.can_preempt_for(cq, id, &assignment) {
-                best = Some((mid, assignment));
+                best = Some(assignment);
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        match best {
-            Some((k, assignment)) if k == lo => assignment,
-            _ => whole,
-        }
+        best.unwrap_or(whole)
     }
 
     fn assign_counts(
