@@ -91,6 +91,8 @@ struct ScenarioGen {
     cohorts: usize,
     nested: bool,
     cohort_gpus: Option<u32>,
+    /// The second cohort's `fairSharing.weight` (hierarchical fair sharing).
+    cohort_weight: Option<u32>,
     global_fair: bool,
     cqs: Vec<CqGen>,
     jobs: Vec<JobGen>,
@@ -192,19 +194,23 @@ fn scenario_gen() -> impl Strategy<Value = ScenarioGen> {
         1usize..=2,
         any::<bool>(),
         prop::option::weighted(0.3, 1u32..=8),
+        prop::option::weighted(0.3, 0u32..=3),
         prop::bool::weighted(0.2),
         prop::collection::vec(cluster_queue(), 2..=5),
         prop::collection::vec(job(), 1..=30),
     )
         .prop_map(
-            |(pools, cohorts, nested, cohort_gpus, global_fair, cqs, jobs)| ScenarioGen {
-                pools,
-                cohorts,
-                nested,
-                cohort_gpus,
-                global_fair,
-                cqs,
-                jobs,
+            |(pools, cohorts, nested, cohort_gpus, cohort_weight, global_fair, cqs, jobs)| {
+                ScenarioGen {
+                    pools,
+                    cohorts,
+                    nested,
+                    cohort_gpus,
+                    cohort_weight,
+                    global_fair,
+                    cqs,
+                    jobs,
+                }
             },
         )
 }
@@ -267,7 +273,10 @@ impl ScenarioGen {
         doc(&mut y);
         y.push_str(&sim);
         let cohort_count = self.cohorts;
-        if self.nested && cohort_count == 2 || self.cohort_gpus.is_some() {
+        if self.nested && cohort_count == 2
+            || self.cohort_gpus.is_some()
+            || self.cohort_weight.is_some()
+        {
             doc(&mut y);
             let _ = writeln!(
                 y,
@@ -276,6 +285,9 @@ impl ScenarioGen {
             );
             if self.nested && cohort_count == 2 {
                 y.push_str("  parent: c0\n");
+            }
+            if let Some(weight) = self.cohort_weight {
+                let _ = writeln!(y, "  fairSharing: {{weight: \"{weight}\"}}");
             }
             if let Some(gpus) = self.cohort_gpus {
                 let _ = writeln!(
@@ -1175,6 +1187,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
         cohorts: 1,
         nested: false,
         cohort_gpus: None,
+        cohort_weight: None,
         global_fair: false,
         cqs: vec![
             CqGen {

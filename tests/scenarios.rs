@@ -403,19 +403,176 @@ fn fair_sharing_alternates_admissions_between_equal_weight_borrowers() {
 
 #[test]
 fn fair_sharing_weight_changes_the_split() {
-    // a weighs 2: DRS after admitting (per mille of 6 GPUs, / weight) decides each slot:
-    // a 83 < b 166; b 166 < a 166.5; a 166.5 < b 333; a 250 < b 333;
-    // a 333 = b 333 (input order: a); b 333 < a 416.5.
+    // a weighs 2: the share after admitting (borrowed × 1000 ÷ the cohort's
+    // 6 GPUs, ÷ weight, unrounded as Kueue compares it) decides each slot:
+    // a 83.3 < b 166.7; a 166.7 = b 166.7 (a is older in input order);
+    // b 166.7 < a 250; a 250 < b 333.3; a 333.3 = b 333.3 (a again);
+    // b 333.3 < a 416.7.
     let r = run_paths(&["fair-sharing/base.yaml", "fair-sharing/weighted.yaml"]);
     assert_eq!(admitted_at(&r, "a-0"), Some(60.0));
-    assert_eq!(admitted_at(&r, "b-0"), Some(120.0));
-    assert_eq!(admitted_at(&r, "a-1"), Some(180.0));
+    assert_eq!(admitted_at(&r, "a-1"), Some(120.0));
+    assert_eq!(admitted_at(&r, "b-0"), Some(180.0));
     assert_eq!(admitted_at(&r, "a-2"), Some(240.0));
     assert_eq!(admitted_at(&r, "a-3"), Some(300.0));
     assert_eq!(admitted_at(&r, "b-1"), Some(360.0));
     assert_eq!(r.by_cluster_queue["a"].admitted, 4);
     assert_eq!(r.by_cluster_queue["b"].admitted, 2);
     assert_eq!(r.summary.preemptions, 0);
+}
+
+// ------------------------------------------------------------ 6b. hierarchical fair sharing (Kueue)
+
+/// `by` of each eviction in the workload's history, in order.
+fn evicted_by<'r>(report: &'r Report, name: &str) -> Vec<&'r str> {
+    workload(report, name)
+        .history
+        .iter()
+        .filter(|h| h.event == "evicted")
+        .map(|h| h.by.as_deref().unwrap_or("(nobody)"))
+        .collect()
+}
+
+/// Asserts that exactly `victims` were preempted in the run, each once and
+/// by `preemptor` (namespace/name), and that nobody else was evicted.
+fn assert_preempted_exactly(report: &Report, preemptor: &str, victims: &[&str]) {
+    for victim in victims {
+        assert_eq!(evicted_by(report, victim), [preemptor], "{victim}");
+    }
+    for w in &report.workloads {
+        if !victims.contains(&w.name.as_str()) {
+            assert_eq!(w.evictions, 0, "{} should not be evicted: {w:?}", w.name);
+        }
+    }
+}
+
+#[test]
+fn fair_sharing_tournament_picks_the_winner_of_each_cohort_level() {
+    // Kueue: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing,
+    // "hierarchical fair sharing schedule workload which wins tournament".
+    let r = run("fair-tournament");
+    for name in ["d0", "e0", "g0"] {
+        assert_eq!(admitted_at(&r, name), Some(0.0), "{name}");
+        assert_eq!(workload(&r, name).evictions, 0, "{name}");
+    }
+    // d1 wins in B (d 400 < e 405) and at A (B 500 < C 505), though e1
+    // would have left B lower; it takes the last 70 cpu.
+    assert_eq!(admitted_at(&r, "d1"), Some(1.0));
+    assert_pending_because(&r, "e1", "needs 61 cpu");
+    assert_pending_because(&r, "f1", "needs 1 cpu");
+    assert_pending_because(&r, "g1", "needs 1 cpu");
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+#[test]
+fn fair_sharing_compares_zero_weight_borrowers_by_unweighted_share() {
+    // Kueue: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing,
+    // "fair sharing two queues with weight 0 schedules workload which
+    // borrows less".
+    let r = run("fair-zero-weight-admission");
+    assert_eq!(admitted_at(&r, "b0"), Some(0.0));
+    // Both +Inf; c after c1 (500) < b after b1 (1000): c1 goes first
+    // despite b1's priority 9001.
+    assert_eq!(admitted_at(&r, "c1"), Some(1.0));
+    assert_pending_because(&r, "b1", "needs 4 cpu");
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+#[test]
+fn fair_sharing_prefers_the_head_whose_subtree_does_not_borrow() {
+    // Kueue: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing,
+    // "with fair sharing: hierarchical nominal-first prefers non-borrowing
+    // subtree" (FairSharingPrioritizeNonBorrowing).
+    let r = run("fair-nominal-first-subtree");
+    assert_eq!(admitted_at(&r, "c0"), Some(0.0));
+    // wl-b stays within cq-b's nominal quota, but cohort-b would borrow
+    // at root; cohort-a would not.
+    assert_eq!(admitted_at(&r, "wl-a"), Some(1.0));
+    assert_pending_because(&r, "wl-b", "needs 5 cpu");
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+#[test]
+fn fair_sharing_preemption_walks_the_cohort_tree() {
+    // Kueue: pkg/scheduler/preemption/preemption_fair_test.go,
+    // TestFairPreemptions, "hierarchical preemption".
+    let r = run("fair-hierarchical-preemption");
+    assert_eq!(admitted_at(&r, "incoming"), Some(1.0));
+    assert_preempted_exactly(&r, "team/incoming", &["b1", "b2", "c1", "c2", "e1"]);
+    assert_eq!(r.summary.preemptions, 5);
+}
+
+#[test]
+fn fair_sharing_preemption_compares_the_subtrees_under_the_common_ancestor() {
+    // Kueue: pkg/scheduler/preemption/preemption_fair_test.go,
+    // TestFairPreemptions, "deep preemption".
+    let r = run("fair-deep-preemption");
+    // A after a1 990 (weight 1.01) < B before 1010 (weight 0.99).
+    assert_eq!(admitted_at(&r, "a1"), Some(1.0));
+    assert_preempted_exactly(&r, "team/a1", &["b1"]);
+    assert_eq!(r.summary.preemptions, 1);
+}
+
+#[test]
+fn fair_sharing_preemption_a_heavier_queue_takes_more() {
+    // Kueue: pkg/scheduler/preemption/preemption_fair_test.go,
+    // TestFairPreemptions, "CQ with higher weight can preempt more".
+    let r = run("fair-weight-preemption");
+    // a (weight 2) after a-incoming: 111; b: 333, 222 after one, 111
+    // after two — both pass LessThanOrEqualToFinalShare.
+    assert_eq!(admitted_at(&r, "a-incoming"), Some(1.0));
+    assert_preempted_exactly(&r, "team/a-incoming", &["b1", "b2"]);
+    assert_eq!(r.summary.preemptions, 2);
+}
+
+#[test]
+fn fair_sharing_preemption_with_zero_weights() {
+    // Kueue: pkg/scheduler/preemption/preemption_fair_test.go,
+    // TestFairPreemptions, "cohort with zero weight can reclaim nominal
+    // quota", "can't preempt nominal from Cohort with 0 weight", "zero
+    // weight borrowing preemptor cannot preempt from a borrowing CQ with a
+    // non-zero weight" and "zero weight borrowing preemptor can preempt
+    // from a borrowing CQ which also has zero weight".
+    let r = run("fair-zero-weight-preemption");
+    // first: zero-first stays within its quota after a1-first (share 0).
+    assert_eq!(admitted_at(&r, "a1-first"), Some(1.0));
+    assert_eq!(evicted_by(&r, "b1-first"), ["team/a1-first"]);
+    // second: right-cohort-second does not borrow; nothing to take.
+    assert_pending_because(&r, "left-1-second", "needs 1 cpu");
+    assert_eq!(workload(&r, "right-1-second").evictions, 0);
+    // third: a-third would borrow on weight 0 (+Inf) against a finite share.
+    assert_pending_because(&r, "a-incoming-third", "needs 1 cpu");
+    for name in ["a1-third", "b1-third", "b2-third"] {
+        assert_eq!(workload(&r, name).evictions, 0, "{name}");
+    }
+    // fourth: both +Inf, unweighted 250 <= 500 after b1-fourth goes.
+    assert_eq!(admitted_at(&r, "a-incoming-fourth"), Some(1.0));
+    assert_eq!(evicted_by(&r, "b1-fourth"), ["team/a-incoming-fourth"]);
+    // Nobody else in any tree.
+    let evicted: Vec<&str> = r
+        .workloads
+        .iter()
+        .filter(|w| w.evictions > 0)
+        .map(|w| w.name.as_str())
+        .collect();
+    assert_eq!(evicted, ["b1-first", "b1-fourth"]);
+    assert_eq!(r.summary.preemptions, 2);
+}
+
+#[test]
+fn fair_sharing_preemptor_within_nominal_reclaims_despite_its_share() {
+    // Kueue: pkg/scheduler/preemption/preemption_fair_test.go,
+    // TestFairPreemptions, "nominal first: workload fitting within nominal
+    // can preempt despite high aggregate DRS"
+    // (FairSharingPreemptWithinNominal).
+    let r = run("fair-nominal-first-preemption");
+    assert_eq!(flavor_of(&r, "a-cheap1").as_deref(), Some("cheap"));
+    assert_eq!(flavor_of(&r, "b-prem1").as_deref(), Some("premium"));
+    // a after a-incoming: premium 3 of 3, but DRS 555 (5 cheap borrowed)
+    // against b's 111.
+    assert_eq!(admitted_at(&r, "a-incoming"), Some(1.0));
+    assert_eq!(flavor_of(&r, "a-incoming").as_deref(), Some("premium"));
+    assert_preempted_exactly(&r, "team/a-incoming", &["b-prem1"]);
+    assert_eq!(r.summary.preemptions, 1);
 }
 
 // ------------------------------------------------------------ 7–8. retry and reclaim

@@ -114,7 +114,8 @@ pub struct ClusterQueueView {
     /// Fair-sharing weight in force.
     #[serde(default = "one")]
     pub weight: f64,
-    /// Dominant resource share, per mille of the cohort tree's lendable capacity.
+    /// Weighted dominant resource share, as Kueue's `weightedShare`: what the
+    /// queue borrows × 1000 ÷ what its cohort could lend it, ÷ its weight.
     #[serde(default)]
     pub share: f64,
     /// `nvidia.com/gpu`-seconds used, decayed with `adaptiveWeights.usageHalfLife`.

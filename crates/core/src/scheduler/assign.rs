@@ -46,9 +46,10 @@ pub struct Assignment {
     pub not_fit: Option<NotFit>,
     /// Pods per pod set this assignment is for (below `count` when partially admitted).
     pub counts: Vec<u32>,
-    /// With `Mode::Preempt`: the workloads preemption may take, in Kueue's order
-    /// (filled by the scheduler, which knows what is admitted).
-    pub candidates: Vec<super::workload::WorkloadId>,
+    /// With `Mode::Preempt`: what the victim search for exactly `usage`
+    /// found against the quota as it was when assigned, when the scheduler
+    /// already searched.
+    pub victims: Option<Victims>,
 }
 
 pub struct Context<'a> {
@@ -70,6 +71,15 @@ pub enum Possibility {
     Preempt,
     /// Nothing may be preempted that makes it fit.
     NoCandidates,
+}
+
+/// A victim search's outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Victims {
+    /// The workloads to preempt; empty when no set of candidates would do.
+    pub chosen: Vec<super::workload::WorkloadId>,
+    /// How many candidates the search weighed.
+    pub candidates: usize,
 }
 
 /// Kueue's preemption oracle for one workload: answers `(flavor resource,
@@ -190,7 +200,7 @@ pub fn assign(
         borrow_level: 0,
         not_fit: None,
         counts: Vec::with_capacity(workload.pod_sets.len()),
-        candidates: Vec::new(),
+        victims: None,
     };
     for (ps_index, ps) in workload.pod_sets.iter().enumerate() {
         let count = counts

@@ -8,17 +8,61 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use crate::model::api::StopPolicy;
-use crate::model::cluster::ClusterQueueId;
-use crate::model::Millis;
+use crate::model::cluster::{ClusterQueueId, FlavorResource};
+use crate::model::{Amount, Millis};
 
 use super::assign::{self, Assignment, Mode};
+use super::fair::Contender;
 use super::hooks::{AdmissionRequest, AdmissionVerdict, FlavorRequest, Hooks};
 use super::lifecycle::TimerKind;
 use super::reason::Reason;
 use super::workload::{Admission, Status, WorkloadId};
-use super::{Cycle, Event, Scheduler, Score};
+use super::{Cycle, Event, Scheduler};
+
+/// A ClusterQueue's head in one cycle, with its nominated assignment.
+struct Head {
+    cq: ClusterQueueId,
+    id: WorkloadId,
+    assignment: Assignment,
+    order: (u32, Reverse<i32>, Millis, super::Seq),
+}
 
 impl Scheduler {
+    /// Which head goes next: the first left in order, or, when it is in a
+    /// cohort tree with fair sharing, the winner of the tournament among
+    /// the heads of that tree still left.
+    fn next_head(&mut self, heads: &[Option<Head>], first: usize) -> usize {
+        let Some(head) = &heads[first] else {
+            return first;
+        };
+        let cq = head.cq;
+        if !self.fair[cq.index()] || self.cluster.cluster_queue(cq).cohort.is_none() {
+            return first;
+        }
+        let tree = self.tree_of[cq.index()];
+        let mut at = Vec::new();
+        let mut contenders = Vec::new();
+        for (i, h) in heads.iter().enumerate().skip(first) {
+            let Some(h) = h else { continue };
+            if self.tree_of[h.cq.index()] != tree {
+                continue;
+            }
+            let entry = &self.entries[h.id.index()];
+            at.push(i);
+            contenders.push(Contender {
+                cq: h.cq,
+                usage: &h.assignment.usage,
+                priority: entry.workload.priority,
+                queue_time: entry.slot.queue_time,
+                seq: entry.slot.seq,
+            });
+        }
+        if contenders.len() < 2 {
+            return first;
+        }
+        at[self.tournament(&contenders)]
+    }
+
     /// One scheduling cycle at `now`: score new arrivals, take every
     /// ClusterQueue's head, order them (DESIGN §3) and admit what fits,
     /// preempting where allowed.
@@ -31,12 +75,6 @@ impl Scheduler {
         self.advance_history(now);
         self.score_new(now, hooks);
         let mut cycle = Cycle::default();
-        struct Head {
-            cq: ClusterQueueId,
-            id: WorkloadId,
-            assignment: Assignment,
-            order: (Score, u32, Reverse<i32>, Millis, super::Seq),
-        }
         let mut heads = Vec::with_capacity(self.active.len());
         let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
         for cq in active {
@@ -50,37 +88,43 @@ impl Scheduler {
             }
             let assignment = self.assign_head(cq, first.id, hooks);
             let entry = &self.entries[first.id.index()];
-            let share = if self.fair[cq.index()] {
-                self.share(cq, &assignment.usage)
-            } else {
-                0.0
-            };
             // Kueue's order: by how far up the cohort tree the head
-            // borrows, then priority, then time (fair sharing: share first).
+            // borrows, then priority, then time. Fair sharing decides
+            // among a tree's heads by tournament, in turn with the others.
             let order = (
-                Score(share),
                 assignment.borrow_level,
                 Reverse(entry.workload.priority),
                 entry.slot.queue_time,
                 entry.slot.seq,
             );
-            heads.push(Head {
+            heads.push(Some(Head {
                 cq,
                 id: first.id,
                 assignment,
                 order,
-            });
+            }));
         }
-        heads.sort_by_key(|h| h.order);
+        heads.sort_by_key(|h| h.as_ref().map(|h| h.order));
         let mut changed_trees: BTreeSet<usize> = BTreeSet::new();
         let mut nodes_changed = false;
-        for head in heads {
-            let Head {
+        let mut cursor = 0;
+        loop {
+            while heads.get(cursor).is_some_and(Option::is_none) {
+                cursor += 1;
+            }
+            if cursor == heads.len() {
+                break;
+            }
+            let next = self.next_head(&heads, cursor);
+            let Some(Head {
                 cq,
                 id,
                 mut assignment,
                 ..
-            } = head;
+            }) = heads[next].take()
+            else {
+                continue;
+            };
             if changed_trees.contains(&self.tree_of[cq.index()])
                 || (nodes_changed && !assignment.placements.is_empty())
             {
@@ -205,6 +249,8 @@ impl Scheduler {
         // preempting, assign again until it asks nothing new (each round
         // answers at least one more question; a few rounds at most).
         let mut oracle = assign::Oracle::default();
+        // What each answer's victim search found, for reuse below.
+        let mut found: Vec<((FlavorResource, Amount), assign::Victims)> = Vec::new();
         let mut assignment = loop {
             let entry = &self.entries[id.index()];
             let ctx = assign::Context {
@@ -219,19 +265,27 @@ impl Scheduler {
             }
             let mut as_assumed = true;
             for (fr, need) in asked {
-                let answer = self.simulate_preemption(cq, id, fr, need);
+                let (answer, victims) = self.simulate_preemption(cq, id, fr, need);
                 as_assumed &= answer == assign::ASSUMED;
                 oracle.answers.insert((fr, need), answer);
+                found.push(((fr, need), victims));
             }
             if as_assumed {
                 // Assigning again with these answers would decide the same.
                 break assignment;
             }
         };
-        // Fair sharing's strategies choose among these; classical preemption
-        // collects its own (`try_preempt` counts them only to explain a failure).
-        if assignment.mode == Mode::Preempt && self.fair[cq.index()] {
-            assignment.candidates = self.preemption_candidates(cq, id, &assignment.usage);
+        // A workload needing one flavor resource asked the oracle about
+        // exactly its usage: the preemption needs the same victims, as long
+        // as its cohort tree does not change first (the cycle assigns again
+        // when it does).
+        if assignment.mode == Mode::Preempt {
+            if let [only] = assignment.usage[..] {
+                assignment.victims = found
+                    .into_iter()
+                    .find(|(asked, _)| *asked == only)
+                    .map(|(_, v)| v);
+            }
         }
         assignment
     }

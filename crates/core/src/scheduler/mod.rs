@@ -23,6 +23,7 @@ pub mod capacity;
 mod cycle;
 pub mod entry;
 mod fair;
+mod fair_preemption;
 pub mod history;
 pub mod hooks;
 pub mod intake;
@@ -172,6 +173,8 @@ pub struct Scheduler {
     to_score: Vec<WorkloadId>,
     fair_weights: Vec<f64>,
     fair: Vec<bool>,
+    /// Per quota-tree node, per resource: what its children could ever borrow from it (fair sharing's DRS).
+    lendable: Vec<Vec<Amount>>,
     /// Per ClusterQueue: the ClusterQueues of its cohort tree (itself alone without a cohort).
     tree_members: Vec<Arc<[ClusterQueueId]>>,
     /// Per ClusterQueue: every flavor it lists, in order (what the flavor hook may reorder).
@@ -205,6 +208,7 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Scheduler {
         let quota = QuotaTree::new(&cluster);
+        let lendable = fair::lendable_by_node(&cluster, &quota);
         let capacity = Capacity::new(cluster.flavors.len(), cluster.resources.len(), pools);
         let cqs = cluster.cluster_queues.len();
         let mut trees: BTreeMap<Option<usize>, Vec<ClusterQueueId>> = BTreeMap::new();
@@ -251,6 +255,7 @@ impl Scheduler {
             timers: BTreeSet::new(),
             to_score: Vec::new(),
             fair,
+            lendable,
             flavors_of: cluster
                 .cluster_queues
                 .iter()

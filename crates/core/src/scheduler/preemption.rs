@@ -17,7 +17,6 @@
 //! is passed over.
 
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 
 use crate::model::api::{ReclaimWithinCohort, WithinClusterQueue};
 use crate::model::cluster::{ClusterQueueId, FlavorResource};
@@ -25,17 +24,11 @@ use crate::model::{Amount, Millis};
 
 use super::quota::{Node, QuotaTree};
 
-use super::assign::{Assignment, Mode, Possibility};
+use super::assign::{Assignment, Mode, Possibility, Victims};
 use super::hooks::{AdmissionVerdict, Hooks};
 use super::reason::{Eviction, NotFit, Reason, Requeue};
-use super::workload::{Admission, Seq, WorkloadId};
-use super::{Cycle, Event, Scheduler, Score};
-
-/// (same queue, priority, newest admission first, newest first, id): Kueue's victim order.
-/// "Newest" is by the queue slot a workload was admitted from (its own
-/// unless a tenant handed it the slot of a workload asking the same), so a
-/// tenant's order never changes which other workload is a victim.
-type CandidateKey = (bool, i32, Reverse<Millis>, Reverse<Seq>, WorkloadId);
+use super::workload::{Admission, WorkloadId};
+use super::{Cycle, Event, Scheduler};
 
 /// How a candidate may be preempted (Kueue's `preemptionVariant`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +42,8 @@ enum Variant {
     ReclaimWhileBorrowing,
 }
 
-struct Candidate {
-    id: WorkloadId,
+pub(super) struct Candidate {
+    pub(super) id: WorkloadId,
     /// The lowest common ancestor of its queue and the preemptor's.
     lca: Option<Node>,
     variant: Variant,
@@ -59,10 +52,10 @@ struct Candidate {
 /// Who asks for what: the preemptor, its ClusterQueue, the flavor
 /// resources that need preemption.
 #[derive(Clone, Copy)]
-struct Ask<'a> {
-    cq: ClusterQueueId,
-    id: WorkloadId,
-    frs: &'a [(FlavorResource, Amount)],
+pub(super) struct Ask<'a> {
+    pub(super) cq: ClusterQueueId,
+    pub(super) id: WorkloadId,
+    pub(super) frs: &'a [(FlavorResource, Amount)],
 }
 
 /// Kueue's classical candidates: hierarchical reclaim, then other queues'
@@ -74,12 +67,6 @@ struct Classical {
 }
 
 impl Scheduler {
-    pub(super) fn fits(&self, cq: ClusterQueueId, usage: &[(FlavorResource, Amount)]) -> bool {
-        usage
-            .iter()
-            .all(|&(fr, amount)| amount <= self.quota.available(cq, fr))
-    }
-
     fn uses_any(&self, id: WorkloadId, frs: &[(FlavorResource, Amount)]) -> bool {
         self.entries[id.index()]
             .admission
@@ -91,12 +78,16 @@ impl Scheduler {
             })
     }
 
-    fn is_borrowing_on(&self, cq: ClusterQueueId, frs: &[(FlavorResource, Amount)]) -> bool {
+    pub(super) fn is_borrowing_on(
+        &self,
+        cq: ClusterQueueId,
+        frs: &[(FlavorResource, Amount)],
+    ) -> bool {
         frs.iter()
             .any(|&(fr, _)| self.quota.usage(cq, fr) > self.quota.nominal(cq, fr))
     }
 
-    fn charge(&mut self, id: WorkloadId, sign: i64) {
+    pub(super) fn charge(&mut self, id: WorkloadId, sign: i64) {
         let entry = &self.entries[id.index()];
         let cq = entry.workload.cluster_queue;
         if let Some(admission) = &entry.admission {
@@ -155,7 +146,7 @@ impl Scheduler {
     }
 
     /// The admitted workloads of `queue` that may be preempted for `id`.
-    fn candidates_in(
+    pub(super) fn candidates_in(
         &self,
         queue: ClusterQueueId,
         ask: Ask<'_>,
@@ -318,7 +309,7 @@ impl Scheduler {
 
     /// Kueue's `workloadFits`: the preemptor's `usage` fits now, without
     /// borrowing unless `borrowing`.
-    fn fits_as(
+    pub(super) fn fits_as(
         &self,
         cq: ClusterQueueId,
         usage: &[(FlavorResource, Amount)],
@@ -330,19 +321,15 @@ impl Scheduler {
         })
     }
 
-    /// Kueue's classical preemption: the victims that make `usage` fit, or
-    /// `None`. Leaves the quota tree as it found it.
+    /// Kueue's classical preemption: the victims that make `usage` fit
+    /// (none when nothing would). Leaves the quota tree as it found it.
     fn classical_victims(
         &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
         usage: &[(FlavorResource, Amount)],
-    ) -> Option<Vec<WorkloadId>> {
-        let frs: Vec<(FlavorResource, Amount)> = usage
-            .iter()
-            .copied()
-            .filter(|&(fr, amount)| amount > self.quota.available(cq, fr))
-            .collect();
+    ) -> Victims {
+        let frs = self.needing_preemption(cq, usage);
         let keys: Vec<FlavorResource> = frs.iter().map(|(fr, _)| *fr).collect();
         let found = self.classical_candidates(cq, id, usage, &frs);
         let forbidden = self
@@ -390,150 +377,30 @@ impl Scheduler {
                 self.charge(w, 1);
             }
             if fits {
-                return Some(targets);
+                return Victims {
+                    chosen: targets,
+                    candidates: found.candidates.len(),
+                };
             }
         }
-        None
+        Victims {
+            chosen: Vec::new(),
+            candidates: found.candidates.len(),
+        }
     }
 
-    /// Candidates for preempting on behalf of `id`, in Kueue's order.
-    pub(super) fn preemption_candidates(
+    /// Kueue's `flavorResourcesNeedPreemption`: the flavor resources of
+    /// `usage` that do not fit what the ClusterQueue can still take.
+    pub(super) fn needing_preemption(
         &self,
         cq: ClusterQueueId,
-        id: WorkloadId,
-        needed: &[(FlavorResource, Amount)],
-    ) -> Vec<WorkloadId> {
-        if !self.fair[cq.index()] {
-            let frs: Vec<(FlavorResource, Amount)> = needed
-                .iter()
-                .copied()
-                .filter(|&(fr, amount)| amount > self.quota.available(cq, fr))
-                .collect();
-            return self
-                .classical_candidates(cq, id, needed, &frs)
-                .candidates
-                .into_iter()
-                .map(|c| c.id)
-                .collect();
-        }
-        let def = self.cluster.cluster_queue(cq);
-        let me = &self.entries[id.index()];
-        let priority = me.workload.priority;
-        // (same queue, priority, newest admission first, newest first, id): Kueue's victim order.
-        let mut candidates: Vec<CandidateKey> = Vec::new();
-        let seq = |w: WorkloadId| self.entries[w.index()].slot.seq;
-        let admitted_at = |w: WorkloadId| {
-            self.entries[w.index()]
-                .admission
-                .as_ref()
-                .map_or(Millis::ZERO, |a| a.at)
-        };
-        let below = (priority, WorkloadId(0));
-        let up_to = (priority, WorkloadId(u32::MAX));
-        let admitted = |queue: ClusterQueueId, inclusive: bool| {
-            let set = &self.states[queue.index()].admitted;
-            if inclusive {
-                set.range(..=up_to)
-            } else {
-                set.range(..below)
-            }
-        };
-        if def.within_cluster_queue != WithinClusterQueue::Never {
-            let inclusive =
-                def.within_cluster_queue == WithinClusterQueue::LowerOrNewerEqualPriority;
-            for &(p, w) in admitted(cq, inclusive) {
-                let other = &self.entries[w.index()];
-                let allowed = match def.within_cluster_queue {
-                    WithinClusterQueue::Never => false,
-                    WithinClusterQueue::LowerPriority => p < priority,
-                    WithinClusterQueue::LowerOrNewerEqualPriority => {
-                        p < priority
-                            || (p == priority && other.slot.queue_time > me.slot.queue_time)
-                    }
-                };
-                if allowed && self.uses_any(w, needed) {
-                    candidates.push((true, p, Reverse(admitted_at(w)), Reverse(seq(w)), w));
-                }
-            }
-        }
-        let would_borrow = needed
+        usage: &[(FlavorResource, Amount)],
+    ) -> Vec<(FlavorResource, Amount)> {
+        usage
             .iter()
-            .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
-        let fair = self.fair[cq.index()];
-        if def.reclaim_within_cohort != ReclaimWithinCohort::Never && (fair || !would_borrow) {
-            for &other_cq in self.tree_members[cq.index()].iter() {
-                if other_cq == cq || !self.is_borrowing_on(other_cq, needed) {
-                    continue;
-                }
-                let all = &self.states[other_cq.index()].admitted;
-                let eligible: Box<dyn Iterator<Item = &(i32, WorkloadId)>> =
-                    match def.reclaim_within_cohort {
-                        ReclaimWithinCohort::Any => Box::new(all.iter()),
-                        _ => Box::new(admitted(other_cq, false)),
-                    };
-                for &(p, w) in eligible {
-                    if self.uses_any(w, needed) {
-                        candidates.push((false, p, Reverse(admitted_at(w)), Reverse(seq(w)), w));
-                    }
-                }
-            }
-        }
-        candidates.sort();
-        candidates.into_iter().map(|c| c.4).collect()
-    }
-
-    /// Finds a minimal victim set by removing candidates in order until the
-    /// preemptor fits, then putting back every victim not needed. Leaves the
-    /// quota tree as it found it.
-    fn minimal_victims(
-        &mut self,
-        cq: ClusterQueueId,
-        needed: &[(FlavorResource, Amount)],
-        candidates: &[WorkloadId],
-        accept: &dyn Fn(&Scheduler, WorkloadId) -> bool,
-    ) -> Option<Vec<WorkloadId>> {
-        let mut removed: Vec<WorkloadId> = Vec::new();
-        let mut found = false;
-        for &w in candidates {
-            let other_cq = self.entries[w.index()].workload.cluster_queue;
-            if other_cq != cq && !self.is_borrowing_on(other_cq, needed) {
-                continue;
-            }
-            if !accept(self, w) {
-                continue;
-            }
-            self.charge(w, -1);
-            removed.push(w);
-            if self.fits(cq, needed) {
-                found = true;
-                break;
-            }
-        }
-        if !found {
-            for &w in &removed {
-                self.charge(w, 1);
-            }
-            return None;
-        }
-        let mut victims = vec![true; removed.len()];
-        for i in (0..removed.len().saturating_sub(1)).rev() {
-            self.charge(removed[i], 1);
-            if self.fits(cq, needed) {
-                victims[i] = false;
-            } else {
-                self.charge(removed[i], -1);
-            }
-        }
-        let chosen: Vec<WorkloadId> = removed
-            .iter()
-            .zip(&victims)
-            .filter(|(_, v)| **v)
-            .map(|(w, _)| *w)
-            .collect();
-        for &w in &chosen {
-            self.charge(w, 1);
-        }
-        Some(chosen)
+            .copied()
+            .filter(|&(fr, amount)| amount > self.quota.available(cq, fr))
+            .collect()
     }
 
     /// Whether `assignment` needs preemption and victims would make it fit
@@ -544,44 +411,38 @@ impl Scheduler {
         id: WorkloadId,
         assignment: &Assignment,
     ) -> bool {
-        assignment.mode == Mode::Preempt
-            && self
-                .victims(cq, id, &assignment.usage, &assignment.candidates)
-                .is_some_and(|v| !v.is_empty())
+        if assignment.mode != Mode::Preempt {
+            return false;
+        }
+        match &assignment.victims {
+            Some(found) => !found.chosen.is_empty(),
+            None => !self.victims(cq, id, &assignment.usage).chosen.is_empty(),
+        }
     }
 
     /// Kueue's `SimulatePreemption`: what preempting for `need` of `fr`
     /// alone would do for `id`, and its borrowing level once the victims
-    /// are gone. Leaves the quota as it found it.
+    /// are gone; and the victims (none: nothing would do). Leaves the
+    /// quota as it found it.
     pub(super) fn simulate_preemption(
         &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
         fr: FlavorResource,
         need: Amount,
-    ) -> (Possibility, u32) {
+    ) -> ((Possibility, u32), Victims) {
         let usage = [(fr, need)];
-        // Only fair sharing's strategies take a candidate list; classical
-        // preemption finds its own.
-        let candidates = if self.fair[cq.index()] {
-            self.preemption_candidates(cq, id, &usage)
-        } else {
-            Vec::new()
-        };
-        let victims = self
-            .victims(cq, id, &usage, &candidates)
-            .filter(|v| !v.is_empty());
-        let Some(victims) = victims else {
-            return (
-                Possibility::NoCandidates,
-                self.quota.lowest_fitting_subtree(cq, fr, need).0,
-            );
-        };
-        for &w in &victims {
+        let found = self.victims(cq, id, &usage);
+        if found.chosen.is_empty() {
+            let level = self.quota.lowest_fitting_subtree(cq, fr, need).0;
+            return ((Possibility::NoCandidates, level), found);
+        }
+        let victims = &found.chosen;
+        for &w in victims {
             self.charge(w, -1);
         }
         let (level, _) = self.quota.lowest_fitting_subtree(cq, fr, need);
-        for &w in &victims {
+        for &w in victims {
             self.charge(w, 1);
         }
         let within = victims
@@ -592,60 +453,20 @@ impl Scheduler {
         } else {
             Possibility::Reclaim
         };
-        (possibility, level)
+        ((possibility, level), found)
     }
 
-    /// The victims that make `assignment`'s usage fit for `id`: fair
-    /// sharing's strategies, else Kueue's classical preemption. Leaves the
-    /// quota as it found it.
+    /// The victims that make `needed` fit for `id` (none: nothing would):
+    /// Kueue's fair-sharing preemption in a tree with fair sharing, else
+    /// its classical one. Leaves the quota as it found it.
     fn victims(
         &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
         needed: &[(FlavorResource, Amount)],
-        candidates: &[WorkloadId],
-    ) -> Option<Vec<WorkloadId>> {
+    ) -> Victims {
         if self.fair[cq.index()] {
-            let mine_after = self.share(cq, needed);
-            // Kueue's fair-sharing strategies: a victim's queue must keep at least the
-            // preemptor's share — LessThanOrEqualToFinalShare (after removing the victim),
-            // then LessThanInitialShare (strictly, before removing it).
-            let by_share = |strict: bool| {
-                move |sched: &Scheduler, w: WorkloadId| {
-                    let other_cq = sched.entries[w.index()].workload.cluster_queue;
-                    if other_cq == cq {
-                        return true;
-                    }
-                    if strict {
-                        return mine_after < sched.share(other_cq, &[]);
-                    }
-                    let without: Vec<_> = sched.entries[w.index()]
-                        .admission
-                        .iter()
-                        .flat_map(|a| a.usage.iter().map(|&(fr, amount)| (fr, -amount)))
-                        .collect();
-                    mine_after <= sched.share(other_cq, &without)
-                }
-            };
-            let mut ordered = candidates.to_vec();
-            let shares: BTreeMap<WorkloadId, Score> = ordered
-                .iter()
-                .map(|&w| {
-                    (
-                        w,
-                        Score(self.share(self.entries[w.index()].workload.cluster_queue, &[])),
-                    )
-                })
-                .collect();
-            ordered.sort_by_key(|w| Reverse(shares[w]));
-            let first = by_share(false);
-            match self.minimal_victims(cq, needed, &ordered, &first) {
-                Some(v) => Some(v),
-                None => {
-                    let second = by_share(true);
-                    self.minimal_victims(cq, needed, &ordered, &second)
-                }
-            }
+            self.fair_victims(cq, id, needed)
         } else {
             self.classical_victims(cq, id, needed)
         }
@@ -696,15 +517,16 @@ impl Scheduler {
         hooks: &mut dyn Hooks,
         cycle: &mut Cycle,
     ) -> bool {
-        let candidates = &assignment.candidates;
-        let victims = self.victims(cq, id, &assignment.usage, candidates);
-        let Some(victims) = victims.filter(|v| !v.is_empty()) else {
+        let found = match assignment.victims.clone() {
+            Some(found) => found,
+            None => self.victims(cq, id, &assignment.usage),
+        };
+        let Victims {
+            chosen: victims,
+            candidates,
+        } = found;
+        if victims.is_empty() {
             self.reserve_for_unreclaimable(cq, &assignment, cycle);
-            let candidates = if self.fair[cq.index()] {
-                candidates.len()
-            } else {
-                self.preemption_candidates(cq, id, &assignment.usage).len()
-            };
             let reason = Reason::PreemptionFailed {
                 not_fit: assignment.not_fit.unwrap_or(NotFit {
                     pod_set: 0,
@@ -714,7 +536,7 @@ impl Scheduler {
             };
             cycle.progress |= self.set_aside(cq, id, reason);
             return false;
-        };
+        }
         // Release the victims for real, then assign again: the preemptor now fits in quota;
         // it must also find room on nodes.
         let saved: Vec<(WorkloadId, Admission)> = victims

@@ -248,6 +248,18 @@ impl QuotaTree {
         ((node.0 as usize) < self.cluster_queues).then_some(ClusterQueueId(node.0))
     }
 
+    /// The cohort a node is, if it is one.
+    pub fn node_cohort(&self, node: Node) -> Option<CohortId> {
+        (node.0 as usize)
+            .checked_sub(self.cluster_queues)
+            .map(|i| CohortId(i as u32))
+    }
+
+    /// Every node of the tree (ClusterQueues, then cohorts).
+    pub fn nodes(&self) -> impl Iterator<Item = Node> {
+        (0..self.nodes.len() as u32).map(Node)
+    }
+
     /// The nodes whose parent is `node` (ClusterQueues and cohorts), in index order.
     pub fn children(&self, node: Node) -> &[Node] {
         &self.children[node.0 as usize]
@@ -285,6 +297,23 @@ impl QuotaTree {
             remaining.push((fr, v.positive_sub(local)));
         }
         (fits, remaining)
+    }
+
+    /// A node's usage at `fr` (for a cohort: what its children use beyond
+    /// their unlent quota).
+    pub fn node_usage(&self, node: Node, fr: FlavorResource) -> Amount {
+        self.nodes[node.0 as usize].usage[fr.index()]
+    }
+
+    /// A node's subtree quota at `fr` (a ClusterQueue's: its nominal quota).
+    pub fn subtree_quota(&self, node: Node, fr: FlavorResource) -> Amount {
+        self.nodes[node.0 as usize].subtree[fr.index()]
+    }
+
+    /// Kueue's `potentialAvailable`: the most the node could ever have at
+    /// `fr`, everything else idle, borrowing limits respected.
+    pub fn potential_of(&self, node: Node, fr: FlavorResource) -> Amount {
+        self.potential_at(node, fr.index())
     }
 
     /// The most the ClusterQueue could ever have at `fr` (everything else idle).
@@ -326,11 +355,6 @@ impl QuotaTree {
             delta = new_above - old_above;
             node = parent;
         }
-    }
-
-    /// Total lendable capacity of the tree rooted at `root` for `fr` (its subtree quota).
-    pub fn root_capacity(&self, root: Node, fr: FlavorResource) -> Amount {
-        self.nodes[root.0 as usize].subtree[fr.index()]
     }
 }
 
