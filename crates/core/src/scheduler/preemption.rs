@@ -188,6 +188,7 @@ impl Scheduler {
     /// Kueue's `collectCandidatesInSubtree`: the queues under `current`
     /// that use more than their quota at `frs`, skipping subtrees within
     /// it and the subtree already visited.
+    #[allow(clippy::too_many_arguments)]
     fn collect_in_subtree(
         &self,
         current: Node,
@@ -195,25 +196,25 @@ impl Scheduler {
         skip: Option<Node>,
         advantage: bool,
         ask: Ask<'_>,
+        keys: &[FlavorResource],
         out: &mut Vec<Candidate>,
     ) {
-        let Ask { cq, frs, .. } = ask;
-        let keys: Vec<FlavorResource> = frs.iter().map(|(fr, _)| *fr).collect();
+        let cq = ask.cq;
         let children = self.quota.children(current);
         for &child in children {
             if self.quota.node_cq(child).is_some() || Some(child) == skip {
                 continue;
             }
-            if self.quota.within_nominal(child, &keys) {
+            if self.quota.within_nominal(child, keys) {
                 continue;
             }
-            self.collect_in_subtree(child, lca, skip, advantage, ask, out);
+            self.collect_in_subtree(child, lca, skip, advantage, ask, keys, out);
         }
         for &child in children {
             let Some(queue) = self.quota.node_cq(child) else {
                 continue;
             };
-            if queue == cq || self.quota.within_nominal(child, &keys) {
+            if queue == cq || self.quota.within_nominal(child, keys) {
                 continue;
             }
             self.candidates_in(queue, ask, Some(lca), advantage, out);
@@ -238,6 +239,15 @@ impl Scheduler {
         let mut hierarchy = Vec::new();
         let mut others = Vec::new();
         let node = QuotaTree::cq_node(cq);
+        let keys: Vec<FlavorResource> = frs.iter().map(|(fr, _)| *fr).collect();
+        // Other queues' candidates that are not hierarchical reclaim serve
+        // only an attempt without borrowing or with `borrowWithinCohort`;
+        // without it, a preemptor not under its nominal quota makes no such
+        // attempt, so they are not collected at all.
+        let others_usable = def.borrow_within_cohort.is_some()
+            || keys
+                .iter()
+                .all(|&fr| self.quota.usage(cq, fr) < self.quota.nominal(cq, fr));
         if def.reclaim_within_cohort != ReclaimWithinCohort::Never {
             let (mut advantage, mut remaining) = self.quota.fits_in_quota(node, usage);
             let mut previous = None;
@@ -248,7 +258,9 @@ impl Scheduler {
                 } else {
                     &mut others
                 };
-                self.collect_in_subtree(root, root, previous, advantage, ask, list);
+                if advantage || others_usable {
+                    self.collect_in_subtree(root, root, previous, advantage, ask, &keys, list);
+                }
                 let (fits, rest) = self.quota.fits_in_quota(root, &remaining);
                 remaining = rest;
                 advantage |= fits;
