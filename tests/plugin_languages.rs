@@ -280,6 +280,46 @@ fn every_language_scores_the_fixture_identically() {
     eprintln!("scored identically: {scored:?}");
 }
 
+/// Fuel is deterministic, so this is a promise, not a timing: each
+/// language's module scores a batch of 1,000 workloads (lean requests, as
+/// declared) within a tenant's default budget, instantiation included.
+#[test]
+fn a_batch_of_1000_workloads_fits_a_tenants_default_budget() {
+    use arbiter_policy::view::WeightRequest;
+    let runtime = Runtime::new().expect("runtime starts");
+    let workloads: Vec<Value> = fixture().into_iter().cycle().take(1000).collect();
+    let input = input(&workloads);
+    for language in LANGUAGES {
+        let dir = root().join("examples/plugins").join(language);
+        if built(dir.join("urgent-first.wasm")).is_none() {
+            continue;
+        }
+        let bundle = load_tenant_bundle(&runtime, &dir);
+        let policy = bundle.policy("urgent-first").expect("urgent-first policy");
+        let Program::Wasm {
+            plugin,
+            weight_fields,
+            ..
+        } = &policy.program
+        else {
+            panic!("{language}: urgent-first is a wasm policy");
+        };
+        let request =
+            serde_json::to_vec(&WeightRequest::new(&input, &policy.params, weight_fields))
+                .expect("serialises");
+        // Past the budget the call fails with out_of_fuel.
+        let out = plugin
+            .call(Hook::Weight, &request, &policy.limits)
+            .unwrap_or_else(|e| panic!("{language}: 1,000 workloads do not fit: {e}"));
+        eprintln!(
+            "{language}: {} fuel for 1,000 workloads ({} bytes of request), of {}",
+            out.fuel_used,
+            request.len(),
+            policy.limits.fuel()
+        );
+    }
+}
+
 /// A tenant bundle of the hostile module `wasm` with one policy per mode.
 fn hostile_bundle(runtime: &Runtime, wasm: &Path) -> (tempfile::TempDir, Bundle) {
     let dir = tempfile::tempdir().expect("a temporary directory");

@@ -583,6 +583,39 @@ fn reactor_initialize_runs_before_each_call() {
     assert_eq!(call(&bytes, Hook::Weight, "{}"), Ok("{}".to_string()));
 }
 
+/// ABI.md "Reactors": `_initialize` runs exactly once on every fresh
+/// instance, before `arbiter_alloc`, the hook and the load probe's exports.
+#[test]
+fn reactor_initialize_runs_once_per_instance_before_everything_else() {
+    let text = r#"(module
+      (memory (export "memory") 1)
+      (global $inits (mut i32) (i32.const 0))
+      (func $once (if (i32.ne (global.get $inits) (i32.const 1)) (then unreachable)))
+      (func (export "_initialize") (global.set $inits (i32.add (global.get $inits) (i32.const 1))))
+      (func (export "arbiter_abi_version") (result i32) (call $once) i32.const 1)
+      (func (export "arbiter_weight_fields") (result i64)
+        (call $once)
+        (i32.store8 (i32.const 0) (i32.const 91))
+        (i32.store8 (i32.const 1) (i32.const 93))
+        i64.const 2)
+      (func (export "arbiter_alloc") (param i32) (result i32) (call $once) i32.const 1024)
+      (func (export "arbiter_weight") (param $p i32) (param $n i32) (result i64)
+        (call $once)
+        (i64.or (i64.shl (i64.extend_i32_u (local.get $p)) (i64.const 32))
+                (i64.extend_i32_u (local.get $n)))))"#;
+    let bytes = wat::parse_str(text).expect("valid WAT");
+    let runtime = runtime();
+    let plugin = runtime
+        .load("reactor.wasm", &bytes, &LoadLimits::default())
+        .expect("the load probe sees one _initialize per instance");
+    for call in 0..3 {
+        let out = plugin
+            .call(Hook::Weight, b"{}", &limits())
+            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+        assert_eq!(out.response, "{}", "call {call}");
+    }
+}
+
 #[test]
 fn identical_bytes_compile_once_and_are_released_when_unused() {
     let runtime = runtime();
