@@ -7,7 +7,8 @@
 //! declare and in whole ones. Hostile Go and C plugins (an endless loop, a
 //! memory bomb, bad responses) fail only their own call, with the error
 //! kind the policy engine promises, and the next call of the same module
-//! answers. The modules are built by `scripts/build-plugins.sh`; without
+//! answers; run by the engine as eight tenants' bundles, they leave every
+//! tenant's schedule as it is without them. The modules are built by `scripts/build-plugins.sh`; without
 //! them the tests say so and pass, unless `ARBITER_REQUIRE_PLUGINS` is set
 //! (`scripts/test.sh` sets it).
 
@@ -382,5 +383,132 @@ fn hostile_go_and_c_plugins_fail_only_their_own_call() {
             );
             well(mode);
         }
+    }
+}
+
+/// A scenario of one shared ClusterQueue (8 GPUs) and six 2-GPU jobs per
+/// tenant, all arriving at once in tenant-interleaved order.
+fn scenario_yaml(tenants: &[String]) -> String {
+    let mut y = String::from(
+        "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: gpu}\n---\n\
+         apiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {name: shared}\nspec:\n  \
+         resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: gpu\n      \
+         resources: [{name: nvidia.com/gpu, nominalQuota: \"8\"}]\n",
+    );
+    for t in tenants {
+        y += &format!(
+            "---\napiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {{name: q, namespace: {t}}}\nspec: {{clusterQueue: shared}}\n"
+        );
+    }
+    for i in 0..6 {
+        for t in tenants {
+            y += &format!(
+                "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {t}-{i}\n  namespace: {t}\n  \
+                 labels: {{arbiter.dev/queue-name: q}}\n  annotations: {{sim.arbiter.dev/runtime: 10m}}\n\
+                 spec:\n  template:\n    spec:\n      containers:\n      - name: main\n        \
+                 resources: {{requests: {{nvidia.com/gpu: \"2\"}}}}\n"
+            );
+        }
+    }
+    y
+}
+
+/// DESIGN §4's containment, through the engine the scheduler uses: with a
+/// hostile Go or C plugin as the tenant bundle of eight tenants (each
+/// misbehaviour in each language), every tenant's schedule — theirs
+/// included, as a failing weight policy falls back to the built-in order —
+/// is the one of the run without any tenant plugin, and the engine counted
+/// each failure by its kind.
+#[test]
+fn hostile_go_and_c_tenant_plugins_leave_every_schedule_as_it_was() {
+    use std::collections::BTreeMap;
+
+    use arbiter_core::scheduler::hooks::DefaultHooks;
+    use arbiter_policy::engine::Engine;
+    use arbiter_sim::{driver, files, scenario};
+
+    let mut modules = Vec::new();
+    for language in ["go", "c"] {
+        let path = root().join(format!("target/plugins/hostile/{language}.wasm"));
+        if let Some(path) = built(path) {
+            modules.push((language, path));
+        }
+    }
+    if modules.is_empty() {
+        return;
+    }
+    let modes = [
+        ("loop", "out_of_fuel"),
+        ("bomb", "out_of_memory"),
+        ("bad", "bad_output"),
+        ("short", "bad_output"),
+    ];
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let runtime = Runtime::new().expect("runtime starts");
+    let mut tenants = BTreeMap::new();
+    for (language, path) in &modules {
+        for (mode, _) in modes {
+            let tenant = format!("{language}-{mode}");
+            let bundle_dir = dir.path().join(&tenant);
+            std::fs::create_dir_all(&bundle_dir).expect("creates the bundle directory");
+            std::fs::copy(path, bundle_dir.join("p.wasm")).expect("copies the module");
+            std::fs::write(
+                bundle_dir.join("bundle.yaml"),
+                format!(
+                    "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: {tenant}}}\n\
+                     spec:\n  tenant: {tenant}\n  policies:\n  - {{name: order, hook: weight, \
+                     failurePolicy: Ignore, wasm: {{module: p.wasm, config: {{mode: {mode}}}}}}}\n"
+                ),
+            )
+            .expect("writes bundle.yaml");
+            let options = LoadOptions {
+                tenant: Some(tenant.clone()),
+                run_tests: true,
+            };
+            let bundle = bundle::load_path(&bundle_dir, &runtime, &options)
+                .unwrap_or_else(|e| panic!("{tenant}: {e}"));
+            tenants.insert(tenant, bundle);
+        }
+    }
+    let mut names: Vec<String> = tenants.keys().cloned().collect();
+    names.push("good".to_string());
+    let file = dir.path().join("scenario.yaml");
+    std::fs::write(&file, scenario_yaml(&names)).expect("writes the scenario");
+    let scenario = scenario::build(files::load_paths(&[file]).expect("reads the scenario"))
+        .expect("builds the scenario");
+    let without = driver::run(&scenario, &mut DefaultHooks, &mut |_| {});
+    let mut engine = Engine::fixed(Vec::new(), tenants);
+    let with = driver::run(&scenario, &mut engine, &mut |_| {});
+    let schedule = |report: &arbiter_sim::report::Report, tenant: &str| -> Vec<(String, String)> {
+        report
+            .workloads
+            .iter()
+            .filter(|w| w.namespace == tenant)
+            .map(|w| (w.name.clone(), format!("{:?}", w.admitted_seconds)))
+            .collect()
+    };
+    for tenant in &names {
+        let before = schedule(&without, tenant);
+        assert_eq!(before.len(), 6, "{tenant}: {before:?}");
+        assert_eq!(
+            before,
+            schedule(&with, tenant),
+            "{tenant}'s schedule changed"
+        );
+    }
+    for stats in engine.stats() {
+        let (_, mode) = stats
+            .bundle
+            .split_once('-')
+            .expect("bundle names are language-mode");
+        let kind = modes.iter().find(|(m, _)| *m == mode).expect("a mode").1;
+        assert!(stats.evaluations > 0, "{}: never evaluated", stats.bundle);
+        assert_eq!(
+            stats.errors.get(kind),
+            Some(&stats.evaluations),
+            "{}: every call fails with {kind}: {:?}",
+            stats.bundle,
+            stats.errors
+        );
     }
 }
