@@ -4,7 +4,7 @@
 #   (policies/plugins/*) and examples/plugins/rust; each is its own Cargo
 #   package outside the root crate, so the root's fmt/clippy/test never see
 #   them; this script does.
-# - Go (the preinstalled `go`, >= 1.24; GOTOOLCHAIN=local, nothing is
+# - Go (the preinstalled `go`, >= 1.26; GOTOOLCHAIN=local, nothing is
 #   downloaded): the Go SDK (plugin-sdk/go: gofmt, vet, its tests, and the
 #   check that its generated types and the C SDK's match
 #   plugin-sdk/schema), examples/plugins/go and the hostile test plugin.
@@ -114,7 +114,12 @@ c_wasm "$target_dir/hostile/c.wasm" tests/data/plugins/hostile/c/hostile.c
 
 # Go: the preinstalled toolchain; never a downloaded one.
 export GOTOOLCHAIN=local
-if command -v go >/dev/null; then
+go_minor=$( (command -v go >/dev/null && go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p') || true)
+# Without a usable Go, no stale Go module may pass for a fresh one.
+rm -f examples/plugins/go/urgent-first.wasm "$target_dir/hostile/go.wasm"
+if [[ -n "$go_minor" && "$go_minor" -lt 26 ]]; then
+  missing "$(go env GOVERSION) is too old: plugin-sdk/go needs Go >= 1.26 (go.mod); the Go plugins are not built"
+elif [[ -n "$go_minor" ]]; then
   go_wasm() { # output, package directory
     (cd "$2" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
       -ldflags=-s -o "$1" .)
@@ -134,7 +139,7 @@ if command -v go >/dev/null; then
   log "target/plugins/hostile/go.wasm"
   go_wasm "$target_dir/hostile/go.wasm" tests/data/plugins/hostile/go
 else
-  missing "go not found: the Go SDK, examples/plugins/go and the Go hostile plugin are not built (install Go >= 1.24)"
+  missing "go not found: the Go SDK, examples/plugins/go and the Go hostile plugin are not built (install Go >= 1.26)"
 fi
 
 # Every examples/plugins bundle that was built passes its own tests.
