@@ -19,11 +19,20 @@ use arbiter_policy::bundle::{self, LoadOptions};
 use arbiter_policy::compiled::{Bundle, Program};
 use arbiter_policy::eval;
 use arbiter_policy::view::WeightInput;
-use arbiter_policy::wasm::{Hook, Runtime};
+use arbiter_policy::wasm::{Hook, LogLevel, Runtime};
 use serde_json::{json, Value};
 
 const LANGUAGES: [&str; 3] = ["rust", "go", "c"];
 const TENANT: &str = "ml-team";
+
+/// One runtime for every test here: each module is compiled once (the
+/// runtime shares identical bytes), and compilations run one at a time
+/// rather than racing each other for the cores against a tenant bundle's
+/// 20 s compile budget (a Go module takes about 2 s of it alone).
+fn runtime() -> &'static Runtime {
+    static RUNTIME: std::sync::OnceLock<Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| Runtime::new().expect("runtime starts"))
+}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -231,7 +240,7 @@ fn bits(scores: &[f64]) -> Vec<u64> {
 
 #[test]
 fn every_language_scores_the_fixture_identically() {
-    let runtime = Runtime::new().expect("runtime starts");
+    let runtime = runtime();
     let workloads = fixture();
     let want: Vec<f64> = workloads.iter().map(expected).collect();
     // The fixture covers every tier of the score.
@@ -243,7 +252,7 @@ fn every_language_scores_the_fixture_identically() {
         if built(dir.join("urgent-first.wasm")).is_none() {
             continue;
         }
-        let bundle = load_tenant_bundle(&runtime, &dir);
+        let bundle = load_tenant_bundle(runtime, &dir);
         let policy = bundle.policy("urgent-first").expect("urgent-first policy");
         let Program::Wasm { weight_fields, .. } = &policy.program else {
             panic!("{language}: urgent-first is a wasm policy");
@@ -287,7 +296,7 @@ fn every_language_scores_the_fixture_identically() {
 #[test]
 fn a_batch_of_1000_workloads_fits_a_tenants_default_budget() {
     use arbiter_policy::view::WeightRequest;
-    let runtime = Runtime::new().expect("runtime starts");
+    let runtime = runtime();
     let workloads: Vec<Value> = fixture().into_iter().cycle().take(1000).collect();
     let input = input(&workloads);
     for language in LANGUAGES {
@@ -295,7 +304,7 @@ fn a_batch_of_1000_workloads_fits_a_tenants_default_budget() {
         if built(dir.join("urgent-first.wasm")).is_none() {
             continue;
         }
-        let bundle = load_tenant_bundle(&runtime, &dir);
+        let bundle = load_tenant_bundle(runtime, &dir);
         let policy = bundle.policy("urgent-first").expect("urgent-first policy");
         let Program::Wasm {
             plugin,
@@ -329,7 +338,7 @@ fn hostile_bundle(runtime: &Runtime, wasm: &Path) -> (tempfile::TempDir, Bundle)
         "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: hostile}}\n\
          spec:\n  tenant: {TENANT}\n  policies:\n"
     );
-    for mode in ["loop", "bomb", "bad", "short", "well"] {
+    for mode in ["loop", "bomb", "bad", "short", "fail", "well"] {
         yaml += &format!(
             "  - {{name: {mode}, hook: weight, failurePolicy: Ignore, \
              wasm: {{module: hostile.wasm, config: {{mode: {mode}}}}}}}\n"
@@ -344,13 +353,13 @@ fn hostile_bundle(runtime: &Runtime, wasm: &Path) -> (tempfile::TempDir, Bundle)
 
 #[test]
 fn hostile_go_and_c_plugins_fail_only_their_own_call() {
-    let runtime = Runtime::new().expect("runtime starts");
+    let runtime = runtime();
     let workloads: Vec<Value> = fixture().into_iter().take(20).collect();
     let request = input(&workloads);
     for language in ["go", "c"] {
         let path = root().join(format!("target/plugins/hostile/{language}.wasm"));
         let Some(path) = built(path) else { continue };
-        let (_dir, bundle) = hostile_bundle(&runtime, &path);
+        let (_dir, bundle) = hostile_bundle(runtime, &path);
         let policy = |name: &str| bundle.policy(name).expect("policy exists");
         let well = |after: &str| {
             let mut logs = Vec::new();
@@ -369,12 +378,21 @@ fn hostile_go_and_c_plugins_fail_only_their_own_call() {
             ("bomb", "out_of_memory"),
             ("bad", "bad_output"),
             ("short", "bad_output"),
+            ("fail", "bad_output"),
         ] {
             let started = Instant::now();
             let mut logs = Vec::new();
             let error = eval::weight(policy(mode), &request, &mut logs)
                 .expect_err("the hostile call fails");
             assert_eq!(error.kind, kind, "{language} {mode}: {error}");
+            if mode == "fail" {
+                // The SDK's error reached the decision log through arbiter.log.
+                assert_eq!(
+                    logs,
+                    [(LogLevel::Error, "hostile: failing on purpose".to_string())],
+                    "{language}"
+                );
+            }
             // Stopped by its own budget, well inside the wall-clock backstop.
             assert!(
                 started.elapsed() < policy(mode).limits.backstop(),
@@ -444,7 +462,7 @@ fn hostile_go_and_c_tenant_plugins_leave_every_schedule_as_it_was() {
         ("short", "bad_output"),
     ];
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let runtime = Runtime::new().expect("runtime starts");
+    let runtime = runtime();
     let mut tenants = BTreeMap::new();
     for (language, path) in &modules {
         for (mode, _) in modes {
@@ -465,7 +483,7 @@ fn hostile_go_and_c_tenant_plugins_leave_every_schedule_as_it_was() {
                 tenant: Some(tenant.clone()),
                 run_tests: true,
             };
-            let bundle = bundle::load_path(&bundle_dir, &runtime, &options)
+            let bundle = bundle::load_path(&bundle_dir, runtime, &options)
                 .unwrap_or_else(|e| panic!("{tenant}: {e}"));
             tenants.insert(tenant, bundle);
         }

@@ -3,7 +3,8 @@
  * policy's `config.mode` picks the misbehaviour — `loop` spins forever,
  * `bomb` allocates until memory runs out and then aborts (as a libc
  * malloc failure would), `bad` answers scores that are not a list, `short`
- * one score too few; anything else scores every workload 1. Built by
+ * one score too few, `fail` logs an error and fails the call; anything else
+ * scores every workload 1. Built by
  * scripts/build-plugins.sh.
  */
 #include "arbiter_plugin.h"
@@ -33,6 +34,10 @@ static int misbehave(arbiter_json request, arbiter_out *out) {
     if (arbiter_str_eq(mode, "bad")) {
         arbiter_put(out, "{\"scores\":\"not a list\"}");
         return 1;
+    }
+    if (arbiter_str_eq(mode, "fail")) {
+        arbiter_log(ARBITER_ERROR, "hostile: failing on purpose");
+        return 0;
     }
     arbiter_elements_begin(req.workloads, &it);
     while (arbiter_elements_next(&it, &element))

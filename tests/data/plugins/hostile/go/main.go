@@ -1,11 +1,16 @@
 // A hostile tenant weight plugin in Go, for tests/plugin_languages.rs:
 // its policy's `config.mode` picks the misbehaviour — `loop` spins
 // forever, `bomb` allocates until memory runs out, `bad` answers scores
-// that are not a list, `short` one score too few; anything else scores
-// every workload 1. Built by scripts/build-plugins.sh.
+// that are not a list, `short` one score too few, `fail` returns an error
+// (which the SDK logs, answering nothing); anything else scores every
+// workload 1. Built by scripts/build-plugins.sh.
 package main
 
-import "arbiter.dev/plugin-sdk/go/arbiter"
+import (
+	"errors"
+
+	"arbiter.dev/plugin-sdk/go/arbiter"
+)
 
 var hoard [][]byte
 
@@ -40,6 +45,8 @@ func misbehave(request []byte) ([]byte, error) {
 		return []byte(`{"scores":"not a list"}`), nil
 	case "short":
 		n--
+	case "fail":
+		return nil, errors.New("hostile: failing on purpose")
 	}
 	scores := make([]float64, max(n, 0))
 	for i := range scores {
