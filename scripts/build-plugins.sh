@@ -9,8 +9,8 @@
 #   check that its generated types and the C SDK's match
 #   plugin-sdk/schema), examples/plugins/go and the hostile test plugin.
 # - C (clang and wasm-ld, from Debian's clang and lld, installed when
-#   missing): the SDK's host tests, examples/plugins/c, the hostile test
-#   plugin and the older examples/tenant-plugins/c.
+#   missing): the SDK's host tests, examples/plugins/c and the hostile test
+#   plugin.
 # The default bundle's modules land in target/plugins/ and are committed
 # next to their sources (policies/plugins/<name>.wasm) so a fresh clone runs
 # without a wasm toolchain — `--install` copies fresh builds there. Each
@@ -98,12 +98,6 @@ c_wasm() { # output, source
   clang --target=wasm32 -O2 -Wall -Wextra -Werror -nostdlib -I plugin-sdk/c \
     -Wl,--no-entry -Wl,--strip-all -o "$1" "$2"
 }
-c_example=examples/tenant-plugins/c
-log "$c_example: host test"
-clang -Wall -Wextra -Werror -o "$target_dir/c/urgent-test" "$c_example/test.c"
-"$target_dir/c/urgent-test"
-log "$c_example -> target/plugins/c/urgent.wasm"
-c_wasm "$target_dir/c/urgent.wasm" "$c_example/urgent.c"
 log "plugin-sdk/c and examples/plugins/c: host test"
 clang -Wall -Wextra -Werror -I plugin-sdk/c -o "$target_dir/c/urgent-first-test" examples/plugins/c/test.c
 "$target_dir/c/urgent-first-test"
