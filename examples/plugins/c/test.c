@@ -81,6 +81,39 @@ int main(void) {
             failures++;
         }
     }
+    /* Mutated requests never crash the reader (run it under
+     * -fsanitize=address,undefined to see it never reads out of bounds). */
+    {
+        const char *seed = "{\"workloads\":[{\"labels\":{\"urgent\":\"true\",\"k\\u00e9\":"
+                           "\"\\ud83d\\ude80\"},\"gpus\":8,\"ageSeconds\":10.9e2},{\"name\":\"a\\\"b\"},"
+                           "{}],\"now\":5,\"params\":{\"a\":[1,{\"b\":null}]}}";
+        static const char alphabet[] = "{}[]\",:\\u0123456789eE.-+tfnl ";
+        size_t len = strlen(seed);
+        unsigned long state = 1;
+        for (int iteration = 0; iteration < 20000; iteration++) {
+            char buf[256];
+            size_t n = len;
+            memcpy(buf, seed, len);
+            for (int m = 0; m < 3; m++) {
+                state = state * 6364136223846793005ul + 1442695040888963407ul;
+                size_t at = (size_t)(state >> 33) % n;
+                char c = alphabet[(state >> 20) % (sizeof alphabet - 1)];
+                if ((state >> 40) % 2 || n >= sizeof buf - 1)
+                    buf[at] = c;
+                else {
+                    memmove(buf + at + 1, buf + at, n - at);
+                    buf[at] = c;
+                    n++;
+                }
+            }
+            char *copy = malloc(n); /* exactly n bytes: a read past them is caught */
+            memcpy(copy, buf, n);
+            size_t out_len;
+            arbiter__heap_top = 0;
+            arbiter_call(arbiter_weight_handler, copy, n, &out_len);
+            free(copy);
+        }
+    }
     if (failures == 0)
         printf("urgent_first.c: all tests passed\n");
     return failures != 0;
