@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# Builds the WebAssembly policy plugins from source and checks their crates:
-# the guest SDK (plugin-sdk/rust) and the default bundle's plugins
-# (policies/plugins/*), and the C tenant-plugin example
-# (examples/tenant-plugins/c). Each is its own Cargo package outside the root crate,
-# so the root's fmt/clippy/test never see them; this script does. The built
-# modules land in target/plugins/; the default bundle's are committed next
-# to their sources (policies/plugins/<name>.wasm) so a fresh clone runs
-# without a wasm toolchain — `--install` copies fresh builds there.
-# tests/default_bundle.rs runs the bundle's tests against the fresh build.
+# Builds the WebAssembly policy plugins from source and checks them:
+# - Rust: the guest SDK (plugin-sdk/rust), the default bundle's plugins
+#   (policies/plugins/*) and examples/plugins/rust; each is its own Cargo
+#   package outside the root crate, so the root's fmt/clippy/test never see
+#   them; this script does.
+# - Go (the preinstalled `go`, >= 1.26; GOTOOLCHAIN=local, nothing is
+#   downloaded): the Go SDK (plugin-sdk/go: gofmt, vet, its tests, and the
+#   check that its generated types and the C SDK's match
+#   plugin-sdk/schema), examples/plugins/go and the hostile test plugin.
+# - C (clang and wasm-ld, from Debian's clang and lld, installed when
+#   missing): the SDK's host tests, examples/plugins/c and the hostile test
+#   plugin.
+# The default bundle's modules land in target/plugins/ and are committed
+# next to their sources (policies/plugins/<name>.wasm) so a fresh clone runs
+# without a wasm toolchain — `--install` copies fresh builds there. Each
+# examples/plugins/<language>/ bundle gets its urgent-first.wasm (not
+# committed) and its tests are run with `arbiter policy test`; the hostile
+# plugins land in target/plugins/hostile/. tests/default_bundle.rs and
+# tests/plugin_languages.rs use the fresh builds.
+# A missing toolchain that cannot be installed is reported, and is an error
+# when ARBITER_REQUIRE_PLUGINS=1 (scripts/test.sh sets it for the tests).
 # Safe to re-run; works from any directory. scripts/test.sh calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +28,13 @@ install_modules=false
 if [[ "${1:-}" == "--install" ]]; then install_modules=true; fi
 
 log() { printf '==> %s\n' "$*"; }
+missing() {
+  if [[ "${ARBITER_REQUIRE_PLUGINS:-}" == 1 ]]; then
+    echo "build-plugins.sh: $*; ARBITER_REQUIRE_PLUGINS=1 requires every plugin" >&2
+    exit 1
+  fi
+  log "SKIPPED: $* (set ARBITER_REQUIRE_PLUGINS=1 to make this an error)"
+}
 
 # One target directory for all plugin crates, so their shared dependencies
 # are built once and cached between runs.
@@ -26,7 +45,7 @@ if command -v rustup >/dev/null; then
   rustup target add "$wasm_target" >/dev/null 2>&1
 fi
 
-packages=(plugin-sdk/rust policies/plugins/shortest-first)
+packages=(plugin-sdk/rust policies/plugins/shortest-first examples/plugins/rust)
 for package in "${packages[@]}"; do
   manifest="$package/Cargo.toml"
   log "$package: fmt, clippy, test"
@@ -56,7 +75,13 @@ for plugin in shortest-first; do
   fi
 done
 
-# The C example: clang and wasm-ld, from Debian's clang and lld when missing.
+log "examples/plugins/rust/urgent-first.wasm"
+CARGO_ENCODED_RUSTFLAGS="$wasm_rustflags" cargo build \
+  --manifest-path examples/plugins/rust/Cargo.toml \
+  --release --locked --target "$wasm_target" --target-dir "$target_dir"
+install -m 644 "$target_dir/$wasm_target/release/urgent_first.wasm" examples/plugins/rust/urgent-first.wasm
+
+# C: clang and wasm-ld, from Debian's clang and lld when missing.
 if ! command -v clang >/dev/null || ! command -v wasm-ld >/dev/null; then
   if command -v apt-get >/dev/null; then
     log "installing clang and lld"
@@ -64,16 +89,57 @@ if ! command -v clang >/dev/null || ! command -v wasm-ld >/dev/null; then
     apt-get install -y -q clang lld >/dev/null 2>&1 ||
       { apt-get update -q >/dev/null && apt-get install -y -q clang lld >/dev/null; }
   else
-    echo "build-plugins.sh: the C example needs clang and wasm-ld (lld) on PATH" >&2
+    echo "build-plugins.sh: the C plugins need clang and wasm-ld (lld) on PATH" >&2
     exit 1
   fi
 fi
-c_example=examples/tenant-plugins/c
-mkdir -p "$target_dir/c"
-log "$c_example: host test"
-clang -Wall -Wextra -Werror -o "$target_dir/c/urgent-test" "$c_example/test.c"
-"$target_dir/c/urgent-test"
-log "$c_example -> target/plugins/c/urgent.wasm"
-clang --target=wasm32 -O2 -Wall -Wextra -Werror -nostdlib \
-  -Wl,--no-entry -Wl,--strip-all \
-  -o "$target_dir/c/urgent.wasm" "$c_example/urgent.c"
+mkdir -p "$target_dir/c" "$target_dir/hostile"
+c_wasm() { # output, source
+  clang --target=wasm32 -O2 -Wall -Wextra -Werror -nostdlib -I plugin-sdk/c \
+    -Wl,--no-entry -Wl,--strip-all -o "$1" "$2"
+}
+log "plugin-sdk/c and examples/plugins/c: host test"
+clang -Wall -Wextra -Werror -I plugin-sdk/c -o "$target_dir/c/urgent-first-test" examples/plugins/c/test.c
+"$target_dir/c/urgent-first-test"
+log "examples/plugins/c/urgent-first.wasm"
+c_wasm examples/plugins/c/urgent-first.wasm examples/plugins/c/urgent_first.c
+log "target/plugins/hostile/c.wasm"
+c_wasm "$target_dir/hostile/c.wasm" tests/data/plugins/hostile/c/hostile.c
+
+# Go: the preinstalled toolchain; never a downloaded one.
+export GOTOOLCHAIN=local
+go_minor=$( (command -v go >/dev/null && go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p') || true)
+# Without a usable Go, no stale Go module may pass for a fresh one.
+rm -f examples/plugins/go/urgent-first.wasm "$target_dir/hostile/go.wasm"
+if [[ -n "$go_minor" && "$go_minor" -lt 26 ]]; then
+  missing "$(go env GOVERSION) is too old: plugin-sdk/go needs Go >= 1.26 (go.mod); the Go plugins are not built"
+elif [[ -n "$go_minor" ]]; then
+  go_wasm() { # output, package directory
+    (cd "$2" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
+      -ldflags=-s -o "$1" .)
+  }
+  log "plugin-sdk/go: gofmt, vet, test, generated types up to date"
+  unformatted=$(gofmt -l plugin-sdk/go examples/plugins/go tests/data/plugins/hostile/go)
+  if [[ -n "$unformatted" ]]; then
+    echo "build-plugins.sh: not gofmt-formatted: $unformatted" >&2
+    exit 1
+  fi
+  (cd plugin-sdk/go && go vet ./... && GOOS=wasip1 GOARCH=wasm go vet ./... &&
+    go test ./... && go run ./internal/gen -check)
+  log "examples/plugins/go: test"
+  (cd examples/plugins/go && go vet ./... && go test ./...)
+  log "examples/plugins/go/urgent-first.wasm"
+  go_wasm "$root/examples/plugins/go/urgent-first.wasm" examples/plugins/go
+  log "target/plugins/hostile/go.wasm"
+  go_wasm "$target_dir/hostile/go.wasm" tests/data/plugins/hostile/go
+else
+  missing "go not found: the Go SDK, examples/plugins/go and the Go hostile plugin are not built (install Go >= 1.26)"
+fi
+
+# Every examples/plugins bundle that was built passes its own tests.
+for bundle in examples/plugins/*/; do
+  if [[ -f "$bundle/urgent-first.wasm" ]]; then
+    log "arbiter policy test $bundle"
+    cargo run --quiet --locked --bin arbiter -- policy test "$bundle"
+  fi
+done

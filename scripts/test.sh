@@ -26,7 +26,7 @@ cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 log "plugins (scripts/build-plugins.sh)"
-./scripts/build-plugins.sh
+ARBITER_REQUIRE_PLUGINS=1 ./scripts/build-plugins.sh
 log "test cluster: kube-apiserver and etcd (scripts/test-cluster.sh; cached after the first build)"
 ARBITER_TEST_CLUSTER_BIN=$(./scripts/test-cluster.sh)
 export ARBITER_TEST_CLUSTER_BIN

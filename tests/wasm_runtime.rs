@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use arbiter_policy::wasm::{CallError, Hook, Limits, LoadError, LoadLimits, LogLevel, Runtime};
+use arbiter_policy::wasm::{
+    CallError, Hook, Limits, LoadError, LoadLimits, LogLevel, Runtime, MONOTONIC_NOW,
+};
 
 /// A plugin whose `arbiter_alloc` is a bump allocator that grows memory on
 /// demand, with `extra` spliced into the module.
@@ -379,13 +381,15 @@ fn bytes_that_are_not_wasm_are_refused() {
     assert!(matches!(error, LoadError::Compile { .. }));
 }
 
-/// Hex of 16 bytes of `random_get` and 8 bytes of the realtime clock.
+/// Hex of 16 bytes of `random_get`, 8 bytes of the realtime clock and 8 of
+/// the monotonic clock.
 const WASI_PROBE: &str = r#"
   (data (i32.const 0) "0123456789abcdef")
   (func (export "arbiter_weight") (param i32 i32) (result i64)
     (local $i i32) (local $b i32)
     (drop (call $random_get (i32.const 96) (i32.const 16)))
     (drop (call $clock_time_get (i32.const 0) (i64.const 1) (i32.const 112)))
+    (drop (call $clock_time_get (i32.const 1) (i64.const 1) (i32.const 120)))
     ;; iovec at 300 -> "hello\n" at 200, written to stdout (discarded)
     (i32.store8 (i32.const 200) (i32.const 104))
     (i32.store (i32.const 300) (i32.const 200))
@@ -393,7 +397,7 @@ const WASI_PROBE: &str = r#"
     (drop (call $fd_write (i32.const 1) (i32.const 300) (i32.const 1) (i32.const 308)))
     (block $done
       (loop $hex
-        (br_if $done (i32.eq (local.get $i) (i32.const 24)))
+        (br_if $done (i32.eq (local.get $i) (i32.const 32)))
         (local.set $b (i32.load8_u (i32.add (i32.const 96) (local.get $i))))
         (i32.store8 (i32.add (i32.const 400) (i32.shl (local.get $i) (i32.const 1)))
                     (i32.load8_u (i32.shr_u (local.get $b) (i32.const 4))))
@@ -401,7 +405,7 @@ const WASI_PROBE: &str = r#"
                     (i32.load8_u (i32.and (local.get $b) (i32.const 15))))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $hex)))
-    (i64.or (i64.shl (i64.const 400) (i64.const 32)) (i64.const 48)))"#;
+    (i64.or (i64.shl (i64.const 400) (i64.const 32)) (i64.const 64)))"#;
 
 const WASI_IMPORTS: &str = r#"
   (import "wasi_snapshot_preview1" "random_get" (func $random_get (param i32 i32) (result i32)))
@@ -433,7 +437,19 @@ fn wasi_imports_work_and_are_deterministic() {
         random, "2ad0667f2ecbbdad90ccb42deed3bf29",
         "random_get filled the buffer"
     );
-    assert_eq!(clock, "0".repeat(16), "the wall clock reads the Unix epoch");
+    let (wall, monotonic) = clock.split_at(16);
+    assert_eq!(wall, "0".repeat(16), "the wall clock reads the Unix epoch");
+    // Stopped, but not at zero: Go's runtime refuses a monotonic clock at 0.
+    assert_eq!(
+        monotonic,
+        MONOTONIC_NOW
+            .to_le_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
+        "the monotonic clock reads MONOTONIC_NOW"
+    );
+    assert_ne!(MONOTONIC_NOW, 0);
     let other_runtime = call(&bytes, Hook::Weight, "{}").expect("WASI calls succeed");
     assert_eq!(
         first, other_runtime,
@@ -565,6 +581,39 @@ fn reactor_initialize_runs_before_each_call() {
         packed("(local.get $p)", "(local.get $n)")
     ));
     assert_eq!(call(&bytes, Hook::Weight, "{}"), Ok("{}".to_string()));
+}
+
+/// ABI.md "Reactors": `_initialize` runs exactly once on every fresh
+/// instance, before `arbiter_alloc`, the hook and the load probe's exports.
+#[test]
+fn reactor_initialize_runs_once_per_instance_before_everything_else() {
+    let text = r#"(module
+      (memory (export "memory") 1)
+      (global $inits (mut i32) (i32.const 0))
+      (func $once (if (i32.ne (global.get $inits) (i32.const 1)) (then unreachable)))
+      (func (export "_initialize") (global.set $inits (i32.add (global.get $inits) (i32.const 1))))
+      (func (export "arbiter_abi_version") (result i32) (call $once) i32.const 1)
+      (func (export "arbiter_weight_fields") (result i64)
+        (call $once)
+        (i32.store8 (i32.const 0) (i32.const 91))
+        (i32.store8 (i32.const 1) (i32.const 93))
+        i64.const 2)
+      (func (export "arbiter_alloc") (param i32) (result i32) (call $once) i32.const 1024)
+      (func (export "arbiter_weight") (param $p i32) (param $n i32) (result i64)
+        (call $once)
+        (i64.or (i64.shl (i64.extend_i32_u (local.get $p)) (i64.const 32))
+                (i64.extend_i32_u (local.get $n)))))"#;
+    let bytes = wat::parse_str(text).expect("valid WAT");
+    let runtime = runtime();
+    let plugin = runtime
+        .load("reactor.wasm", &bytes, &LoadLimits::default())
+        .expect("the load probe sees one _initialize per instance");
+    for call in 0..3 {
+        let out = plugin
+            .call(Hook::Weight, b"{}", &limits())
+            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+        assert_eq!(out.response, "{}", "call {call}");
+    }
 }
 
 #[test]

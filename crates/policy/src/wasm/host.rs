@@ -3,7 +3,8 @@
 //! buffer), the memory and table limits that remember a denied grow, the
 //! `arbiter.log` import with its per-call budget, and a WASI p1 context with
 //! no capabilities — no preopens, environment or arguments, clocks stopped
-//! at the Unix epoch, a fixed-seed random stream, and no `poll_oneoff`.
+//! (the wall clock at the Unix epoch, the monotonic one at
+//! [`MONOTONIC_NOW`]), a fixed-seed random stream, and no `poll_oneoff`.
 //! No host call is free: each is charged [`HOST_CALL_FUEL`] from the call's
 //! fuel ([`charge_host_calls`]), those whose work grows with their
 //! arguments (`arbiter.log`, `random_get`, `fd_write`) are charged per byte
@@ -343,9 +344,16 @@ fn log(mut caller: Caller<'_, CallState>, level: i32, ptr: i32, len: i32) -> was
     Ok(())
 }
 
+/// What the stopped monotonic clock reads, in nanoseconds: not zero, since
+/// Go's runtime refuses to start on a monotonic clock reading zero
+/// ("fatal error: nanotime returning zero"), which would make every Go
+/// plugin trap in `_initialize`.
+pub const MONOTONIC_NOW: u64 = 1_000_000_000;
+
 /// A WASI p1 context with no capabilities: no preopens, environment or
-/// arguments, closed stdin, discarded stdout/stderr, clocks stopped at the
-/// Unix epoch and a fixed-seed random stream.
+/// arguments, closed stdin, discarded stdout/stderr, the wall clock stopped
+/// at the Unix epoch and the monotonic one at [`MONOTONIC_NOW`], and a
+/// fixed-seed random stream.
 fn sandbox_wasi() -> WasiP1Ctx {
     let mut wasi = WasiCtxBuilder::new();
     wasi.wall_clock(FixedClock)
@@ -357,7 +365,8 @@ fn sandbox_wasi() -> WasiP1Ctx {
     wasi.build_p1()
 }
 
-/// A clock that always reads zero.
+/// Clocks that never move: the wall clock reads the Unix epoch, the
+/// monotonic clock [`MONOTONIC_NOW`].
 struct FixedClock;
 
 impl HostWallClock for FixedClock {
@@ -376,6 +385,6 @@ impl HostMonotonicClock for FixedClock {
     }
 
     fn now(&self) -> u64 {
-        0
+        MONOTONIC_NOW
     }
 }

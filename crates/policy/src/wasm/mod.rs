@@ -42,6 +42,7 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
+pub use host::MONOTONIC_NOW;
 pub use module::Plugin;
 pub use runtime::{LoadLimits, Runtime, RuntimeConfig, COMPILE_BUDGET, TENANT_COMPILE_BUDGET};
 pub use shape::{ShapeCaps, SHAPE_CAPS, TENANT_SHAPE_CAPS};

@@ -1,0 +1,3 @@
+module arbiter.dev/plugin-sdk/go
+
+go 1.26

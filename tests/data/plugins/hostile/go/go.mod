@@ -1,0 +1,7 @@
+module arbiter.dev/tests/hostile
+
+go 1.26
+
+require arbiter.dev/plugin-sdk/go v0.0.0
+
+replace arbiter.dev/plugin-sdk/go => ../../../../../plugin-sdk/go
