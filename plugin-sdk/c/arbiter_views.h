@@ -24,7 +24,7 @@ typedef struct {
     /* Workloads waiting now. */
     uint32_t pending;
     arbiter_number priority_weight;
-    /* Dominant resource share, per mille of the cohort tree's lendable capacity. */
+    /* Weighted dominant resource share, as Kueue's `weightedShare`: what the queue borrows × 1000 ÷ what its cohort could lend it, ÷ its weight. */
     arbiter_number share;
     /* Admitted usage: flavor → resource → amount. */
     arbiter_json usage;

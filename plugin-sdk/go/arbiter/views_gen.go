@@ -259,7 +259,8 @@ type ClusterQueue struct {
 	// Workloads waiting now.
 	Pending        uint32  `json:"pending"`
 	PriorityWeight float64 `json:"priorityWeight"`
-	// Dominant resource share, per mille of the cohort tree's lendable capacity.
+	// Weighted dominant resource share, as Kueue's `weightedShare`: what the
+	// queue borrows × 1000 ÷ what its cohort could lend it, ÷ its weight.
 	Share float64 `json:"share"`
 	// Admitted usage: flavor → resource → amount.
 	Usage map[string]map[string]float64 `json:"usage"`
