@@ -295,15 +295,7 @@ impl Scheduler {
             }
             return none;
         }
-        // Kueue's `fillBackWorkloads`, borrowing allowed.
-        for i in (0..victims.len().saturating_sub(1)).rev() {
-            self.charge(victims[i], 1);
-            if self.fits_as(cq, usage, true) {
-                victims.swap_remove(i);
-            } else {
-                self.charge(victims[i], -1);
-            }
-        }
+        self.fill_back(cq, usage, true, &mut victims);
         for &w in &victims {
             self.charge(w, 1);
         }

@@ -333,6 +333,26 @@ impl Scheduler {
         })
     }
 
+    /// Kueue's `fillBackWorkloads`: with `targets` removed from the quota,
+    /// every one but the last is put back (in reverse) if the preemptor
+    /// still fits without it; those put back leave `targets`.
+    pub(super) fn fill_back(
+        &mut self,
+        cq: ClusterQueueId,
+        usage: &[(FlavorResource, Amount)],
+        borrowing: bool,
+        targets: &mut Vec<WorkloadId>,
+    ) {
+        for i in (0..targets.len().saturating_sub(1)).rev() {
+            self.charge(targets[i], 1);
+            if self.fits_as(cq, usage, borrowing) {
+                targets.swap_remove(i);
+            } else {
+                self.charge(targets[i], -1);
+            }
+        }
+    }
+
     /// Kueue's classical preemption: the victims that make `usage` fit
     /// (none when nothing would). Leaves the quota tree as it found it.
     fn classical_victims(
@@ -374,16 +394,7 @@ impl Scheduler {
                 }
             }
             if fits {
-                // Kueue's `fillBackWorkloads`: every victim but the last put
-                // back if the preemptor still fits without it.
-                for i in (0..targets.len().saturating_sub(1)).rev() {
-                    self.charge(targets[i], 1);
-                    if self.fits_as(cq, usage, borrowing) {
-                        targets.swap_remove(i);
-                    } else {
-                        self.charge(targets[i], -1);
-                    }
-                }
+                self.fill_back(cq, usage, borrowing, &mut targets);
             }
             for &w in &targets {
                 self.charge(w, 1);
