@@ -1,7 +1,8 @@
 // Command gen writes the SDK types that plugin-sdk/schema describes: the Go
-// SDK's arbiter/views_gen.go and the C SDK's arbiter_views.h. Run it with
-// `go generate ./...` in plugin-sdk/go (or `go run ./internal/gen`); its
-// test fails when either file differs from what the schemas give.
+// SDK's arbiter/views_gen.go, the C SDK's arbiter_views.h and the
+// AssemblyScript SDK's assembly/views.ts. Run it with `go generate ./...`
+// in plugin-sdk/go (or `go run ./internal/gen`); its test, and `-check`,
+// fail when any of them differs from what the schemas give.
 package main
 
 import (
@@ -17,6 +18,7 @@ var (
 	schemaDir = filepath.Join("..", "schema")
 	goOut     = filepath.Join("arbiter", "views_gen.go")
 	cOut      = filepath.Join("..", "c", "arbiter_views.h")
+	asOut     = filepath.Join("..", "assemblyscript", "assembly", "views.ts")
 )
 
 // generate returns each output path (relative to root, plugin-sdk/go) and its contents.
@@ -33,7 +35,11 @@ func generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{goOut: goSrc, cOut: cSrc}, nil
+	asSrc, err := generateAS(m)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{goOut: goSrc, cOut: cSrc, asOut: asSrc}, nil
 }
 
 func main() {
