@@ -11,6 +11,15 @@
 # - C (clang and wasm-ld, from Debian's clang and lld, installed when
 #   missing): the SDK's host tests, examples/plugins/c and the hostile test
 #   plugin.
+# - AssemblyScript (node and npm; the compiler from npm, pinned by
+#   plugin-sdk/assemblyscript/package-lock.json, `npm ci` when its
+#   node_modules is missing or stale): the SDK's tests and
+#   examples/plugins/assemblyscript.
+# - Zig (the `ziglang` package from PyPI, pinned below, pip-installed into
+#   a venv under ~/.cache/arbiter/ziglang-<version>, never into the
+#   repository): zig fmt, the SDK's tests, examples/plugins/zig.
+# The Go generator's check (above) covers the AssemblyScript and Zig
+# views too.
 # The default bundle's modules land in target/plugins/ and are committed
 # next to their sources (policies/plugins/<name>.wasm) so a fresh clone runs
 # without a wasm toolchain — `--install` copies fresh builds there. Each
@@ -134,6 +143,60 @@ elif [[ -n "$go_minor" ]]; then
   go_wasm "$target_dir/hostile/go.wasm" tests/data/plugins/hostile/go
 else
   missing "go not found: the Go SDK, examples/plugins/go and the Go hostile plugin are not built (install Go >= 1.26)"
+fi
+
+# AssemblyScript: node and npm (Debian's when missing); the compiler comes
+# from npm at the version package-lock.json pins.
+as_sdk=plugin-sdk/assemblyscript
+rm -f examples/plugins/assemblyscript/urgent-first.wasm
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    log "installing nodejs and npm"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q nodejs npm >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null && apt-get install -y -q nodejs npm >/dev/null; } || true
+  fi
+fi
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  if [[ ! -x "$as_sdk/node_modules/.bin/asc" ||
+    "$as_sdk/package-lock.json" -nt "$as_sdk/node_modules/.package-lock.json" ]]; then
+    log "plugin-sdk/assemblyscript: npm ci"
+    (cd "$as_sdk" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  log "plugin-sdk/assemblyscript: test"
+  (cd "$as_sdk" && npm test --silent)
+  log "examples/plugins/assemblyscript/urgent-first.wasm"
+  "$as_sdk/node_modules/.bin/asc" examples/plugins/assemblyscript/urgent-first.ts \
+    --config "$as_sdk/asconfig.json" -o examples/plugins/assemblyscript/urgent-first.wasm
+else
+  missing "node and npm not found: plugin-sdk/assemblyscript and examples/plugins/assemblyscript are not built"
+fi
+
+# Zig: from PyPI's ziglang wheel, in a venv outside the repository.
+zig_version=0.17.0
+zig_venv="$HOME/.cache/arbiter/ziglang-$zig_version"
+rm -f examples/plugins/zig/urgent-first.wasm
+if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" != "$zig_version" ]] &&
+  command -v python3 >/dev/null; then
+  log "installing ziglang==$zig_version from PyPI into $zig_venv"
+  rm -rf "$zig_venv"
+  python3 -m venv "$zig_venv" &&
+    "$zig_venv/bin/pip" install --quiet --disable-pip-version-check "ziglang==$zig_version" ||
+    rm -rf "$zig_venv"
+fi
+if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" == "$zig_version" ]]; then
+  zig() { "$zig_venv/bin/python" -m ziglang "$@"; }
+  zig_cache=(--cache-dir "$target_dir/zig-cache" --global-cache-dir "$target_dir/zig-cache")
+  zig_example=(--dep arbiter -Mroot=examples/plugins/zig/urgent_first.zig -Marbiter=plugin-sdk/zig/arbiter.zig)
+  log "plugin-sdk/zig and examples/plugins/zig: zig fmt, test"
+  zig fmt --check plugin-sdk/zig examples/plugins/zig
+  zig test "${zig_cache[@]}" plugin-sdk/zig/test.zig
+  zig test "${zig_cache[@]}" "${zig_example[@]}"
+  log "examples/plugins/zig/urgent-first.wasm"
+  zig build-exe "${zig_cache[@]}" -target wasm32-freestanding -fno-entry -rdynamic -O ReleaseSmall \
+    "${zig_example[@]}" -femit-bin=examples/plugins/zig/urgent-first.wasm
+else
+  missing "zig $zig_version could not be installed (python3 -m venv, pip install ziglang==$zig_version): plugin-sdk/zig and examples/plugins/zig are not built"
 fi
 
 # Every examples/plugins bundle that was built passes its own tests.

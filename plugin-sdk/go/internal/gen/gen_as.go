@@ -170,21 +170,22 @@ func (g *asGen) encoder(k kind) string {
 	return name
 }
 
-// asDefaults are the statements giving target (zero-initialised) the JSON default raw.
-func asDefaults(m *model, k kind, raw json.RawMessage, target string) ([]string, error) {
+// asDefaults are the statements giving target the JSON default raw: target
+// holds its zero value, or (nested) its class's default.
+func asDefaults(m *model, k kind, raw json.RawMessage, target string, nested bool) ([]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	switch k.tag {
 	case tFloat, tInt64, tUint32:
 		f, err := strconv.ParseFloat(string(raw), 64)
-		if err != nil || f == 0 {
+		if err != nil || (f == 0 && !nested) {
 			return nil, err
 		}
 		return []string{fmt.Sprintf("%s = %s;", target, string(raw))}, nil
 	case tBool:
-		if string(raw) == "true" {
-			return []string{target + " = true;"}, nil
+		if string(raw) == "true" || nested {
+			return []string{fmt.Sprintf("%s = %s;", target, raw)}, nil
 		}
 		return nil, nil
 	case tString:
@@ -192,7 +193,7 @@ func asDefaults(m *model, k kind, raw json.RawMessage, target string) ([]string,
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if s == "" {
+		if s == "" && !nested {
 			return nil, nil
 		}
 		return []string{fmt.Sprintf("%s = %s;", target, strconv.Quote(s))}, nil
@@ -214,7 +215,7 @@ func asDefaults(m *model, k kind, raw json.RawMessage, target string) ([]string,
 			if bytes.Equal(value, f.def) {
 				continue // the member's class applies its own default
 			}
-			more, err := asDefaults(m, f.kind, value, target+"."+f.json)
+			more, err := asDefaults(m, f.kind, value, target+"."+f.json, true)
 			if err != nil {
 				return nil, err
 			}
@@ -278,7 +279,7 @@ import {
 				asComment(&b, "  ", f.description)
 			}
 			fmt.Fprintf(&b, "  %s: %s = %s;\n", f.json, asType(f.kind), asZero(f.kind))
-			stmts, err := asDefaults(m, f.kind, f.def, "this."+f.json)
+			stmts, err := asDefaults(m, f.kind, f.def, "this."+f.json, false)
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", st.schemaName, f.json, err)
 			}

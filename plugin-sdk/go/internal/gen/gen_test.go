@@ -15,8 +15,8 @@ func TestGeneratedFilesMatchTheSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(outputs) != 3 {
-		t.Fatalf("expected the Go, the C and the AssemblyScript output, got %d", len(outputs))
+	if len(outputs) != 4 {
+		t.Fatalf("expected the Go, C, AssemblyScript and Zig outputs, got %d", len(outputs))
 	}
 	for path, want := range outputs {
 		have, err := os.ReadFile(filepath.Join(root, path))

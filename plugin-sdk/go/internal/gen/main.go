@@ -1,6 +1,6 @@
 // Command gen writes the SDK types that plugin-sdk/schema describes: the Go
-// SDK's arbiter/views_gen.go, the C SDK's arbiter_views.h and the
-// AssemblyScript SDK's assembly/views.ts. Run it with `go generate ./...`
+// SDK's arbiter/views_gen.go, the C SDK's arbiter_views.h, the
+// AssemblyScript SDK's assembly/views.ts and the Zig SDK's views.zig. Run it with `go generate ./...`
 // in plugin-sdk/go (or `go run ./internal/gen`); its test, and `-check`,
 // fail when any of them differs from what the schemas give.
 package main
@@ -19,6 +19,7 @@ var (
 	goOut     = filepath.Join("arbiter", "views_gen.go")
 	cOut      = filepath.Join("..", "c", "arbiter_views.h")
 	asOut     = filepath.Join("..", "assemblyscript", "assembly", "views.ts")
+	zigOut    = filepath.Join("..", "zig", "views.zig")
 )
 
 // generate returns each output path (relative to root, plugin-sdk/go) and its contents.
@@ -39,7 +40,11 @@ func generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{goOut: goSrc, cOut: cSrc, asOut: asSrc}, nil
+	zigSrc, err := generateZig(m)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{goOut: goSrc, cOut: cSrc, asOut: asSrc, zigOut: zigSrc}, nil
 }
 
 func main() {
