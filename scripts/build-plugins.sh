@@ -148,7 +148,7 @@ fi
 # AssemblyScript: node and npm (Debian's when missing); the compiler comes
 # from npm at the version package-lock.json pins.
 as_sdk=plugin-sdk/assemblyscript
-rm -f examples/plugins/assemblyscript/urgent-first.wasm
+rm -f examples/plugins/assemblyscript/urgent-first.wasm "$target_dir/hostile/assemblyscript.wasm"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   if command -v apt-get >/dev/null; then
     log "installing nodejs and npm"
@@ -168,14 +168,17 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
   log "examples/plugins/assemblyscript/urgent-first.wasm"
   "$as_sdk/node_modules/.bin/asc" examples/plugins/assemblyscript/urgent-first.ts \
     --config "$as_sdk/asconfig.json" -o examples/plugins/assemblyscript/urgent-first.wasm
+  log "target/plugins/hostile/assemblyscript.wasm"
+  "$as_sdk/node_modules/.bin/asc" tests/data/plugins/hostile/assemblyscript/hostile.ts \
+    --config "$as_sdk/asconfig.json" -o "$target_dir/hostile/assemblyscript.wasm"
 else
-  missing "node and npm not found: plugin-sdk/assemblyscript and examples/plugins/assemblyscript are not built"
+  missing "node and npm not found: the AssemblyScript SDK, examples/plugins/assemblyscript and the AssemblyScript hostile plugin are not built"
 fi
 
 # Zig: from PyPI's ziglang wheel, in a venv outside the repository.
 zig_version=0.17.0
 zig_venv="$HOME/.cache/arbiter/ziglang-$zig_version"
-rm -f examples/plugins/zig/urgent-first.wasm
+rm -f examples/plugins/zig/urgent-first.wasm "$target_dir/hostile/zig.wasm"
 if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" != "$zig_version" ]] &&
   command -v python3 >/dev/null; then
   log "installing ziglang==$zig_version from PyPI into $zig_venv"
@@ -187,16 +190,21 @@ fi
 if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" == "$zig_version" ]]; then
   zig() { "$zig_venv/bin/python" -m ziglang "$@"; }
   zig_cache=(--cache-dir "$target_dir/zig-cache" --global-cache-dir "$target_dir/zig-cache")
-  zig_example=(--dep arbiter -Mroot=examples/plugins/zig/urgent_first.zig -Marbiter=plugin-sdk/zig/arbiter.zig)
+  zig_wasm() { # output, root source file (a plugin importing the SDK as `arbiter`)
+    zig build-exe "${zig_cache[@]}" -target wasm32-freestanding -fno-entry -rdynamic -O ReleaseSmall \
+      --dep arbiter "-Mroot=$2" -Marbiter=plugin-sdk/zig/arbiter.zig "-femit-bin=$1"
+  }
   log "plugin-sdk/zig and examples/plugins/zig: zig fmt, test"
-  zig fmt --check plugin-sdk/zig examples/plugins/zig
+  zig fmt --check plugin-sdk/zig examples/plugins/zig tests/data/plugins/hostile/zig
   zig test "${zig_cache[@]}" plugin-sdk/zig/test.zig
-  zig test "${zig_cache[@]}" "${zig_example[@]}"
+  zig test "${zig_cache[@]}" --dep arbiter -Mroot=examples/plugins/zig/urgent_first.zig \
+    -Marbiter=plugin-sdk/zig/arbiter.zig
   log "examples/plugins/zig/urgent-first.wasm"
-  zig build-exe "${zig_cache[@]}" -target wasm32-freestanding -fno-entry -rdynamic -O ReleaseSmall \
-    "${zig_example[@]}" -femit-bin=examples/plugins/zig/urgent-first.wasm
+  zig_wasm examples/plugins/zig/urgent-first.wasm examples/plugins/zig/urgent_first.zig
+  log "target/plugins/hostile/zig.wasm"
+  zig_wasm "$target_dir/hostile/zig.wasm" tests/data/plugins/hostile/zig/hostile.zig
 else
-  missing "zig $zig_version could not be installed (python3 -m venv, pip install ziglang==$zig_version): plugin-sdk/zig and examples/plugins/zig are not built"
+  missing "zig $zig_version could not be installed (python3 -m venv, pip install ziglang==$zig_version): the Zig SDK, examples/plugins/zig and the Zig hostile plugin are not built"
 fi
 
 # Every examples/plugins bundle that was built passes its own tests.
