@@ -60,10 +60,10 @@ fn abiVersion() callconv(.c) i32 {
     return 1;
 }
 
-/// A buffer of len bytes for the host to write a request into; 0 (an
-/// address the host refuses) when memory cannot grow.
+/// A buffer of len bytes for the host to write a request into; a trap
+/// (the call fails as out_of_memory) when memory cannot grow.
 fn alloc(len: usize) callconv(.c) usize {
-    const buf = allocator.alloc(u8, @max(len, 1)) catch return 0;
+    const buf = allocator.alloc(u8, @max(len, 1)) catch @trap();
     return @intFromPtr(buf.ptr);
 }
 
