@@ -13,13 +13,15 @@
 #   plugin.
 # - AssemblyScript (node and npm; the compiler from npm, pinned by
 #   plugin-sdk/assemblyscript/package-lock.json, `npm ci` when its
-#   node_modules is missing or stale): the SDK's tests and
-#   examples/plugins/assemblyscript.
+#   node_modules is missing or stale): the SDK's tests,
+#   examples/plugins/assemblyscript (and its test) and the hostile test
+#   plugin.
 # - Zig (the `ziglang` package from PyPI, pinned below, pip-installed into
 #   a venv under ~/.cache/arbiter/ziglang-<version>, never into the
-#   repository): zig fmt, the SDK's tests, examples/plugins/zig.
-# The Go generator's check (above) covers the AssemblyScript and Zig
-# views too.
+#   repository): zig fmt, the SDK's tests, examples/plugins/zig (and its
+#   test) and the hostile test plugin.
+# The Go section's generator check (`go run ./internal/gen -check`) covers
+# the AssemblyScript and Zig views too.
 # The default bundle's modules land in target/plugins/ and are committed
 # next to their sources (policies/plugins/<name>.wasm) so a fresh clone runs
 # without a wasm toolchain — `--install` copies fresh builds there. Each
@@ -168,6 +170,7 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
   log "examples/plugins/assemblyscript/urgent-first.wasm"
   "$as_sdk/node_modules/.bin/asc" examples/plugins/assemblyscript/urgent-first.ts \
     --config "$as_sdk/asconfig.json" -o examples/plugins/assemblyscript/urgent-first.wasm
+  node examples/plugins/assemblyscript/test.mjs
   log "target/plugins/hostile/assemblyscript.wasm"
   "$as_sdk/node_modules/.bin/asc" tests/data/plugins/hostile/assemblyscript/hostile.ts \
     --config "$as_sdk/asconfig.json" -o "$target_dir/hostile/assemblyscript.wasm"
