@@ -422,8 +422,7 @@ fn write_new(path: &Path, text: &str, executable: bool) -> std::io::Result<()> {
         .create_new(true)
         .mode(mode)
         .open(path)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()
+    file.write_all(text.as_bytes())
 }
 
 #[cfg(test)]
