@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod crds;
+pub mod plugin;
 pub mod policy;
 pub mod run;
 pub mod simulate;
@@ -42,6 +43,8 @@ pub enum Command {
     Crds,
     /// Check, test, evaluate and measure policy bundles.
     Policy(policy::PolicyArgs),
+    /// Scaffold WebAssembly policy plugins.
+    Plugin(plugin::PluginArgs),
     /// Run the operator: hold, admit and evict jobs in a cluster.
     Run(run::RunArgs),
 }
@@ -63,16 +66,34 @@ pub fn main() -> ExitCode {
         Command::Convert { files } => run_convert(&files),
         Command::Crds => print_stdout(&crds::crds_yaml()),
         Command::Policy(args) => policy::run(&args),
+        Command::Plugin(args) => plugin::run(&args),
         Command::Run(args) => run::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.is::<UsageError>() => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(1)
         }
     }
 }
+
+/// A usage error found after the arguments parsed (exit 2, as clap's own):
+/// an argument that names something that is not there, or is in the way.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 fn run_convert(files: &[PathBuf]) -> anyhow::Result<()> {
     let (yaml, warnings) = convert::convert(files)?;

@@ -5,7 +5,7 @@
 //! each); `configmap` prints a bundle directory as the ConfigMap the
 //! operator loads (`configmap`).
 
-mod configmap;
+pub(super) mod configmap;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
