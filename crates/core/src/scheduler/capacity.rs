@@ -42,6 +42,11 @@ struct FlavorNodes {
 pub struct Capacity {
     resources: usize,
     flavors: Vec<FlavorNodes>,
+    /// The version of every node's free space and readiness (see
+    /// [`Capacity::version`]).
+    version: u64,
+    /// The last version given out.
+    last_version: u64,
 }
 
 /// Tentative copies of node free space, for placing a workload's pods before committing.
@@ -55,6 +60,8 @@ impl Capacity {
         let mut capacity = Capacity {
             resources,
             flavors: vec![FlavorNodes::default(); flavors],
+            version: 0,
+            last_version: 0,
         };
         for pool in pools {
             let free = capacity.template(pool);
@@ -81,7 +88,27 @@ impl Capacity {
         free
     }
 
+    /// The version of the nodes' state: equal versions mean the same nodes
+    /// ready with the same free space, so a placement found holds. Every
+    /// change gives a version never seen before, unless a trial puts it
+    /// back ([`Capacity::restore_version`]).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Gives back `version`, read before trial commits and releases that
+    /// have all been undone since.
+    pub fn restore_version(&mut self, version: u64) {
+        self.version = version;
+    }
+
+    fn changed(&mut self) {
+        self.last_version += 1;
+        self.version = self.last_version;
+    }
+
     fn add_node_to(&mut self, flavor: FlavorId, pool: usize) {
+        self.changed();
         let free = self.template(&self.flavors[flavor.index()].pools[pool]);
         let fl = &mut self.flavors[flavor.index()];
         if let Some(node) = fl.nodes.iter_mut().find(|n| !n.ready && n.pool == pool) {
@@ -162,6 +189,7 @@ impl Capacity {
         match candidate {
             Some(i) => {
                 fl.nodes[i].ready = false;
+                self.changed();
                 true
             }
             None => false,
@@ -277,6 +305,7 @@ impl Capacity {
     }
 
     pub fn commit(&mut self, placements: &[Placement]) {
+        self.changed();
         for p in placements {
             let node = &mut self.flavors[p.flavor.index()].nodes[p.node as usize];
             for &(r, a) in &p.per_pod {
@@ -289,6 +318,7 @@ impl Capacity {
     }
 
     pub fn release(&mut self, placements: &[Placement]) {
+        self.changed();
         for p in placements {
             let node = &mut self.flavors[p.flavor.index()].nodes[p.node as usize];
             for &(r, a) in &p.per_pod {

@@ -70,6 +70,7 @@ impl Scheduler {
         self.cycles += 1;
         hooks.begin(now);
         if hooks.policies_changed() {
+            self.epoch += 1;
             self.wake_all();
         }
         self.advance_history(now);
@@ -86,7 +87,7 @@ impl Scheduler {
                 // Nothing is examined; `reason` says the queue is stopped.
                 continue;
             }
-            let assignment = self.assign_head(cq, first.id, hooks);
+            let assignment = self.assign_head_reusing(cq, first.id, hooks);
             let entry = &self.entries[first.id.index()];
             // Kueue's order: by how far up the cohort tree the head
             // borrows, then priority, then time. Fair sharing decides
@@ -128,7 +129,7 @@ impl Scheduler {
             if changed_trees.contains(&self.tree_of[cq.index()])
                 || (nodes_changed && !assignment.placements.is_empty())
             {
-                assignment = self.assign_head(cq, id, hooks);
+                assignment = self.assign_head_reusing(cq, id, hooks);
             }
             let lq =
                 &self.cluster.local_queues[self.entries[id.index()].workload.local_queue.index()];

@@ -144,8 +144,10 @@ impl Scheduler {
         let weights = hooks.fair_share(&request);
         if weights.len() == self.fair_weights.len() {
             for (i, w) in weights.into_iter().enumerate() {
-                if w.is_finite() && w >= 0.0 {
+                if w.is_finite() && w >= 0.0 && w != self.fair_weights[i] {
                     self.fair_weights[i] = w;
+                    // Shares and so fair preemption depend on the weights.
+                    self.epoch += 1;
                 }
             }
         }
@@ -235,6 +237,8 @@ impl Scheduler {
     pub(super) fn tournament(&mut self, contenders: &[Contender<'_>]) -> usize {
         // Each contender's standing at every cohort on its path, computed with its usage added.
         let mut standings: Vec<Vec<(Node, Standing)>> = Vec::with_capacity(contenders.len());
+        // All in one tree: one version to put back.
+        let version = contenders.first().map(|c| (c.cq, self.quota.version(c.cq)));
         for c in contenders {
             for &(fr, amount) in c.usage {
                 self.quota.add_usage(c.cq, fr, amount);
@@ -253,6 +257,10 @@ impl Scheduler {
                 self.quota.add_usage(c.cq, fr, -amount);
             }
             standings.push(path);
+        }
+        // Every trial charge is undone: the tree is as it was.
+        if let Some((cq, version)) = version {
+            self.quota.restore_version(cq, version);
         }
         let Some(root) = standings.first().and_then(|p| p.last()).map(|(n, _)| *n) else {
             return 0;

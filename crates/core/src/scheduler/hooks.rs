@@ -143,6 +143,15 @@ pub trait Hooks {
     fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
         None
     }
+    /// May [`Hooks::flavor`] answer anything but `None` in this call? While
+    /// it may not, the scheduler reuses a ClusterQueue's last flavor
+    /// assignment for a head that asks the same as the last one, against
+    /// an unchanged cohort tree, instead of assigning again. An
+    /// implementation that overrides `flavor` says when it would answer;
+    /// the default is that it may.
+    fn orders_flavors(&self) -> bool {
+        true
+    }
 }
 
 /// Kueue's behaviour: admit all, no score, configured weights, listed
@@ -150,4 +159,8 @@ pub trait Hooks {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DefaultHooks;
 
-impl Hooks for DefaultHooks {}
+impl Hooks for DefaultHooks {
+    fn orders_flavors(&self) -> bool {
+        false
+    }
+}

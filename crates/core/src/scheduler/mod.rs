@@ -28,6 +28,7 @@ pub mod history;
 pub mod hooks;
 pub mod intake;
 mod lifecycle;
+mod memo;
 mod preemption;
 mod queues;
 pub mod quota;
@@ -203,6 +204,11 @@ pub struct Scheduler {
     /// `Status::Orphaned` and `Status::Detached` workloads by name, to resolve
     /// against the next configuration.
     orphans: BTreeMap<WorkloadId, restore::Portable>,
+    /// Per ClusterQueue: its last head's assignment, for reuse (`memo`).
+    head_memo: Vec<Option<memo::HeadMemo>>,
+    /// Changed whenever the policies in force or the fair-sharing weights
+    /// change: what was computed under the old ones may not hold.
+    epoch: u64,
 }
 
 impl Scheduler {
@@ -289,6 +295,8 @@ impl Scheduler {
             history_at: Millis::ZERO,
             detached: BTreeMap::new(),
             orphans: BTreeMap::new(),
+            head_memo: vec![None; cqs],
+            epoch: 0,
             cluster,
         }
     }

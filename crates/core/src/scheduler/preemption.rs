@@ -455,6 +455,7 @@ impl Scheduler {
         need: Amount,
     ) -> ((Possibility, u32), Victims) {
         let usage = [(fr, need)];
+        let version = self.quota.version(cq);
         let found = self.victims(cq, id, &usage);
         if found.chosen.is_empty() {
             let level = self.quota.lowest_fitting_subtree(cq, fr, need).0;
@@ -468,6 +469,7 @@ impl Scheduler {
         for &w in victims {
             self.charge(w, 1);
         }
+        self.quota.restore_version(cq, version);
         let within = victims
             .iter()
             .any(|w| self.entries[w.index()].workload.cluster_queue == cq);
@@ -488,11 +490,15 @@ impl Scheduler {
         id: WorkloadId,
         needed: &[(FlavorResource, Amount)],
     ) -> Victims {
-        if self.fair[cq.index()] {
+        // The victims are all in `cq`'s tree; the searches undo each trial charge.
+        let version = self.quota.version(cq);
+        let found = if self.fair[cq.index()] {
             self.fair_victims(cq, id, needed)
         } else {
             self.classical_victims(cq, id, needed)
-        }
+        };
+        self.quota.restore_version(cq, version);
+        found
     }
 
     /// Kueue's `reserveCapacityForUnreclaimablePreempt`: a head that needs
@@ -562,6 +568,7 @@ impl Scheduler {
         }
         // Release the victims for real, then assign again: the preemptor now fits in quota;
         // it must also find room on nodes.
+        let versions = (self.quota.version(cq), self.capacity.version());
         let saved: Vec<(WorkloadId, Admission)> = victims
             .iter()
             .filter_map(|&w| self.entries[w.index()].admission.clone().map(|a| (w, a)))
@@ -582,6 +589,8 @@ impl Scheduler {
             }
             self.capacity.commit(&a.placements);
         }
+        self.quota.restore_version(cq, versions.0);
+        self.capacity.restore_version(versions.1);
         if retry.mode != Mode::Fit {
             let reason = Reason::PreemptionNotEnough {
                 not_fit: assignment.not_fit.unwrap_or(NotFit {

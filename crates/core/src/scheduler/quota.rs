@@ -35,6 +35,14 @@ pub struct QuotaTree {
     children: Vec<Vec<Node>>,
     cluster_queues: usize,
     frs: usize,
+    /// Per node: the root of its tree.
+    roots: Vec<Node>,
+    /// Per root node: the version of its tree's usage, changed by every
+    /// [`QuotaTree::add_usage`] to a value the tree never had before (see
+    /// [`QuotaTree::version`]).
+    versions: Vec<u64>,
+    /// The last version given out, to any tree.
+    last_version: u64,
 }
 
 impl QuotaTree {
@@ -63,12 +71,25 @@ impl QuotaTree {
                 children[parent.0 as usize].push(Node(i as u32));
             }
         }
+        let roots = (0..nodes.len())
+            .map(|i| {
+                let mut node = Node(i as u32);
+                while let Some(parent) = nodes[node.0 as usize].parent {
+                    node = parent;
+                }
+                node
+            })
+            .collect();
+        let versions = vec![0; nodes.len()];
         let mut tree = QuotaTree {
             nodes,
             heights,
             children,
             cluster_queues: cqs,
             frs,
+            roots,
+            versions,
+            last_version: 0,
         };
         for (i, cq) in cluster.cluster_queues.iter().enumerate() {
             tree.set_own_quota(Node(i as u32), &cq.quotas);
@@ -335,9 +356,26 @@ impl QuotaTree {
         }
     }
 
+    /// The version of the usage of `cq`'s cohort tree: equal versions mean
+    /// equal usage throughout the tree, so what was computed from it holds.
+    /// Every change of usage gives the tree a version never seen before,
+    /// unless a trial puts it back ([`QuotaTree::restore_version`]).
+    pub fn version(&self, cq: ClusterQueueId) -> u64 {
+        self.versions[self.roots[cq.index()].0 as usize]
+    }
+
+    /// Gives `cq`'s tree back `version`, read before trial changes of usage
+    /// in that tree that have all been undone since: the usage is again
+    /// what that version stood for.
+    pub fn restore_version(&mut self, cq: ClusterQueueId, version: u64) {
+        self.versions[self.roots[cq.index()].0 as usize] = version;
+    }
+
     /// Adds `delta` (may be negative) to a ClusterQueue's usage and propagates
     /// what exceeds each node's guaranteed part up the tree.
     pub fn add_usage(&mut self, cq: ClusterQueueId, fr: FlavorResource, delta: Amount) {
+        self.last_version += 1;
+        self.versions[self.roots[cq.index()].0 as usize] = self.last_version;
         let mut node = Node(cq.0);
         let mut delta = delta;
         let fr = fr.index();

@@ -266,6 +266,10 @@ impl Hooks for Engine {
         nodes
     }
 
+    fn orders_flavors(&self) -> bool {
+        self.has_hook(Hook::Flavor)
+    }
+
     fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
         if !self.has_hook(Hook::Flavor) {
             return None;
