@@ -29,7 +29,8 @@
 //! (or none, for `native`) and makes K calls on a batch of N workloads in
 //! `measured_calls`, printing nothing else: for counting instructions with
 //! `valgrind --tool=callgrind --toggle-collect='*measured_calls*'`
-//! (BENCHMARKS.md has the command). Measured only, never asserted.
+//! (BENCHMARKS.md has the command); its runtime pools two instances, as
+//! valgrind cannot reserve the default pool. Measured only, never asserted.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 use arbiter_policy::bundle::{self, Bundle, Limits, LoadOptions, Policy};
 use arbiter_policy::eval;
 use arbiter_policy::view::{WeightInput, WorkloadView};
-use arbiter_policy::wasm::{LoadLimits, Runtime};
+use arbiter_policy::wasm::{LoadLimits, Runtime, RuntimeConfig};
 
 /// The same allocator as the `arbiter` binary.
 #[global_allocator]
@@ -250,7 +251,13 @@ fn measured_calls(policy: Option<&Policy>, input: &WeightInput, calls: usize) ->
 
 /// `--only`: one module (or the closure), `calls` calls, nothing timed.
 fn count_only(language: &str, args: &Args) -> Result<(), String> {
-    let runtime = Runtime::new().map_err(|e| e.to_string())?;
+    // A pool of two instances: valgrind cannot reserve the default pool's
+    // address space (64 slots).
+    let config = RuntimeConfig {
+        max_instances: 2,
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::with_config(config).map_err(|e| e.to_string())?;
     let bundle = match language {
         "native" => None,
         _ => Some(
