@@ -267,8 +267,12 @@ fn count_only(language: &str, args: &Args) -> Result<(), String> {
     };
     let policy = bundle.as_ref().map(urgent_first).transpose()?;
     let input = input(args.batch);
-    // One call before the counted ones: lazily initialised state is not counted.
-    measured_calls(policy, &input, 1);
+    // One call before the counted ones, outside `measured_calls`, so
+    // lazily initialised state is not counted.
+    let mut logs = Vec::new();
+    if let Some(policy) = policy {
+        eval::weight(policy, &input, &mut logs).map_err(|e| format!("{language}: {e}"))?;
+    }
     let scored = measured_calls(policy, &input, args.calls);
     if scored != args.batch * args.calls {
         return Err(format!(
