@@ -11,15 +11,15 @@
 # - C (clang and wasm-ld, from Debian's clang and lld, installed when
 #   missing): the SDK's host tests, examples/plugins/c and the hostile test
 #   plugin.
-# - AssemblyScript (node and npm; the compiler from npm, pinned by
-#   plugin-sdk/assemblyscript/package-lock.json, `npm ci` when its
+# - AssemblyScript (node and npm; plugin-sdk/assemblyscript/asc.sh runs the
+#   compiler pinned by its package-lock.json, `npm ci` when its
 #   node_modules is missing or stale): the SDK's tests,
 #   examples/plugins/assemblyscript (and its test) and the hostile test
 #   plugin.
-# - Zig (the `ziglang` package from PyPI, pinned below, pip-installed into
-#   a venv under ~/.cache/arbiter/ziglang-<version>, never into the
-#   repository): zig fmt, the SDK's tests, examples/plugins/zig (and its
-#   test) and the hostile test plugin.
+# - Zig (plugin-sdk/zig/zig.sh runs the `ziglang` package from PyPI it pins,
+#   pip-installed into a venv under ~/.cache/arbiter/ziglang-<version>,
+#   never into the repository): zig fmt, the SDK's tests,
+#   examples/plugins/zig (and its test) and the hostile test plugin.
 # The Go section's generator check (`go run ./internal/gen -check`) covers
 # the AssemblyScript and Zig views too.
 # The default bundle's modules land in target/plugins/ and are committed
@@ -160,38 +160,25 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   fi
 fi
 if command -v node >/dev/null && command -v npm >/dev/null; then
-  if [[ ! -x "$as_sdk/node_modules/.bin/asc" ||
-    "$as_sdk/package-lock.json" -nt "$as_sdk/node_modules/.package-lock.json" ]]; then
-    log "plugin-sdk/assemblyscript: npm ci"
-    (cd "$as_sdk" && npm ci --no-audit --no-fund --loglevel=error)
-  fi
+  # asc.sh installs the pinned compiler (npm ci) when it is missing or stale.
+  asc() { "$as_sdk/asc.sh" "$@"; }
+  asc --version >/dev/null
   log "plugin-sdk/assemblyscript: test"
   (cd "$as_sdk" && npm test --silent)
   log "examples/plugins/assemblyscript/urgent-first.wasm"
-  "$as_sdk/node_modules/.bin/asc" examples/plugins/assemblyscript/urgent-first.ts \
-    --config "$as_sdk/asconfig.json" -o examples/plugins/assemblyscript/urgent-first.wasm
+  asc examples/plugins/assemblyscript/urgent-first.ts -o examples/plugins/assemblyscript/urgent-first.wasm
   node examples/plugins/assemblyscript/test.mjs
   log "target/plugins/hostile/assemblyscript.wasm"
-  "$as_sdk/node_modules/.bin/asc" tests/data/plugins/hostile/assemblyscript/hostile.ts \
-    --config "$as_sdk/asconfig.json" -o "$target_dir/hostile/assemblyscript.wasm"
+  asc tests/data/plugins/hostile/assemblyscript/hostile.ts -o "$target_dir/hostile/assemblyscript.wasm"
 else
   missing "node and npm not found: the AssemblyScript SDK, examples/plugins/assemblyscript and the AssemblyScript hostile plugin are not built"
 fi
 
-# Zig: from PyPI's ziglang wheel, in a venv outside the repository.
-zig_version=0.17.0
-zig_venv="$HOME/.cache/arbiter/ziglang-$zig_version"
+# Zig: from PyPI's ziglang wheel, in a venv outside the repository; zig.sh
+# installs it when missing.
+zig() { plugin-sdk/zig/zig.sh "$@"; }
 rm -f examples/plugins/zig/urgent-first.wasm "$target_dir/hostile/zig.wasm"
-if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" != "$zig_version" ]] &&
-  command -v python3 >/dev/null; then
-  log "installing ziglang==$zig_version from PyPI into $zig_venv"
-  rm -rf "$zig_venv"
-  python3 -m venv "$zig_venv" &&
-    "$zig_venv/bin/pip" install --quiet --disable-pip-version-check "ziglang==$zig_version" ||
-    rm -rf "$zig_venv"
-fi
-if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" == "$zig_version" ]]; then
-  zig() { "$zig_venv/bin/python" -m ziglang "$@"; }
+if zig version >/dev/null; then
   zig_cache=(--cache-dir "$target_dir/zig-cache" --global-cache-dir "$target_dir/zig-cache")
   zig_wasm() { # output, root source file (a plugin importing the SDK as `arbiter`)
     zig build-exe "${zig_cache[@]}" -target wasm32-freestanding -fno-entry -rdynamic -O ReleaseSmall \
@@ -207,7 +194,7 @@ if [[ "$("$zig_venv/bin/python" -m ziglang version 2>/dev/null)" == "$zig_versio
   log "target/plugins/hostile/zig.wasm"
   zig_wasm "$target_dir/hostile/zig.wasm" tests/data/plugins/hostile/zig/hostile.zig
 else
-  missing "zig $zig_version could not be installed (python3 -m venv, pip install ziglang==$zig_version): the Zig SDK, examples/plugins/zig and the Zig hostile plugin are not built"
+  missing "zig could not be installed (plugin-sdk/zig/zig.sh: python3 -m venv, pip install ziglang): the Zig SDK, examples/plugins/zig and the Zig hostile plugin are not built"
 fi
 
 # Every examples/plugins bundle that was built passes its own tests.

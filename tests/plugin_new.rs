@@ -3,9 +3,10 @@
 //! let itself be taken in as a member would fail — builds with its own
 //! `build.sh` and passes `arbiter policy test` straight away, and its
 //! bundle's tests fail before the module is built (so they test the
-//! module). A language whose toolchain is missing is skipped with the
-//! reason printed, unless `ARBITER_REQUIRE_PLUGINS=1` (`scripts/test.sh`
-//! sets it). Bad arguments — an unknown language, an existing path, a bad
+//! module). A language whose toolchain is missing — for AssemblyScript
+//! and Zig, whose SDK wrapper (`asc.sh`, `zig.sh`) cannot install its
+//! pinned compiler — is skipped with the reason printed, unless
+//! `ARBITER_REQUIRE_PLUGINS=1` (`scripts/test.sh` sets it). Bad arguments — an unknown language, an existing path, a bad
 //! name or tenant, no SDK — exit 2 with a message saying what to change
 //! and create nothing; a directory that cannot be written exits 1 naming
 //! it.
@@ -90,8 +91,27 @@ fn missing_toolchain(language: &str) -> Option<String> {
             .into_iter()
             .find(|tool| !succeeds(tool, &["--version"]))
             .map(|tool| format!("{tool} not found (Debian: apt-get install clang lld)")),
+        // The SDK's wrapper installs its pinned compiler when it is
+        // missing, as build.sh would; what stops it is the reason.
+        "assemblyscript" => sdk_tool_fails("plugin-sdk/assemblyscript/asc.sh", "--version"),
+        "zig" => sdk_tool_fails("plugin-sdk/zig/zig.sh", "version"),
         other => Some(format!("no toolchain check for {other}")),
     }
+}
+
+/// Why the SDK's compiler wrapper `script` (relative to the checkout)
+/// cannot run `arg`, if it cannot: the last line it printed.
+fn sdk_tool_fails(script: &str, arg: &str) -> Option<String> {
+    let path = root().join(script);
+    let Some(out) = run(&path.display().to_string(), &[arg]) else {
+        return Some(format!("{script} cannot be run"));
+    };
+    if out.status.success() {
+        return None;
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reason = stderr.lines().last().unwrap_or("no message");
+    Some(format!("{script} {arg} failed: {reason}"))
 }
 
 /// True when the test may go on; prints why not, or fails when the
@@ -191,6 +211,16 @@ fn c_scaffold_builds_and_passes_its_tests() {
     scaffold_builds_and_passes("c");
 }
 
+#[test]
+fn assemblyscript_scaffold_builds_and_passes_its_tests() {
+    scaffold_builds_and_passes("assemblyscript");
+}
+
+#[test]
+fn zig_scaffold_builds_and_passes_its_tests() {
+    scaffold_builds_and_passes("zig");
+}
+
 /// `plugin new ARGS` fails with exit `code`; returns stderr.
 fn fails(args: &[&str], code: i32) -> String {
     let output = arbiter()
@@ -226,7 +256,7 @@ fn bad_arguments_exit_2_and_create_nothing() {
         &stderr,
         &[
             "invalid value 'cobol' for '--lang <LANG>'",
-            "[possible values: rust, go, c]",
+            "[possible values: rust, go, c, assemblyscript, zig]",
         ],
     );
 

@@ -60,9 +60,17 @@ pub struct NewArgs {
 /// `templates/<language>/` directory, listed in [`Language::scaffold`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Language {
+    /// cargo and the wasm32-unknown-unknown target
     Rust,
+    /// Go >= 1.26 (GOOS=wasip1 GOARCH=wasm)
     Go,
+    /// clang and wasm-ld (Debian: clang, lld)
     C,
+    /// node and npm; the SDK's asc.sh installs the compiler it pins
+    #[value(name = "assemblyscript")]
+    AssemblyScript,
+    /// python3 with venv; the SDK's zig.sh installs ziglang from PyPI
+    Zig,
 }
 
 /// One file of a scaffold: where it goes in the plugin's directory and its
@@ -173,6 +181,52 @@ const C: Scaffold = Scaffold {
     ],
 };
 
+const ASSEMBLYSCRIPT: Scaffold = Scaffold {
+    sdk_subdir: "assemblyscript",
+    sdk_marker: "asc.sh",
+    files: &[
+        BUNDLE,
+        TemplateFile {
+            path: "plugin.ts",
+            template: include_str!("plugin/templates/assemblyscript/plugin.ts.tmpl"),
+            executable: false,
+        },
+        TemplateFile {
+            path: "build.sh",
+            template: include_str!("plugin/templates/assemblyscript/build.sh.tmpl"),
+            executable: true,
+        },
+        TemplateFile {
+            path: ".gitignore",
+            template: include_str!("plugin/templates/assemblyscript/gitignore.tmpl"),
+            executable: false,
+        },
+    ],
+};
+
+const ZIG: Scaffold = Scaffold {
+    sdk_subdir: "zig",
+    sdk_marker: "zig.sh",
+    files: &[
+        BUNDLE,
+        TemplateFile {
+            path: "plugin.zig",
+            template: include_str!("plugin/templates/zig/plugin.zig.tmpl"),
+            executable: false,
+        },
+        TemplateFile {
+            path: "build.sh",
+            template: include_str!("plugin/templates/zig/build.sh.tmpl"),
+            executable: true,
+        },
+        TemplateFile {
+            path: ".gitignore",
+            template: include_str!("plugin/templates/zig/gitignore.tmpl"),
+            executable: false,
+        },
+    ],
+};
+
 /// The example's package name in its `Cargo.lock`, replaced by the plugin's.
 const EXAMPLE_LOCK_PACKAGE: &str = "name = \"urgent-first\"\n";
 
@@ -182,6 +236,8 @@ impl Language {
             Language::Rust => &RUST,
             Language::Go => &GO,
             Language::C => &C,
+            Language::AssemblyScript => &ASSEMBLYSCRIPT,
+            Language::Zig => &ZIG,
         }
     }
 
