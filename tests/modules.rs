@@ -12,6 +12,7 @@ const MAX_LINES: usize = 850;
 
 const ROOTS: &[&str] = &[
     "src",
+    "crates/abi/src",
     "crates/core/src",
     "crates/policy/src",
     "crates/sim/src",

@@ -376,6 +376,9 @@ typedef struct {
 
 static inline void arbiter_admission_request_defaults(arbiter_admission_request *out) {
     arbiter_zero(out, sizeof *out);
+    out->cluster_queue.priority_weight.value = 1.0;
+    out->cluster_queue.weight.value = 1.0;
+    out->workload.priority_weight.value = 1.0;
 }
 
 /* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */
@@ -573,6 +576,9 @@ typedef struct {
 
 static inline void arbiter_flavor_request_defaults(arbiter_flavor_request *out) {
     arbiter_zero(out, sizeof *out);
+    out->cluster_queue.priority_weight.value = 1.0;
+    out->cluster_queue.weight.value = 1.0;
+    out->workload.priority_weight.value = 1.0;
 }
 
 /* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */

@@ -20,7 +20,7 @@ type AdmissionRequest struct {
 }
 
 func defaultAdmissionRequest() AdmissionRequest {
-	return AdmissionRequest{ClusterQueue: ClusterQueue{}, Queue: Queue{}, Tenant: Tenant{}, Workload: Workload{}}
+	return AdmissionRequest{ClusterQueue: ClusterQueue{PriorityWeight: 1, Weight: 1}, Queue: Queue{}, Tenant: Tenant{}, Workload: Workload{PriorityWeight: 1}}
 }
 
 func decodeAdmissionRequest(r *reader, v *AdmissionRequest) error {
@@ -578,7 +578,7 @@ type FlavorRequest struct {
 }
 
 func defaultFlavorRequest() FlavorRequest {
-	return FlavorRequest{ClusterQueue: ClusterQueue{}, Queue: Queue{}, Tenant: Tenant{}, Workload: Workload{}}
+	return FlavorRequest{ClusterQueue: ClusterQueue{PriorityWeight: 1, Weight: 1}, Queue: Queue{}, Tenant: Tenant{}, Workload: Workload{PriorityWeight: 1}}
 }
 
 func decodeFlavorRequest(r *reader, v *FlavorRequest) error {

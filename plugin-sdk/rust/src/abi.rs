@@ -10,10 +10,10 @@ use std::fmt::Display;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::hooks::{
+use crate::log::{log, Level};
+use crate::{
     AdmissionResponse, AutoscaleResponse, FairShareResponse, FlavorResponse, WeightResponse,
 };
-use crate::log::{log, Level};
 
 /// The ABI version this SDK implements; `arbiter_abi_version` returns it.
 pub const ABI_VERSION: i32 = 1;
@@ -246,11 +246,11 @@ macro_rules! export_flavor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::{FlavorRequest, WeightRequest};
+    use crate::{FlavorRequest, WeightRequest};
 
     fn gpus_first(request: WeightRequest) -> WeightResponse {
         WeightResponse {
-            scores: request.workloads.iter().map(|w| w.gpus).collect(),
+            scores: request.workloads.iter().map(|w| w.gpus as f64).collect(),
         }
     }
 

@@ -9,7 +9,7 @@
 //! use arbiter_plugin_sdk::{export_weight, WeightRequest, WeightResponse};
 //!
 //! fn weight(req: WeightRequest) -> WeightResponse {
-//!     WeightResponse { scores: req.workloads.iter().map(|w| w.gpus).collect() }
+//!     WeightResponse { scores: req.workloads.iter().map(|w| w.gpus as f64).collect() }
 //! }
 //! export_weight!(weight);
 //! ```
@@ -22,24 +22,28 @@
 //! empty response, which the host rejects as bad output, so the policy's
 //! `failurePolicy` decides. The SDK never panics on host input.
 //!
-//! Views and requests are deserialized leniently: missing fields take their
-//! default and unknown fields are ignored, so a plugin keeps working against
+//! The views, requests and responses are the host's own types (the
+//! `arbiter-abi` crate, from which `plugin-sdk/schema/` is generated),
+//! re-exported under the SDK's names: `Workload` is the host's
+//! `WorkloadView`, `WeightRequest` its `WeightInput`, `WeightResponse` its
+//! `WeightOutput`, and so on. A missing field takes the default the schema
+//! states and unknown fields are ignored, so a plugin keeps working against
 //! a newer host that adds fields.
 
 mod abi;
-mod hooks;
 mod log;
-mod views;
 
 pub use abi::{call_json, HookOutput, Response, ABI_VERSION};
-pub use hooks::{
-    AdmissionRequest, AdmissionResponse, AutoscaleRequest, AutoscaleResponse, FairShareRequest,
-    FairShareResponse, FlavorRequest, FlavorResponse, WeightRequest, WeightResponse,
+pub use arbiter_abi::{
+    AdmissionInput as AdmissionRequest, AdmissionOutput as AdmissionResponse,
+    AutoscaleInput as AutoscaleRequest, AutoscaleOutput as AutoscaleResponse,
+    ClusterQueueView as ClusterQueue, CohortView as Cohort, EstimateView as Estimate,
+    FairShareInput as FairShareRequest, FairShareOutput as FairShareResponse,
+    FlavorInput as FlavorRequest, FlavorOutput as FlavorResponse, FlavorView as Flavor,
+    PodSetView as PodSet, Quantities, QueueView as Queue, TenantView as Tenant,
+    WeightInput as WeightRequest, WeightOutput as WeightResponse, WorkloadView as Workload,
 };
 pub use log::{log, Level};
-pub use views::{
-    ClusterQueue, Cohort, Estimate, Flavor, PodSet, Quantities, Queue, Tenant, Workload,
-};
 
 /// Re-exported for plugins that read their `params` with their own types.
 pub use serde_json;

@@ -8,14 +8,14 @@
 use arbiter_plugin_sdk::{export_weight, export_weight_fields, WeightRequest, WeightResponse};
 
 /// More GPUs than this score as this many.
-const MAX_GPUS: u64 = (1 << 14) - 1;
+const MAX_GPUS: i64 = (1 << 14) - 1;
 /// Whole seconds; older scores as this old.
 const MAX_AGE: u64 = (1 << 32) - 1;
 
 /// Exact in an `f64`: urgent × 2^46 + (MAX_GPUS − gpus) × 2^32 + age.
 pub fn score(workload: &arbiter_plugin_sdk::Workload) -> f64 {
     let urgent = u64::from(workload.labels.get("urgent").is_some_and(|v| v == "true"));
-    let gpus = workload.gpus.clamp(0.0, MAX_GPUS as f64) as u64;
+    let gpus = workload.gpus.clamp(0, MAX_GPUS) as u64;
     let age = if workload.age_seconds >= MAX_AGE as f64 {
         MAX_AGE
     } else if workload.age_seconds > 0.0 {
@@ -23,7 +23,7 @@ pub fn score(workload: &arbiter_plugin_sdk::Workload) -> f64 {
     } else {
         0
     };
-    (urgent << 46 | (MAX_GPUS - gpus) << 32 | age) as f64
+    (urgent << 46 | (MAX_GPUS as u64 - gpus) << 32 | age) as f64
 }
 
 pub fn weight(request: WeightRequest) -> WeightResponse {

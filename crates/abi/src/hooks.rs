@@ -1,0 +1,246 @@
+//! Each hook's request (`*Input`) and response (`*Output`), as in
+//! plugin-sdk/ABI.md "Requests and responses": the host writes the one and
+//! reads the other, a plugin the other way round.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::views::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
+
+/// `admission`: may this workload be admitted with these flavors?
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionInput {
+    #[serde(default)]
+    pub workload: WorkloadView,
+    #[serde(default)]
+    pub queue: QueueView,
+    #[serde(default)]
+    pub cluster_queue: ClusterQueueView,
+    #[serde(default)]
+    pub tenant: TenantView,
+    #[serde(default)]
+    pub cohort: Option<CohortView>,
+    /// Pod set → resource → flavor it would be admitted on.
+    #[serde(default)]
+    pub flavors: BTreeMap<String, BTreeMap<String, String>>,
+    /// Whether admitting it borrows from the cohort.
+    #[serde(default)]
+    pub borrowing: bool,
+    #[serde(default)]
+    pub now: f64,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionOutput {
+    pub allowed: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// `false` rejects the workload for good; default true (it is tried again later).
+    #[serde(default)]
+    pub retryable: Option<bool>,
+}
+
+impl AdmissionOutput {
+    /// Admit.
+    pub fn allow() -> Self {
+        AdmissionOutput {
+            allowed: true,
+            ..Self::default()
+        }
+    }
+
+    /// Deny for now; the workload is tried again later.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        AdmissionOutput {
+            allowed: false,
+            reason: Some(reason.into()),
+            retryable: None,
+        }
+    }
+
+    /// Deny for good: retrying cannot help (e.g. the request exceeds a cap).
+    pub fn deny_permanently(reason: impl Into<String>) -> Self {
+        AdmissionOutput {
+            retryable: Some(false),
+            ..Self::deny(reason)
+        }
+    }
+}
+
+/// `weight`: one score per workload (batch).
+// `W` is how a workload is decoded: the whole `WorkloadView` by default; a
+// plugin may decode its own smaller type holding only the fields it
+// declares with `arbiter_weight_fields` (ABI.md "Lean weight requests").
+// (Not a doc comment: it would become the schema's description.)
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+// The `Serialize` bound lets schemars state the workloads' default (`[]`).
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "WeightInput", bound = "W: schemars::JsonSchema + Serialize")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightInput<W = WorkloadView> {
+    #[serde(default)]
+    pub workloads: Vec<W>,
+    /// By `namespace/name`.
+    #[serde(default)]
+    pub queues: BTreeMap<String, QueueView>,
+    #[serde(default)]
+    pub cluster_queues: BTreeMap<String, ClusterQueueView>,
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantView>,
+    #[serde(default)]
+    pub now: f64,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WeightOutput {
+    /// One finite number per workload, same order; higher goes first.
+    pub scores: Vec<f64>,
+}
+
+/// `fairShare`: one weight per ClusterQueue.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FairShareInput {
+    #[serde(default)]
+    pub cluster_queues: Vec<ClusterQueueView>,
+    #[serde(default)]
+    pub now: f64,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FairShareOutput {
+    /// One weight ≥ 0 per ClusterQueue, same order.
+    pub weights: Vec<f64>,
+}
+
+/// `autoscale`: desired nodes per flavor.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscaleInput {
+    #[serde(default)]
+    pub flavors: Vec<FlavorView>,
+    #[serde(default)]
+    pub now: f64,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AutoscaleOutput {
+    /// Desired nodes per flavor, same order; clamped to `[minNodes, maxNodes]`.
+    pub nodes: Vec<i64>,
+}
+
+/// `flavor`: preferred flavor order for one workload.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorInput {
+    #[serde(default)]
+    pub workload: WorkloadView,
+    #[serde(default)]
+    pub queue: QueueView,
+    #[serde(default)]
+    pub cluster_queue: ClusterQueueView,
+    #[serde(default)]
+    pub tenant: TenantView,
+    /// The ClusterQueue's flavors, in listed order.
+    #[serde(default)]
+    pub candidates: Vec<String>,
+    #[serde(default)]
+    pub now: f64,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FlavorOutput {
+    /// Preferred order, a subset of `candidates`.
+    pub flavors: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn admission_output_helpers() {
+        assert_eq!(
+            serde_json::to_value(AdmissionOutput::allow()).unwrap(),
+            json!({"allowed": true, "reason": null, "retryable": null})
+        );
+        assert_eq!(
+            serde_json::to_value(AdmissionOutput::deny_permanently("too big")).unwrap(),
+            json!({"allowed": false, "reason": "too big", "retryable": false})
+        );
+    }
+
+    #[test]
+    fn requests_use_the_documented_field_names() {
+        let req: WeightInput = serde_json::from_value(json!({
+            "workloads": [{"name": "a"}],
+            "queues": {"research/gpu": {"name": "gpu", "clusterQueue": "cq"}},
+            "clusterQueues": {"cq": {"decayedUsage": 3.5}},
+            "tenants": {"research": {"labels": {"tier": "gold"}}},
+            "now": 42,
+            "params": {"k": 1}
+        }))
+        .unwrap();
+        assert_eq!(req.queues["research/gpu"].cluster_queue, "cq");
+        assert_eq!(req.cluster_queues["cq"].decayed_usage, 3.5);
+        assert_eq!(req.cluster_queues["cq"].weight, 1.0);
+        assert_eq!(req.tenants["research"].labels["tier"], "gold");
+        assert_eq!(req.now, 42.0);
+        assert_eq!(req.params, json!({"k": 1}));
+
+        #[derive(Deserialize, Debug, Default, PartialEq)]
+        struct Lean {
+            gpus: i64,
+        }
+        let lean: WeightInput<Lean> =
+            serde_json::from_value(json!({"workloads": [{"gpus": 3, "name": "x"}]})).unwrap();
+        assert_eq!(lean.workloads, [Lean { gpus: 3 }]);
+
+        let req: AdmissionInput = serde_json::from_value(json!({
+            "flavors": {"worker": {"nvidia.com/gpu": "a100-80gb"}},
+            "borrowing": true,
+            "cohort": null
+        }))
+        .unwrap();
+        assert_eq!(req.flavors["worker"]["nvidia.com/gpu"], "a100-80gb");
+        assert!(req.borrowing);
+        assert_eq!(req.params, Value::Null);
+
+        let req: AutoscaleInput = serde_json::from_value(json!({"flavors": [
+            {"name": "h100", "minNodes": 1, "maxNodes": 8, "pendingNodes": 2.5, "targetUtilization": 80}
+        ]}))
+        .unwrap();
+        assert_eq!(req.flavors[0].max_nodes, 8);
+        assert_eq!(req.flavors[0].pending_nodes, 2.5);
+
+        let req: FlavorInput =
+            serde_json::from_value(json!({"candidates": ["a100", "h100"]})).unwrap();
+        assert_eq!(req.candidates, ["a100", "h100"]);
+    }
+}

@@ -1,0 +1,22 @@
+//! The types Arbiter's host and its WebAssembly plugins exchange (plugin
+//! ABI v1, `plugin-sdk/ABI.md`): the views every hook sees and each hook's
+//! request and response. One definition serves both sides: the host
+//! (`arbiter-policy` re-exports them from its `view` module, and generates
+//! `plugin-sdk/schema/` from them with the `schema` feature) and the Rust
+//! plugin SDK (`plugin-sdk/rust`), so the two cannot drift apart.
+//!
+//! It never depends on more than serde and serde_json (schemars behind
+//! `schema`): it must build for `wasm32-unknown-unknown` inside a plugin.
+//! It never builds views and never evaluates anything.
+
+mod hooks;
+mod views;
+
+pub use hooks::{
+    AdmissionInput, AdmissionOutput, AutoscaleInput, AutoscaleOutput, FairShareInput,
+    FairShareOutput, FlavorInput, FlavorOutput, WeightInput, WeightOutput,
+};
+pub use views::{
+    ClusterQueueView, CohortView, EstimateView, FlavorView, PodSetView, Quantities, QueueView,
+    TenantView, WorkloadView,
+};

@@ -1,0 +1,287 @@
+//! The views every hook sees (plugin-sdk/ABI.md "Views"): camelCase JSON,
+//! quantities as numbers in base units. Every field has a default — what a
+//! request that leaves it out means — and `Default` is exactly a decoded
+//! `{}`; unknown members are ignored. Data only: nothing here builds a view
+//! (the host's `arbiter_policy::view::build` does).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Quantities as numbers in base units (`cpu` in cores, `memory` in bytes).
+pub type Quantities = BTreeMap<String, f64>;
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_count: Option<u32>,
+    /// Per pod.
+    #[serde(default)]
+    pub requests: Quantities,
+}
+
+/// A runtime estimate from the LocalQueue's `resourceEstimation`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct EstimateView {
+    /// The configured quantile of the runtimes of the queue's finished workloads.
+    #[serde(default)]
+    pub runtime_seconds: f64,
+    /// How many finished workloads the estimate rests on.
+    #[serde(default)]
+    pub samples: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default)]
+    pub priority_class: Option<String>,
+    /// The weight multiplying priority (priority class, else LocalQueue `priorityClass.weight`, else ClusterQueue `priorityClass.weight`, else 1).
+    #[serde(default = "one")]
+    pub priority_weight: f64,
+    #[serde(default)]
+    pub queue_name: String,
+    #[serde(default)]
+    pub cluster_queue: String,
+    #[serde(default)]
+    pub pod_sets: Vec<PodSetView>,
+    /// Totals over all pods, per resource.
+    #[serde(default)]
+    pub requests: Quantities,
+    /// Total `nvidia.com/gpu`.
+    #[serde(default)]
+    pub gpus: i64,
+    /// Seconds since it was queued.
+    #[serde(default)]
+    pub age_seconds: f64,
+    #[serde(default)]
+    pub retries: u32,
+    #[serde(default)]
+    pub evictions: u32,
+    #[serde(default)]
+    pub estimate: Option<EstimateView>,
+    /// Flavors it is admitted on — for `admission`, the ones it would be
+    /// admitted on (distinct, in pod-set order); empty otherwise.
+    #[serde(default)]
+    pub flavors: Vec<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// What a request without any of its fields decodes to (`priorityWeight` 1).
+impl Default for WorkloadView {
+    fn default() -> Self {
+        WorkloadView {
+            name: String::new(),
+            namespace: String::new(),
+            kind: String::new(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            priority: 0,
+            priority_class: None,
+            priority_weight: one(),
+            queue_name: String::new(),
+            cluster_queue: String::new(),
+            pod_sets: Vec::new(),
+            requests: Quantities::new(),
+            gpus: 0,
+            age_seconds: 0.0,
+            retries: 0,
+            evictions: 0,
+            estimate: None,
+            flavors: Vec::new(),
+        }
+    }
+}
+
+/// The LocalQueue.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct QueueView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub priority: Option<i64>,
+    #[serde(default)]
+    pub cluster_queue: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub cohort: Option<String>,
+    /// Fair-sharing weight in force.
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// Weighted dominant resource share, as Kueue's `weightedShare`: what the
+    /// queue borrows × 1000 ÷ what its cohort could lend it, ÷ its weight.
+    #[serde(default)]
+    pub share: f64,
+    /// `nvidia.com/gpu`-seconds used, decayed with `adaptiveWeights.usageHalfLife`.
+    #[serde(default)]
+    pub decayed_usage: f64,
+    /// Nominal quota: flavor → resource → amount.
+    #[serde(default)]
+    pub nominal: BTreeMap<String, Quantities>,
+    /// Admitted usage: flavor → resource → amount.
+    #[serde(default)]
+    pub usage: BTreeMap<String, Quantities>,
+    #[serde(default = "one")]
+    pub priority_weight: f64,
+    /// Workloads admitted now.
+    #[serde(default)]
+    pub admitted: u32,
+    /// Workloads waiting now.
+    #[serde(default)]
+    pub pending: u32,
+}
+
+/// What a request without any of its fields decodes to (`weight` and
+/// `priorityWeight` 1).
+impl Default for ClusterQueueView {
+    fn default() -> Self {
+        ClusterQueueView {
+            name: String::new(),
+            cohort: None,
+            weight: one(),
+            share: 0.0,
+            decayed_usage: 0.0,
+            nominal: BTreeMap::new(),
+            usage: BTreeMap::new(),
+            priority_weight: one(),
+            admitted: 0,
+            pending: 0,
+        }
+    }
+}
+
+/// The tenant is the workload's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TenantView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CohortView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub parent: Option<String>,
+}
+
+/// A flavor with node pools, as the autoscale hook sees it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub nodes: u32,
+    #[serde(default)]
+    pub min_nodes: u32,
+    #[serde(default)]
+    pub max_nodes: u32,
+    /// Fraction (0–1) of the nodes' dominant resource in use.
+    #[serde(default)]
+    pub utilization: f64,
+    /// Nodes' worth of requests waiting for capacity.
+    #[serde(default)]
+    pub pending_nodes: f64,
+    /// Target utilisation in percent.
+    #[serde(default)]
+    pub target_utilization: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_an_empty_object_decoded() {
+        fn check<T: serde::de::DeserializeOwned + Default + PartialEq + std::fmt::Debug>() {
+            let decoded: T = serde_json::from_str("{}").unwrap();
+            assert_eq!(decoded, T::default(), "{}", std::any::type_name::<T>());
+        }
+        check::<PodSetView>();
+        check::<EstimateView>();
+        check::<WorkloadView>();
+        check::<QueueView>();
+        check::<ClusterQueueView>();
+        check::<TenantView>();
+        check::<CohortView>();
+        check::<FlavorView>();
+        assert_eq!(WorkloadView::default().priority_weight, 1.0);
+        assert_eq!(ClusterQueueView::default().weight, 1.0);
+        assert_eq!(ClusterQueueView::default().priority_weight, 1.0);
+    }
+
+    #[test]
+    fn workload_reads_camel_case_and_ignores_unknown_members() {
+        let w: WorkloadView = serde_json::from_str(
+            r#"{"name": "train", "namespace": "research", "queueName": "gpu",
+                "podSets": [{"name": "worker", "count": 4, "minCount": 2,
+                             "requests": {"nvidia.com/gpu": 8}}],
+                "gpus": 32, "ageSeconds": 12.5,
+                "estimate": {"runtimeSeconds": 600, "samples": 7},
+                "someFutureField": {"nested": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(w.queue_name, "gpu");
+        assert_eq!(w.pod_sets[0].min_count, Some(2));
+        assert_eq!(w.pod_sets[0].requests["nvidia.com/gpu"], 8.0);
+        assert_eq!(w.gpus, 32);
+        assert_eq!(w.age_seconds, 12.5);
+        assert_eq!(
+            w.estimate,
+            Some(EstimateView {
+                runtime_seconds: 600.0,
+                samples: 7
+            })
+        );
+        assert_eq!(w.priority_weight, 1.0);
+        let w: WorkloadView = serde_json::from_str(r#"{"estimate": null}"#).unwrap();
+        assert_eq!(w.estimate, None);
+        let flavor: FlavorView = serde_json::from_str(r#"{"pendingNodes": 1.5}"#).unwrap();
+        assert_eq!(flavor.pending_nodes, 1.5);
+    }
+}
