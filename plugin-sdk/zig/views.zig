@@ -20,7 +20,7 @@ pub const Map = std.json.ArrayHashMap;
 pub const AdmissionRequest = struct {
     /// Whether admitting it borrows from the cohort.
     borrowing: bool = false,
-    clusterQueue: ClusterQueue = .{ .priorityWeight = 0.0, .weight = 0.0 },
+    clusterQueue: ClusterQueue = .{},
     cohort: ?Cohort = null,
     /// Pod set → resource → flavor it would be admitted on.
     flavors: Map(Map([]const u8)) = .{},
@@ -28,7 +28,7 @@ pub const AdmissionRequest = struct {
     params: std.json.Value = .null,
     queue: Queue = .{},
     tenant: Tenant = .{},
-    workload: Workload = .{ .priorityWeight = 0.0 },
+    workload: Workload = .{},
 };
 
 /// The `admission` hook's response (AdmissionOutput).
@@ -129,12 +129,12 @@ pub const Flavor = struct {
 pub const FlavorRequest = struct {
     /// The ClusterQueue's flavors, in listed order.
     candidates: []const []const u8 = &.{},
-    clusterQueue: ClusterQueue = .{ .priorityWeight = 0.0, .weight = 0.0 },
+    clusterQueue: ClusterQueue = .{},
     now: f64 = 0.0,
     params: std.json.Value = .null,
     queue: Queue = .{},
     tenant: Tenant = .{},
-    workload: Workload = .{ .priorityWeight = 0.0 },
+    workload: Workload = .{},
 };
 
 /// The `flavor` hook's response (FlavorOutput).

@@ -28,11 +28,6 @@ export class AdmissionRequest {
   queue: Queue = new Queue();
   tenant: Tenant = new Tenant();
   workload: Workload = new Workload();
-  constructor() {
-    this.clusterQueue.priorityWeight = 0.0;
-    this.clusterQueue.weight = 0.0;
-    this.workload.priorityWeight = 0.0;
-  }
 }
 
 /** Decodes AdmissionRequest from JSON: a missing member takes its default, an unknown one is skipped. */
@@ -350,11 +345,6 @@ export class FlavorRequest {
   queue: Queue = new Queue();
   tenant: Tenant = new Tenant();
   workload: Workload = new Workload();
-  constructor() {
-    this.clusterQueue.priorityWeight = 0.0;
-    this.clusterQueue.weight = 0.0;
-    this.workload.priorityWeight = 0.0;
-  }
 }
 
 /** Decodes FlavorRequest from JSON: a missing member takes its default, an unknown one is skipped. */
