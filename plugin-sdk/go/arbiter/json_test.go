@@ -57,9 +57,9 @@ func TestWeightRequestDecodesWithSchemaDefaults(t *testing.T) {
 	}
 }
 
-func TestAdmissionDefaultsFollowTheSchemaNotTheFieldDefaults(t *testing.T) {
-	// A missing clusterQueue is the schema's default object (weight 0),
-	// a present one defaults its missing members (weight 1).
+func TestAdmissionDefaultsFollowTheSchema(t *testing.T) {
+	// A missing clusterQueue is the schema's default object, whose weight
+	// is 1 as the host's; a present one defaults its missing members alike.
 	var absent, present AdmissionRequest
 	if err := absent.UnmarshalJSON([]byte(`{}`)); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestAdmissionDefaultsFollowTheSchemaNotTheFieldDefaults(t *testing.T) {
 	if err := present.UnmarshalJSON([]byte(`{"clusterQueue":{}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if absent.ClusterQueue.Weight != 0 || present.ClusterQueue.Weight != 1 {
+	if absent.ClusterQueue.Weight != 1 || present.ClusterQueue.Weight != 1 {
 		t.Errorf("absent %v, present %v", absent.ClusterQueue.Weight, present.ClusterQueue.Weight)
 	}
 }
