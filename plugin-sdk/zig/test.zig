@@ -77,7 +77,7 @@ test "admission: views, defaults, escapes and unknown members" {
     , out);
     const defaults = arbiter.handle("arbiter_admission", arbiter.AdmissionRequest, admit, "{}") orelse return error.CallFailed;
     try testing.expectEqualStrings(
-        \\{"allowed":true,"reason":"|0|0|null|null|null","retryable":false}
+        \\{"allowed":true,"reason":"|1|1|null|null|null","retryable":false}
     , defaults);
 }
 

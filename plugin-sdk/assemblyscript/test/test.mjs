@@ -79,7 +79,7 @@ test("admission: views, defaults, escapes and unknown members", () => {
   });
   const [defaults] = call(module, "arbiter_admission", "{}");
   assert.deepEqual(JSON.parse(defaults), {
-    allowed: false, reason: "|0.0|0.0|none|none|none|null", retryable: false,
+    allowed: false, reason: "|1.0|1.0|none|none|none|null", retryable: false,
   });
 });
 
