@@ -255,6 +255,7 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> Vec<PoolSpec> {
                 allocatable: allocatable.clone(),
                 min_nodes: nodes,
                 max_nodes: nodes,
+                devices: Vec::new(),
             });
         }
     }

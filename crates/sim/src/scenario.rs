@@ -18,7 +18,7 @@ use arbiter_core::model::sim_api::{
 };
 use arbiter_core::model::{api, limits};
 use arbiter_core::model::{Amount, Millis};
-use arbiter_core::scheduler::capacity::PoolSpec;
+use arbiter_core::scheduler::capacity::{DeviceSpec, PoolSpec};
 
 /// A node pool with its provisioning delay.
 #[derive(Clone, Debug)]
@@ -303,6 +303,40 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                 }
             }
             allocatable.sort();
+            let mut devices = Vec::new();
+            for (name, device) in &pool.devices {
+                let field = format!("{field}.devices.{name}");
+                let Some(r) = cluster.resource_id(name) else {
+                    // Nothing asks for it: no card of it is ever taken.
+                    continue;
+                };
+                let Some(&(_, total)) = allocatable.iter().find(|(ar, _)| *ar == r) else {
+                    errors.push(format!(
+                        "{field}: the pool's allocatable does not list {name}; give each node's total there (cards × one card)"
+                    ));
+                    continue;
+                };
+                let cap = limits::MAX_CARDS_PER_NODE;
+                if device.cards == 0 || device.cards > cap {
+                    errors.push(format!(
+                        "{field}.cards: {} cards per node; give 1 to {cap}",
+                        device.cards
+                    ));
+                    continue;
+                }
+                if total.milli() % device.cards as i64 != 0 {
+                    errors.push(format!(
+                        "{field}.cards: allocatable {name} {total} does not split evenly into {} cards; give each node's total as cards × one card",
+                        device.cards
+                    ));
+                    continue;
+                }
+                devices.push(DeviceSpec {
+                    resource: r,
+                    cards: device.cards as u16,
+                    per_card: Amount::from_milli(total.milli() / device.cards as i64),
+                });
+            }
             let min_nodes = pool.min_nodes.unwrap_or(pool.nodes);
             let max_nodes = pool.max_nodes.unwrap_or(pool.nodes);
             let cap = limits::MAX_NODES_PER_POOL;
@@ -334,6 +368,7 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                     allocatable,
                     min_nodes,
                     max_nodes,
+                    devices,
                 },
                 provisioning_delay,
             });

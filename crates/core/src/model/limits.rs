@@ -10,6 +10,9 @@ use super::Millis;
 pub const MAX_PODS_PER_POD_SET: u32 = 100_000;
 /// Nodes in one simulated node pool (`nodes` and `maxNodes`).
 pub const MAX_NODES_PER_POOL: u32 = 10_000;
+
+/// Cards of one device resource per node (`Simulation` node pools' `devices`).
+pub const MAX_CARDS_PER_NODE: u32 = 256;
 /// Workloads one `WorkloadGenerator` may generate (`count`).
 pub const MAX_GENERATED_WORKLOADS: u32 = 1_000_000;
 /// The shortest `adaptiveWeights.adjustmentInterval`.

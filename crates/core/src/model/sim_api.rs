@@ -68,6 +68,21 @@ pub struct NodePool {
     /// Time from a scale-up decision to the node being usable (duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning_delay: Option<String>,
+    /// Resources of `allocatable` each node holds on separate cards (GPUs
+    /// shared by fractions, e.g. `example.com/gpu-milli: {cards: 8}` with
+    /// `allocatable: {example.com/gpu-milli: "8000"}`): a request up to
+    /// one card needs one card with that much free, k whole cards need k
+    /// fully free cards.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub devices: BTreeMap<String, Device>,
+}
+
+/// A device resource of a node pool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    /// Cards per node; the node's allocatable of the resource is split evenly among them.
+    pub cards: u32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -14,7 +14,7 @@ use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, Fungibilit
 use crate::model::selector::{node_constraints_allow, untolerated_taint};
 use crate::model::Amount;
 
-use super::capacity::{Capacity, Scratch};
+use super::capacity::{By, Capacity, Scratch};
 use super::quota::QuotaTree;
 use super::reason::{NeverFits, NotFit, Problem};
 use super::workload::{Placement, PodSetFlavors, Workload};
@@ -330,7 +330,7 @@ pub fn assign(
                 };
                 if mode == Mode::Fit && !placed && ctx.capacity.has_pools(f) {
                     let mut trial = scratch.clone();
-                    match ctx.capacity.place(&mut trial, f, count, &ps.per_pod) {
+                    match ctx.capacity.place(&mut trial, f, count, &ps.per_pod, &mut By::BestFit) {
                         Some(p) => {
                             choice.placements = p;
                             choice.scratch_after = Some(trial);

@@ -129,6 +129,7 @@ impl Fixture {
                     .collect(),
                 min_nodes: nodes,
                 max_nodes: nodes,
+                devices: Vec::new(),
             })
             .collect();
         let quota = QuotaTree::new(&cluster);
@@ -753,6 +754,7 @@ fn pods_are_placed_best_fit_on_the_flavors_nodes() {
             node: 0,
             per_pod: vec![(resource_id(&f.cluster, GPU), units(4))],
             pods: 2,
+            cards: Vec::new(),
         }]
     );
 }

@@ -1,7 +1,18 @@
 //! Physical capacity: the nodes of each flavor's node pools and the pods
 //! placed on them. A flavor without pools is unlimited (Kueue's model). A
 //! workload fits only if every pod finds room on one node; pods are placed
-//! best-fit (the node left with the least room), so fragmentation is real.
+//! best-fit (the node left with the least room) unless a [`Scorer`] (the
+//! placement hook) scores the nodes, so fragmentation is real.
+//!
+//! **Devices.** A pool may declare a resource a device ([`DeviceSpec`]):
+//! each node has `cards` cards of `per_card` each, and the resource is
+//! accounted per card, as the hardware holds it. A request up to one card
+//! needs one card with that much free; a request of k whole cards needs k
+//! fully free cards; any other amount never fits. A card is never
+//! over-allocated (`tests/invariants.rs`). Count resources without a
+//! device declaration (`nvidia.com/gpu`, `nvidia.com/mig-*`) stay one
+//! number per node: each unit is a whole card or slice already.
+//!
 //! Pure data owned by the scheduler; the driver changes node counts.
 
 use std::collections::BTreeMap;
@@ -9,7 +20,17 @@ use std::collections::BTreeMap;
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::Amount;
 
-use super::workload::Placement;
+use super::workload::{CardUse, Placement};
+
+/// A resource a pool's nodes hold on separate cards.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceSpec {
+    pub resource: ResourceId,
+    /// Cards per node (the node's allocatable of `resource` is `cards × per_card`).
+    pub cards: u16,
+    /// What one card holds.
+    pub per_card: Amount,
+}
 
 /// A node pool as configured.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,13 +41,29 @@ pub struct PoolSpec {
     pub allocatable: Vec<(ResourceId, Amount)>,
     pub min_nodes: u32,
     pub max_nodes: u32,
+    /// The resources of `allocatable` held per card; at most one entry per resource.
+    pub devices: Vec<DeviceSpec>,
+}
+
+impl PoolSpec {
+    fn card_count(&self) -> usize {
+        self.devices.iter().map(|d| d.cards as usize).sum()
+    }
+}
+
+/// One node's free space: per resource (indexed by `ResourceId`,
+/// `Amount::MAX` where the node sets no limit) and per card (the pool's
+/// devices in order, each device's cards in order).
+#[derive(Clone, Debug, PartialEq)]
+struct Free {
+    free: Vec<Amount>,
+    cards: Vec<Amount>,
 }
 
 #[derive(Clone, Debug)]
 struct NodeState {
     pool: usize,
-    /// Indexed by ResourceId; `Amount::MAX` where the node sets no limit.
-    free: Vec<Amount>,
+    free: Free,
     ready: bool,
     pods: u32,
 }
@@ -49,10 +86,58 @@ pub struct Capacity {
     last_version: u64,
 }
 
-/// Tentative copies of node free space, for placing a workload's pods before committing.
+/// Tentative copies of node free space, for placing a workload's pods
+/// before committing. `None` for a node that is not ready.
 #[derive(Clone, Default)]
 pub struct Scratch {
-    free: BTreeMap<FlavorId, Vec<Vec<Amount>>>,
+    free: BTreeMap<FlavorId, Vec<Option<Free>>>,
+}
+
+/// A node a pod fits on, as a [`Scorer`] sees it.
+pub struct Candidate<'a> {
+    /// The node's index in its flavor.
+    pub node: u32,
+    /// Free per resource, indexed by `ResourceId`; `Amount::MAX` where the node sets no limit.
+    pub free: &'a [Amount],
+    pub allocatable: &'a [(ResourceId, Amount)],
+    pub devices: &'a [DeviceSpec],
+    /// Free per card: the devices in order, each device's cards in order.
+    pub cards: &'a [Amount],
+}
+
+/// A scorer's answer for one candidate node: higher is better. `card`
+/// picks the card (index among the device's cards) for a request that fits
+/// on one card; without it, or if the card cannot hold the pod, the
+/// fullest card that can is taken.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeScore {
+    pub score: f64,
+    pub card: Option<u16>,
+}
+
+/// Scores the candidate nodes for one pod (the placement hook).
+pub trait Scorer {
+    /// One score per candidate, in order; `None` leaves this pod to the
+    /// built-in best fit.
+    fn score(
+        &mut self,
+        flavor: FlavorId,
+        per_pod: &[(ResourceId, Amount)],
+        candidates: &[Candidate<'_>],
+    ) -> Option<Vec<NodeScore>>;
+}
+
+/// What [`Capacity::place`] places by: the built-in best fit, or a scorer.
+/// `salt` breaks ties between equal scores: among them the node with the
+/// smallest hash of (salt, node) wins, so equal scores spread pods over
+/// the nodes (as the Kubernetes scheduler picks one at random) while the
+/// same inputs still place the same.
+pub enum By<'s> {
+    BestFit,
+    Score {
+        scorer: &'s mut dyn Scorer,
+        salt: u64,
+    },
 }
 
 impl Capacity {
@@ -80,12 +165,16 @@ impl Capacity {
         capacity
     }
 
-    fn template(&self, pool: &PoolSpec) -> Vec<Amount> {
+    fn template(&self, pool: &PoolSpec) -> Free {
         let mut free = vec![Amount::MAX; self.resources];
         for &(r, a) in &pool.allocatable {
             free[r.index()] = a;
         }
-        free
+        let mut cards = Vec::with_capacity(pool.card_count());
+        for device in &pool.devices {
+            cards.extend((0..device.cards).map(|_| device.per_card));
+        }
+        Free { free, cards }
     }
 
     /// The version of the nodes' state: equal versions mean the same nodes
@@ -161,6 +250,18 @@ impl Capacity {
         Some((&fl.pools[state.pool], state.ready))
     }
 
+    /// Free per card of node `node` of `flavor` (the pool's devices in
+    /// order, each device's cards in order); `None` past the last node.
+    pub fn node_cards(&self, flavor: FlavorId, node: u32) -> Option<&[Amount]> {
+        let fl = &self.flavors[flavor.index()];
+        Some(&fl.nodes.get(node as usize)?.free.cards)
+    }
+
+    /// Nodes of `flavor`, ready or not (indices run `0..nodes`).
+    pub fn nodes(&self, flavor: FlavorId) -> u32 {
+        self.flavors[flavor.index()].nodes.len() as u32
+    }
+
     /// Adds one node to the first pool of `flavor` below its maximum.
     pub fn add_node(&mut self, flavor: FlavorId) -> bool {
         let fl = &self.flavors[flavor.index()];
@@ -208,11 +309,16 @@ impl Capacity {
         fl.pools
             .iter()
             .map(|pool| {
-                let free = self.template(pool);
+                let free = self.template(pool).free;
                 let per_node = per_pod
                     .iter()
                     .filter(|&&(r, a)| a.milli() > 0 && free[r.index()] != Amount::MAX)
-                    .map(|&(r, a)| (free[r.index()].milli().max(0) / a.milli()) as u64)
+                    .map(|&(r, a)| {
+                        match pool.devices.iter().find(|d| d.resource == r) {
+                            Some(device) => device.pods_per_node(a),
+                            None => (free[r.index()].milli().max(0) / a.milli()) as u64,
+                        }
+                    })
                     .min()
                     .unwrap_or(u64::MAX);
                 per_node.saturating_mul(pool.max_nodes.max(pool.nodes) as u64)
@@ -220,13 +326,16 @@ impl Capacity {
             .fold(0, u64::saturating_add)
     }
 
-    /// Places `pods` pods on the flavor's nodes in `scratch`; `None` if they don't all fit.
+    /// Places `pods` pods on the flavor's nodes in `scratch`, one at a
+    /// time, each on the node `by` ranks first among those it fits on;
+    /// `None` if they don't all fit.
     pub fn place(
         &self,
         scratch: &mut Scratch,
         flavor: FlavorId,
         pods: u32,
         per_pod: &[(ResourceId, Amount)],
+        by: &mut By<'_>,
     ) -> Option<Vec<Placement>> {
         let fl = &self.flavors[flavor.index()];
         if fl.pools.is_empty() {
@@ -235,82 +344,122 @@ impl Capacity {
         let free = scratch.free.entry(flavor).or_insert_with(|| {
             fl.nodes
                 .iter()
-                .map(|n| if n.ready { n.free.clone() } else { Vec::new() })
+                .map(|n| n.ready.then(|| n.free.clone()))
                 .collect()
         });
-        let mut placed: BTreeMap<u32, u32> = BTreeMap::new();
+        // Per node placed on: pods, and what they hold per card.
+        let mut placed: BTreeMap<u32, (u32, Vec<CardUse>)> = BTreeMap::new();
         for _ in 0..pods {
-            let best = free
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| !f.is_empty() && fits(f, per_pod))
-                .map(|(i, f)| {
-                    (
-                        leftover(f, per_pod, &fl.pools[fl.nodes[i].pool].allocatable),
-                        i,
-                    )
-                })
-                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let (_, node) = best?;
+            let (node, cards) = match by {
+                By::BestFit => best_fit(fl, free, per_pod)?,
+                By::Score { scorer, salt } => {
+                    match scored(fl, free, flavor, per_pod, &mut **scorer, *salt) {
+                        Scored::Placed(node, cards) => (node, cards),
+                        Scored::NoFit => return None,
+                        Scored::Unanswered => best_fit(fl, free, per_pod)?,
+                    }
+                }
+            };
+            let node_free = free[node].as_mut().expect("a candidate node is ready");
             for &(r, a) in per_pod {
-                if free[node][r.index()] != Amount::MAX {
-                    free[node][r.index()] -= a;
+                if node_free.free[r.index()] != Amount::MAX {
+                    node_free.free[r.index()] -= a;
                 }
             }
-            *placed.entry(node as u32).or_default() += 1;
+            let pool = &fl.pools[fl.nodes[node].pool];
+            let entry = placed.entry(node as u32).or_default();
+            entry.0 += 1;
+            for (device, card, amount) in cards {
+                node_free.cards[card_slot(pool, device, card)] -= amount;
+                let resource = pool.devices[device].resource;
+                match entry
+                    .1
+                    .iter_mut()
+                    .find(|u| u.resource == resource && u.card == card)
+                {
+                    Some(u) => u.amount += amount,
+                    None => entry.1.push(CardUse {
+                        resource,
+                        card,
+                        amount,
+                    }),
+                }
+            }
         }
         Some(
             placed
                 .into_iter()
-                .map(|(node, count)| Placement {
-                    flavor,
-                    node,
-                    per_pod: per_pod.to_vec(),
-                    pods: count,
+                .map(|(node, (count, mut cards))| {
+                    cards.sort();
+                    Placement {
+                        flavor,
+                        node,
+                        per_pod: per_pod.to_vec(),
+                        pods: count,
+                        cards,
+                    }
                 })
                 .collect(),
         )
     }
 
-    /// Would `placements` fit where they say, on ready nodes with room now?
+    /// Would `placements` fit where they say, on ready nodes with room now
+    /// (per card where they hold cards)?
     pub fn has_room(&self, placements: &[Placement]) -> bool {
-        let mut needed: BTreeMap<(FlavorId, u32), Vec<Amount>> = BTreeMap::new();
+        let mut needed: BTreeMap<(FlavorId, u32), (Vec<Amount>, Vec<Amount>)> = BTreeMap::new();
         for p in placements {
-            let Some(node) = self
-                .flavors
-                .get(p.flavor.index())
-                .and_then(|f| f.nodes.get(p.node as usize))
-            else {
+            let Some(fl) = self.flavors.get(p.flavor.index()) else {
+                return false;
+            };
+            let Some(node) = fl.nodes.get(p.node as usize) else {
                 return false;
             };
             if !node.ready {
                 return false;
             }
-            let need = needed
-                .entry((p.flavor, p.node))
-                .or_insert_with(|| vec![Amount::ZERO; self.resources]);
+            let pool = &fl.pools[node.pool];
+            let need = needed.entry((p.flavor, p.node)).or_insert_with(|| {
+                (
+                    vec![Amount::ZERO; self.resources],
+                    vec![Amount::ZERO; node.free.cards.len()],
+                )
+            });
             for &(r, a) in &p.per_pod {
-                match need.get_mut(r.index()) {
+                match need.0.get_mut(r.index()) {
                     Some(n) => *n += a.saturating_mul(p.pods as i64),
                     None => return false,
                 }
             }
+            for u in &p.cards {
+                let Some(slot) = card_slot_of(pool, u.resource, u.card) else {
+                    return false;
+                };
+                need.1[slot] += u.amount;
+            }
         }
-        needed.iter().all(|(&(flavor, node), need)| {
+        needed.iter().all(|(&(flavor, node), (need, cards))| {
             let free = &self.flavors[flavor.index()].nodes[node as usize].free;
             need.iter()
-                .zip(free)
+                .zip(&free.free)
                 .all(|(n, f)| *f == Amount::MAX || n <= f)
+                && cards.iter().zip(&free.cards).all(|(n, f)| n <= f)
         })
     }
 
     pub fn commit(&mut self, placements: &[Placement]) {
         self.changed();
         for p in placements {
-            let node = &mut self.flavors[p.flavor.index()].nodes[p.node as usize];
+            let fl = &mut self.flavors[p.flavor.index()];
+            let node = &mut fl.nodes[p.node as usize];
+            let pool = &fl.pools[node.pool];
             for &(r, a) in &p.per_pod {
-                if node.free[r.index()] != Amount::MAX {
-                    node.free[r.index()] -= a.saturating_mul(p.pods as i64);
+                if node.free.free[r.index()] != Amount::MAX {
+                    node.free.free[r.index()] -= a.saturating_mul(p.pods as i64);
+                }
+            }
+            for u in &p.cards {
+                if let Some(slot) = card_slot_of(pool, u.resource, u.card) {
+                    node.free.cards[slot] -= u.amount;
                 }
             }
             node.pods += p.pods;
@@ -320,10 +469,17 @@ impl Capacity {
     pub fn release(&mut self, placements: &[Placement]) {
         self.changed();
         for p in placements {
-            let node = &mut self.flavors[p.flavor.index()].nodes[p.node as usize];
+            let fl = &mut self.flavors[p.flavor.index()];
+            let node = &mut fl.nodes[p.node as usize];
+            let pool = &fl.pools[node.pool];
             for &(r, a) in &p.per_pod {
-                if node.free[r.index()] != Amount::MAX {
-                    node.free[r.index()] += a.saturating_mul(p.pods as i64);
+                if node.free.free[r.index()] != Amount::MAX {
+                    node.free.free[r.index()] += a.saturating_mul(p.pods as i64);
+                }
+            }
+            for u in &p.cards {
+                if let Some(slot) = card_slot_of(pool, u.resource, u.card) {
+                    node.free.cards[slot] += u.amount;
                 }
             }
             node.pods = node.pods.saturating_sub(p.pods);
@@ -342,7 +498,7 @@ impl Capacity {
                 .find(|(r, _)| *r == resource)?
                 .1;
             total += cap;
-            used += cap - node.free[resource.index()];
+            used += cap - node.free.free[resource.index()];
         }
         Some((used, total))
     }
@@ -358,8 +514,205 @@ impl Capacity {
     }
 }
 
-fn fits(free: &[Amount], per_pod: &[(ResourceId, Amount)]) -> bool {
-    per_pod.iter().all(|&(r, a)| free[r.index()] >= a)
+impl DeviceSpec {
+    /// How many pods asking `amount` of this device one empty node holds.
+    fn pods_per_node(&self, amount: Amount) -> u64 {
+        let (per_card, a) = (self.per_card.milli(), amount.milli());
+        if a <= 0 {
+            u64::MAX
+        } else if a <= per_card {
+            self.cards as u64 * (per_card / a) as u64
+        } else if per_card > 0 && a % per_card == 0 {
+            self.cards as u64 / (a / per_card) as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// Where card `card` of device `device` is in a node's card list.
+fn card_slot(pool: &PoolSpec, device: usize, card: u16) -> usize {
+    pool.devices[..device]
+        .iter()
+        .map(|d| d.cards as usize)
+        .sum::<usize>()
+        + card as usize
+}
+
+fn card_slot_of(pool: &PoolSpec, resource: ResourceId, card: u16) -> Option<usize> {
+    let device = pool.devices.iter().position(|d| d.resource == resource)?;
+    (card < pool.devices[device].cards).then(|| card_slot(pool, device, card))
+}
+
+/// The cards one pod takes on a node: (device index, card, amount), or
+/// `None` if the node's cards cannot hold it. `prefer` names the card for
+/// a request that fits on one card (the scorer's choice); otherwise the
+/// fullest card that holds it (ties: the lowest index), and for whole
+/// cards the lowest-numbered free ones.
+fn cards_for(
+    pool: &PoolSpec,
+    cards: &[Amount],
+    per_pod: &[(ResourceId, Amount)],
+    prefer: Option<u16>,
+) -> Option<Vec<(usize, u16, Amount)>> {
+    let mut taken = Vec::new();
+    let mut offset = 0;
+    for (d, device) in pool.devices.iter().enumerate() {
+        let own = &cards[offset..offset + device.cards as usize];
+        offset += device.cards as usize;
+        let amount = per_pod
+            .iter()
+            .find(|(r, _)| *r == device.resource)
+            .map_or(Amount::ZERO, |(_, a)| *a);
+        if amount.milli() <= 0 {
+            continue;
+        }
+        if amount <= device.per_card {
+            let preferred = prefer.filter(|&c| own.get(c as usize).is_some_and(|f| *f >= amount));
+            let card = match preferred {
+                Some(c) => c as usize,
+                None => own
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| **f >= amount)
+                    .min_by_key(|&(i, f)| (*f, i))?
+                    .0,
+            };
+            taken.push((d, card as u16, amount));
+        } else {
+            let per_card = device.per_card.milli();
+            if per_card <= 0 || amount.milli() % per_card != 0 {
+                return None;
+            }
+            let whole = (amount.milli() / per_card) as usize;
+            let free: Vec<usize> = own
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f == device.per_card)
+                .map(|(i, _)| i)
+                .take(whole)
+                .collect();
+            if free.len() < whole {
+                return None;
+            }
+            taken.extend(free.into_iter().map(|i| (d, i as u16, device.per_card)));
+        }
+    }
+    Some(taken)
+}
+
+/// Cards a pod takes if it fits on the node at all (every limited resource, then the cards).
+fn fits_on(
+    pool: &PoolSpec,
+    free: &Free,
+    per_pod: &[(ResourceId, Amount)],
+    prefer: Option<u16>,
+) -> Option<Vec<(usize, u16, Amount)>> {
+    if !per_pod.iter().all(|&(r, a)| free.free[r.index()] >= a) {
+        return None;
+    }
+    if pool.devices.is_empty() {
+        return Some(Vec::new());
+    }
+    cards_for(pool, &free.cards, per_pod, prefer)
+}
+
+type Taken = (usize, Vec<(usize, u16, Amount)>);
+
+/// The built-in best fit: the node left with the least room, normalised
+/// per resource (ties: the lowest index).
+fn best_fit(
+    fl: &FlavorNodes,
+    free: &[Option<Free>],
+    per_pod: &[(ResourceId, Amount)],
+) -> Option<Taken> {
+    let mut best: Option<(f64, usize, Vec<(usize, u16, Amount)>)> = None;
+    for (i, f) in free.iter().enumerate() {
+        let Some(f) = f else { continue };
+        let pool = &fl.pools[fl.nodes[i].pool];
+        let Some(cards) = fits_on(pool, f, per_pod, None) else {
+            continue;
+        };
+        let room = leftover(&f.free, per_pod, &pool.allocatable);
+        if best.as_ref().is_none_or(|(b, _, _)| room < *b) {
+            best = Some((room, i, cards));
+        }
+    }
+    best.map(|(_, i, cards)| (i, cards))
+}
+
+enum Scored {
+    Placed(usize, Vec<(usize, u16, Amount)>),
+    NoFit,
+    Unanswered,
+}
+
+fn scored(
+    fl: &FlavorNodes,
+    free: &[Option<Free>],
+    flavor: FlavorId,
+    per_pod: &[(ResourceId, Amount)],
+    scorer: &mut dyn Scorer,
+    salt: u64,
+) -> Scored {
+    let mut fitting = Vec::new();
+    for (i, f) in free.iter().enumerate() {
+        let Some(f) = f else { continue };
+        let pool = &fl.pools[fl.nodes[i].pool];
+        if fits_on(pool, f, per_pod, None).is_some() {
+            fitting.push((i, pool, f));
+        }
+    }
+    if fitting.is_empty() {
+        return Scored::NoFit;
+    }
+    let candidates: Vec<Candidate<'_>> = fitting
+        .iter()
+        .map(|&(i, pool, f)| Candidate {
+            node: i as u32,
+            free: &f.free,
+            allocatable: &pool.allocatable,
+            devices: &pool.devices,
+            cards: &f.cards,
+        })
+        .collect();
+    let Some(scores) = scorer.score(flavor, per_pod, &candidates) else {
+        return Scored::Unanswered;
+    };
+    if scores.len() != candidates.len() {
+        return Scored::Unanswered;
+    }
+    // The highest score; NaN ranks below every number.
+    let key = |s: f64| if s.is_nan() { f64::NEG_INFINITY } else { s };
+    let mut best: Option<(f64, u64, usize)> = None;
+    for (k, s) in scores.iter().enumerate() {
+        let score = key(s.score);
+        let tie = tie_hash(salt, fitting[k].0 as u64);
+        let better = match best {
+            None => true,
+            Some((b, t, _)) => score > b || (score == b && tie < t),
+        };
+        if better {
+            best = Some((score, tie, k));
+        }
+    }
+    let (_, _, k) = best.expect("at least one candidate");
+    let (node, pool, f) = fitting[k];
+    match fits_on(pool, f, per_pod, scores[k].card) {
+        Some(cards) => Scored::Placed(node, cards),
+        None => Scored::NoFit,
+    }
+}
+
+/// SplitMix64 of the pair: a fixed, well-spread order of the nodes per salt.
+fn tie_hash(salt: u64, node: u64) -> u64 {
+    let mut z = salt
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(node)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Room left on the node after the pod, normalised per resource and summed
@@ -383,101 +736,5 @@ fn leftover(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GPU: ResourceId = ResourceId(0);
-    const CPU: ResourceId = ResourceId(1);
-
-    fn pool(nodes: u32) -> PoolSpec {
-        PoolSpec {
-            flavor: FlavorId(0),
-            nodes,
-            allocatable: vec![(GPU, Amount::from_units(8)), (CPU, Amount::from_units(96))],
-            min_nodes: 0,
-            max_nodes: 4,
-        }
-    }
-
-    #[test]
-    fn every_pod_needs_one_node() {
-        let capacity = Capacity::new(1, 2, &[pool(2)]);
-        let mut scratch = Scratch::default();
-        // 2 nodes × 8 GPUs = 16, but a 12-GPU pod fits on neither.
-        assert!(capacity
-            .place(
-                &mut scratch,
-                FlavorId(0),
-                1,
-                &[(GPU, Amount::from_units(12))]
-            )
-            .is_none());
-        let mut scratch = Scratch::default();
-        let placed = capacity
-            .place(
-                &mut scratch,
-                FlavorId(0),
-                4,
-                &[(GPU, Amount::from_units(4))],
-            )
-            .unwrap();
-        assert_eq!(placed.iter().map(|p| p.pods).sum::<u32>(), 4);
-    }
-
-    #[test]
-    fn best_fit_packs_before_spreading() {
-        let mut capacity = Capacity::new(1, 2, &[pool(2)]);
-        let mut scratch = Scratch::default();
-        let first = capacity
-            .place(
-                &mut scratch,
-                FlavorId(0),
-                1,
-                &[(GPU, Amount::from_units(2))],
-            )
-            .unwrap();
-        capacity.commit(&first);
-        let mut scratch = Scratch::default();
-        let second = capacity
-            .place(
-                &mut scratch,
-                FlavorId(0),
-                1,
-                &[(GPU, Amount::from_units(2))],
-            )
-            .unwrap();
-        assert_eq!(
-            first[0].node, second[0].node,
-            "second pod goes to the fuller node"
-        );
-        capacity.commit(&second);
-        // An 8-GPU pod still fits: the other node stayed empty.
-        let mut scratch = Scratch::default();
-        assert!(capacity
-            .place(
-                &mut scratch,
-                FlavorId(0),
-                1,
-                &[(GPU, Amount::from_units(8))]
-            )
-            .is_some());
-        capacity.release(&first);
-        capacity.release(&second);
-        assert_eq!(
-            capacity.usage(FlavorId(0), GPU),
-            Some((Amount::ZERO, Amount::from_units(16)))
-        );
-    }
-
-    #[test]
-    fn scaling_respects_pool_bounds() {
-        let mut capacity = Capacity::new(1, 2, &[pool(1)]);
-        assert!(capacity.add_node(FlavorId(0)));
-        assert!(capacity.add_node(FlavorId(0)));
-        assert!(capacity.add_node(FlavorId(0)));
-        assert!(!capacity.add_node(FlavorId(0)), "max 4 nodes");
-        assert_eq!(capacity.ready_nodes(FlavorId(0)), 4);
-        assert!(capacity.remove_idle_node(FlavorId(0)));
-        assert_eq!(capacity.ready_nodes(FlavorId(0)), 3);
-    }
-}
+#[path = "capacity_tests.rs"]
+mod tests;

@@ -302,7 +302,7 @@ impl Scheduler {
         cycle: &mut Cycle,
     ) -> bool {
         let verdict = self.ask_admission(id, &assignment, now, hooks);
-        self.decide(cq, id, assignment, verdict, now, cycle)
+        self.decide(cq, id, assignment, verdict, now, hooks, cycle)
     }
 
     /// The admission hook's verdict on admitting `id` with `assignment`.
@@ -330,11 +330,12 @@ impl Scheduler {
         assignment: Assignment,
         verdict: AdmissionVerdict,
         now: Millis,
+        hooks: &mut dyn Hooks,
         cycle: &mut Cycle,
     ) -> bool {
         match verdict {
             AdmissionVerdict::Allow => {
-                self.admit(cq, id, assignment, now);
+                self.admit(cq, id, assignment, now, hooks);
                 cycle.events.push(Event::Admitted { workload: id });
                 true
             }
@@ -394,7 +395,11 @@ impl Scheduler {
         id: WorkloadId,
         assignment: Assignment,
         now: Millis,
+        hooks: &mut dyn Hooks,
     ) {
+        let placements = self
+            .placed_by_policy(id, &assignment, now, hooks)
+            .unwrap_or(assignment.placements);
         self.dequeue(id);
         self.install(
             cq,
@@ -403,7 +408,7 @@ impl Scheduler {
                 at: now,
                 pod_sets: assignment.pod_sets,
                 usage: assignment.usage,
-                placements: assignment.placements,
+                placements,
                 borrowing: assignment.borrowing,
                 counts: assignment.counts,
             },

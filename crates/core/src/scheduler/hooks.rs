@@ -1,14 +1,15 @@
-//! The five policy hooks the core consults (DESIGN §4): `admission`,
-//! `weight`, `fairShare`, `autoscale`, `flavor`. The core calls them with
+//! The six policy hooks the core consults (DESIGN §4): `admission`,
+//! `weight`, `fairShare`, `autoscale`, `flavor`, `placement`. The core calls them with
 //! typed, read-only views and never knows how they are implemented; the
 //! built-in [`DefaultHooks`] give Kueue's behaviour, and the CEL/WASM
 //! policy engine implements the same trait. Hooks must be deterministic.
 //! Every request carries the scheduler itself (`state`), read-only, so a
 //! hook can look at quota usage, shares, decayed usage and estimates.
 
-use crate::model::cluster::{ClusterQueueId, FlavorId};
-use crate::model::Millis;
+use crate::model::cluster::{ClusterQueueId, FlavorId, ResourceId};
+use crate::model::{Amount, Millis};
 
+use super::capacity::{Candidate, NodeScore};
 use super::entry::Entry;
 use super::workload::PodSetFlavors;
 use super::Scheduler;
@@ -102,6 +103,20 @@ pub struct FlavorRequest<'a> {
     pub candidates: &'a [FlavorId],
 }
 
+/// One pod of an admitted workload to place, and the nodes of its flavor
+/// it fits on (every limited resource, and per card where the node holds
+/// devices). Asked pod by pod, each seeing the pods placed before it.
+pub struct PlacementRequest<'a> {
+    pub state: &'a Scheduler,
+    pub entry: &'a Entry,
+    /// Index into the workload's pod sets.
+    pub pod_set: usize,
+    pub flavor: FlavorId,
+    pub per_pod: &'a [(ResourceId, Amount)],
+    pub candidates: &'a [Candidate<'a>],
+    pub now: Millis,
+}
+
 /// The decision points of the scheduler. Every method's default is Kueue's
 /// behaviour, so an implementation states only what it decides otherwise.
 pub trait Hooks {
@@ -151,6 +166,20 @@ pub trait Hooks {
     /// the default is that it may.
     fn orders_flavors(&self) -> bool {
         true
+    }
+    /// A score per candidate node (same order; higher is better), or
+    /// `None` for the built-in best fit (the default). Asked only when
+    /// [`Hooks::places`] says so, at admission: which flavor and whether
+    /// the pods fit at all is decided before, best-fit; the answer then
+    /// chooses the nodes and cards. If the pods do not all fit the way the
+    /// scores place them, the best-fit placement stands.
+    fn placement(&mut self, _request: &PlacementRequest<'_>) -> Option<Vec<NodeScore>> {
+        None
+    }
+    /// May [`Hooks::placement`] answer anything but `None` in this call?
+    /// By default it never does, and pods are placed best-fit.
+    fn places(&self) -> bool {
+        false
     }
 }
 

@@ -29,6 +29,7 @@ pub mod hooks;
 pub mod intake;
 mod lifecycle;
 mod memo;
+mod placement;
 mod preemption;
 mod queues;
 pub mod quota;

@@ -606,7 +606,7 @@ impl Scheduler {
         // One admission question per attempt: a denial is carried out as is.
         let verdict = self.ask_admission(id, &retry, now, hooks);
         if verdict != AdmissionVerdict::Allow {
-            return self.decide(cq, id, retry, verdict, now, cycle);
+            return self.decide(cq, id, retry, verdict, now, hooks, cycle);
         }
         let preemptor = {
             let e = &self.entries[id.index()];
@@ -629,7 +629,7 @@ impl Scheduler {
                 cause: Requeue::Preempted,
             });
         }
-        self.admit(cq, id, retry, now);
+        self.admit(cq, id, retry, now, hooks);
         cycle.events.push(Event::Admitted { workload: id });
         true
     }

@@ -33,11 +33,13 @@ use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, R
 use crate::model::{Amount, Millis};
 
 use super::assign;
-use super::capacity::{PoolSpec, Scratch};
+use super::capacity::{By, PoolSpec, Scratch};
 use super::entry::Entry;
 use super::lifecycle::TimerKind;
 use super::reason::Reason;
-use super::workload::{Admission, Placement, PodSetFlavors, Seq, Status, Workload, WorkloadId};
+use super::workload::{
+    Admission, CardUse, Placement, PodSetFlavors, Seq, Status, Workload, WorkloadId,
+};
 use super::Scheduler;
 
 /// An admitted workload read back after a restart.
@@ -94,8 +96,23 @@ pub struct Reconfigured {
 /// Per pod set: resource name → flavor name.
 type FlavorNames = Vec<Vec<(String, String)>>;
 
-/// A [`Placement`] by names: flavor, node index, per-pod requests, pods.
-type NamedPlacement = (String, u32, Vec<(String, Amount)>, u32);
+/// A [`Placement`] by names: flavor, node index, per-pod requests, pods,
+/// and what they hold per card (resource name, card, amount).
+type NamedPlacement = (
+    String,
+    u32,
+    Vec<(String, Amount)>,
+    u32,
+    Vec<(String, u16, Amount)>,
+);
+
+fn resource_name(cluster: &Cluster, r: ResourceId) -> String {
+    cluster
+        .resources
+        .get(r.index())
+        .cloned()
+        .unwrap_or_default()
+}
 
 fn named_placements(cluster: &Cluster, placements: &[Placement]) -> Vec<NamedPlacement> {
     placements
@@ -109,18 +126,14 @@ fn named_placements(cluster: &Cluster, placements: &[Placement]) -> Vec<NamedPla
             let per_pod = p
                 .per_pod
                 .iter()
-                .map(|&(r, a)| {
-                    (
-                        cluster
-                            .resources
-                            .get(r.index())
-                            .cloned()
-                            .unwrap_or_default(),
-                        a,
-                    )
-                })
+                .map(|&(r, a)| (resource_name(cluster, r), a))
                 .collect();
-            (flavor, p.node, per_pod, p.pods)
+            let cards = p
+                .cards
+                .iter()
+                .map(|u| (resource_name(cluster, u.resource), u.card, u.amount))
+                .collect();
+            (flavor, p.node, per_pod, p.pods, cards)
         })
         .collect()
 }
@@ -307,7 +320,7 @@ impl Scheduler {
         let mut placements = Vec::new();
         for ((ps, chosen), &count) in workload.pod_sets.iter().zip(flavors).zip(counts) {
             if let Some(&(_, f)) = chosen.flavors.first() {
-                if let Some(placed) = self.capacity.place(scratch, f, count, &ps.per_pod) {
+                if let Some(placed) = self.capacity.place(scratch, f, count, &ps.per_pod, &mut By::BestFit) {
                     placements.extend(placed);
                 }
             }
@@ -320,13 +333,24 @@ impl Scheduler {
     fn kept_placements(&self, named: &[NamedPlacement]) -> Option<Vec<Placement>> {
         let placements = named
             .iter()
-            .map(|(flavor, node, per_pod, pods)| {
+            .map(|(flavor, node, per_pod, pods, cards)| {
                 let per_pod = per_pod_ids(&self.cluster, per_pod).ok()?;
+                let cards = cards
+                    .iter()
+                    .map(|(name, card, amount)| {
+                        Some(CardUse {
+                            resource: self.cluster.resource_id(name)?,
+                            card: *card,
+                            amount: *amount,
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>()?;
                 Some(Placement {
                     flavor: self.cluster.flavor_id(flavor)?,
                     node: *node,
                     per_pod,
                     pods: *pods,
+                    cards,
                 })
             })
             .collect::<Option<Vec<_>>>()?;
@@ -648,7 +672,7 @@ impl Scheduler {
                     let Ok(per_pod) = per_pod_ids(&self.cluster, requests) else {
                         continue;
                     };
-                    if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod) {
+                    if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod, &mut By::BestFit) {
                         placements.extend(placed);
                     }
                 }

@@ -554,6 +554,7 @@ spec: {clusterQueue: cq}
         allocatable: vec![(gpu, Amount::from_units(8))],
         min_nodes: 1,
         max_nodes: 4,
+        devices: Vec::new(),
     }];
     let mut s = Scheduler::new(c.clone(), &pools);
     let (_, step) = submit(

@@ -110,6 +110,19 @@ pub struct Placement {
     pub node: u32,
     pub per_pod: Vec<(ResourceId, Amount)>,
     pub pods: u32,
+    /// What these pods hold of each card of the node's device resources
+    /// (summed over the pods, one entry per card); empty where the node
+    /// declares no devices.
+    pub cards: Vec<CardUse>,
+}
+
+/// An amount of one card of a device resource, held by placed pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CardUse {
+    pub resource: ResourceId,
+    /// The card's index among the node's cards of `resource`.
+    pub card: u16,
+    pub amount: Amount,
 }
 
 /// A workload's admission: flavors, quota charged and pods placed.

@@ -1,0 +1,110 @@
+//! Placement by policy: at admission, the placement hook scores the nodes
+//! each pod fits on and the pods go where it ranks first. Which flavor,
+//! and whether the pods fit at all, was settled before by the best-fit
+//! trial of flavor assignment; this only moves pods among the nodes (and
+//! cards) that hold them. If the scores cannot place every pod, the trial's
+//! best-fit placement stands, so a policy never loses an admission.
+
+use crate::model::cluster::{FlavorId, ResourceId};
+use crate::model::{Amount, Millis};
+
+use super::assign::Assignment;
+use super::capacity::{By, Candidate, NodeScore, Scorer, Scratch};
+use super::hooks::{Hooks, PlacementRequest};
+use super::workload::{Placement, WorkloadId};
+use super::Scheduler;
+
+/// The placement hook seen as the capacity's [`Scorer`] for one pod set.
+struct PolicyScorer<'a, 'h> {
+    state: &'a Scheduler,
+    id: WorkloadId,
+    pod_set: usize,
+    now: Millis,
+    hooks: &'h mut dyn Hooks,
+}
+
+impl Scorer for PolicyScorer<'_, '_> {
+    fn score(
+        &mut self,
+        flavor: FlavorId,
+        per_pod: &[(ResourceId, Amount)],
+        candidates: &[Candidate<'_>],
+    ) -> Option<Vec<NodeScore>> {
+        self.hooks.placement(&PlacementRequest {
+            state: self.state,
+            entry: &self.state.entries[self.id.index()],
+            pod_set: self.pod_set,
+            flavor,
+            per_pod,
+            candidates,
+            now: self.now,
+        })
+    }
+}
+
+impl Scheduler {
+    /// The placements the placement hook chooses for `assignment`'s pods,
+    /// or `None` to keep the trial's (no policy places, or its scores do
+    /// not place every pod).
+    pub(super) fn placed_by_policy(
+        &self,
+        id: WorkloadId,
+        assignment: &Assignment,
+        now: Millis,
+        hooks: &mut dyn Hooks,
+    ) -> Option<Vec<Placement>> {
+        if !hooks.places() || assignment.placements.is_empty() {
+            return None;
+        }
+        let workload = &self.entries[id.index()].workload;
+        let salt = salt_of(&workload.namespace, &workload.name);
+        let mut scratch = Scratch::default();
+        let mut placements = Vec::with_capacity(assignment.placements.len());
+        for (pod_set, ((ps, chosen), &count)) in workload
+            .pod_sets
+            .iter()
+            .zip(&assignment.pod_sets)
+            .zip(&assignment.counts)
+            .enumerate()
+        {
+            let Some(flavor) = chosen
+                .flavors
+                .iter()
+                .map(|&(_, f)| f)
+                .find(|&f| self.capacity.has_pools(f))
+            else {
+                continue;
+            };
+            let mut scorer = PolicyScorer {
+                state: self,
+                id,
+                pod_set,
+                now,
+                hooks: &mut *hooks,
+            };
+            let placed = self.capacity.place(
+                &mut scratch,
+                flavor,
+                count,
+                &ps.per_pod,
+                &mut By::Score {
+                    scorer: &mut scorer,
+                    salt: salt ^ pod_set as u64,
+                },
+            )?;
+            placements.extend(placed);
+        }
+        Some(placements)
+    }
+}
+
+/// FNV-1a of the workload's namespace and name: its own, fixed tie-break
+/// among equally scored nodes.
+fn salt_of(namespace: &str, name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in namespace.bytes().chain([b'/']).chain(name.bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
