@@ -1,13 +1,15 @@
 //! What the scheduler remembers of the past for policies: each
 //! ClusterQueue's GPU usage with exponential decay (the fair-share hook's
 //! `clusterQueue.decayedUsage`) and each LocalQueue's runtime estimate from
-//! its finished workloads (`resourceEstimation`, `workload.estimate`).
+//! its finished workloads (`resourceEstimation`, `workload.estimate`), and
+//! each ClusterQueue's recent pod shapes (the placement hook's typical pods).
 //! Pure: time only arrives as the `now` the caller passes.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
-use crate::model::cluster::{Cluster, Estimation, HistoryWindow};
-use crate::model::Millis;
+use crate::model::cluster::{Cluster, Estimation, HistoryWindow, ResourceId};
+use crate::model::{Amount, Millis};
 
 /// GPU-seconds used, decayed with a half-life: d(t) = ∫ u(s)·2^(−(t−s)/h) ds.
 #[derive(Clone, Debug)]
@@ -149,5 +151,83 @@ mod tests {
         h.record(Millis::from_secs(0), Millis::from_secs(500));
         h.record(Millis::from_secs(100), Millis::from_secs(5));
         assert_eq!(h.estimate().unwrap().runtime, Millis::from_secs(5));
+    }
+}
+
+/// The pods last submitted to a ClusterQueue, by shape (per-pod requests):
+/// the "typical pods" a placement policy such as FGD weighs free capacity
+/// against. A sliding window of the last [`PodShapes::WINDOW`] pods.
+#[derive(Clone, Debug, Default)]
+pub struct PodShapes {
+    /// (shape, pods), oldest first.
+    recent: VecDeque<(Arc<[(ResourceId, Amount)]>, u32)>,
+    /// Pods per shape in `recent`.
+    counts: BTreeMap<Arc<[(ResourceId, Amount)]>, u64>,
+    pods: u64,
+}
+
+/// A shape of the recent pods and its share of them (0–1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypicalPod {
+    pub per_pod: Arc<[(ResourceId, Amount)]>,
+    pub share: f64,
+}
+
+impl PodShapes {
+    /// Pods remembered.
+    pub const WINDOW: u64 = 2_000;
+    /// The most frequent shapes are typical until they cover this share of the pods.
+    pub const COVER: f64 = 0.95;
+
+    /// Records `pods` pods asking `per_pod` each (resources in `ResourceId` order).
+    pub fn record(&mut self, per_pod: &[(ResourceId, Amount)], pods: u32) {
+        if pods == 0 {
+            return;
+        }
+        let shape: Arc<[(ResourceId, Amount)]> = match self.counts.get_key_value(per_pod) {
+            Some((k, _)) => k.clone(),
+            None => per_pod.into(),
+        };
+        *self.counts.entry(shape.clone()).or_default() += pods as u64;
+        self.pods += pods as u64;
+        self.recent.push_back((shape, pods));
+        while self.pods > Self::WINDOW {
+            let Some((old, n)) = self.recent.pop_front() else {
+                break;
+            };
+            self.pods -= n as u64;
+            if let Some(c) = self.counts.get_mut(&old) {
+                *c -= n as u64;
+                if *c == 0 {
+                    self.counts.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// The most frequent shapes, most frequent first (ties: smaller
+    /// requests first), until they cover [`PodShapes::COVER`] of the pods
+    /// remembered; shares renormalised to sum to 1 over those returned.
+    pub fn typical(&self) -> Vec<TypicalPod> {
+        let mut by_count: Vec<(&Arc<[(ResourceId, Amount)]>, u64)> =
+            self.counts.iter().map(|(k, &c)| (k, c)).collect();
+        by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let want = Self::COVER * self.pods as f64;
+        let mut covered = 0u64;
+        let mut out = Vec::new();
+        for (shape, count) in by_count {
+            if covered as f64 >= want {
+                break;
+            }
+            covered += count;
+            out.push(TypicalPod {
+                per_pod: shape.clone(),
+                share: count as f64,
+            });
+        }
+        for t in &mut out {
+            t.share /= covered.max(1) as f64;
+        }
+        out
     }
 }

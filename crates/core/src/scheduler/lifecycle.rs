@@ -42,6 +42,9 @@ impl Scheduler {
             None => (WorkloadId(self.entries.len() as u32), 0),
         };
         let cq = workload.cluster_queue;
+        for ps in &workload.pod_sets {
+            self.shapes[cq.index()].record(&ps.per_pod, ps.count);
+        }
         let mut reason = Reason::None;
         let mut status = Status::Scoring;
         if !self.cluster.namespace_allowed(cq, &workload.namespace) {

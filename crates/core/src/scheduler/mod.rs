@@ -51,7 +51,7 @@ use crate::model::{Amount, Millis};
 
 use assign::Context;
 use capacity::{Capacity, PoolSpec};
-use history::{DecayedUsage, Estimate, RuntimeHistory};
+use history::{DecayedUsage, Estimate, PodShapes, RuntimeHistory, TypicalPod};
 use queues::{ClusterQueueState, TenantGroup};
 use quota::QuotaTree;
 
@@ -190,6 +190,8 @@ pub struct Scheduler {
     decayed: Vec<DecayedUsage>,
     /// Per LocalQueue: runtime history, where `resourceEstimation` is on.
     runtimes: Vec<Option<RuntimeHistory>>,
+    /// Per ClusterQueue: the shapes of the pods last submitted to it.
+    shapes: Vec<PodShapes>,
     /// Every (flavor, `nvidia.com/gpu`) pair.
     gpu_resources: Vec<FlavorResource>,
     /// Per flavor: nodes asked for by a scale-up that are not ready yet.
@@ -284,6 +286,7 @@ impl Scheduler {
                 .map(|cq| DecayedUsage::new(cq.usage_half_life))
                 .collect(),
             runtimes: history::runtime_histories(&cluster),
+            shapes: vec![PodShapes::default(); cqs],
             gpu_resources: match cluster.resource_id(GPU) {
                 Some(gpu) => (0..cluster.flavors.len())
                     .map(|f| cluster.flavor_resource(FlavorId(f as u16), gpu))
@@ -350,6 +353,11 @@ impl Scheduler {
     /// `cq`'s `nvidia.com/gpu`-seconds, decayed by its `usageHalfLife`, as of the last call with a `now`.
     pub fn decayed_usage(&self, cq: ClusterQueueId) -> f64 {
         self.decayed[cq.index()].value()
+    }
+    /// The shapes of the pods last submitted to `cq` that make up most of
+    /// them, with their shares ([`PodShapes::typical`]).
+    pub fn typical_pods(&self, cq: ClusterQueueId) -> Vec<TypicalPod> {
+        self.shapes[cq.index()].typical()
     }
     /// The LocalQueue's runtime estimate, if `resourceEstimation` is on and something finished.
     pub fn estimate(&self, lq: LocalQueueId) -> Option<Estimate> {
