@@ -95,6 +95,7 @@ pub struct Scratch {
 
 /// A node a pod fits on, as a [`Scorer`] sees it.
 pub struct Candidate<'a> {
+    pub flavor: FlavorId,
     /// The node's index in its flavor.
     pub node: u32,
     /// Free per resource, indexed by `ResourceId`; `Amount::MAX` where the node sets no limit.
@@ -121,7 +122,6 @@ pub trait Scorer {
     /// built-in best fit.
     fn score(
         &mut self,
-        flavor: FlavorId,
         per_pod: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>>;
@@ -326,48 +326,62 @@ impl Capacity {
             .fold(0, u64::saturating_add)
     }
 
-    /// Places `pods` pods on the flavor's nodes in `scratch`, one at a
-    /// time, each on the node `by` ranks first among those it fits on;
-    /// `None` if they don't all fit.
+    /// Places `pods` pods on the nodes of `flavors` in `scratch`, one at a
+    /// time, each on the node `by` ranks first among those it fits on
+    /// (with several flavors, their nodes compete: placement decides the
+    /// flavor); `None` if they don't all fit. Flavors without node pools
+    /// are unlimited: if none of `flavors` has pools, nothing is placed.
     pub fn place(
         &self,
         scratch: &mut Scratch,
-        flavor: FlavorId,
+        flavors: &[FlavorId],
         pods: u32,
         per_pod: &[(ResourceId, Amount)],
         by: &mut By<'_>,
     ) -> Option<Vec<Placement>> {
-        let fl = &self.flavors[flavor.index()];
-        if fl.pools.is_empty() {
+        let pooled: Vec<FlavorId> = flavors
+            .iter()
+            .copied()
+            .filter(|&f| self.has_pools(f))
+            .collect();
+        if pooled.is_empty() {
             return Some(Vec::new());
         }
-        let free = scratch.free.entry(flavor).or_insert_with(|| {
-            fl.nodes
-                .iter()
-                .map(|n| n.ready.then(|| n.free.clone()))
-                .collect()
-        });
+        for &flavor in &pooled {
+            scratch.free.entry(flavor).or_insert_with(|| {
+                self.flavors[flavor.index()]
+                    .nodes
+                    .iter()
+                    .map(|n| n.ready.then(|| n.free.clone()))
+                    .collect()
+            });
+        }
         // Per node placed on: pods, and what they hold per card.
-        let mut placed: BTreeMap<u32, (u32, Vec<CardUse>)> = BTreeMap::new();
+        let mut placed: BTreeMap<(FlavorId, u32), (u32, Vec<CardUse>)> = BTreeMap::new();
         for _ in 0..pods {
-            let (node, cards) = match by {
-                By::BestFit => best_fit(fl, free, per_pod)?,
+            let ((flavor, node), cards) = match by {
+                By::BestFit => self.best_fit(scratch, &pooled, per_pod)?,
                 By::Score { scorer, salt } => {
-                    match scored(fl, free, flavor, per_pod, &mut **scorer, *salt) {
-                        Scored::Placed(node, cards) => (node, cards),
+                    match self.scored(scratch, &pooled, per_pod, &mut **scorer, *salt) {
+                        Scored::Placed(at, cards) => (at, cards),
                         Scored::NoFit => return None,
-                        Scored::Unanswered => best_fit(fl, free, per_pod)?,
+                        Scored::Unanswered => self.best_fit(scratch, &pooled, per_pod)?,
                     }
                 }
             };
-            let node_free = free[node].as_mut().expect("a candidate node is ready");
+            let fl = &self.flavors[flavor.index()];
+            let node_free = scratch
+                .free
+                .get_mut(&flavor)
+                .and_then(|nodes| nodes[node].as_mut())
+                .expect("a candidate node is ready");
             for &(r, a) in per_pod {
                 if node_free.free[r.index()] != Amount::MAX {
                     node_free.free[r.index()] -= a;
                 }
             }
             let pool = &fl.pools[fl.nodes[node].pool];
-            let entry = placed.entry(node as u32).or_default();
+            let entry = placed.entry((flavor, node as u32)).or_default();
             entry.0 += 1;
             for (device, card, amount) in cards {
                 node_free.cards[card_slot(pool, device, card)] -= amount;
@@ -389,7 +403,7 @@ impl Capacity {
         Some(
             placed
                 .into_iter()
-                .map(|(node, (count, mut cards))| {
+                .map(|((flavor, node), (count, mut cards))| {
                     cards.sort();
                     Placement {
                         flavor,
@@ -401,6 +415,94 @@ impl Capacity {
                 })
                 .collect(),
         )
+    }
+
+    /// The built-in best fit: the node left with the least room, normalised
+    /// per resource (ties: the first flavor listed, then the lowest index).
+    fn best_fit(
+        &self,
+        scratch: &Scratch,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+    ) -> Option<Taken> {
+        let mut best: Option<(f64, (FlavorId, usize), Vec<(usize, u16, Amount)>)> = None;
+        for &flavor in flavors {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                let Some(cards) = fits_on(pool, f, per_pod, None) else {
+                    continue;
+                };
+                let room = leftover(&f.free, per_pod, &pool.allocatable);
+                if best.as_ref().is_none_or(|(b, _, _)| room < *b) {
+                    best = Some((room, (flavor, i), cards));
+                }
+            }
+        }
+        best.map(|(_, at, cards)| (at, cards))
+    }
+
+    fn scored(
+        &self,
+        scratch: &Scratch,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+        scorer: &mut dyn Scorer,
+        salt: u64,
+    ) -> Scored {
+        let mut fitting = Vec::new();
+        for &flavor in flavors {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                if fits_on(pool, f, per_pod, None).is_some() {
+                    fitting.push((flavor, i, pool, f));
+                }
+            }
+        }
+        if fitting.is_empty() {
+            return Scored::NoFit;
+        }
+        let candidates: Vec<Candidate<'_>> = fitting
+            .iter()
+            .map(|&(flavor, i, pool, f)| Candidate {
+                flavor,
+                node: i as u32,
+                free: &f.free,
+                allocatable: &pool.allocatable,
+                devices: &pool.devices,
+                cards: &f.cards,
+            })
+            .collect();
+        let Some(scores) = scorer.score(per_pod, &candidates) else {
+            return Scored::Unanswered;
+        };
+        if scores.len() != candidates.len() {
+            return Scored::Unanswered;
+        }
+        // The highest score; NaN ranks below every number.
+        let key = |s: f64| if s.is_nan() { f64::NEG_INFINITY } else { s };
+        let mut best: Option<(f64, u64, usize)> = None;
+        for (k, s) in scores.iter().enumerate() {
+            let score = key(s.score);
+            let (flavor, node, _, _) = fitting[k];
+            let tie = tie_hash(salt, (flavor.0 as u64) << 32 | node as u64);
+            let better = match best {
+                None => true,
+                Some((b, t, _)) => score > b || (score == b && tie < t),
+            };
+            if better {
+                best = Some((score, tie, k));
+            }
+        }
+        let (_, _, k) = best.expect("at least one candidate");
+        let (flavor, node, pool, f) = fitting[k];
+        match fits_on(pool, f, per_pod, scores[k].card) {
+            Some(cards) => Scored::Placed((flavor, node), cards),
+            None => Scored::NoFit,
+        }
     }
 
     /// Would `placements` fit where they say, on ready nodes with room now
@@ -617,91 +719,13 @@ fn fits_on(
     cards_for(pool, &free.cards, per_pod, prefer)
 }
 
-type Taken = (usize, Vec<(usize, u16, Amount)>);
-
-/// The built-in best fit: the node left with the least room, normalised
-/// per resource (ties: the lowest index).
-fn best_fit(
-    fl: &FlavorNodes,
-    free: &[Option<Free>],
-    per_pod: &[(ResourceId, Amount)],
-) -> Option<Taken> {
-    let mut best: Option<(f64, usize, Vec<(usize, u16, Amount)>)> = None;
-    for (i, f) in free.iter().enumerate() {
-        let Some(f) = f else { continue };
-        let pool = &fl.pools[fl.nodes[i].pool];
-        let Some(cards) = fits_on(pool, f, per_pod, None) else {
-            continue;
-        };
-        let room = leftover(&f.free, per_pod, &pool.allocatable);
-        if best.as_ref().is_none_or(|(b, _, _)| room < *b) {
-            best = Some((room, i, cards));
-        }
-    }
-    best.map(|(_, i, cards)| (i, cards))
-}
+/// Where a pod goes, and the cards it takes there.
+type Taken = ((FlavorId, usize), Vec<(usize, u16, Amount)>);
 
 enum Scored {
-    Placed(usize, Vec<(usize, u16, Amount)>),
+    Placed((FlavorId, usize), Vec<(usize, u16, Amount)>),
     NoFit,
     Unanswered,
-}
-
-fn scored(
-    fl: &FlavorNodes,
-    free: &[Option<Free>],
-    flavor: FlavorId,
-    per_pod: &[(ResourceId, Amount)],
-    scorer: &mut dyn Scorer,
-    salt: u64,
-) -> Scored {
-    let mut fitting = Vec::new();
-    for (i, f) in free.iter().enumerate() {
-        let Some(f) = f else { continue };
-        let pool = &fl.pools[fl.nodes[i].pool];
-        if fits_on(pool, f, per_pod, None).is_some() {
-            fitting.push((i, pool, f));
-        }
-    }
-    if fitting.is_empty() {
-        return Scored::NoFit;
-    }
-    let candidates: Vec<Candidate<'_>> = fitting
-        .iter()
-        .map(|&(i, pool, f)| Candidate {
-            node: i as u32,
-            free: &f.free,
-            allocatable: &pool.allocatable,
-            devices: &pool.devices,
-            cards: &f.cards,
-        })
-        .collect();
-    let Some(scores) = scorer.score(flavor, per_pod, &candidates) else {
-        return Scored::Unanswered;
-    };
-    if scores.len() != candidates.len() {
-        return Scored::Unanswered;
-    }
-    // The highest score; NaN ranks below every number.
-    let key = |s: f64| if s.is_nan() { f64::NEG_INFINITY } else { s };
-    let mut best: Option<(f64, u64, usize)> = None;
-    for (k, s) in scores.iter().enumerate() {
-        let score = key(s.score);
-        let tie = tie_hash(salt, fitting[k].0 as u64);
-        let better = match best {
-            None => true,
-            Some((b, t, _)) => score > b || (score == b && tie < t),
-        };
-        if better {
-            best = Some((score, tie, k));
-        }
-    }
-    let (_, _, k) = best.expect("at least one candidate");
-    let (node, pool, f) = fitting[k];
-    match fits_on(pool, f, per_pod, scores[k].card) {
-        Some(cards) => Scored::Placed(node, cards),
-        None => Scored::NoFit,
-    }
 }
 
 /// SplitMix64 of the pair: a fixed, well-spread order of the nodes per salt.

@@ -42,7 +42,7 @@ fn milli(m: i64) -> Vec<(ResourceId, Amount)> {
 fn place_one(capacity: &Capacity, per_pod: &[(ResourceId, Amount)]) -> Option<Vec<Placement>> {
     capacity.place(
         &mut Scratch::default(),
-        FlavorId(0),
+        &[FlavorId(0)],
         1,
         per_pod,
         &mut By::BestFit,
@@ -57,7 +57,7 @@ fn every_pod_needs_one_node() {
     let placed = capacity
         .place(
             &mut Scratch::default(),
-            FlavorId(0),
+            &[FlavorId(0)],
             4,
             &[(GPU, Amount::from_units(4))],
             &mut By::BestFit,
@@ -167,7 +167,6 @@ struct Prefer(u32, Option<u16>);
 impl Scorer for Prefer {
     fn score(
         &mut self,
-        _: FlavorId,
         _: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
@@ -190,7 +189,7 @@ fn a_scorer_picks_node_and_card() {
     let placed = capacity
         .place(
             &mut Scratch::default(),
-            FlavorId(0),
+            &[FlavorId(0)],
             1,
             &milli(250),
             &mut By::Score {
@@ -206,7 +205,7 @@ fn a_scorer_picks_node_and_card() {
     let placed = capacity
         .place(
             &mut Scratch::default(),
-            FlavorId(0),
+            &[FlavorId(0)],
             1,
             &milli(250),
             &mut By::Score {
@@ -223,7 +222,6 @@ struct Flat;
 impl Scorer for Flat {
     fn score(
         &mut self,
-        _: FlavorId,
         _: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
@@ -244,7 +242,7 @@ fn equal_scores_spread_by_salt_and_repeat() {
         capacity
             .place(
                 &mut Scratch::default(),
-                FlavorId(0),
+                &[FlavorId(0)],
                 1,
                 &milli(100),
                 &mut By::Score {

@@ -111,7 +111,6 @@ pub struct PlacementRequest<'a> {
     pub entry: &'a Entry,
     /// Index into the workload's pod sets.
     pub pod_set: usize,
-    pub flavor: FlavorId,
     pub per_pod: &'a [(ResourceId, Amount)],
     pub candidates: &'a [Candidate<'a>],
     pub now: Millis,

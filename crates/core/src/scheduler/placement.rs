@@ -5,7 +5,7 @@
 //! cards) that hold them. If the scores cannot place every pod, the trial's
 //! best-fit placement stands, so a policy never loses an admission.
 
-use crate::model::cluster::{FlavorId, ResourceId};
+use crate::model::cluster::ResourceId;
 use crate::model::{Amount, Millis};
 
 use super::assign::Assignment;
@@ -26,7 +26,6 @@ struct PolicyScorer<'a, 'h> {
 impl Scorer for PolicyScorer<'_, '_> {
     fn score(
         &mut self,
-        flavor: FlavorId,
         per_pod: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
@@ -34,7 +33,6 @@ impl Scorer for PolicyScorer<'_, '_> {
             state: self.state,
             entry: &self.state.entries[self.id.index()],
             pod_set: self.pod_set,
-            flavor,
             per_pod,
             candidates,
             now: self.now,
@@ -84,7 +82,7 @@ impl Scheduler {
             };
             let placed = self.capacity.place(
                 &mut scratch,
-                flavor,
+                &[flavor],
                 count,
                 &ps.per_pod,
                 &mut By::Score {
