@@ -3,7 +3,9 @@
 //! policies in virtual time, and reports what happened. `scenario` turns
 //! loaded manifests into a run, `driver` runs it, `report` is the JSON
 //! contract, `table` and `plot` render it for people; `policies` runs it
-//! with a policy engine and reports what the policies did.
+//! with a policy engine and reports what the policies did. `trace` replays
+//! a GPU-cluster trace (Alibaba's openb) the way the FGD paper measures
+//! placement.
 
 pub mod driver;
 pub mod files;
@@ -13,3 +15,4 @@ pub mod policies;
 pub mod report;
 pub mod scenario;
 pub mod table;
+pub mod trace;

@@ -129,9 +129,11 @@ pub trait Scorer {
 
 /// What [`Capacity::place`] places by: the built-in best fit, or a scorer.
 /// `salt` breaks ties between equal scores: among them the node with the
-/// smallest hash of (salt, node) wins, so equal scores spread pods over
-/// the nodes (as the Kubernetes scheduler picks one at random) while the
-/// same inputs still place the same.
+/// smallest hash of (salt, flavor, node) wins — a fixed order of the nodes,
+/// drawn from the salt, so equal scores keep filling the same nodes first
+/// (packing) without favouring low node numbers, and the same inputs
+/// always place the same. (The FGD paper's scheduler breaks ties the same
+/// way: by node names given random prefixes.)
 pub enum By<'s> {
     BestFit,
     Score {

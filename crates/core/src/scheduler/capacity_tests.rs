@@ -236,9 +236,9 @@ impl Scorer for Flat {
 }
 
 #[test]
-fn equal_scores_spread_by_salt_and_repeat() {
-    let capacity = Capacity::new(1, 3, &[shared_pool(16, 1)]);
-    let node_for = |salt| {
+fn equal_scores_follow_a_fixed_order_drawn_from_the_salt() {
+    let mut capacity = Capacity::new(1, 3, &[shared_pool(16, 4)]);
+    let place = |capacity: &Capacity, salt| {
         capacity
             .place(
                 &mut Scratch::default(),
@@ -250,10 +250,13 @@ fn equal_scores_spread_by_salt_and_repeat() {
                     salt,
                 },
             )
-            .unwrap()[0]
-            .node
+            .unwrap()
     };
-    let nodes: std::collections::BTreeSet<u32> = (0..64).map(node_for).collect();
-    assert!(nodes.len() > 4, "ties spread over the nodes: {nodes:?}");
-    assert_eq!(node_for(11), node_for(11), "and the same salt repeats");
+    let firsts: std::collections::BTreeSet<u32> =
+        (0..64).map(|salt| place(&capacity, salt)[0].node).collect();
+    assert!(firsts.len() > 4, "salts order the nodes differently: {firsts:?}");
+    // One salt: the same node again while it has room (ties pack).
+    let first = place(&capacity, 11);
+    capacity.commit(&first);
+    assert_eq!(place(&capacity, 11)[0].node, first[0].node);
 }

@@ -55,7 +55,6 @@ impl Scheduler {
             return None;
         }
         let workload = &self.entries[id.index()].workload;
-        let salt = salt_of(&workload.namespace, &workload.name);
         let mut scratch = Scratch::default();
         let mut placements = Vec::with_capacity(assignment.placements.len());
         for (pod_set, ((ps, chosen), &count)) in workload
@@ -87,7 +86,7 @@ impl Scheduler {
                 &ps.per_pod,
                 &mut By::Score {
                     scorer: &mut scorer,
-                    salt: salt ^ pod_set as u64,
+                    salt: TIE_ORDER,
                 },
             )?;
             placements.extend(placed);
@@ -96,13 +95,6 @@ impl Scheduler {
     }
 }
 
-/// FNV-1a of the workload's namespace and name: its own, fixed tie-break
-/// among equally scored nodes.
-fn salt_of(namespace: &str, name: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in namespace.bytes().chain([b'/']).chain(name.bytes()) {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+/// The salt of the node order that breaks ties between equal scores: one
+/// fixed order for every placement, so ties keep packing the same nodes.
+const TIE_ORDER: u64 = 0;
