@@ -62,14 +62,24 @@ fn parse_args() -> Result<Args, String> {
                 t => return Err(format!("--trace {t}: give default or gpuspec33")),
             },
             "--policy" => match value()?.as_str() {
-                p @ ("bestfit" | "fgd" | "builtin") => args.policies.push(p.to_owned()),
-                p => return Err(format!("--policy {p}: give bestfit, fgd or builtin")),
+                p @ ("bestfit" | "fgd" | "fgd-exact" | "builtin") => {
+                    args.policies.push(p.to_owned())
+                }
+                p => {
+                    return Err(format!(
+                        "--policy {p}: give bestfit, fgd, fgd-exact or builtin"
+                    ))
+                }
             },
             "--seeds" => {
                 let v = value()?;
                 let (lo, hi) = v.split_once('-').unwrap_or((&v, &v));
-                let lo: u64 = lo.parse().map_err(|_| format!("--seeds {v}: give N or N-M"))?;
-                let hi: u64 = hi.parse().map_err(|_| format!("--seeds {v}: give N or N-M"))?;
+                let lo: u64 = lo
+                    .parse()
+                    .map_err(|_| format!("--seeds {v}: give N or N-M"))?;
+                let hi: u64 = hi
+                    .parse()
+                    .map_err(|_| format!("--seeds {v}: give N or N-M"))?;
                 if hi < lo {
                     return Err(format!("--seeds {v}: the range is empty"));
                 }
@@ -100,7 +110,12 @@ fn orders(tasks: &Path, nodes: &Path, seeds: &[u64]) -> Result<BTreeMap<u64, Vec
         .args(seeds.iter().map(u64::to_string))
         .env("GOFLAGS", "-mod=mod")
         .output()
-        .map_err(|e| format!("running `go run {}`: {e} (Go ≥ 1.21 must be on PATH)", script.display()))?;
+        .map_err(|e| {
+            format!(
+                "running `go run {}`: {e} (Go ≥ 1.21 must be on PATH)",
+                script.display()
+            )
+        })?;
     if !out.status.success() {
         return Err(format!(
             "go run {}: {}",
@@ -218,6 +233,8 @@ fn typical_tasks(trace: &Trace) -> Vec<Typical> {
 /// tried on every card that holds it, and the best card is chosen.
 struct PaperFgd {
     typical: Vec<Typical>,
+    /// Scores as integers 0–100, as the artifact (`false`: unrounded).
+    integer: bool,
 }
 
 impl PaperFgd {
@@ -275,7 +292,15 @@ impl Scorer for PaperFgd {
                     .entry((model, cpu_left, cards.clone()))
                     .or_insert_with(|| {
                         let before = self.frag(model, cpu_left, &cards);
-                        let score = |after: f64| (sigmoid((before - after) / 1000.0) * 100.0).trunc();
+                        let integer = self.integer;
+                        let score = |after: f64| {
+                            let s = sigmoid((before - after) / 1000.0) * 100.0;
+                            if integer {
+                                s.trunc()
+                            } else {
+                                s
+                            }
+                        };
                         if gpu > 0 && gpu < 1000 {
                             let mut best: Option<NodeScore> = None;
                             for (i, &free) in cards.iter().enumerate() {
@@ -382,11 +407,12 @@ fn main() -> ExitCode {
             for (&seed, order) in &orders {
                 let replay = match policy.as_str() {
                     "bestfit" => trace::replay(&trace, order, Some(&mut PaperBestFit), seed),
-                    "fgd" => trace::replay(
+                    "fgd" | "fgd-exact" => trace::replay(
                         &trace,
                         order,
                         Some(&mut PaperFgd {
                             typical: typical.clone(),
+                            integer: policy == "fgd",
                         }),
                         seed,
                     ),

@@ -171,7 +171,9 @@ impl Trace {
         let mut shapes: BTreeMap<(usize, i64, i64, u16), u32> = BTreeMap::new();
         let mut order = Vec::new();
         for n in &self.nodes {
-            let model = self.model_index(&n.model).expect("every node's model is listed");
+            let model = self
+                .model_index(&n.model)
+                .expect("every node's model is listed");
             let key = (model, n.cpu_milli, n.memory_mib, n.gpus);
             let count = shapes.entry(key).or_default();
             if *count == 0 {

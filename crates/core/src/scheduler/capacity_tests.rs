@@ -131,7 +131,10 @@ fn whole_cards_need_fully_free_cards() {
         vec![1, 2, 3]
     );
     capacity.commit(&three);
-    assert!(place_one(&capacity, &milli(1000)).is_none(), "no card is free");
+    assert!(
+        place_one(&capacity, &milli(1000)).is_none(),
+        "no card is free"
+    );
     // 1.5 cards is neither a share nor whole cards: never on any node.
     assert_eq!(
         capacity.pods_could_ever_fit(FlavorId(0), &milli(1500)),
@@ -254,7 +257,10 @@ fn equal_scores_follow_a_fixed_order_drawn_from_the_salt() {
     };
     let firsts: std::collections::BTreeSet<u32> =
         (0..64).map(|salt| place(&capacity, salt)[0].node).collect();
-    assert!(firsts.len() > 4, "salts order the nodes differently: {firsts:?}");
+    assert!(
+        firsts.len() > 4,
+        "salts order the nodes differently: {firsts:?}"
+    );
     // One salt: the same node again while it has room (ties pack).
     let first = place(&capacity, 11);
     capacity.commit(&first);
