@@ -330,7 +330,10 @@ pub fn assign(
                 };
                 if mode == Mode::Fit && !placed && ctx.capacity.has_pools(f) {
                     let mut trial = scratch.clone();
-                    match ctx.capacity.place(&mut trial, f, count, &ps.per_pod, &mut By::BestFit) {
+                    match ctx
+                        .capacity
+                        .place(&mut trial, f, count, &ps.per_pod, &mut By::BestFit)
+                    {
                         Some(p) => {
                             choice.placements = p;
                             choice.scratch_after = Some(trial);

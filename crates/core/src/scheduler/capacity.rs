@@ -313,12 +313,12 @@ impl Capacity {
                 let per_node = per_pod
                     .iter()
                     .filter(|&&(r, a)| a.milli() > 0 && free[r.index()] != Amount::MAX)
-                    .map(|&(r, a)| {
-                        match pool.devices.iter().find(|d| d.resource == r) {
+                    .map(
+                        |&(r, a)| match pool.devices.iter().find(|d| d.resource == r) {
                             Some(device) => device.pods_per_node(a),
                             None => (free[r.index()].milli().max(0) / a.milli()) as u64,
-                        }
-                    })
+                        },
+                    )
                     .min()
                     .unwrap_or(u64::MAX);
                 per_node.saturating_mul(pool.max_nodes.max(pool.nodes) as u64)
@@ -571,12 +571,13 @@ fn cards_for(
             let preferred = prefer.filter(|&c| own.get(c as usize).is_some_and(|f| *f >= amount));
             let card = match preferred {
                 Some(c) => c as usize,
-                None => own
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| **f >= amount)
-                    .min_by_key(|&(i, f)| (*f, i))?
-                    .0,
+                None => {
+                    own.iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f >= amount)
+                        .min_by_key(|&(i, f)| (*f, i))?
+                        .0
+                }
             };
             taken.push((d, card as u16, amount));
         } else {

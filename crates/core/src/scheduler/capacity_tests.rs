@@ -131,7 +131,10 @@ fn whole_cards_need_fully_free_cards() {
         vec![1, 2, 3]
     );
     capacity.commit(&three);
-    assert!(place_one(&capacity, &milli(1000)).is_none(), "no card is free");
+    assert!(
+        place_one(&capacity, &milli(1000)).is_none(),
+        "no card is free"
+    );
     // 1.5 cards is neither a share nor whole cards: never on any node.
     assert_eq!(
         capacity.pods_could_ever_fit(FlavorId(0), &milli(1500)),

@@ -320,7 +320,10 @@ impl Scheduler {
         let mut placements = Vec::new();
         for ((ps, chosen), &count) in workload.pod_sets.iter().zip(flavors).zip(counts) {
             if let Some(&(_, f)) = chosen.flavors.first() {
-                if let Some(placed) = self.capacity.place(scratch, f, count, &ps.per_pod, &mut By::BestFit) {
+                if let Some(placed) =
+                    self.capacity
+                        .place(scratch, f, count, &ps.per_pod, &mut By::BestFit)
+                {
                     placements.extend(placed);
                 }
             }
@@ -672,7 +675,10 @@ impl Scheduler {
                     let Ok(per_pod) = per_pod_ids(&self.cluster, requests) else {
                         continue;
                     };
-                    if let Some(placed) = self.capacity.place(scratch, flavor, *count, &per_pod, &mut By::BestFit) {
+                    if let Some(placed) =
+                        self.capacity
+                            .place(scratch, flavor, *count, &per_pod, &mut By::BestFit)
+                    {
                         placements.extend(placed);
                     }
                 }
