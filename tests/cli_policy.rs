@@ -505,7 +505,7 @@ fn schema_writes_the_shipped_schemas() {
         .arg(&out)
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("wrote 11 schemas to "));
+        .stdout(predicate::str::starts_with("wrote 13 schemas to "));
     let names = |dir: &Path| -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

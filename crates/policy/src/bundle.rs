@@ -1075,7 +1075,7 @@ mod tests {
         );
         let e = error("  policies:\n  - {name: p, hook: admision, cel: {expression: 'true'}}\n");
         assert!(
-            e.starts_with(&format!("{at}.hook: unknown variant `admision`, expected one of `admission`, `weight`, `fairShare`, `autoscale`, `flavor`")),
+            e.starts_with(&format!("{at}.hook: unknown variant `admision`, expected one of `admission`, `weight`, `fairShare`, `autoscale`, `flavor`, `placement`")),
             "{e}"
         );
     }
