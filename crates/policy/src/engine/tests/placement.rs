@@ -291,3 +291,31 @@ fn a_tenant_bundle_may_not_hold_a_placement_policy() {
         "{error}"
     );
 }
+
+#[test]
+fn the_shipped_bestfit_bundle_loads_passes_its_tests_and_places_best_fit() {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies/placement-bestfit");
+    let options = LoadOptions {
+        tenant: None,
+        run_tests: true,
+    };
+    let bundle =
+        bundle::load(Files::Dir(&dir), runtime(), &options).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bundle.tests.len(), 3);
+    // Through the scheduler: a first pod on node 1 (forced by a policy
+    // that prefers it), then BestFit sends the second pod to that fuller node.
+    let mut state = gpu_scheduler();
+    let mut prefer_last = engine(vec![platform(
+        "rules",
+        "  - {name: last, hook: placement, cel: {expression: 'double(node.index)'}}\n",
+    )]);
+    assert_eq!(place_one(&mut state, "a", 500, &mut prefer_last).node, 1);
+    let mut bestfit = engine(vec![bundle]);
+    let placed = place_one(&mut state, "b", 500, &mut bestfit);
+    assert_eq!(placed.node, 1, "the fuller node fits best");
+    assert_eq!(
+        placed.cards[0].card, 0,
+        "the core takes the fullest card that holds it"
+    );
+}
