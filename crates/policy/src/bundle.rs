@@ -1166,7 +1166,7 @@ mod tests {
         assert_eq!(
             error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'wokload.gpus < 8'}}\n"),
             format!(
-                "{SOURCE}: policy p: cel.expression: unknown variable `wokload`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, now and params"
+                "{SOURCE}: policy p: cel.expression: unknown variable `wokload`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, node, pod, typical, now and params"
             )
         );
         let e = error("  policies:\n  - name: p\n    hook: admission\n    cel:\n      expression: \"workload.gpus <=\\n  (8 +\"\n");
