@@ -505,7 +505,7 @@ fn schema_writes_the_shipped_schemas() {
         .arg(&out)
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("wrote 11 schemas to "));
+        .stdout(predicate::str::starts_with("wrote 13 schemas to "));
     let names = |dir: &Path| -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -522,7 +522,7 @@ fn schema_writes_the_shipped_schemas() {
     };
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin-sdk/schema");
     let written = names(&out);
-    assert_eq!(written.len(), 11, "{written:?}");
+    assert_eq!(written.len(), 13, "{written:?}");
     assert_eq!(written, names(&shipped));
     for name in &written {
         let bytes =

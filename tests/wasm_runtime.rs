@@ -656,6 +656,7 @@ fn hooks_name_their_exports() {
             "fairShare=arbiter_fair_share",
             "autoscale=arbiter_autoscale",
             "flavor=arbiter_flavor",
+            "placement=arbiter_placement",
         ]
     );
 }

@@ -47,7 +47,7 @@ pub enum PolicyCommand {
     Eval {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
-        /// admission | weight | fairShare | autoscale | flavor
+        /// admission | weight | fairShare | autoscale | flavor | placement
         #[arg(long, value_parser = parse_hook)]
         hook: Hook,
         #[arg(long, value_name = "FILE")]
@@ -92,7 +92,7 @@ pub struct PolicyArgs {
 
 fn parse_hook(text: &str) -> Result<Hook, String> {
     Hook::parse(text).ok_or_else(|| {
-        format!("unknown hook {text:?}; one of admission, weight, fairShare, autoscale, flavor")
+        format!("unknown hook {text:?}; one of admission, weight, fairShare, autoscale, flavor, placement")
     })
 }
 

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::views::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
+use crate::views::{
+    ClusterQueueView, CohortView, FlavorView, NodeView, PodView, QueueView, TenantView,
+    TypicalPodView, WorkloadView,
+};
 
 /// `admission`: may this workload be admitted with these flavors?
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -179,6 +182,47 @@ pub struct FlavorOutput {
     pub flavors: Vec<String>,
 }
 
+/// `placement`: a score for each node one pod of an admitted workload fits on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementInput {
+    #[serde(default)]
+    pub workload: WorkloadView,
+    /// The pod set the pod belongs to.
+    #[serde(default)]
+    pub pod_set: String,
+    /// The flavor it was admitted on, whose nodes these are; empty when the
+    /// candidates serve several flavors (each node's `flavor` names its own).
+    #[serde(default)]
+    pub flavor: String,
+    #[serde(default)]
+    pub pod: PodView,
+    /// The nodes the pod fits on, with the pods placed before it taken off.
+    #[serde(default)]
+    pub nodes: Vec<NodeView>,
+    /// The shapes of the pods last submitted to the workload's ClusterQueue
+    /// that make up most of them, most frequent first.
+    #[serde(default)]
+    pub typical: Vec<TypicalPodView>,
+    #[serde(default)]
+    pub now: f64,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PlacementOutput {
+    /// One finite number per node, same order; the pod goes to the highest.
+    pub scores: Vec<f64>,
+    /// Per node, same order: the card (index in its device's `cards`) for a
+    /// request that fits on one card, or null to let the host pick the
+    /// fullest card that holds it.
+    #[serde(default)]
+    pub cards: Option<Vec<Option<u32>>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +286,27 @@ mod tests {
         let req: FlavorInput =
             serde_json::from_value(json!({"candidates": ["a100", "h100"]})).unwrap();
         assert_eq!(req.candidates, ["a100", "h100"]);
+
+        let req: PlacementInput = serde_json::from_value(json!({
+            "podSet": "worker",
+            "pod": {"requests": {"example.com/gpu-milli": 500}},
+            "nodes": [{"index": 3, "name": "gpu-3", "free": {"cpu": 12.5},
+                       "devices": [{"resource": "example.com/gpu-milli", "perCard": 1000, "cards": [1000, 250]}]}],
+            "typical": [{"requests": {"cpu": 4}, "share": 0.75}]
+        }))
+        .unwrap();
+        assert_eq!(req.pod_set, "worker");
+        assert_eq!(req.pod.requests["example.com/gpu-milli"], 500.0);
+        assert_eq!(req.nodes[0].index, 3);
+        assert_eq!(req.nodes[0].devices[0].per_card, 1000.0);
+        assert_eq!(req.nodes[0].devices[0].cards, [1000.0, 250.0]);
+        assert_eq!(req.typical[0].share, 0.75);
+        assert_eq!(req.workload.priority_weight, 1.0);
+
+        let out: PlacementOutput = serde_json::from_value(json!({"scores": [1, 2]})).unwrap();
+        assert_eq!(out.cards, None);
+        let out: PlacementOutput =
+            serde_json::from_value(json!({"scores": [1], "cards": [null]})).unwrap();
+        assert_eq!(out.cards, Some(vec![None]));
     }
 }

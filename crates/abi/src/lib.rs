@@ -14,9 +14,10 @@ mod views;
 
 pub use hooks::{
     AdmissionInput, AdmissionOutput, AutoscaleInput, AutoscaleOutput, FairShareInput,
-    FairShareOutput, FlavorInput, FlavorOutput, WeightInput, WeightOutput,
+    FairShareOutput, FlavorInput, FlavorOutput, PlacementInput, PlacementOutput, WeightInput,
+    WeightOutput,
 };
 pub use views::{
-    ClusterQueueView, CohortView, EstimateView, FlavorView, PodSetView, Quantities, QueueView,
-    TenantView, WorkloadView,
+    ClusterQueueView, CohortView, DeviceView, EstimateView, FlavorView, NodeView, PodSetView,
+    PodView, Quantities, QueueView, TenantView, TypicalPodView, WorkloadView,
 };

@@ -232,6 +232,70 @@ pub struct FlavorView {
     pub target_utilization: f64,
 }
 
+/// The pod the placement hook places: what it asks for.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// Per pod.
+    #[serde(default)]
+    pub requests: Quantities,
+}
+
+/// A resource a node holds on separate cards (a Simulation node pool's
+/// `devices`), with what each card has free.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceView {
+    #[serde(default)]
+    pub resource: String,
+    /// What one card holds.
+    #[serde(default)]
+    pub per_card: f64,
+    /// Free per card, in card order (a card's index is its place here).
+    #[serde(default)]
+    pub cards: Vec<f64>,
+}
+
+/// A node the pod fits on, as the placement hook sees it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    /// The node's index among its flavor's nodes.
+    #[serde(default)]
+    pub index: u32,
+    /// `<flavor>-<index>`.
+    #[serde(default)]
+    pub name: String,
+    /// The flavor whose nodes it is among (with placement across flavors,
+    /// the candidates may serve different ones).
+    #[serde(default)]
+    pub flavor: String,
+    /// Free per resource the node limits (resources it does not limit are absent).
+    #[serde(default)]
+    pub free: Quantities,
+    #[serde(default)]
+    pub allocatable: Quantities,
+    #[serde(default)]
+    pub devices: Vec<DeviceView>,
+}
+
+/// A shape of the pods recently submitted to the workload's ClusterQueue,
+/// and its share of them (FGD's "typical tasks").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TypicalPodView {
+    /// Per pod.
+    #[serde(default)]
+    pub requests: Quantities,
+    /// Fraction (0–1) of the typical pods with this shape; the shares sum to 1.
+    #[serde(default)]
+    pub share: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +314,10 @@ mod tests {
         check::<TenantView>();
         check::<CohortView>();
         check::<FlavorView>();
+        check::<PodView>();
+        check::<DeviceView>();
+        check::<NodeView>();
+        check::<TypicalPodView>();
         assert_eq!(WorkloadView::default().priority_weight, 1.0);
         assert_eq!(ClusterQueueView::default().weight, 1.0);
         assert_eq!(ClusterQueueView::default().priority_weight, 1.0);

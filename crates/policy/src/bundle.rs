@@ -1075,7 +1075,7 @@ mod tests {
         );
         let e = error("  policies:\n  - {name: p, hook: admision, cel: {expression: 'true'}}\n");
         assert!(
-            e.starts_with(&format!("{at}.hook: unknown variant `admision`, expected one of `admission`, `weight`, `fairShare`, `autoscale`, `flavor`")),
+            e.starts_with(&format!("{at}.hook: unknown variant `admision`, expected one of `admission`, `weight`, `fairShare`, `autoscale`, `flavor`, `placement`")),
             "{e}"
         );
     }
@@ -1166,7 +1166,7 @@ mod tests {
         assert_eq!(
             error("  policies:\n  - {name: p, hook: admission, cel: {expression: 'wokload.gpus < 8'}}\n"),
             format!(
-                "{SOURCE}: policy p: cel.expression: unknown variable `wokload`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, now and params"
+                "{SOURCE}: policy p: cel.expression: unknown variable `wokload`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, node, pod, typical, now and params"
             )
         );
         let e = error("  policies:\n  - name: p\n    hook: admission\n    cel:\n      expression: \"workload.gpus <=\\n  (8 +\"\n");

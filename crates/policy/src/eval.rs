@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::cel::{check_input_sizes, EvalError, Vars};
+use super::cel::{check_input_sizes, check_placement_sizes, EvalError, Vars};
 use super::compiled::{Policy, Program};
 use super::view::*;
 use super::wasm;
@@ -171,6 +171,7 @@ fn admission_raw(
                 flavor: None,
                 now: input.now,
                 params: Some(&policy.cel_params),
+                ..Vars::default()
             };
             let allowed = expression.eval_bool(&vars)?;
             let reason = match (allowed, message) {
@@ -231,6 +232,7 @@ pub fn weight(
                     flavor: None,
                     now: input.now,
                     params: Some(&policy.cel_params),
+                    ..Vars::default()
                 };
                 scores.push(expression.eval_number(&vars)?);
             }
@@ -352,4 +354,68 @@ pub fn flavor(
         )));
     }
     Ok(flavors)
+}
+
+/// A score per node of `input.nodes`, in order, and optionally a card per
+/// node, each checked to name a card of a device that holds the pod's
+/// request on one card. A CEL policy's expression is evaluated once per
+/// node and picks no card.
+pub fn placement(
+    policy: &Policy,
+    input: &PlacementInput,
+    logs: &mut Logs,
+) -> Result<PlacementOutput, PolicyError> {
+    let output = match &policy.program {
+        Program::Cel { expression, .. } => {
+            check_placement_sizes(input, expression.names("typical")).map_err(|e| PolicyError {
+                kind: "input_too_large",
+                message: e.to_string(),
+            })?;
+            let scores = input
+                .nodes
+                .iter()
+                .map(|node| {
+                    expression.eval_number(&Vars {
+                        workload: Some(&input.workload),
+                        node: Some(node),
+                        pod: Some(&input.pod),
+                        typical: Some(&input.typical),
+                        now: input.now,
+                        params: Some(&policy.cel_params),
+                        ..Vars::default()
+                    })
+                })
+                .collect::<Result<Vec<f64>, _>>()?;
+            PlacementOutput {
+                scores,
+                cards: None,
+            }
+        }
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            call_wasm(policy, plugin, &input, logs)?
+        }
+    };
+    check_len("scores", &output.scores, input.nodes.len())?;
+    check_finite("scores", &output.scores)?;
+    if let Some(cards) = &output.cards {
+        check_len("cards", cards, input.nodes.len())?;
+        for (i, (card, node)) in cards.iter().zip(&input.nodes).enumerate() {
+            let Some(card) = *card else { continue };
+            let holds = node.devices.iter().any(|d| {
+                let asked = input.pod.requests.get(&d.resource).copied().unwrap_or(0.0);
+                asked > 0.0 && asked <= d.per_card && (card as usize) < d.cards.len()
+            });
+            if !holds {
+                return Err(bad_output(format!(
+                    "cards[{i}] is {card}, but node {} has no such card of a device \
+                     the pod takes one card of; give the index of a card in that \
+                     device's cards, or null",
+                    node.name
+                )));
+            }
+        }
+    }
+    Ok(output)
 }

@@ -51,6 +51,8 @@ pub fn schemas() -> Vec<(&'static str, Schema)> {
         ("autoscale.response.json", schema_for!(AutoscaleOutput)),
         ("flavor.request.json", schema_for!(FlavorInput)),
         ("flavor.response.json", schema_for!(FlavorOutput)),
+        ("placement.request.json", schema_for!(PlacementInput)),
+        ("placement.response.json", schema_for!(PlacementOutput)),
         ("bundle.json", schema_for!(spec::BundleSpec)),
     ]
 }

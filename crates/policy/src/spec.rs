@@ -18,7 +18,8 @@ pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
 /// `Fail`: an error denies admission (retryably) and counts as a failed
 /// decision; `Ignore`: an error allows admission. For the other hooks both
 /// fall back to the built-in behaviour for that call (score 0, configured
-/// weights, target-utilisation autoscaling, listed flavor order).
+/// weights, target-utilisation autoscaling, listed flavor order, best-fit
+/// placement).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum FailurePolicy {
     #[default]
@@ -51,7 +52,7 @@ pub struct Match {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CelSpec {
-    /// admission: bool (true allows); weight, fairShare: number; autoscale: integer; flavor: list of flavor names.
+    /// admission: bool (true allows); weight, fairShare: number; autoscale: integer; flavor: list of flavor names; placement: number, evaluated per candidate node (higher is better).
     pub expression: String,
     /// admission only: the reason shown when the expression denies (a string expression).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +129,7 @@ pub struct Expect {
     pub reason_contains: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
+    /// weight: one per workload; placement: one per node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

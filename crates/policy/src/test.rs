@@ -163,6 +163,10 @@ pub fn evaluate(policy: &Policy, request: &serde_json::Value) -> Result<serde_js
                 eval::flavor(policy, &i, &mut logs).map(|f| serde_json::json!({ "flavors": f })),
             )
         }
+        Hook::Placement => {
+            let i: PlacementInput = input(&test)?;
+            to_json(eval::placement(policy, &i, &mut logs).map(|o| serde_json::json!(o)))
+        }
     }
 }
 
@@ -271,6 +275,21 @@ fn run_one(policy: &Policy, test: &TestSpec) -> Result<(), String> {
                     match &e.flavors {
                         Some(want) if want != &flavors => {
                             Err(format!("expected flavors {want:?}, got {flavors:?}"))
+                        }
+                        _ => Ok(()),
+                    }
+                }
+            }
+        }
+        Hook::Placement => {
+            let i: PlacementInput = input(test)?;
+            match eval::placement(policy, &i, &mut logs) {
+                Err(err) => check_err(&Err(err)).map(|_| ()),
+                Ok(out) => {
+                    check_err(&Ok(()))?;
+                    match &e.scores {
+                        Some(want) if !close(want, &out.scores) => {
+                            Err(format!("expected scores {want:?}, got {:?}", out.scores))
                         }
                         _ => Ok(()),
                     }

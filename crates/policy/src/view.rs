@@ -13,8 +13,9 @@ use serde::Serialize;
 
 pub use arbiter_abi::{
     AdmissionInput, AdmissionOutput, AutoscaleInput, AutoscaleOutput, ClusterQueueView, CohortView,
-    EstimateView, FairShareInput, FairShareOutput, FlavorInput, FlavorOutput, FlavorView,
-    PodSetView, Quantities, QueueView, TenantView, WeightInput, WeightOutput, WorkloadView,
+    DeviceView, EstimateView, FairShareInput, FairShareOutput, FlavorInput, FlavorOutput,
+    FlavorView, NodeView, PlacementInput, PlacementOutput, PodSetView, PodView, Quantities,
+    QueueView, TenantView, TypicalPodView, WeightInput, WeightOutput, WorkloadView,
 };
 
 /// The fields of a `weight` request a plugin reads, as it declares them with
@@ -263,6 +264,7 @@ pub mod build {
     use super::*;
     use arbiter_core::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
     use arbiter_core::model::{Amount, Millis};
+    use arbiter_core::scheduler::capacity::Candidate;
     use arbiter_core::scheduler::{Entry, Scheduler};
 
     /// Seconds as policies see them.
@@ -414,6 +416,58 @@ pub mod build {
 
     pub fn flavor_name(state: &Scheduler, flavor: FlavorId) -> String {
         state.cluster().flavors[flavor.index()].name.clone()
+    }
+
+    /// The pod the placement hook places.
+    pub fn pod(state: &Scheduler, per_pod: &[(ResourceId, Amount)]) -> PodView {
+        PodView {
+            requests: quantities(state, per_pod),
+        }
+    }
+
+    /// A candidate node of `flavor` (named `<flavor>-<index>`): free and
+    /// allocatable for the resources it limits, free per card per device.
+    pub fn node(state: &Scheduler, candidate: &Candidate<'_>) -> NodeView {
+        let name = |r: ResourceId| state.cluster().resource_name(r).to_string();
+        let flavor = flavor_name(state, candidate.flavor);
+        let mut cards = candidate.cards;
+        let devices = candidate
+            .devices
+            .iter()
+            .map(|d| {
+                let (own, rest) = cards.split_at((d.cards as usize).min(cards.len()));
+                cards = rest;
+                DeviceView {
+                    resource: name(d.resource),
+                    per_card: d.per_card.as_f64(),
+                    cards: own.iter().map(|a| a.as_f64()).collect(),
+                }
+            })
+            .collect();
+        NodeView {
+            index: candidate.node,
+            name: format!("{flavor}-{}", candidate.node),
+            flavor,
+            free: candidate
+                .allocatable
+                .iter()
+                .filter_map(|&(r, _)| Some((name(r), candidate.free.get(r.index())?.as_f64())))
+                .collect(),
+            allocatable: quantities(state, candidate.allocatable),
+            devices,
+        }
+    }
+
+    /// The typical pods of ClusterQueue `cq` ([`Scheduler::typical_pods`]).
+    pub fn typical(state: &Scheduler, cq: ClusterQueueId) -> Vec<TypicalPodView> {
+        state
+            .typical_pods(cq)
+            .iter()
+            .map(|t| TypicalPodView {
+                requests: quantities(state, &t.per_pod),
+                share: t.share,
+            })
+            .collect()
     }
 }
 

@@ -111,7 +111,7 @@ fn flavor(name: &str) -> Value {
 
 /// A small fixed request for `hook`, as `arbiter policy eval` takes it.
 pub fn request(hook: Hook) -> &'static Value {
-    static REQUESTS: OnceLock<[Value; 5]> = OnceLock::new();
+    static REQUESTS: OnceLock<[Value; 6]> = OnceLock::new();
     let requests = REQUESTS.get_or_init(|| {
         [
             json!({
@@ -131,6 +131,18 @@ pub fn request(hook: Hook) -> &'static Value {
             json!({
                 "workload": workload("w", 1), "queue": queue(), "clusterQueue": cluster_queue("cq", 10.0),
                 "tenant": tenant(), "candidates": ["a100", "v100"], "now": 300.0
+            }),
+            json!({
+                "workload": workload("w", 1), "podSet": "main", "flavor": "a100",
+                "pod": {"requests": {"cpu": 4.0, "example.com/gpu-milli": 500.0}},
+                "nodes": [
+                    {"index": 0, "name": "a100-0", "free": {"cpu": 60.0, "example.com/gpu-milli": 1500.0},
+                     "allocatable": {"cpu": 64.0, "example.com/gpu-milli": 2000.0},
+                     "devices": [{"resource": "example.com/gpu-milli", "perCard": 1000.0, "cards": [500.0, 1000.0]}]},
+                    {"index": 1, "name": "a100-1", "free": {"cpu": 64.0}, "allocatable": {"cpu": 64.0}}
+                ],
+                "typical": [{"requests": {"example.com/gpu-milli": 500.0}, "share": 1.0}],
+                "now": 300.0
             }),
         ]
     });
@@ -162,6 +174,7 @@ pub fn self_check() {
             "clusterQueue.weight",
             "double(flavor.nodes)",
             "['a100']",
+            "node.free['cpu'] - pod.requests['cpu']",
         ];
         for (hook, expression) in Hook::ALL.into_iter().zip(expressions) {
             let yaml = json!({

@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use crate::log::{log, Level};
 use crate::{
-    AdmissionResponse, AutoscaleResponse, FairShareResponse, FlavorResponse, WeightResponse,
+    AdmissionResponse, AutoscaleResponse, FairShareResponse, FlavorResponse, PlacementResponse,
+    WeightResponse,
 };
 
 /// The ABI version this SDK implements; `arbiter_abi_version` returns it.
@@ -37,7 +38,7 @@ pub extern "C" fn arbiter_alloc(len: i32) -> i32 {
     buffer.as_mut_ptr() as usize as i32
 }
 
-/// A hook's response type. Sealed: the five responses of ABI v1.
+/// A hook's response type. Sealed: the six responses of ABI v1.
 pub trait Response: Serialize + sealed::Sealed {}
 
 mod sealed {
@@ -57,7 +58,8 @@ responses!(
     WeightResponse,
     FairShareResponse,
     FlavorResponse,
-    AutoscaleResponse
+    AutoscaleResponse,
+    PlacementResponse
 );
 
 /// What a hook function may return: its response, or `Result<response, E>`
@@ -243,10 +245,20 @@ macro_rules! export_flavor {
     };
 }
 
+/// Exports `arbiter_placement` running `hook`, a
+/// `fn(PlacementRequest) -> PlacementResponse` (or `-> Result<PlacementResponse, E: Display>`):
+/// one score per node of `request.nodes`, and optionally a card per node.
+#[macro_export]
+macro_rules! export_placement {
+    ($hook:expr) => {
+        $crate::__export_hook!(arbiter_placement, $crate::PlacementResponse, $hook);
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FlavorRequest, WeightRequest};
+    use crate::{FlavorRequest, PlacementRequest, WeightRequest};
 
     fn gpus_first(request: WeightRequest) -> WeightResponse {
         WeightResponse {
@@ -266,6 +278,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, br#"{"scores":[8.0,1.0]}"#);
+    }
+
+    fn emptiest(request: PlacementRequest) -> PlacementResponse {
+        PlacementResponse {
+            scores: request.nodes.iter().map(|n| n.free["cpu"]).collect(),
+            cards: None,
+        }
+    }
+
+    #[test]
+    fn a_placement_hook_scores_each_node() {
+        let out = call_json(
+            br#"{"pod": {"requests": {"cpu": 1}}, "nodes": [{"name": "a", "free": {"cpu": 2}}, {"name": "b", "free": {"cpu": 6}}]}"#,
+            emptiest,
+        )
+        .unwrap();
+        assert_eq!(out, br#"{"scores":[2.0,6.0],"cards":null}"#);
     }
 
     #[test]

@@ -37,11 +37,14 @@ pub use abi::{call_json, HookOutput, Response, ABI_VERSION};
 pub use arbiter_abi::{
     AdmissionInput as AdmissionRequest, AdmissionOutput as AdmissionResponse,
     AutoscaleInput as AutoscaleRequest, AutoscaleOutput as AutoscaleResponse,
-    ClusterQueueView as ClusterQueue, CohortView as Cohort, EstimateView as Estimate,
-    FairShareInput as FairShareRequest, FairShareOutput as FairShareResponse,
-    FlavorInput as FlavorRequest, FlavorOutput as FlavorResponse, FlavorView as Flavor,
-    PodSetView as PodSet, Quantities, QueueView as Queue, TenantView as Tenant,
-    WeightInput as WeightRequest, WeightOutput as WeightResponse, WorkloadView as Workload,
+    ClusterQueueView as ClusterQueue, CohortView as Cohort, DeviceView as Device,
+    EstimateView as Estimate, FairShareInput as FairShareRequest,
+    FairShareOutput as FairShareResponse, FlavorInput as FlavorRequest,
+    FlavorOutput as FlavorResponse, FlavorView as Flavor, NodeView as Node,
+    PlacementInput as PlacementRequest, PlacementOutput as PlacementResponse, PodSetView as PodSet,
+    PodView as Pod, Quantities, QueueView as Queue, TenantView as Tenant,
+    TypicalPodView as TypicalPod, WeightInput as WeightRequest, WeightOutput as WeightResponse,
+    WorkloadView as Workload,
 };
 pub use log::{log, Level};
 

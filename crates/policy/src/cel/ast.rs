@@ -15,7 +15,7 @@ use super::VARIABLES;
 /// The [`VARIABLES`] an expression names (as bits), by the root of each
 /// identifier (`workload` of a flattened `workload.gpus`). A comprehension
 /// variable named like one counts too: an over-estimate, never an under-.
-pub(super) fn variables_named(node: &Expression) -> u8 {
+pub(super) fn variables_named(node: &Expression) -> u16 {
     let own = match &node.expr {
         Expr::Ident(name) => {
             let name = name.strip_prefix('.').unwrap_or(name);
@@ -23,7 +23,7 @@ pub(super) fn variables_named(node: &Expression) -> u8 {
             VARIABLES
                 .iter()
                 .position(|&v| v == root)
-                .map_or(0, |i| 1u8 << i)
+                .map_or(0, |i| 1u16 << i)
         }
         _ => 0,
     };

@@ -21,7 +21,10 @@ use super::env::{env, HAS_SET};
 use super::limits::{variable_shape, CelLimits};
 use super::params::fold_params;
 use super::{CelError, CelProgram, VARIABLES};
-use crate::view::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
+use crate::view::{
+    ClusterQueueView, CohortView, FlavorView, NodeView, PodView, QueueView, TenantView,
+    WorkloadView,
+};
 
 /// Type names an expression may use as values (`type(x) == int`).
 const TYPE_NAMES: [&str; 11] = [
@@ -193,6 +196,8 @@ fn view_fields(view: &str) -> Option<&'static [String]> {
                 ("tenant", names(schemars::schema_for!(TenantView))),
                 ("cohort", names(schemars::schema_for!(CohortView))),
                 ("flavor", names(schemars::schema_for!(FlavorView))),
+                ("node", names(schemars::schema_for!(NodeView))),
+                ("pod", names(schemars::schema_for!(PodView))),
             ])
         })
         .get(view)

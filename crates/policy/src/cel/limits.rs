@@ -9,8 +9,10 @@
 pub use arbiter_core::cel_bounds::CelLimits;
 use arbiter_core::cel_bounds::Shape;
 
+use arbiter_core::model::limits::MAX_CARDS_PER_NODE;
+
 use super::EvalError;
-use crate::view::WorkloadView;
+use crate::view::{PlacementInput, Quantities, WorkloadView};
 
 /// Most labels, and most annotations, of a workload or tenant the engine
 /// hands to a policy.
@@ -19,6 +21,8 @@ pub const MAX_LABELS: usize = 64;
 pub const MAX_POD_SETS: usize = 16;
 /// Most resources in one requests map.
 pub const MAX_RESOURCES: usize = 32;
+/// Most typical pods a placement policy that reads `typical` is given.
+pub const MAX_TYPICAL: usize = 64;
 /// Most flavors a workload or ClusterQueue lists, as the estimate assumes.
 pub const ASSUMED_FLAVORS: u64 = 64;
 /// The longest name, label value and annotation value the estimate
@@ -56,6 +60,59 @@ pub fn check_input_sizes(workload: &WorkloadView) -> Result<(), EvalError> {
         .unwrap_or(0);
     if resources > MAX_RESOURCES {
         return too_many("resources in one requests map", resources, MAX_RESOURCES);
+    }
+    Ok(())
+}
+
+/// Refuses a placement request beyond the caps the cost bound rests on:
+/// the workload's ([`check_input_sizes`]), at most [`MAX_RESOURCES`]
+/// resources in any quantities map and devices per node, at most
+/// `MAX_CARDS_PER_NODE` cards per device and, for an expression that
+/// names `typical` (`reads_typical`), at most [`MAX_TYPICAL`] typical pods.
+pub fn check_placement_sizes(input: &PlacementInput, reads_typical: bool) -> Result<(), EvalError> {
+    check_input_sizes(&input.workload)?;
+    let too_many = |what: String, n: usize, max: usize| {
+        Err(EvalError::Runtime(format!(
+            "{what} has {n}; policies see at most {max}"
+        )))
+    };
+    let resources = |what: &str, map: &Quantities| {
+        if map.len() > MAX_RESOURCES {
+            return too_many(format!("{what} (resources)"), map.len(), MAX_RESOURCES);
+        }
+        Ok(())
+    };
+    resources("pod.requests", &input.pod.requests)?;
+    for node in &input.nodes {
+        resources(&format!("node {}: free", node.name), &node.free)?;
+        resources(
+            &format!("node {}: allocatable", node.name),
+            &node.allocatable,
+        )?;
+        if node.devices.len() > MAX_RESOURCES {
+            return too_many(
+                format!("node {}: devices", node.name),
+                node.devices.len(),
+                MAX_RESOURCES,
+            );
+        }
+        for device in &node.devices {
+            if device.cards.len() > MAX_CARDS_PER_NODE as usize {
+                return too_many(
+                    format!("node {}: device {} (cards)", node.name, device.resource),
+                    device.cards.len(),
+                    MAX_CARDS_PER_NODE as usize,
+                );
+            }
+        }
+    }
+    if reads_typical {
+        if input.typical.len() > MAX_TYPICAL {
+            return too_many("typical (pods)".into(), input.typical.len(), MAX_TYPICAL);
+        }
+        for t in &input.typical {
+            resources("typical[].requests", &t.requests)?;
+        }
     }
     Ok(())
 }
@@ -139,6 +196,31 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<S
             ("pendingNodes", scalar()),
             ("targetUtilization", scalar()),
         ]),
+        "node" => fields(vec![
+            ("index", scalar()),
+            ("name", string()),
+            ("free", quantities()),
+            ("allocatable", quantities()),
+            (
+                "devices",
+                Shape::collection(
+                    MAX_RESOURCES as u64,
+                    fields(vec![
+                        ("resource", string()),
+                        ("perCard", scalar()),
+                        (
+                            "cards",
+                            Shape::collection(u64::from(MAX_CARDS_PER_NODE), scalar()),
+                        ),
+                    ]),
+                ),
+            ),
+        ]),
+        "pod" => fields(vec![("requests", quantities())]),
+        "typical" => Shape::collection(
+            MAX_TYPICAL as u64,
+            fields(vec![("requests", quantities()), ("share", scalar())]),
+        ),
         "now" => scalar(),
         "params" => Shape::of_json(params),
         _ => return None,

@@ -3,7 +3,7 @@
 //! bound lazily — `workload.priority` reads the field of the borrowed
 //! [`WorkloadView`] when the expression reaches it; nothing is converted up
 //! front. Called by the policy engine (admission, weight, fairShare,
-//! autoscale, flavor hooks) with a [`Vars`] per evaluation; it never mutates
+//! autoscale, flavor, placement hooks) with a [`Vars`] per evaluation; it never mutates
 //! a view, never reads a clock (`now` is given), and never panics on any
 //! expression or input: every failure is a [`CelError`] at load or an
 //! [`EvalError`] at evaluation, which the engine handles by the policy's
@@ -19,6 +19,9 @@
 //! | `tenant` | [`TenantView`] | `name, labels, annotations` |
 //! | `cohort` | [`CohortView`] | `name, parent` |
 //! | `flavor` | [`FlavorView`] | `name, nodes, minNodes, maxNodes, utilization, pendingNodes, targetUtilization` |
+//! | `node` | [`NodeView`] (placement) | `index, name, free, allocatable, devices[] {resource, perCard, cards}` |
+//! | `pod` | [`PodView`] (placement) | `requests` |
+//! | `typical` | list of [`TypicalPodView`] (placement) | `[] {requests, share}` |
 //! | `now` | `double` | seconds since the start (virtual time in the simulator) |
 //! | `params` | JSON as CEL | the policy's `config`, converted once at load ([`Params`]) |
 //!
@@ -106,15 +109,21 @@ use cel::parser::Expression;
 use cel::Env;
 
 #[cfg(doc)]
-use crate::view::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
+use crate::view::{
+    ClusterQueueView, CohortView, FlavorView, NodeView, PodView, QueueView, TenantView,
+    TypicalPodView, WorkloadView,
+};
 
 pub use compiler::{compile, compile_with};
-pub use limits::{check_input_sizes, CelLimits, MAX_LABELS, MAX_POD_SETS, MAX_RESOURCES};
+pub use limits::{
+    check_input_sizes, check_placement_sizes, CelLimits, MAX_LABELS, MAX_POD_SETS, MAX_RESOURCES,
+    MAX_TYPICAL,
+};
 pub use params::Params;
 pub use resolve::Vars;
 
 /// The names an expression may refer to, besides its comprehension variables.
-pub const VARIABLES: [&str; 8] = [
+pub const VARIABLES: [&str; 11] = [
     "workload",
     "queue",
     "clusterQueue",
@@ -123,6 +132,9 @@ pub const VARIABLES: [&str; 8] = [
     "flavor",
     "now",
     "params",
+    "node",
+    "pod",
+    "typical",
 ];
 
 /// Why an expression was refused at load. The caller adds the policy name.
@@ -148,7 +160,7 @@ pub enum CelError {
     LiteralTooLarge { elements: usize, max: usize },
     #[error("{0}")]
     TooCostly(TooCostly),
-    #[error("unknown variable `{name}`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, now and params")]
+    #[error("unknown variable `{name}`; the variables are workload, queue, clusterQueue, tenant, cohort, flavor, node, pod, typical, now and params")]
     UnknownVariable { name: String },
 }
 
@@ -198,7 +210,7 @@ pub struct CelProgram {
     expression: Expression,
     env: Arc<Env>,
     /// Bit `i` set: the expression names [`VARIABLES`]`[i]`.
-    variables: u8,
+    variables: u16,
     /// Every identifier, after `view.field` flattening (sorted, distinct).
     idents: Vec<String>,
     /// Cost units one evaluation may spend (`CelLimits::max_cost`).

@@ -9,8 +9,14 @@ use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 
 use super::params::Params;
-use super::values::{ClusterQueueVal, CohortVal, FlavorVal, QueueVal, TenantVal, WorkloadVal};
-use crate::view::{ClusterQueueView, CohortView, FlavorView, QueueView, TenantView, WorkloadView};
+use super::values::{
+    typical_list, ClusterQueueVal, CohortVal, FlavorVal, NodeVal, PodVal, QueueVal, TenantVal,
+    WorkloadVal,
+};
+use crate::view::{
+    ClusterQueueView, CohortView, FlavorView, NodeView, PodView, QueueView, TenantView,
+    TypicalPodView, WorkloadView,
+};
 
 /// Variables of one evaluation; any may be absent (then referencing it is a
 /// runtime error naming it).
@@ -22,6 +28,9 @@ pub struct Vars<'a> {
     pub tenant: Option<&'a TenantView>,
     pub cohort: Option<&'a CohortView>,
     pub flavor: Option<&'a FlavorView>,
+    pub node: Option<&'a NodeView>,
+    pub pod: Option<&'a PodView>,
+    pub typical: Option<&'a [TypicalPodView]>,
     pub now: f64,
     pub params: Option<&'a Params>,
 }
@@ -34,6 +43,9 @@ pub(super) struct Scope<'a> {
     tenant: Option<TenantVal<'a>>,
     cohort: Option<CohortVal<'a>>,
     flavor: Option<FlavorVal<'a>>,
+    node: Option<NodeVal<'a>>,
+    pod: Option<PodVal<'a>>,
+    typical: Option<&'a [TypicalPodView]>,
     now: CelDouble,
     params: Option<&'a Params>,
 }
@@ -47,6 +59,9 @@ impl<'a> Scope<'a> {
             tenant: vars.tenant.map(TenantVal),
             cohort: vars.cohort.map(CohortVal),
             flavor: vars.flavor.map(FlavorVal),
+            node: vars.node.map(NodeVal),
+            pod: vars.pod.map(PodVal),
+            typical: vars.typical,
             now: CelDouble::from(vars.now),
             params: vars.params,
         }
@@ -67,6 +82,8 @@ impl Scope<'_> {
             "tenant" => self.tenant.as_ref().map(|v| v as &dyn Val),
             "cohort" => self.cohort.as_ref().map(|v| v as &dyn Val),
             "flavor" => self.flavor.as_ref().map(|v| v as &dyn Val),
+            "node" => self.node.as_ref().map(|v| v as &dyn Val),
+            "pod" => self.pod.as_ref().map(|v| v as &dyn Val),
             _ => None,
         }
     }
@@ -92,6 +109,9 @@ impl VariableResolver for Scope<'_> {
             "tenant" => self.tenant.as_ref().map(|v| borrowed(v)),
             "cohort" => self.cohort.as_ref().map(|v| borrowed(v)),
             "flavor" => self.flavor.as_ref().map(|v| borrowed(v)),
+            "node" => self.node.as_ref().map(|v| borrowed(v)),
+            "pod" => self.pod.as_ref().map(|v| borrowed(v)),
+            "typical" => self.typical.map(typical_list),
             "now" => Some(borrowed(&self.now)),
             "params" => self.params.map(|p| borrowed(p.value.as_ref())),
             _ => None,

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::view::{
-    ClusterQueueView, EstimateView, FlavorView, PodSetView, QueueView, WorkloadView,
+    ClusterQueueView, DeviceView, EstimateView, FlavorView, NodeView, PodSetView, PodView,
+    QueueView, TypicalPodView, WorkloadView,
 };
 
 fn workload() -> WorkloadView {
@@ -646,4 +647,116 @@ fn the_run_time_budget_stops_what_the_estimate_could_not_foresee() {
             .eval_bool(&v)
             .unwrap()
     );
+}
+
+fn gpu_node() -> NodeView {
+    NodeView {
+        index: 3,
+        name: "gpu-3".into(),
+        flavor: "gpu".into(),
+        free: BTreeMap::from([
+            ("cpu".into(), 60.0),
+            ("example.com/gpu-milli".into(), 1500.0),
+        ]),
+        allocatable: BTreeMap::from([
+            ("cpu".into(), 64.0),
+            ("example.com/gpu-milli".into(), 2000.0),
+        ]),
+        devices: vec![DeviceView {
+            resource: "example.com/gpu-milli".into(),
+            per_card: 1000.0,
+            cards: vec![500.0, 1000.0],
+        }],
+    }
+}
+
+#[test]
+fn placement_sees_the_node_the_pod_and_the_typical_pods() {
+    let w = workload();
+    let node = gpu_node();
+    let pod = PodView {
+        requests: BTreeMap::from([("cpu".into(), 4.0), ("example.com/gpu-milli".into(), 500.0)]),
+    };
+    let typical = [
+        TypicalPodView {
+            requests: BTreeMap::from([("example.com/gpu-milli".into(), 500.0)]),
+            share: 0.75,
+        },
+        TypicalPodView {
+            requests: BTreeMap::from([("example.com/gpu-milli".into(), 1000.0)]),
+            share: 0.25,
+        },
+    ];
+    let v = Vars {
+        workload: Some(&w),
+        node: Some(&node),
+        pod: Some(&pod),
+        typical: Some(&typical),
+        ..Vars::default()
+    };
+    let number = |e: &str| {
+        program(e)
+            .eval_number(&v)
+            .unwrap_or_else(|err| panic!("{e}: {err}"))
+    };
+    assert_eq!(number("node.index"), 3.0);
+    assert_eq!(number("node.free['cpu'] - pod.requests['cpu']"), 56.0);
+    assert_eq!(number("node.allocatable['example.com/gpu-milli']"), 2000.0);
+    assert_eq!(number("node.devices[0].perCard"), 1000.0);
+    assert_eq!(number("node.devices[0].cards[0]"), 500.0);
+    assert_eq!(number("double(size(node.devices[0].cards.filter(c, c >= pod.requests['example.com/gpu-milli'])))"), 2.0);
+    // FGD-like: how many typical shapes one of the node's cards still holds.
+    assert_eq!(
+        number("double(typical.filter(t, node.devices[0].cards.exists(c, c >= t.requests['example.com/gpu-milli'])).size())"),
+        2.0
+    );
+    assert!(program("node.name == 'gpu-3' && workload.gpus == 8")
+        .eval_bool(&v)
+        .unwrap());
+    // The placement variables are not there for other hooks.
+    let err = program("node.index")
+        .eval_number(&Vars {
+            workload: Some(&w),
+            ..Vars::default()
+        })
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("variable `node` is not available"),
+        "{err}"
+    );
+    let err = compile("nodes.size()", &CelLimits::default()).unwrap_err();
+    assert!(err.to_string().contains("node, pod, typical"), "{err}");
+}
+
+#[test]
+fn placement_expressions_are_bounded_by_the_caps_of_their_variables() {
+    // A comprehension over the typical pods with one over a node's cards
+    // inside is estimated from the caps (64 typical pods × 256 cards) and
+    // fits the platform's default budget.
+    let p = program("typical.map(t, node.devices[0].cards.filter(c, c >= t.share).size())");
+    assert!(
+        p.estimated_cost() >= (MAX_TYPICAL * 256) as u64,
+        "{}",
+        p.estimated_cost()
+    );
+    // …and the input is checked against the caps the estimate assumed.
+    let mut input = crate::view::PlacementInput {
+        nodes: vec![gpu_node()],
+        typical: vec![TypicalPodView::default(); MAX_TYPICAL + 1],
+        ..Default::default()
+    };
+    assert!(
+        check_placement_sizes(&input, false).is_ok(),
+        "typical is not read"
+    );
+    let err = check_placement_sizes(&input, true).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("typical (pods) has 65; policies see at most 64"),
+        "{err}"
+    );
+    input.typical.truncate(MAX_TYPICAL);
+    input.nodes[0].devices[0].cards = vec![0.0; 257];
+    let err = check_placement_sizes(&input, true).unwrap_err();
+    assert!(err.to_string().contains("cards) has 257"), "{err}");
 }

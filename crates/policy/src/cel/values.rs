@@ -12,8 +12,8 @@ use cel::common::value::{CowVal, Val};
 use cel::ExecutionError;
 
 use crate::view::{
-    ClusterQueueView, CohortView, EstimateView, FlavorView, PodSetView, Quantities, QueueView,
-    TenantView, WorkloadView,
+    ClusterQueueView, CohortView, DeviceView, EstimateView, FlavorView, NodeView, PodSetView,
+    PodView, Quantities, QueueView, TenantView, TypicalPodView, WorkloadView,
 };
 
 // Field values, borrowing the view's data for `'v`.
@@ -75,6 +75,31 @@ fn pod_sets<'b, 'v>(pod_sets: &'v [PodSetView]) -> CowVal<'b, 'v> {
     let items: Vec<Box<dyn Val + 'v>> = pod_sets
         .iter()
         .map(|ps| Box::new(PodSetVal(ps)) as Box<dyn Val + 'v>)
+        .collect();
+    CowVal::owned(CelList::from(items))
+}
+
+fn doubles<'b, 'v>(items: &'v [f64]) -> CowVal<'b, 'v> {
+    let items: Vec<Box<dyn Val + 'v>> = items
+        .iter()
+        .map(|&d| Box::new(CelDouble::from(d)) as Box<dyn Val + 'v>)
+        .collect();
+    CowVal::owned(CelList::from(items))
+}
+
+fn devices<'b, 'v>(devices: &'v [DeviceView]) -> CowVal<'b, 'v> {
+    let items: Vec<Box<dyn Val + 'v>> = devices
+        .iter()
+        .map(|d| Box::new(DeviceVal(d)) as Box<dyn Val + 'v>)
+        .collect();
+    CowVal::owned(CelList::from(items))
+}
+
+/// The placement hook's `typical` variable: a list of typical pods.
+pub(super) fn typical_list<'b, 'v>(typical: &'v [TypicalPodView]) -> CowVal<'b, 'v> {
+    let items: Vec<Box<dyn Val + 'v>> = typical
+        .iter()
+        .map(|t| Box::new(TypicalVal(t)) as Box<dyn Val + 'v>)
         .collect();
     CowVal::owned(CelList::from(items))
 }
@@ -256,3 +281,43 @@ view_val!(FlavorVal, FlavorView, "arbiter.Flavor", |f, field| {
         _ => return Err(ExecutionError::no_such_key(field)),
     })
 });
+
+view_val!(NodeVal, NodeView, "arbiter.Node", |n, field| {
+    Ok(match field {
+        "index" => int(i64::from(n.index)),
+        "name" => string(&n.name),
+        "free" => quantities(&n.free),
+        "allocatable" => quantities(&n.allocatable),
+        "devices" => devices(&n.devices),
+        _ => return Err(ExecutionError::no_such_key(field)),
+    })
+});
+
+view_val!(DeviceVal, DeviceView, "arbiter.Device", |d, field| {
+    Ok(match field {
+        "resource" => string(&d.resource),
+        "perCard" => double(d.per_card),
+        "cards" => doubles(&d.cards),
+        _ => return Err(ExecutionError::no_such_key(field)),
+    })
+});
+
+view_val!(PodVal, PodView, "arbiter.Pod", |p, field| {
+    Ok(match field {
+        "requests" => quantities(&p.requests),
+        _ => return Err(ExecutionError::no_such_key(field)),
+    })
+});
+
+view_val!(
+    TypicalVal,
+    TypicalPodView,
+    "arbiter.TypicalPod",
+    |t, field| {
+        Ok(match field {
+            "requests" => quantities(&t.requests),
+            "share" => double(t.share),
+            _ => return Err(ExecutionError::no_such_key(field)),
+        })
+    }
+);

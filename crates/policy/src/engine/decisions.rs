@@ -57,7 +57,9 @@ pub struct Decision {
     /// The ClusterQueue or flavor a fairShare/autoscale decision is about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
-    /// `allow`, `deny`, a score, a weight, a node count, a flavor list — or `error`.
+    /// `allow`, `deny`, a score, a weight, a node count, a flavor list, a
+    /// placement (`{podSet, flavor, nodes, best, score, card?}`: the node
+    /// scored highest, first in order among equals) — or `error`.
     pub result: serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

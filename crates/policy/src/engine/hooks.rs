@@ -3,8 +3,9 @@
 //! namespace), what a `DryRun` policy may not do (act), what a failure
 //! means (`failurePolicy`), which answer wins (admission: the first
 //! enforcing denial; weight: platform scores add up, tenant scores go into
-//! the tenant's own score; fairShare, autoscale, flavor: the first
-//! enforcing policy to answer for a subject), and when an answer is reused
+//! the tenant's own score; fairShare, autoscale, flavor, placement: the
+//! first enforcing policy to answer for a subject; placement in
+//! `placement`), and when an answer is reused
 //! instead of evaluated. It never decides anything itself: without a policy
 //! for a hook, the answer is [`DefaultHooks`]'.
 
@@ -23,9 +24,10 @@ use crate::view::{build, *};
 use crate::wasm::Hook;
 use arbiter_core::model::cluster::FlavorId;
 use arbiter_core::model::Millis;
+use arbiter_core::scheduler::capacity::NodeScore;
 use arbiter_core::scheduler::hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
-    FlavorRequest, Hooks, Weight, WeightRequest,
+    FlavorRequest, Hooks, PlacementRequest, Weight, WeightRequest,
 };
 
 fn micros_since(start: Instant) -> f64 {
@@ -327,6 +329,14 @@ impl Hooks for Engine {
             }
         }
         None
+    }
+
+    fn places(&self) -> bool {
+        self.has_placement()
+    }
+
+    fn placement(&mut self, request: &PlacementRequest<'_>) -> Option<Vec<NodeScore>> {
+        self.place(request)
     }
 }
 

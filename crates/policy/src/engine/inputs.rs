@@ -1,7 +1,8 @@
 //! Building each hook's request from the scheduler's read-only state: the
 //! workload views, and only the context views (queue, ClusterQueue, tenant,
 //! cohort, quota maps) that some matching policy reads; a tenant's
-//! policies get only its own part of a weight batch. Called by `hooks`.
+//! policies get only its own part of a weight batch; a placement request's
+//! nodes. Called by `hooks`.
 //! It never evaluates a policy and never changes the state it reads.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use crate::wasm::Hook;
 use arbiter_core::model::cluster::ClusterQueueId;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::{
-    AdmissionRequest, AutoscaleRequest, FlavorRequest, WeightRequest,
+    AdmissionRequest, AutoscaleRequest, FlavorRequest, PlacementRequest, WeightRequest,
 };
 use arbiter_core::scheduler::Scheduler;
 
@@ -167,6 +168,40 @@ pub(super) fn flavor_input(request: &FlavorRequest<'_>, reads: Reads, now: Milli
             .map(|&f| build::flavor_name(state, f))
             .collect(),
         now: build::seconds(now),
+        params: serde_json::Value::Null,
+    }
+}
+
+/// The placement request's views: the workload, its pod and pod set, the
+/// flavor, the candidate nodes and the ClusterQueue's typical pods.
+pub(super) fn placement_input(request: &PlacementRequest<'_>) -> PlacementInput {
+    let state = request.state;
+    let entry = request.entry;
+    // One flavor when every candidate serves it (the scheduler asks per
+    // flavor today); with candidates of several, each node names its own.
+    let flavor = match request.candidates.split_first() {
+        Some((first, rest)) if rest.iter().all(|c| c.flavor == first.flavor) => {
+            build::flavor_name(state, first.flavor)
+        }
+        _ => String::new(),
+    };
+    PlacementInput {
+        workload: build::workload(state, entry, request.now),
+        pod_set: entry
+            .workload
+            .pod_sets
+            .get(request.pod_set)
+            .map(|ps| ps.name.clone())
+            .unwrap_or_default(),
+        pod: build::pod(state, request.per_pod),
+        nodes: request
+            .candidates
+            .iter()
+            .map(|c| build::node(state, c))
+            .collect(),
+        typical: build::typical(state, entry.workload.cluster_queue),
+        flavor,
+        now: build::seconds(request.now),
         params: serde_json::Value::Null,
     }
 }

@@ -17,7 +17,8 @@
 //! `failurePolicy`, tenant confinement, first enforcing answer wins for
 //! fairShare/autoscale/flavor, reuse of time-free answers), `inputs`
 //! (building each hook's request from the scheduler's state, only the
-//! context views some policy reads), `stats` ([`PolicyStats`], kept across
+//! context views some policy reads), `placement` (the placement hook:
+//! platform policies scoring nodes per pod), `stats` ([`PolicyStats`], kept across
 //! reloads, and their Prometheus handles), `decisions` ([`Decision`], the
 //! log, bounded per policy with repeats counted, and the one place an
 //! answer is counted and logged), `logs` (the `arbiter.log` lines kept per
@@ -29,6 +30,7 @@ mod decisions;
 mod hooks;
 mod inputs;
 mod logs;
+mod placement;
 mod stats;
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! statistics count and the decision log records, and when a time-free
 //! answer is reused instead of evaluated.
 
+mod placement;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};

@@ -151,15 +151,17 @@ pub enum Hook {
     FairShare,
     Autoscale,
     Flavor,
+    Placement,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 5] = [
+    pub const ALL: [Hook; 6] = [
         Hook::Admission,
         Hook::Weight,
         Hook::FairShare,
         Hook::Autoscale,
         Hook::Flavor,
+        Hook::Placement,
     ];
 
     /// The hook named as bundles spell it (`fairShare`).
@@ -175,6 +177,7 @@ impl Hook {
             Hook::FairShare => "arbiter_fair_share",
             Hook::Autoscale => "arbiter_autoscale",
             Hook::Flavor => "arbiter_flavor",
+            Hook::Placement => "arbiter_placement",
         }
     }
 }
@@ -188,6 +191,7 @@ impl fmt::Display for Hook {
             Hook::FairShare => "fairShare",
             Hook::Autoscale => "autoscale",
             Hook::Flavor => "flavor",
+            Hook::Placement => "placement",
         })
     }
 }

@@ -1,0 +1,136 @@
+//! The placement hook: the platform bundles' `placement` policies score the
+//! nodes one pod fits on. Policies are tried in bundle order; those whose
+//! `match` takes the workload (and `match.flavors` the flavor) are
+//! evaluated, and the first enforcing one to answer decides; a failure or
+//! a `DryRun` answer is logged and the next policy is tried, and without an
+//! answer the core places best-fit. Tenant bundles never hold placement
+//! policies (the loader refuses them). Called by `hooks` through
+//! [`Hooks::placement`]; the request is built only once a policy is there
+//! to read it.
+
+use std::time::Instant;
+
+use super::inputs::{placement_input, workload_name};
+use super::Engine;
+use crate::eval;
+use crate::spec::Mode;
+use crate::view::{PlacementInput, PlacementOutput};
+use crate::wasm::Hook;
+use arbiter_core::scheduler::capacity::NodeScore;
+#[cfg(doc)]
+use arbiter_core::scheduler::hooks::Hooks;
+use arbiter_core::scheduler::hooks::PlacementRequest;
+
+impl Engine {
+    /// Does some platform bundle in force hold a placement policy?
+    pub(super) fn has_placement(&self) -> bool {
+        self.pinned
+            .platform
+            .iter()
+            .any(|b| b.policies.iter().any(|p| p.hook == Hook::Placement))
+    }
+
+    /// The scores of the first enforcing placement policy that answers for
+    /// this pod, or `None` for the built-in best fit.
+    pub(super) fn place(&mut self, request: &PlacementRequest<'_>) -> Option<Vec<NodeScore>> {
+        if !self.has_placement() {
+            return None;
+        }
+        let now = request.now;
+        let mut input: Option<PlacementInput> = None;
+        for bundle in self.pinned.platform.clone() {
+            for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Placement) {
+                let input = input.get_or_insert_with(|| placement_input(request));
+                let w = &input.workload;
+                let flavors = &policy.matches.flavors;
+                if !policy.applies_to(&w.namespace, &w.kind, &w.cluster_queue)
+                    || !(flavors.is_empty() || flavors.contains(&input.flavor))
+                {
+                    continue;
+                }
+                let start = Instant::now();
+                let result = eval::placement(policy, input, &mut self.written);
+                let micros = start.elapsed().as_secs_f64() * 1e6;
+                let result = self.settle(&bundle, policy, result);
+                let who = Some(workload_name(&input.workload));
+                match result {
+                    Ok(output) => {
+                        self.record(
+                            &bundle,
+                            policy,
+                            now,
+                            micros,
+                            who,
+                            None,
+                            summary(input, &output),
+                            None,
+                            None,
+                            false,
+                        );
+                        if policy.mode == Mode::Enforce {
+                            return Some(node_scores(output));
+                        }
+                    }
+                    Err(e) => self.record(
+                        &bundle,
+                        policy,
+                        now,
+                        micros,
+                        who,
+                        None,
+                        serde_json::Value::Null,
+                        None,
+                        Some(&e),
+                        false,
+                    ),
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The checked output as the core's scores (card indices were checked
+/// against the node's cards, so they fit a `u16`).
+fn node_scores(output: PlacementOutput) -> Vec<NodeScore> {
+    let cards = output.cards.unwrap_or_default();
+    output
+        .scores
+        .iter()
+        .enumerate()
+        .map(|(i, &score)| NodeScore {
+            score,
+            card: cards
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(|c| u16::try_from(c).ok()),
+        })
+        .collect()
+}
+
+/// What the decision log records of an answer: the pod set, flavor and
+/// number of nodes scored, and the node ranked first (the first of the
+/// highest; the core breaks ties its own way) with its score and card.
+fn summary(input: &PlacementInput, output: &PlacementOutput) -> serde_json::Value {
+    let best = output.scores.iter().enumerate().fold(
+        None,
+        |best: Option<(usize, f64)>, (i, &s)| match best {
+            Some((_, b)) if b >= s => best,
+            _ => Some((i, s)),
+        },
+    );
+    let mut result = serde_json::json!({
+        "podSet": input.pod_set,
+        "flavor": input.flavor,
+        "nodes": input.nodes.len(),
+    });
+    if let Some((i, score)) = best {
+        result["best"] = input.nodes[i].name.clone().into();
+        result["score"] = score.into();
+        if let Some(card) = output.cards.as_ref().and_then(|c| c[i]) {
+            result["card"] = card.into();
+        }
+    }
+    result
+}
