@@ -16,14 +16,22 @@
 //! tasks from the whole trace), handed to the core as a placement scorer;
 //! `builtin` is Arbiter's own best fit (no policy).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::rc::Rc;
 use std::time::Instant;
 
 use arbiter_core::model::cluster::ResourceId;
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::capacity::{Candidate, NodeScore, Scorer};
+use arbiter_core::scheduler::history::PodShapes;
+use arbiter_policy::bundle::{self, LoadOptions};
+use arbiter_policy::compiled::{Bundle, Policy};
+use arbiter_policy::eval::{self, Logs};
+use arbiter_policy::view::{DeviceView, NodeView, PlacementInput, PodView, TypicalPodView};
+use arbiter_policy::wasm::Runtime;
 use arbiter_sim::trace::{self, Trace, CPU, GPU_MILLI};
 
 /// The paper's published means at 100 % arrived (the artifact's
@@ -65,9 +73,10 @@ fn parse_args() -> Result<Args, String> {
                 p @ ("bestfit" | "fgd" | "fgd-exact" | "builtin") => {
                     args.policies.push(p.to_owned())
                 }
+                p if p.starts_with("bundle:") => args.policies.push(p.to_owned()),
                 p => {
                     return Err(format!(
-                        "--policy {p}: give bestfit, fgd, fgd-exact or builtin"
+                        "--policy {p}: give bestfit, fgd, fgd-exact, builtin or bundle:DIR"
                     ))
                 }
             },
@@ -343,6 +352,108 @@ impl Scorer for PaperFgd {
     }
 }
 
+/// A placement policy of a bundle, evaluated per pod on the path the
+/// engine takes (`arbiter_policy::eval::placement`, the response checked),
+/// with the typical pods the scheduler's history would give: the shapes of
+/// the last pods that arrived.
+struct BundlePolicy<'b> {
+    policy: &'b Policy,
+    models: Vec<String>,
+    shapes: Rc<RefCell<PodShapes>>,
+    logs: Logs,
+    calls: u64,
+    failures: u64,
+    last_error: Option<String>,
+}
+
+fn quantities(per_pod: &[(ResourceId, Amount)]) -> BTreeMap<String, f64> {
+    per_pod
+        .iter()
+        .map(|&(r, a)| (trace::RESOURCES[r.index()].to_owned(), a.as_f64()))
+        .collect()
+}
+
+impl Scorer for BundlePolicy<'_> {
+    fn score(
+        &mut self,
+        per_pod: &[(ResourceId, Amount)],
+        candidates: &[Candidate<'_>],
+    ) -> Option<Vec<NodeScore>> {
+        let nodes = candidates
+            .iter()
+            .map(|c| {
+                let flavor = self.models[c.flavor.index()].clone();
+                let mut cards = c.cards;
+                NodeView {
+                    index: c.node,
+                    name: format!("{flavor}-{}", c.node),
+                    flavor,
+                    free: c
+                        .allocatable
+                        .iter()
+                        .map(|&(r, _)| {
+                            (
+                                trace::RESOURCES[r.index()].to_owned(),
+                                c.free[r.index()].as_f64(),
+                            )
+                        })
+                        .collect(),
+                    allocatable: quantities(c.allocatable),
+                    devices: c
+                        .devices
+                        .iter()
+                        .map(|d| {
+                            let (own, rest) = cards.split_at(d.cards as usize);
+                            cards = rest;
+                            DeviceView {
+                                resource: trace::RESOURCES[d.resource.index()].to_owned(),
+                                per_card: d.per_card.as_f64(),
+                                cards: own.iter().map(|a| a.as_f64()).collect(),
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let input = PlacementInput {
+            pod: PodView {
+                requests: quantities(per_pod),
+            },
+            nodes,
+            typical: self
+                .shapes
+                .borrow()
+                .typical()
+                .iter()
+                .map(|t| TypicalPodView {
+                    requests: quantities(&t.per_pod),
+                    share: t.share,
+                })
+                .collect(),
+            ..PlacementInput::default()
+        };
+        self.calls += 1;
+        match eval::placement(self.policy, &input, &mut self.logs) {
+            Ok(out) => Some(
+                out.scores
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &score)| NodeScore {
+                        score,
+                        card: out.cards.as_ref().and_then(|c| c[i]).map(|c| c as u16),
+                    })
+                    .collect(),
+            ),
+            Err(e) => {
+                // As the engine: a failing policy leaves the pod to best fit.
+                self.failures += 1;
+                self.last_error = Some(e.to_string());
+                None
+            }
+        }
+    }
+}
+
 /// Cards and node totals the placements hold, recounted from the
 /// placements alone: nothing over any card or node.
 fn check_no_over_allocation(trace: &Trace, replay: &trace::Replay) -> Result<(), String> {
@@ -377,6 +488,33 @@ fn main() -> ExitCode {
     };
     let dir = data_dir();
     let nodes = dir.join("openb_node_list_gpu_node.csv");
+    // Each `bundle:DIR` loaded once (its tests run), with its placement policy.
+    let runtime = match Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("openb: the WebAssembly runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let bundles: BTreeMap<String, Result<(Bundle, String), String>> = args
+        .policies
+        .iter()
+        .filter_map(|p| Some((p.clone(), p.strip_prefix("bundle:")?)))
+        .map(|(p, path)| {
+            let loaded = bundle::load_path(Path::new(path), &runtime, &LoadOptions::default())
+                .map_err(|e| e.to_string())
+                .and_then(|b| {
+                    let name = b
+                        .policies
+                        .iter()
+                        .find(|x| x.hook == arbiter_policy::wasm::Hook::Placement)
+                        .map(|x| x.name.clone())
+                        .ok_or(format!("{path}: the bundle holds no placement policy"))?;
+                    Ok((b, name))
+                });
+            (p, loaded)
+        })
+        .collect();
     let mut results = Vec::new();
     println!(
         "{:<10} {:<8} {:>9} {:>9} {:>7} {:>10} {:>9}  per seed",
@@ -416,6 +554,41 @@ fn main() -> ExitCode {
                         }),
                         seed,
                     ),
+                    p if p.starts_with("bundle:") => {
+                        let (dir, policy) = match &bundles[p] {
+                            Ok(b) => b,
+                            Err(e) => {
+                                eprintln!("openb: {e}");
+                                return ExitCode::from(1);
+                            }
+                        };
+                        let shapes = Rc::new(RefCell::new(PodShapes::default()));
+                        let mut scorer = BundlePolicy {
+                            policy: dir.policy(policy).expect("found at load"),
+                            models: trace.models.clone(),
+                            shapes: shapes.clone(),
+                            logs: Logs::new(),
+                            calls: 0,
+                            failures: 0,
+                            last_error: None,
+                        };
+                        let replay = trace::replay_observed(
+                            &trace,
+                            order,
+                            Some(&mut scorer),
+                            seed,
+                            &mut |pod| shapes.borrow_mut().record(pod, 1),
+                        );
+                        if scorer.failures > 0 {
+                            eprintln!(
+                                "openb: {p}: {} of {} calls failed (left to best fit); the last: {}",
+                                scorer.failures,
+                                scorer.calls,
+                                scorer.last_error.unwrap_or_default()
+                            );
+                        }
+                        replay
+                    }
                     _ => trace::replay(&trace, order, None, seed),
                 };
                 if let Err(e) = check_no_over_allocation(&trace, &replay) {

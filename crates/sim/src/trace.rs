@@ -289,8 +289,21 @@ fn round_half_even(x: f64) -> i64 {
 pub fn replay(
     trace: &Trace,
     order: &[usize],
+    scorer: Option<&mut dyn Scorer>,
+    seed: u64,
+) -> Replay {
+    replay_observed(trace, order, scorer, seed, &mut |_| {})
+}
+
+/// [`replay`], telling `arrived` what each task's pod asks as it arrives,
+/// before it is placed (as the scheduler records a workload's pods when it
+/// is submitted).
+pub fn replay_observed(
+    trace: &Trace,
+    order: &[usize],
     mut scorer: Option<&mut dyn Scorer>,
     seed: u64,
+    arrived_pod: &mut dyn FnMut(&[(ResourceId, Amount)]),
 ) -> Replay {
     let mut capacity = trace.capacity();
     let mut arrived = 0;
@@ -306,6 +319,7 @@ pub fn replay(
         let task = &trace.tasks[index];
         arrived += task.gpu_total();
         let per_pod = trace.per_pod(task);
+        arrived_pod(&per_pod);
         let flavors = trace.flavors_for(task);
         let mut by = match scorer.as_deref_mut() {
             Some(scorer) => By::Score { scorer, salt: seed },

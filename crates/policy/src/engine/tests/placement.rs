@@ -294,8 +294,7 @@ fn a_tenant_bundle_may_not_hold_a_placement_policy() {
 
 #[test]
 fn the_shipped_bestfit_bundle_loads_passes_its_tests_and_places_best_fit() {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies/placement-bestfit");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/placement-bestfit");
     let options = LoadOptions {
         tenant: None,
         run_tests: true,

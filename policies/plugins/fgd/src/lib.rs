@@ -1,0 +1,349 @@
+//! `fgd`: the placement policy of *Beware of Fragmentation: Scheduling
+//! GPU-Sharing Workloads with Fragmentation Gradient Descent* (Weng et al.,
+//! USENIX ATC'23). A node's GPU **fragmentation** is the GPU capacity left
+//! on it that a typical pod could not use, weighted by how common each
+//! typical pod is:
+//!
+//! ```text
+//! frag(node) = Σ_t share_t × (free GPU on cards too small for t, if t fits on the node;
+//!                             all free GPU,                         if it does not)
+//! ```
+//!
+//! (a pod asking no GPU counts all free GPU: it leaves it idle). FGD places
+//! each pod where it increases fragmentation least:
+//!
+//! ```text
+//! score = 100 × σ((frag(before) − frag(after)) / perCard)
+//! ```
+//!
+//! truncated to an integer as the paper's scheduler does (the equal scores
+//! then go to the same nodes first, in the core's fixed tie order, which
+//! packs; unrounded scores measured worse on the paper's benchmark,
+//! BENCHMARKS.md). A pod that fits on one card is tried on every card
+//! that holds it and the best card is returned with the score; whole cards
+//! are the lowest-numbered free ones, as the core takes them.
+//!
+//! The typical pods are the request's `typical`: the shapes of the pods
+//! last submitted to the workload's ClusterQueue that make up 95 % of them
+//! (the core's history). They are grouped by their CPU and GPU requests
+//! (other resources do not bear on GPU fragmentation).
+//!
+//! Params (the policy's `config`), all optional: `gpuResource`
+//! (`example.com/gpu-milli`), `cpuResource` (`cpu`), `integerScores`
+//! (`true`). An unknown param fails the call.
+
+use std::collections::{BTreeMap, HashMap};
+
+use arbiter_plugin_sdk::{export_placement, serde_json, Node, PlacementRequest, PlacementResponse};
+use serde::Deserialize;
+
+/// The policy's `config`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Params {
+    /// The device resource whose cards are shared.
+    pub gpu_resource: String,
+    pub cpu_resource: String,
+    /// Truncate scores to integers, as the paper's scheduler.
+    pub integer_scores: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            gpu_resource: "example.com/gpu-milli".to_owned(),
+            cpu_resource: "cpu".to_owned(),
+            integer_scores: true,
+        }
+    }
+}
+
+impl Params {
+    /// Reads and checks the request's `params` (`null` means all defaults).
+    pub fn parse(params: &serde_json::Value) -> Result<Params, String> {
+        if params.is_null() {
+            return Ok(Params::default());
+        }
+        serde_json::from_value(params.clone()).map_err(|e| format!("params: {e}"))
+    }
+}
+
+/// A typical pod: CPU and GPU per pod, and its share (0–1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Typical {
+    pub cpu: f64,
+    pub gpu: f64,
+    pub share: f64,
+}
+
+/// The typical pods of the request grouped by (CPU, GPU), shares summed.
+pub fn typical(request: &PlacementRequest, params: &Params) -> Vec<Typical> {
+    let mut grouped: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    for t in &request.typical {
+        let get = |r: &str| t.requests.get(r).copied().unwrap_or(0.0).max(0.0);
+        let key = (
+            get(&params.cpu_resource).to_bits(),
+            get(&params.gpu_resource).to_bits(),
+        );
+        *grouped.entry(key).or_default() += t.share.max(0.0);
+    }
+    grouped
+        .into_iter()
+        .map(|((cpu, gpu), share)| Typical {
+            cpu: f64::from_bits(cpu),
+            gpu: f64::from_bits(gpu),
+            share,
+        })
+        .collect()
+}
+
+/// The GPU on `cards` (free per card, each holding `per_card`) with
+/// `cpu_left` CPU free that the typical pods could not use.
+pub fn fragmentation(typical: &[Typical], cpu_left: f64, cards: &[f64], per_card: f64) -> f64 {
+    let left: f64 = cards.iter().sum();
+    typical
+        .iter()
+        .map(|t| {
+            let amount = if t.gpu <= 0.0 {
+                left
+            } else {
+                // One card of t.gpu, or t.gpu / perCard whole cards.
+                let (need, count) = if t.gpu <= per_card {
+                    (t.gpu, 1.0)
+                } else {
+                    (per_card, t.gpu / per_card)
+                };
+                let fitting = cards.iter().filter(|&&c| c >= need).count() as f64;
+                if count.fract() == 0.0 && fitting >= count && cpu_left >= t.cpu {
+                    cards.iter().filter(|&&c| c < need).sum()
+                } else {
+                    left
+                }
+            };
+            t.share * amount
+        })
+        .sum()
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// Node's score and the card for a one-card pod.
+fn node_score(
+    node: &Node,
+    params: &Params,
+    typical: &[Typical],
+    pod_cpu: f64,
+    pod_gpu: f64,
+) -> (f64, Option<u32>) {
+    let cpu_left = node
+        .free
+        .get(&params.cpu_resource)
+        .copied()
+        .unwrap_or(f64::INFINITY);
+    let device = node
+        .devices
+        .iter()
+        .find(|d| d.resource == params.gpu_resource);
+    let (cards, per_card) = match device {
+        Some(d) if d.per_card > 0.0 => (d.cards.clone(), d.per_card),
+        _ => (Vec::new(), 1000.0),
+    };
+    let before = fragmentation(typical, cpu_left, &cards, per_card);
+    let score = |after: f64| {
+        let s = sigmoid((before - after) / per_card) * 100.0;
+        if params.integer_scores {
+            s.trunc()
+        } else {
+            s
+        }
+    };
+    let cpu_after = cpu_left - pod_cpu;
+    if pod_gpu > 0.0 && pod_gpu < per_card {
+        let mut best: Option<(f64, u32)> = None;
+        for (i, &free) in cards.iter().enumerate() {
+            if free < pod_gpu {
+                continue;
+            }
+            let mut after = cards.clone();
+            after[i] -= pod_gpu;
+            let s = score(fragmentation(typical, cpu_after, &after, per_card));
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, i as u32));
+            }
+        }
+        match best {
+            Some((s, card)) => (s, Some(card)),
+            None => (0.0, None),
+        }
+    } else {
+        let mut after = cards;
+        let mut whole = (pod_gpu / per_card).round() as usize;
+        for c in after.iter_mut() {
+            if whole > 0 && *c >= per_card {
+                *c -= per_card;
+                whole -= 1;
+            }
+        }
+        (
+            score(fragmentation(typical, cpu_after, &after, per_card)),
+            None,
+        )
+    }
+}
+
+/// The hook: a score per node, and the card for a pod that fits on one.
+pub fn placement(request: PlacementRequest) -> Result<PlacementResponse, String> {
+    let params = Params::parse(&request.params)?;
+    let typical = typical(&request, &params);
+    let get = |r: &str| request.pod.requests.get(r).copied().unwrap_or(0.0);
+    let (pod_cpu, pod_gpu) = (get(&params.cpu_resource), get(&params.gpu_resource));
+    // Identical nodes score the same: computed once per (CPU free, cards).
+    let mut seen: HashMap<(u64, Vec<u64>), (f64, Option<u32>)> = HashMap::new();
+    let mut scores = Vec::with_capacity(request.nodes.len());
+    let mut cards = Vec::with_capacity(request.nodes.len());
+    for node in &request.nodes {
+        let key = (
+            node.free
+                .get(&params.cpu_resource)
+                .copied()
+                .unwrap_or(f64::INFINITY)
+                .to_bits(),
+            node.devices
+                .iter()
+                .filter(|d| d.resource == params.gpu_resource)
+                .flat_map(|d| d.cards.iter().map(|c| c.to_bits()))
+                .collect(),
+        );
+        let (score, card) = *seen
+            .entry(key)
+            .or_insert_with(|| node_score(node, &params, &typical, pod_cpu, pod_gpu));
+        scores.push(score);
+        cards.push(card);
+    }
+    Ok(PlacementResponse {
+        scores,
+        cards: Some(cards),
+    })
+}
+
+export_placement!(placement);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_plugin_sdk::{Device, Pod, TypicalPod};
+
+    fn node(cpu: f64, cards: &[f64]) -> Node {
+        Node {
+            free: [("cpu".to_owned(), cpu)].into(),
+            devices: vec![Device {
+                resource: "example.com/gpu-milli".to_owned(),
+                per_card: 1000.0,
+                cards: cards.to_vec(),
+            }],
+            ..Node::default()
+        }
+    }
+
+    fn typical(cpu: f64, gpu: f64, share: f64) -> TypicalPod {
+        TypicalPod {
+            requests: [
+                ("cpu".to_owned(), cpu),
+                ("example.com/gpu-milli".to_owned(), gpu),
+            ]
+            .into(),
+            share,
+        }
+    }
+
+    fn request(
+        pod_cpu: f64,
+        pod_gpu: f64,
+        nodes: Vec<Node>,
+        typical: Vec<TypicalPod>,
+    ) -> PlacementRequest {
+        PlacementRequest {
+            pod: Pod {
+                requests: [
+                    ("cpu".to_owned(), pod_cpu),
+                    ("example.com/gpu-milli".to_owned(), pod_gpu),
+                ]
+                .into(),
+            },
+            nodes,
+            typical,
+            ..PlacementRequest::default()
+        }
+    }
+
+    #[test]
+    fn fragmentation_counts_what_typical_pods_cannot_use() {
+        let t = [
+            Typical {
+                cpu: 1.0,
+                gpu: 500.0,
+                share: 0.5,
+            },
+            Typical {
+                cpu: 1.0,
+                gpu: 1000.0,
+                share: 0.5,
+            },
+        ];
+        // Cards 300 and 1000 free: the half-GPU pod fits (300 is too small
+        // for it), the whole-GPU pod fits (300 too small again).
+        assert_eq!(fragmentation(&t, 8.0, &[300.0, 1000.0], 1000.0), 300.0);
+        // No CPU left: nothing fits, all 1300 free is fragmented.
+        assert_eq!(fragmentation(&t, 0.5, &[300.0, 1000.0], 1000.0), 1300.0);
+        // A CPU-only typical pod leaves every free GPU idle.
+        let cpu = [Typical {
+            cpu: 1.0,
+            gpu: 0.0,
+            share: 1.0,
+        }];
+        assert_eq!(fragmentation(&cpu, 8.0, &[300.0, 1000.0], 1000.0), 1300.0);
+    }
+
+    #[test]
+    fn a_share_goes_where_it_fragments_least() {
+        // Typical pods are half GPUs. A 0.5 share on node a's half-used
+        // card fills it exactly (frag stays 0); on node b's empty card it
+        // leaves 0.5 usable; both are fine, but on node c (0.7 free) it
+        // would leave 0.2 that no typical pod can use.
+        let t = vec![typical(1.0, 500.0, 1.0)];
+        let nodes = vec![
+            node(8.0, &[500.0]),
+            node(8.0, &[1000.0]),
+            node(8.0, &[700.0]),
+        ];
+        let out = placement(request(1.0, 500.0, nodes, t)).unwrap();
+        assert_eq!(out.scores, vec![50.0, 50.0, 45.0]);
+        assert_eq!(out.cards, Some(vec![Some(0), Some(0), Some(0)]));
+    }
+
+    #[test]
+    fn the_best_card_of_a_node_is_returned() {
+        let t = vec![typical(1.0, 600.0, 1.0)];
+        // Card 0 has 1000 free, card 1 has 700: a 0.4 share on card 0
+        // leaves 600 (usable), on card 1 leaves 300 (fragmented).
+        let out = placement(request(1.0, 400.0, vec![node(8.0, &[1000.0, 700.0])], t)).unwrap();
+        assert_eq!(out.cards, Some(vec![Some(0)]));
+    }
+
+    #[test]
+    fn unrounded_scores_on_request_and_bad_params_fail() {
+        let mut r = request(
+            1.0,
+            500.0,
+            vec![node(8.0, &[700.0])],
+            vec![typical(1.0, 500.0, 1.0)],
+        );
+        r.params = serde_json::json!({"integerScores": false});
+        let s = placement(r.clone()).unwrap().scores[0];
+        assert!((s - 100.0 / (1.0 + (0.2f64).exp())).abs() < 1e-9, "{s}");
+        r.params = serde_json::json!({"integerScore": false});
+        assert!(placement(r).unwrap_err().contains("integerScore"));
+    }
+}
