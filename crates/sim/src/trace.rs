@@ -295,7 +295,10 @@ pub fn replay(
     replay_observed(trace, order, scorer, seed, &mut |_| {})
 }
 
-/// [`replay`], telling `arrived` what each task's pod asks as it arrives,
+/// Told what each task's pod asks as it arrives.
+pub type Arrivals<'a> = dyn FnMut(&[(ResourceId, Amount)]) + 'a;
+
+/// [`replay`], telling `arrived_pod` what each task's pod asks as it arrives,
 /// before it is placed (as the scheduler records a workload's pods when it
 /// is submitted).
 pub fn replay_observed(
@@ -303,7 +306,7 @@ pub fn replay_observed(
     order: &[usize],
     mut scorer: Option<&mut dyn Scorer>,
     seed: u64,
-    arrived_pod: &mut dyn FnMut(&[(ResourceId, Amount)]),
+    arrived_pod: &mut Arrivals<'_>,
 ) -> Replay {
     let mut capacity = trace.capacity();
     let mut arrived = 0;

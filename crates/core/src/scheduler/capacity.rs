@@ -427,7 +427,7 @@ impl Capacity {
         flavors: &[FlavorId],
         per_pod: &[(ResourceId, Amount)],
     ) -> Option<Taken> {
-        let mut best: Option<(f64, (FlavorId, usize), Vec<(usize, u16, Amount)>)> = None;
+        let mut best: Option<(f64, (FlavorId, usize), Cards)> = None;
         for &flavor in flavors {
             let fl = &self.flavors[flavor.index()];
             for (i, f) in scratch.free[&flavor].iter().enumerate() {
@@ -658,7 +658,7 @@ fn cards_for(
     cards: &[Amount],
     per_pod: &[(ResourceId, Amount)],
     prefer: Option<u16>,
-) -> Option<Vec<(usize, u16, Amount)>> {
+) -> Option<Cards> {
     let mut taken = Vec::new();
     let mut offset = 0;
     for (d, device) in pool.devices.iter().enumerate() {
@@ -712,7 +712,7 @@ fn fits_on(
     free: &Free,
     per_pod: &[(ResourceId, Amount)],
     prefer: Option<u16>,
-) -> Option<Vec<(usize, u16, Amount)>> {
+) -> Option<Cards> {
     if !per_pod.iter().all(|&(r, a)| free.free[r.index()] >= a) {
         return None;
     }
@@ -722,11 +722,14 @@ fn fits_on(
     cards_for(pool, &free.cards, per_pod, prefer)
 }
 
+/// The cards a pod takes on a node: (device index, card, amount).
+type Cards = Vec<(usize, u16, Amount)>;
+
 /// Where a pod goes, and the cards it takes there.
-type Taken = ((FlavorId, usize), Vec<(usize, u16, Amount)>);
+type Taken = ((FlavorId, usize), Cards);
 
 enum Scored {
-    Placed((FlavorId, usize), Vec<(usize, u16, Amount)>),
+    Placed((FlavorId, usize), Cards),
     NoFit,
     Unanswered,
 }

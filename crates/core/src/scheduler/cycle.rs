@@ -323,6 +323,7 @@ impl Scheduler {
     }
 
     /// Carries out an admission verdict: admit, reject for good, or set aside to retry.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn decide(
         &mut self,
         cq: ClusterQueueId,

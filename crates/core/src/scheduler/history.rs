@@ -154,22 +154,25 @@ mod tests {
     }
 }
 
+/// What one pod asks: its requests in `ResourceId` order.
+pub type Shape = Arc<[(ResourceId, Amount)]>;
+
 /// The pods last submitted to a ClusterQueue, by shape (per-pod requests):
 /// the "typical pods" a placement policy such as FGD weighs free capacity
 /// against. A sliding window of the last [`PodShapes::WINDOW`] pods.
 #[derive(Clone, Debug, Default)]
 pub struct PodShapes {
     /// (shape, pods), oldest first.
-    recent: VecDeque<(Arc<[(ResourceId, Amount)]>, u32)>,
+    recent: VecDeque<(Shape, u32)>,
     /// Pods per shape in `recent`.
-    counts: BTreeMap<Arc<[(ResourceId, Amount)]>, u64>,
+    counts: BTreeMap<Shape, u64>,
     pods: u64,
 }
 
 /// A shape of the recent pods and its share of them (0–1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TypicalPod {
-    pub per_pod: Arc<[(ResourceId, Amount)]>,
+    pub per_pod: Shape,
     pub share: f64,
 }
 
@@ -184,7 +187,7 @@ impl PodShapes {
         if pods == 0 {
             return;
         }
-        let shape: Arc<[(ResourceId, Amount)]> = match self.counts.get_key_value(per_pod) {
+        let shape: Shape = match self.counts.get_key_value(per_pod) {
             Some((k, _)) => k.clone(),
             None => per_pod.into(),
         };
@@ -209,7 +212,7 @@ impl PodShapes {
     /// requests first), until they cover [`PodShapes::COVER`] of the pods
     /// remembered; shares renormalised to sum to 1 over those returned.
     pub fn typical(&self) -> Vec<TypicalPod> {
-        let mut by_count: Vec<(&Arc<[(ResourceId, Amount)]>, u64)> =
+        let mut by_count: Vec<(&Shape, u64)> =
             self.counts.iter().map(|(k, &c)| (k, c)).collect();
         by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let want = Self::COVER * self.pods as f64;
