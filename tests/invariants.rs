@@ -9,6 +9,9 @@
 //! - a ClusterQueue never uses more than nominal + borrowingLimit;
 //! - a cohort never lends more than its subtree has;
 //! - no node holds more than its allocatable, and every pod is placed;
+//! - no card of a device resource (`example.com/gpu-milli` on pools that
+//!   declare it per card) holds more than one card, and every admitted pod
+//!   asking it holds exactly its request of cards;
 //! - no workload is lost: each ends in one state, and none that would fit
 //!   an empty cluster is left pending once the cluster is idle;
 //! - the same scenario gives the same report, byte for byte.
@@ -41,6 +44,8 @@ struct PoolGen {
     nodes: u32,
     gpus: u32,
     cpus: u32,
+    /// `example.com/gpu-milli` held per card (a device), not as one number.
+    shared: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -72,6 +77,8 @@ struct PodSetGen {
     count: u32,
     gpu: u32,
     cpu: u32,
+    /// `example.com/gpu-milli` per pod: a share of a card, whole cards, or 0.
+    milli: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -103,8 +110,14 @@ fn pool() -> impl Strategy<Value = PoolGen> {
         1u32..=3,
         prop::sample::select(vec![2u32, 4, 8]),
         prop::sample::select(vec![16u32, 32, 64]),
+        prop::bool::weighted(0.7),
     )
-        .prop_map(|(nodes, gpus, cpus)| PoolGen { nodes, gpus, cpus })
+        .prop_map(|(nodes, gpus, cpus, shared)| PoolGen {
+            nodes,
+            gpus,
+            cpus,
+            shared,
+        })
 }
 
 fn quota() -> impl Strategy<Value = QuotaGen> {
@@ -167,11 +180,23 @@ fn job() -> impl Strategy<Value = JobGen> {
         1u32..=400,
         -3i32..=3,
         prop::collection::vec(
-            (1u32..=4, 0u32..=4, 1u32..=8).prop_map(|(count, gpu, cpu)| PodSetGen {
-                count,
-                gpu,
-                cpu,
-            }),
+            (
+                1u32..=4,
+                0u32..=4,
+                1u32..=8,
+                prop_oneof![
+                    3 => Just(0u32),
+                    3 => (1u32..=9).prop_map(|tenths| tenths * 100),
+                    1 => Just(1000u32),
+                    1 => Just(2000u32),
+                ],
+            )
+                .prop_map(|(count, gpu, cpu, milli)| PodSetGen {
+                    count,
+                    gpu,
+                    cpu,
+                    milli,
+                }),
             1..=2,
         ),
         prop::bool::weighted(0.05),
@@ -218,6 +243,8 @@ fn scenario_gen() -> impl Strategy<Value = ScenarioGen> {
 // ---------------------------------------------------------------- YAML
 
 const GPU: &str = "nvidia.com/gpu";
+/// GPUs shared by fractions: 1000 per card.
+const MILLI: &str = "example.com/gpu-milli";
 
 impl ScenarioGen {
     /// The flavors a ClusterQueue lists, in its order (never empty).
@@ -263,10 +290,18 @@ impl ScenarioGen {
                 "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {{name: f{f}}}"
             );
             if let Some(p) = pool {
+                let devices = if p.shared {
+                    format!(", devices: {{{MILLI}: {{cards: {}}}}}", p.gpus)
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     sim,
-                    "  - {{flavor: f{f}, nodes: {}, allocatable: {{{GPU}: \"{}\", cpu: \"{}\"}}}}",
-                    p.nodes, p.gpus, p.cpus
+                    "  - {{flavor: f{f}, nodes: {}, allocatable: {{{GPU}: \"{}\", cpu: \"{}\", {MILLI}: \"{}\"}}{devices}}}",
+                    p.nodes,
+                    p.gpus,
+                    p.cpus,
+                    p.gpus * 1000
                 );
             }
         }
@@ -292,7 +327,8 @@ impl ScenarioGen {
             if let Some(gpus) = self.cohort_gpus {
                 let _ = writeln!(
                     y,
-                    "  resourceGroups:\n  - coveredResources: [cpu, {GPU}]\n    flavors:\n    - name: f0\n      resources:\n      - {{name: cpu, nominalQuota: \"8\"}}\n      - {{name: {GPU}, nominalQuota: \"{gpus}\"}}"
+                    "  resourceGroups:\n  - coveredResources: [cpu, {GPU}, {MILLI}]\n    flavors:\n    - name: f0\n      resources:\n      - {{name: cpu, nominalQuota: \"8\"}}\n      - {{name: {GPU}, nominalQuota: \"{gpus}\"}}\n      - {{name: {MILLI}, nominalQuota: \"{}\"}}",
+                    gpus * 1000
                 );
             }
         }
@@ -342,7 +378,7 @@ impl ScenarioGen {
             }
             let _ = writeln!(
                 y,
-                "  resourceGroups:\n  - coveredResources: [cpu, {GPU}]\n    flavors:"
+                "  resourceGroups:\n  - coveredResources: [cpu, {GPU}, {MILLI}]\n    flavors:"
             );
             for (f, q) in self.flavors_of(cq) {
                 let limits = |borrow: Option<u32>, lend: Option<u32>| {
@@ -359,11 +395,13 @@ impl ScenarioGen {
                 };
                 let _ = writeln!(
                     y,
-                    "    - name: f{f}\n      resources:\n      - {{name: cpu, nominalQuota: \"{}\"{}}}\n      - {{name: {GPU}, nominalQuota: \"{}\"{}}}",
+                    "    - name: f{f}\n      resources:\n      - {{name: cpu, nominalQuota: \"{}\"{}}}\n      - {{name: {GPU}, nominalQuota: \"{}\"{}}}\n      - {{name: {MILLI}, nominalQuota: \"{}\"{}}}",
                     q.cpu,
                     limits(q.borrowing.map(|b| b * 4), None),
                     q.gpu,
-                    limits(q.borrowing, q.lending)
+                    limits(q.borrowing, q.lending),
+                    q.gpu * 1000,
+                    limits(q.borrowing.map(|b| b * 1000), q.lending.map(|l| l * 1000))
                 );
             }
             doc(&mut y);
@@ -386,6 +424,9 @@ impl ScenarioGen {
                 let mut requests = format!("cpu: \"{}\"", ps.cpu);
                 if ps.gpu > 0 {
                     let _ = write!(requests, ", {GPU}: \"{}\"", ps.gpu);
+                }
+                if ps.milli > 0 {
+                    let _ = write!(requests, ", {MILLI}: \"{}\"", ps.milli);
                 }
                 if job.uncovered && p == 0 {
                     requests.push_str(", example.com/fpga: \"1\"");
@@ -531,6 +572,8 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
     let capacity = scheduler.capacity();
     let mut out = Vec::new();
     let mut used: BTreeMap<(FlavorId, u32), BTreeMap<usize, Amount>> = BTreeMap::new();
+    // Per (flavor, node, resource, card): what placements hold of it.
+    let mut on_cards: BTreeMap<(FlavorId, u32, usize, u16), Amount> = BTreeMap::new();
     for entry in scheduler.entries() {
         let Some(admission) = &entry.admission else {
             continue;
@@ -549,6 +592,35 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
                 Some(_) => {}
             }
             *placed.entry(p.flavor).or_default() += p.pods;
+            // Pods asking a device resource hold exactly that much of cards.
+            if let Some((pool, _)) = capacity.node(p.flavor, p.node) {
+                for device in &pool.devices {
+                    let asked = p
+                        .per_pod
+                        .iter()
+                        .find(|(r, _)| *r == device.resource)
+                        .map_or(Amount::ZERO, |(_, a)| a.saturating_mul(p.pods as i64));
+                    let held = p
+                        .cards
+                        .iter()
+                        .filter(|u| u.resource == device.resource)
+                        .fold(Amount::ZERO, |sum, u| sum + u.amount);
+                    if held != asked {
+                        out.push(format!(
+                            "{}: {} pods asking {asked} {} on node {} hold {held} of its cards",
+                            entry.workload.name,
+                            p.pods,
+                            cluster.resources[device.resource.index()],
+                            p.node
+                        ));
+                    }
+                }
+            }
+            for u in &p.cards {
+                *on_cards
+                    .entry((p.flavor, p.node, u.resource.index(), u.card))
+                    .or_default() += u.amount;
+            }
             let node = used.entry((p.flavor, p.node)).or_default();
             for &(r, a) in &p.per_pod {
                 *node.entry(r.index()).or_default() += a.saturating_mul(p.pods as i64);
@@ -567,6 +639,25 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
                 "{}: pods placed per flavor {placed:?}, pod sets need {expected:?}",
                 entry.workload.name
             ));
+        }
+    }
+    for (&(flavor, node, r, card), &amount) in &on_cards {
+        let per_card = capacity.node(flavor, node).and_then(|(pool, _)| {
+            let device = pool.devices.iter().find(|d| d.resource.index() == r)?;
+            (card < device.cards).then_some(device.per_card)
+        });
+        match per_card {
+            None => out.push(format!(
+                "node {node} of flavor {} has no card {card} of {}",
+                cluster.flavors[flavor.index()].name,
+                cluster.resources[r]
+            )),
+            Some(per_card) if amount > per_card => out.push(format!(
+                "card {card} of node {node} of flavor {} holds {amount} {} > one card's {per_card}",
+                cluster.flavors[flavor.index()].name,
+                cluster.resources[r]
+            )),
+            Some(_) => {}
         }
     }
     for ((flavor, node), resources) in &used {
@@ -1200,6 +1291,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
             nodes: 2,
             gpus: 2,
             cpus: 16,
+            shared: false,
         })],
         cohorts: 1,
         nested: false,
@@ -1256,6 +1348,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 3,
                     gpu: 2,
                     cpu: 1,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1269,11 +1362,13 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                         count: 3,
                         gpu: 0,
                         cpu: 5,
+                        milli: 0,
                     },
                     PodSetGen {
                         count: 1,
                         gpu: 0,
                         cpu: 5,
+                        milli: 0,
                     },
                 ],
                 uncovered: false,
@@ -1287,6 +1382,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 1,
                     gpu: 0,
                     cpu: 1,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1299,6 +1395,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 2,
                     gpu: 4,
                     cpu: 7,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1311,6 +1408,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 4,
                     gpu: 1,
                     cpu: 2,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1324,11 +1422,13 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                         count: 2,
                         gpu: 2,
                         cpu: 8,
+                        milli: 0,
                     },
                     PodSetGen {
                         count: 4,
                         gpu: 2,
                         cpu: 3,
+                        milli: 0,
                     },
                 ],
                 uncovered: false,
@@ -1342,6 +1442,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 3,
                     gpu: 3,
                     cpu: 8,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1354,6 +1455,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 2,
                     gpu: 2,
                     cpu: 1,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1367,11 +1469,13 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                         count: 2,
                         gpu: 4,
                         cpu: 1,
+                        milli: 0,
                     },
                     PodSetGen {
                         count: 4,
                         gpu: 2,
                         cpu: 1,
+                        milli: 0,
                     },
                 ],
                 uncovered: false,
@@ -1386,11 +1490,13 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                         count: 4,
                         gpu: 0,
                         cpu: 2,
+                        milli: 0,
                     },
                     PodSetGen {
                         count: 4,
                         gpu: 2,
                         cpu: 3,
+                        milli: 0,
                     },
                 ],
                 uncovered: false,
@@ -1404,6 +1510,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 3,
                     gpu: 0,
                     cpu: 4,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
@@ -1417,11 +1524,13 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                         count: 3,
                         gpu: 2,
                         cpu: 1,
+                        milli: 0,
                     },
                     PodSetGen {
                         count: 3,
                         gpu: 2,
                         cpu: 8,
+                        milli: 0,
                     },
                 ],
                 uncovered: false,
@@ -1435,6 +1544,7 @@ fn strict_fifo_head_is_the_holder_of_the_first_slot() {
                     count: 4,
                     gpu: 0,
                     cpu: 5,
+                    milli: 0,
                 }],
                 uncovered: false,
             },
