@@ -427,22 +427,26 @@ impl Capacity {
         flavors: &[FlavorId],
         per_pod: &[(ResourceId, Amount)],
     ) -> Option<Taken> {
-        let mut best: Option<(f64, (FlavorId, usize), Cards)> = None;
+        let mut best: Option<(f64, FlavorId, usize)> = None;
         for &flavor in flavors {
             let fl = &self.flavors[flavor.index()];
             for (i, f) in scratch.free[&flavor].iter().enumerate() {
                 let Some(f) = f else { continue };
                 let pool = &fl.pools[fl.nodes[i].pool];
-                let Some(cards) = fits_on(pool, f, per_pod, None) else {
+                if !fits(pool, f, per_pod) {
                     continue;
-                };
+                }
                 let room = leftover(&f.free, per_pod, &pool.allocatable);
-                if best.as_ref().is_none_or(|(b, _, _)| room < *b) {
-                    best = Some((room, (flavor, i), cards));
+                if best.is_none_or(|(b, _, _)| room < b) {
+                    best = Some((room, flavor, i));
                 }
             }
         }
-        best.map(|(_, at, cards)| (at, cards))
+        let (_, flavor, i) = best?;
+        let fl = &self.flavors[flavor.index()];
+        let f = scratch.free[&flavor][i].as_ref()?;
+        let cards = fits_on(&fl.pools[fl.nodes[i].pool], f, per_pod, None)?;
+        Some(((flavor, i), cards))
     }
 
     fn scored(
@@ -459,7 +463,7 @@ impl Capacity {
             for (i, f) in scratch.free[&flavor].iter().enumerate() {
                 let Some(f) = f else { continue };
                 let pool = &fl.pools[fl.nodes[i].pool];
-                if fits_on(pool, f, per_pod, None).is_some() {
+                if fits(pool, f, per_pod) {
                     fitting.push((flavor, i, pool, f));
                 }
             }
@@ -704,6 +708,40 @@ fn cards_for(
         }
     }
     Some(taken)
+}
+
+/// Does a pod fit on the node: every limited resource, then its cards
+/// (one card with room for a share, enough fully free cards for whole
+/// ones)? As [`fits_on`], without choosing the cards.
+fn fits(pool: &PoolSpec, free: &Free, per_pod: &[(ResourceId, Amount)]) -> bool {
+    if !per_pod.iter().all(|&(r, a)| free.free[r.index()] >= a) {
+        return false;
+    }
+    let mut offset = 0;
+    for device in &pool.devices {
+        let own = &free.cards[offset..offset + device.cards as usize];
+        offset += device.cards as usize;
+        let amount = per_pod
+            .iter()
+            .find(|(r, _)| *r == device.resource)
+            .map_or(Amount::ZERO, |(_, a)| *a);
+        if amount.milli() <= 0 {
+            continue;
+        }
+        let fits = if amount <= device.per_card {
+            own.iter().any(|f| *f >= amount)
+        } else {
+            let per_card = device.per_card.milli();
+            per_card > 0
+                && amount.milli() % per_card == 0
+                && own.iter().filter(|f| **f == device.per_card).count() as i64
+                    >= amount.milli() / per_card
+        };
+        if !fits {
+            return false;
+        }
+    }
+    true
 }
 
 /// Cards a pod takes if it fits on the node at all (every limited resource, then the cards).

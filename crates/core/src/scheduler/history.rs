@@ -212,8 +212,7 @@ impl PodShapes {
     /// requests first), until they cover [`PodShapes::COVER`] of the pods
     /// remembered; shares renormalised to sum to 1 over those returned.
     pub fn typical(&self) -> Vec<TypicalPod> {
-        let mut by_count: Vec<(&Shape, u64)> =
-            self.counts.iter().map(|(k, &c)| (k, c)).collect();
+        let mut by_count: Vec<(&Shape, u64)> = self.counts.iter().map(|(k, &c)| (k, c)).collect();
         by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let want = Self::COVER * self.pods as f64;
         let mut covered = 0u64;
