@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the WebAssembly policy plugins from source and checks them:
 # - Rust: the guest SDK (plugin-sdk/rust), the default bundle's plugins
-#   (policies/plugins/*) and examples/plugins/rust; each is its own Cargo
+#   and the FGD placement policy (policies/plugins/*; fgd.wasm lands in
+#   policies/placement-fgd/) and examples/plugins/rust; each is its own Cargo
 #   package outside the root crate, so the root's fmt/clippy/test never see
 #   them; this script does.
 # - Go (the preinstalled `go`, >= 1.26; GOTOOLCHAIN=local, nothing is
@@ -56,7 +57,7 @@ if command -v rustup >/dev/null; then
   rustup target add "$wasm_target" >/dev/null 2>&1
 fi
 
-packages=(plugin-sdk/rust policies/plugins/shortest-first examples/plugins/rust)
+packages=(plugin-sdk/rust policies/plugins/shortest-first policies/plugins/fgd examples/plugins/rust)
 for package in "${packages[@]}"; do
   manifest="$package/Cargo.toml"
   log "$package: fmt, clippy, test"
@@ -85,6 +86,17 @@ for plugin in shortest-first; do
     log "note: the fresh $plugin.wasm differs in bytes from the committed one (toolchain or checkout path); tests check it behaves the same; --install replaces it"
   fi
 done
+
+# The FGD placement policy's module lives in its own bundle directory.
+log "policies/placement-fgd/fgd.wasm"
+CARGO_ENCODED_RUSTFLAGS="$wasm_rustflags" cargo build \
+  --manifest-path policies/plugins/fgd/Cargo.toml \
+  --release --locked --target "$wasm_target" --target-dir "$target_dir"
+if $install_modules; then
+  install -m 644 "$target_dir/$wasm_target/release/fgd.wasm" policies/placement-fgd/fgd.wasm
+elif ! cmp -s "$target_dir/$wasm_target/release/fgd.wasm" policies/placement-fgd/fgd.wasm; then
+  log "note: the fresh fgd.wasm differs in bytes from the committed one (toolchain or checkout path); --install replaces it"
+fi
 
 log "examples/plugins/rust/urgent-first.wasm"
 CARGO_ENCODED_RUSTFLAGS="$wasm_rustflags" cargo build \
@@ -197,10 +209,15 @@ else
   missing "zig could not be installed (plugin-sdk/zig/zig.sh: python3 -m venv, pip install ziglang): the Zig SDK, examples/plugins/zig and the Zig hostile plugin are not built"
 fi
 
-# Every examples/plugins bundle that was built passes its own tests.
+# Every examples/plugins bundle that was built passes its own tests, and
+# so do the placement policies (FGD with its committed module).
 for bundle in examples/plugins/*/; do
   if [[ -f "$bundle/urgent-first.wasm" ]]; then
     log "arbiter policy test $bundle"
     cargo run --quiet --locked --bin arbiter -- policy test "$bundle"
   fi
+done
+for bundle in policies/placement-bestfit policies/placement-fgd; do
+  log "arbiter policy test $bundle"
+  cargo run --quiet --locked --bin arbiter -- policy test "$bundle"
 done
