@@ -780,3 +780,54 @@ fn a_scenario_file_over_64_mib_is_refused_before_it_is_read() {
         ),
     );
 }
+
+/// `examples/shared-gpu`: pools hold `example.com/gpu-milli` per card. The
+/// report names each workload's node and cards (a share one card, two
+/// GPUs two), and byFlavor gives the device's allocation and
+/// fragmentation; a placement policy (FGD, in WebAssembly) places every
+/// pod through the hook.
+#[test]
+fn shared_gpus_report_nodes_cards_allocation_and_fragmentation() {
+    for policies in [None, Some("policies/placement-fgd")] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.json");
+        let mut cmd = arbiter();
+        cmd.args(["simulate", "examples/shared-gpu", "--report"])
+            .arg(&report);
+        if let Some(p) = policies {
+            cmd.args(["--policies", p]);
+        }
+        cmd.assert().success();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let device = &r["byFlavor"]["t4"]["device"];
+        assert_eq!(device["resource"], "example.com/gpu-milli", "{policies:?}");
+        let allocation = device["allocation"].as_f64().unwrap();
+        let fragmentation = device["fragmentation"].as_f64().unwrap();
+        assert!(allocation > 0.3 && allocation < 1.0, "{allocation}");
+        assert!(
+            fragmentation > 0.0 && fragmentation + allocation <= 1.0,
+            "{fragmentation}"
+        );
+        let workloads = r["workloads"].as_array().unwrap();
+        let mut checked = 0;
+        for w in workloads.iter().filter(|w| !w["admittedSeconds"].is_null()) {
+            let placement = w["placement"].as_array().unwrap();
+            assert_eq!(placement.len(), 1, "{w}");
+            let cards = placement[0]["cards"]["example.com/gpu-milli"]
+                .as_array()
+                .unwrap();
+            let name = w["name"].as_str().unwrap();
+            let expected = if name.starts_with("two-gpu") { 2 } else { 1 };
+            assert_eq!(cards.len(), expected, "{name}: {cards:?}");
+            assert!(placement[0]["node"].as_str().unwrap().starts_with("t4-"));
+            checked += 1;
+        }
+        assert_eq!(checked, 210, "{policies:?}");
+        if policies.is_some() {
+            assert_eq!(
+                r["policies"]["evaluations"], 210,
+                "one placement call per pod"
+            );
+        }
+    }
+}

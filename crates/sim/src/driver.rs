@@ -17,8 +17,8 @@ use arbiter_core::scheduler::reason::{render_admission, Reason};
 use arbiter_core::scheduler::{Event, Input, ScaleKind, Scheduler, Status, Step, WorkloadId};
 
 use super::report::{
-    jain, percentile, round6, ClusterQueueReport, FlavorReport, HistoryEntry, HistoryEvent, Report,
-    SchedulerReport, Series, WorkloadReport, WorkloadState,
+    jain, percentile, round6, ClusterQueueReport, DeviceReport, FlavorReport, HistoryEntry,
+    HistoryEvent, PlacementReport, Report, SchedulerReport, Series, WorkloadReport, WorkloadState,
 };
 use super::scenario::Scenario;
 
@@ -46,6 +46,8 @@ struct Record {
     finished_at: Option<Millis>,
     ever_admitted: bool,
     preempted: usize,
+    /// Where its pods were placed at its latest admission.
+    placement: Vec<PlacementReport>,
 }
 
 /// Time-weighted average of a value that changes at discrete instants.
@@ -84,6 +86,9 @@ struct FlavorTrack {
     delay: Millis,
     /// (seconds, utilisation) after every step, for the plot.
     samples: Vec<(f64, f64)>,
+    /// A resource the flavor's pools hold per card (the first, by id), with
+    /// the fraction of its capacity allocated and the fraction fragmented.
+    device: Option<(ResourceId, Integral, Integral)>,
 }
 
 /// Watches a run from inside, for checks that must hold at every point
@@ -348,6 +353,11 @@ fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<FlavorTrack>
                 peak_nodes: scheduler.capacity().ready_nodes(flavor),
                 delay,
                 samples: Vec::new(),
+                device: scheduler
+                    .capacity()
+                    .device_resources(flavor)
+                    .first()
+                    .map(|&r| (r, Integral::default(), Integral::default())),
             };
             refresh_pooled(scheduler, &mut track, flavor, Millis::ZERO);
             track
@@ -367,6 +377,20 @@ fn refresh_pooled(scheduler: &Scheduler, track: &mut FlavorTrack, flavor: Flavor
         _ => 0.0,
     };
     track.usage.set(now, value);
+    if let Some((resource, allocated, fragmented)) = &mut track.device {
+        let typical = scheduler.typical_pods_all();
+        let typical: Vec<(&[(ResourceId, Amount)], f64)> =
+            typical.iter().map(|t| (&t.per_pod[..], t.share)).collect();
+        if let Some(f) = scheduler
+            .capacity()
+            .fragmentation(flavor, *resource, &typical)
+            .filter(|f| !f.capacity.is_zero())
+        {
+            let capacity = f.capacity.as_f64();
+            allocated.set(now, (f.capacity - f.free).as_f64() / capacity);
+            fragmented.set(now, f.fragmented / capacity);
+        }
+    }
 }
 
 /// Updates flavor utilisation after quota `usage` was charged (`sign` 1) or released (−1).
@@ -462,6 +486,11 @@ fn handle(
             }
             record.admitted_at = Some(now);
             record.ever_admitted = true;
+            record.placement = entry
+                .admission
+                .as_ref()
+                .map(|a| placement_report(scheduler, &a.placements))
+                .unwrap_or_default();
             *pending_now = pending_now.saturating_sub(1);
             let reason = entry.admission.as_ref().map_or_else(String::new, |a| {
                 render_admission(scheduler.cluster(), &entry.workload, a)
@@ -690,6 +719,7 @@ fn finish_report(
             state,
             reason,
             never_admissible,
+            placement: record.placement,
             history: record.history,
         });
     }
@@ -732,6 +762,18 @@ fn finish_report(
                     .cloned()
                     .unwrap_or_default(),
                 peak_nodes: track.peak_nodes,
+                device: track
+                    .device
+                    .as_mut()
+                    .map(|(r, allocated, fragmented)| DeviceReport {
+                        resource: cluster
+                            .resources
+                            .get(r.index())
+                            .cloned()
+                            .unwrap_or_default(),
+                        allocation: round6(allocated.mean(end)),
+                        fragmentation: round6(fragmented.mean(end)),
+                    }),
             },
         );
         series
@@ -746,6 +788,44 @@ fn finish_report(
     downsample(&mut series);
     report.series = series;
     report
+}
+
+/// Placements by name: `<flavor>-<node index>`, pods, and the cards held per device resource.
+fn placement_report(
+    scheduler: &Scheduler,
+    placements: &[arbiter_core::scheduler::workload::Placement],
+) -> Vec<PlacementReport> {
+    let cluster = scheduler.cluster();
+    placements
+        .iter()
+        .map(|p| {
+            let mut cards: BTreeMap<String, Vec<u16>> = BTreeMap::new();
+            for u in &p.cards {
+                cards
+                    .entry(
+                        cluster
+                            .resources
+                            .get(u.resource.index())
+                            .cloned()
+                            .unwrap_or_default(),
+                    )
+                    .or_default()
+                    .push(u.card);
+            }
+            PlacementReport {
+                node: format!(
+                    "{}-{}",
+                    cluster
+                        .flavors
+                        .get(p.flavor.index())
+                        .map_or("", |f| &f.name),
+                    p.node
+                ),
+                pods: p.pods,
+                cards,
+            }
+        })
+        .collect()
 }
 
 fn mean(values: &[f64]) -> f64 {

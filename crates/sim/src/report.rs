@@ -76,6 +76,23 @@ pub struct FlavorReport {
     /// The resource `utilization` is measured on (`nvidia.com/gpu` when the flavor has it).
     pub resource: String,
     pub peak_nodes: u32,
+    /// With pools that hold a resource per card (`devices`): that resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceReport>,
+}
+
+/// A device resource of a flavor, time-averaged over the run.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceReport {
+    pub resource: String,
+    /// Fraction of its capacity (cards × one card, on ready nodes) allocated.
+    pub allocation: f64,
+    /// Fraction of its capacity free but fragmented, as the FGD paper
+    /// measures it: for each typical pod (the shapes of the pods last
+    /// submitted, weighted by how common they are), the free cards too small
+    /// for it where it fits on the node, all free cards where it does not.
+    pub fragmentation: f64,
 }
 
 /// A workload's state at the end of a run.
@@ -162,7 +179,22 @@ pub struct WorkloadReport {
     /// about it, and `--strict` fails.
     #[serde(skip)]
     pub never_admissible: bool,
+    /// Where its pods were at its latest admission (flavors with node pools).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placement: Vec<PlacementReport>,
     pub history: Vec<HistoryEntry>,
+}
+
+/// Pods of a workload on one node.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementReport {
+    /// `<flavor>-<index>`: the node's index among its flavor's nodes.
+    pub node: String,
+    pub pods: u32,
+    /// Per device resource, the cards its pods hold there.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cards: BTreeMap<String, Vec<u16>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -93,6 +93,15 @@ pub struct Scratch {
     free: BTreeMap<FlavorId, Vec<Option<Free>>>,
 }
 
+/// A flavor's device capacity, free and fragmented (the FGD paper's
+/// measure: free capacity no typical pod could use), in the device's units.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fragmentation {
+    pub capacity: Amount,
+    pub free: Amount,
+    pub fragmented: f64,
+}
+
 /// A node a pod fits on, as a [`Scorer`] sees it.
 pub struct Candidate<'a> {
     pub flavor: FlavorId,
@@ -609,6 +618,65 @@ impl Capacity {
             used += cap - node.free.free[resource.index()];
         }
         Some((used, total))
+    }
+
+    /// The resources the flavor's pools hold per card.
+    pub fn device_resources(&self, flavor: FlavorId) -> Vec<ResourceId> {
+        let mut out: Vec<ResourceId> = self.flavors[flavor.index()]
+            .pools
+            .iter()
+            .flat_map(|p| p.devices.iter().map(|d| d.resource))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The FGD paper's fragmentation of device `resource` over the flavor's
+    /// ready nodes that hold it per card: on each node, for each typical pod
+    /// (weighted by its share), the free cards too small for it if it fits
+    /// on the node (every resource it asks, and its cards), or all free
+    /// cards if it does not (a typical pod asking none of the device leaves
+    /// them all idle). `None` if no pool holds `resource` per card.
+    pub fn fragmentation(
+        &self,
+        flavor: FlavorId,
+        resource: ResourceId,
+        typical: &[(&[(ResourceId, Amount)], f64)],
+    ) -> Option<Fragmentation> {
+        let fl = &self.flavors[flavor.index()];
+        let mut out = Fragmentation::default();
+        let mut found = false;
+        for node in fl.nodes.iter().filter(|n| n.ready) {
+            let pool = &fl.pools[node.pool];
+            let Some(d) = pool.devices.iter().position(|d| d.resource == resource) else {
+                continue;
+            };
+            found = true;
+            let device = &pool.devices[d];
+            let offset = card_slot(pool, d, 0);
+            let cards = &node.free.cards[offset..offset + device.cards as usize];
+            let free = cards.iter().fold(Amount::ZERO, |sum, c| sum + *c);
+            out.capacity += device.per_card.saturating_mul(device.cards as i64);
+            out.free += free;
+            for &(per_pod, share) in typical {
+                let asked = per_pod
+                    .iter()
+                    .find(|(r, _)| *r == resource)
+                    .map_or(Amount::ZERO, |(_, a)| *a);
+                let unusable = if asked.milli() > 0 && fits(pool, &node.free, per_pod) {
+                    let need = asked.min(device.per_card);
+                    cards
+                        .iter()
+                        .filter(|c| **c < need)
+                        .fold(Amount::ZERO, |sum, c| sum + *c)
+                } else {
+                    free
+                };
+                out.fragmented += share * unusable.as_f64();
+            }
+        }
+        found.then_some(out)
     }
 
     /// Per-node allocatable of `resource` in the flavor's first pool that lists it.

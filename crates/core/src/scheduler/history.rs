@@ -208,6 +208,11 @@ impl PodShapes {
         }
     }
 
+    /// Pods remembered (at most [`PodShapes::WINDOW`]).
+    pub fn pods(&self) -> u64 {
+        self.pods
+    }
+
     /// The most frequent shapes, most frequent first (ties: smaller
     /// requests first), until they cover [`PodShapes::COVER`] of the pods
     /// remembered; shares renormalised to sum to 1 over those returned.

@@ -359,6 +359,22 @@ impl Scheduler {
     pub fn typical_pods(&self, cq: ClusterQueueId) -> Vec<TypicalPod> {
         self.shapes[cq.index()].typical()
     }
+    /// The typical pods of every ClusterQueue together, each queue's
+    /// shares weighted by the pods it remembers.
+    pub fn typical_pods_all(&self) -> Vec<TypicalPod> {
+        let total: u64 = self.shapes.iter().map(PodShapes::pods).sum();
+        let mut merged: BTreeMap<history::Shape, f64> = BTreeMap::new();
+        for shapes in &self.shapes {
+            let weight = shapes.pods() as f64 / total.max(1) as f64;
+            for t in shapes.typical() {
+                *merged.entry(t.per_pod).or_default() += t.share * weight;
+            }
+        }
+        merged
+            .into_iter()
+            .map(|(per_pod, share)| TypicalPod { per_pod, share })
+            .collect()
+    }
     /// The LocalQueue's runtime estimate, if `resourceEstimation` is on and something finished.
     pub fn estimate(&self, lq: LocalQueueId) -> Option<Estimate> {
         self.runtimes[lq.index()].as_ref()?.estimate()
