@@ -514,7 +514,13 @@ pub fn load(
             }
             (None, None) => return Err(fail("has neither cel nor wasm; give exactly one".into())),
         };
+        if p.order_by_placement && p.hook != Hook::Flavor {
+            return Err(fail(
+                "orderByPlacement orders a flavor policy's answer; remove it from this policy or make it a flavor policy".into(),
+            ));
+        }
         policies.push(Policy {
+            order_by_placement: p.order_by_placement,
             name: p.name.clone(),
             hook: p.hook,
             matches: p.matches.clone(),

@@ -40,6 +40,8 @@ pub struct Policy {
     pub failure_policy: FailurePolicy,
     pub mode: Mode,
     pub limits: Limits,
+    /// A flavor policy whose answer placement orders (`orderByPlacement`).
+    pub order_by_placement: bool,
 }
 
 impl Policy {

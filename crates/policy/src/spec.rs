@@ -104,6 +104,12 @@ pub struct PolicySpec {
     pub mode: Mode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSpec>,
+    /// For a `flavor` policy: the flavors it answers are the ones the
+    /// workload may use, tried in the order of where the `placement` hook
+    /// would put its first pod (the flavor of the best-scored node first)
+    /// instead of the order answered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub order_by_placement: bool,
 }
 
 /// A bundle's own unit test: one policy, one input, what it must decide.

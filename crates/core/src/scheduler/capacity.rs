@@ -520,6 +520,85 @@ impl Capacity {
         }
     }
 
+    /// `flavors` ranked by the best score `scorer` gives one pod asking
+    /// `per_pod` on their nodes now (ties: the fixed node order of `salt`);
+    /// flavors with no node the pod fits on, or without pools, follow in
+    /// their given order. Unchanged if the scorer does not answer.
+    pub fn rank_flavors(
+        &self,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+        scorer: &mut dyn Scorer,
+        salt: u64,
+    ) -> Vec<FlavorId> {
+        let mut scratch = Scratch::default();
+        let pooled: Vec<FlavorId> = flavors
+            .iter()
+            .copied()
+            .filter(|&f| self.has_pools(f))
+            .collect();
+        for &flavor in &pooled {
+            scratch.free.entry(flavor).or_insert_with(|| {
+                self.flavors[flavor.index()]
+                    .nodes
+                    .iter()
+                    .map(|n| n.ready.then(|| n.free.clone()))
+                    .collect()
+            });
+        }
+        let mut fitting = Vec::new();
+        for &flavor in &pooled {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                if fits(pool, f, per_pod) {
+                    fitting.push((flavor, i, pool, f));
+                }
+            }
+        }
+        let candidates: Vec<Candidate<'_>> = fitting
+            .iter()
+            .map(|&(flavor, i, pool, f)| Candidate {
+                flavor,
+                node: i as u32,
+                free: &f.free,
+                allocatable: &pool.allocatable,
+                devices: &pool.devices,
+                cards: &f.cards,
+            })
+            .collect();
+        let scores = match scorer.score(per_pod, &candidates) {
+            Some(s) if s.len() == candidates.len() && !candidates.is_empty() => s,
+            _ => return flavors.to_vec(),
+        };
+        // Per flavor: its best (score, tie) — higher score, then lower tie.
+        let mut best: BTreeMap<FlavorId, (f64, u64)> = BTreeMap::new();
+        for (k, s) in scores.iter().enumerate() {
+            let (flavor, node, _, _) = fitting[k];
+            let score = if s.score.is_nan() {
+                f64::NEG_INFINITY
+            } else {
+                s.score
+            };
+            let tie = tie_hash(salt, (flavor.0 as u64) << 32 | node as u64);
+            let better = best
+                .get(&flavor)
+                .is_none_or(|&(b, t)| score > b || (score == b && tie < t));
+            if better {
+                best.insert(flavor, (score, tie));
+            }
+        }
+        let mut ranked: Vec<FlavorId> = best.keys().copied().collect();
+        ranked.sort_by(|a, b| {
+            let (sa, ta) = best[a];
+            let (sb, tb) = best[b];
+            sb.total_cmp(&sa).then(ta.cmp(&tb))
+        });
+        ranked.extend(flavors.iter().copied().filter(|f| !best.contains_key(f)));
+        ranked
+    }
+
     /// Would `placements` fit where they say, on ready nodes with room now
     /// (per card where they hold cards)?
     pub fn has_room(&self, placements: &[Placement]) -> bool {

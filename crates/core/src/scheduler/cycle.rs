@@ -237,12 +237,20 @@ impl Scheduler {
         let entry = &self.entries[id.index()];
         let candidates = &self.flavors_of[cq.index()];
         let preferred = if candidates.len() > 1 {
-            hooks.flavor(&FlavorRequest {
-                state: self,
-                entry,
-                cluster_queue: cq,
-                candidates,
-            })
+            hooks
+                .flavor(&FlavorRequest {
+                    state: self,
+                    entry,
+                    cluster_queue: cq,
+                    candidates,
+                })
+                .map(|order| {
+                    if order.by_placement {
+                        self.rank_by_placement(id, &order.flavors, hooks)
+                    } else {
+                        order.flavors
+                    }
+                })
         } else {
             None
         };

@@ -95,6 +95,26 @@ impl FlavorLoad {
     }
 }
 
+/// The flavor hook's answer: the flavors to try, in order — or, with
+/// `by_placement`, the flavors a workload may use, to be tried in the order
+/// of where the placement hook would put its first pod: the flavor of the
+/// node it scores highest first, so placement, not the listed order,
+/// chooses among them (flavors it fits no node of keep their order, last).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlavorOrder {
+    pub flavors: Vec<FlavorId>,
+    pub by_placement: bool,
+}
+
+impl From<Vec<FlavorId>> for FlavorOrder {
+    fn from(flavors: Vec<FlavorId>) -> FlavorOrder {
+        FlavorOrder {
+            flavors,
+            by_placement: false,
+        }
+    }
+}
+
 pub struct FlavorRequest<'a> {
     pub state: &'a Scheduler,
     pub entry: &'a Entry,
@@ -154,7 +174,7 @@ pub trait Hooks {
         request.flavors.iter().map(FlavorLoad::to_target).collect()
     }
     /// Preferred flavor order, or `None` for the listed order (the default).
-    fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+    fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<FlavorOrder> {
         None
     }
     /// May [`Hooks::flavor`] answer anything but `None` in this call? While

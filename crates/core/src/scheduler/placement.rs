@@ -5,7 +5,7 @@
 //! cards) that hold them. If the scores cannot place every pod, the trial's
 //! best-fit placement stands, so a policy never loses an admission.
 
-use crate::model::cluster::ResourceId;
+use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
 
 use super::assign::Assignment;
@@ -92,6 +92,42 @@ impl Scheduler {
             placements.extend(placed);
         }
         Some(placements)
+    }
+}
+
+impl Scheduler {
+    /// `flavors` in the order of where the placement hook would put the
+    /// workload's first pod now: the flavor of its best-scored node first.
+    /// Flavors none of whose nodes the pod fits on, and flavors without
+    /// node pools, follow in their given order; without a placement policy
+    /// (or if it does not answer) the order is `flavors`'.
+    pub(super) fn rank_by_placement(
+        &self,
+        id: WorkloadId,
+        flavors: &[FlavorId],
+        hooks: &mut dyn Hooks,
+    ) -> Vec<FlavorId> {
+        let workload = &self.entries[id.index()].workload;
+        let Some((pod_set, ps)) = workload
+            .pod_sets
+            .iter()
+            .enumerate()
+            .find(|(_, ps)| ps.count > 0)
+        else {
+            return flavors.to_vec();
+        };
+        if !hooks.places() {
+            return flavors.to_vec();
+        }
+        let mut scorer = PolicyScorer {
+            state: self,
+            id,
+            pod_set,
+            now: self.now,
+            hooks,
+        };
+        self.capacity
+            .rank_flavors(flavors, &ps.per_pod, &mut scorer, TIE_ORDER)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
-    FlavorRequest, Hooks, Weight, WeightRequest,
+    FlavorOrder, FlavorRequest, Hooks, Weight, WeightRequest,
 };
 use super::intake::{intake, Intake};
 use super::*;
@@ -261,7 +261,7 @@ impl Hooks for NoHooks {
     fn autoscale(&mut self, _: &AutoscaleRequest<'_>) -> Vec<u32> {
         panic!("autoscale asked")
     }
-    fn flavor(&mut self, _: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+    fn flavor(&mut self, _: &FlavorRequest<'_>) -> Option<FlavorOrder> {
         panic!("flavor asked")
     }
 }

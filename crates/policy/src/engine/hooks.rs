@@ -22,12 +22,11 @@ use crate::eval::{self, Logs, PolicyError};
 use crate::spec::{FailurePolicy, Mode};
 use crate::view::{build, *};
 use crate::wasm::Hook;
-use arbiter_core::model::cluster::FlavorId;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::capacity::NodeScore;
 use arbiter_core::scheduler::hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
-    FlavorRequest, Hooks, PlacementRequest, Weight, WeightRequest,
+    FlavorOrder, FlavorRequest, Hooks, PlacementRequest, Weight, WeightRequest,
 };
 
 fn micros_since(start: Instant) -> f64 {
@@ -272,7 +271,7 @@ impl Hooks for Engine {
         self.has_hook(Hook::Flavor)
     }
 
-    fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<Vec<FlavorId>> {
+    fn flavor(&mut self, request: &FlavorRequest<'_>) -> Option<FlavorOrder> {
         if !self.has_hook(Hook::Flavor) {
             return None;
         }
@@ -308,9 +307,13 @@ impl Hooks for Engine {
                         );
                         if policy.mode == Mode::Enforce {
                             let cluster = state.cluster();
-                            return Some(
-                                order.iter().filter_map(|f| cluster.flavor_id(f)).collect(),
-                            );
+                            return Some(FlavorOrder {
+                                flavors: order
+                                    .iter()
+                                    .filter_map(|f| cluster.flavor_id(f))
+                                    .collect(),
+                                by_placement: policy.order_by_placement,
+                            });
                         }
                     }
                     Err(e) => self.record(

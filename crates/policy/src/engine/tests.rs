@@ -263,12 +263,14 @@ fn flavor(engine: &mut Engine, state: &Scheduler, id: WorkloadId) -> Option<Vec<
     engine.begin(seconds(1));
     let entry = state.entry(id);
     let candidates = [FlavorId(0), FlavorId(1)];
-    engine.flavor(&FlavorRequest {
-        state,
-        entry,
-        cluster_queue: entry.workload.cluster_queue,
-        candidates: &candidates,
-    })
+    engine
+        .flavor(&FlavorRequest {
+            state,
+            entry,
+            cluster_queue: entry.workload.cluster_queue,
+            candidates: &candidates,
+        })
+        .map(|order| order.flavors)
 }
 
 /// A platform policy's denial.

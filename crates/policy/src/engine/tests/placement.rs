@@ -318,3 +318,85 @@ fn the_shipped_bestfit_bundle_loads_passes_its_tests_and_places_best_fit() {
         "the core takes the fullest card that holds it"
     );
 }
+
+/// Flavors `t4` (listed first: one node of 8 cards, 128 CPUs) and `a10`
+/// (one node of 1 card, 16 CPUs), both in ClusterQueue `cq`.
+fn two_flavor_scheduler() -> Scheduler {
+    let yaml = "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: t4}\n\
+---\napiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: a10}\n\
+---\napiVersion: arbiter.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n  resourceGroups:\n  \
+- coveredResources: [cpu, example.com/gpu-milli]\n    flavors:\n    \
+- name: t4\n      resources: [{name: cpu, nominalQuota: \"1000\"}, {name: example.com/gpu-milli, nominalQuota: \"100000\"}]\n    \
+- name: a10\n      resources: [{name: cpu, nominalQuota: \"1000\"}, {name: example.com/gpu-milli, nominalQuota: \"100000\"}]\n\
+---\napiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {name: q, namespace: research}\nspec: {clusterQueue: cq}\n";
+    let loaded = load::load_str(yaml, Path::new("cluster.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let mut builder = ClusterBuilder::new();
+    for doc in loaded.documents {
+        let source = doc.source.to_string();
+        match doc.manifest {
+            Manifest::ResourceFlavor(x) => builder.flavor(source, x),
+            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
+            Manifest::LocalQueue(x) => builder.local_queue(source, x),
+            other => panic!("unexpected manifest {:?}", other.name()),
+        }
+    }
+    builder.namespace("cluster.yaml", "research".into(), Namespace::default());
+    let cluster = builder.build().unwrap_or_else(|e| panic!("{e}"));
+    let cpu = cluster.resource_id("cpu").expect("cpu");
+    let milli = cluster.resource_id(GPU_MILLI).expect("gpu-milli");
+    let pool = |flavor: &str, cpus: i64, cards: u16| PoolSpec {
+        flavor: cluster.flavor_id(flavor).expect("flavor"),
+        nodes: 1,
+        allocatable: vec![
+            (cpu, Amount::from_units(cpus)),
+            (milli, Amount::from_units(1000 * cards as i64)),
+        ],
+        min_nodes: 1,
+        max_nodes: 1,
+        devices: vec![DeviceSpec {
+            resource: milli,
+            cards,
+            per_card: Amount::from_units(1000),
+        }],
+    };
+    let pools = [pool("t4", 128, 8), pool("a10", 16, 1)];
+    Scheduler::new(Arc::new(cluster), &pools)
+}
+
+#[test]
+fn a_flavor_policy_can_let_placement_choose_among_its_flavors() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/placement-bestfit");
+    let options = LoadOptions {
+        tenant: None,
+        run_tests: true,
+    };
+    let both = "  - {name: both, hook: flavor, cel: {expression: \"['t4', 'a10']\"}}\n";
+    let by_placement =
+        "  - {name: both, hook: flavor, orderByPlacement: true, cel: {expression: \"['t4', 'a10']\"}}\n";
+    let flavor_of = |flavor_policy: &str| {
+        let bestfit =
+            bundle::load(Files::Dir(&dir), runtime(), &options).unwrap_or_else(|e| panic!("{e}"));
+        let mut engine = engine(vec![platform("flavors", flavor_policy), bestfit]);
+        let mut state = two_flavor_scheduler();
+        let placed = place_one(&mut state, "a", 500, &mut engine);
+        state.cluster().flavors[placed.flavor.index()].name.clone()
+    };
+    // The listed order: t4 first, and it has room.
+    assert_eq!(flavor_of(both), "t4");
+    // By placement: BestFit scores the small a10 node fuller (16 CPUs and
+    // one card leave less free), so a10 is tried first and taken.
+    assert_eq!(flavor_of(by_placement), "a10");
+}
+
+#[test]
+fn order_by_placement_is_for_flavor_policies_only() {
+    let refused = load_configmap(
+        "platform",
+        "x",
+        None,
+        "  - {name: w, hook: weight, orderByPlacement: true, cel: {expression: '1.0'}}\n",
+        &[],
+    );
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("orderByPlacement"), "{message}");
+}
