@@ -427,6 +427,11 @@ impl Scorer for BundlePolicy<'_> {
                 .iter()
                 .map(|t| TypicalPodView {
                     requests: quantities(&t.per_pod),
+                    flavors: t
+                        .flavors
+                        .iter()
+                        .map(|f| self.models[f.index()].clone())
+                        .collect(),
                     share: t.share,
                 })
                 .collect(),
@@ -577,7 +582,7 @@ fn main() -> ExitCode {
                             order,
                             Some(&mut scorer),
                             seed,
-                            &mut |pod| shapes.borrow_mut().record(pod, 1),
+                            &mut |pod, flavors| shapes.borrow_mut().record(pod, flavors, 1),
                         );
                         if scorer.failures > 0 {
                             eprintln!(

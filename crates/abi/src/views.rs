@@ -291,6 +291,10 @@ pub struct TypicalPodView {
     /// Per pod.
     #[serde(default)]
     pub requests: Quantities,
+    /// The flavors these pods may run on (their node selector, affinity and
+    /// tolerations); empty: any the ClusterQueue lists.
+    #[serde(default)]
+    pub flavors: Vec<String>,
     /// Fraction (0–1) of the typical pods with this shape; the shares sum to 1.
     #[serde(default)]
     pub share: f64,

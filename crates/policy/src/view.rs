@@ -465,6 +465,7 @@ pub mod build {
             .iter()
             .map(|t| TypicalPodView {
                 requests: quantities(state, &t.per_pod),
+                flavors: t.flavors.iter().map(|&f| flavor_name(state, f)).collect(),
                 share: t.share,
             })
             .collect()

@@ -11,6 +11,7 @@ use std::ops::ControlFlow;
 
 use arbiter_core::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
 use arbiter_core::model::{Amount, Millis};
+use arbiter_core::scheduler::capacity::TypicalShape;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::reason::{render_admission, Reason};
@@ -379,8 +380,10 @@ fn refresh_pooled(scheduler: &Scheduler, track: &mut FlavorTrack, flavor: Flavor
     track.usage.set(now, value);
     if let Some((resource, allocated, fragmented)) = &mut track.device {
         let typical = scheduler.typical_pods_all();
-        let typical: Vec<(&[(ResourceId, Amount)], f64)> =
-            typical.iter().map(|t| (&t.per_pod[..], t.share)).collect();
+        let typical: Vec<TypicalShape<'_>> = typical
+            .iter()
+            .map(|t| (&t.per_pod[..], &t.flavors[..], t.share))
+            .collect();
         if let Some(f) = scheduler
             .capacity()
             .fragmentation(flavor, *resource, &typical)

@@ -292,11 +292,12 @@ pub fn replay(
     scorer: Option<&mut dyn Scorer>,
     seed: u64,
 ) -> Replay {
-    replay_observed(trace, order, scorer, seed, &mut |_| {})
+    replay_observed(trace, order, scorer, seed, &mut |_, _| {})
 }
 
-/// Told what each task's pod asks as it arrives.
-pub type Arrivals<'a> = dyn FnMut(&[(ResourceId, Amount)]) + 'a;
+/// Told what each task's pod asks as it arrives, and the flavors it may
+/// use (empty: any).
+pub type Arrivals<'a> = dyn FnMut(&[(ResourceId, Amount)], &[FlavorId]) + 'a;
 
 /// [`replay`], telling `arrived_pod` what each task's pod asks as it arrives,
 /// before it is placed (as the scheduler records a workload's pods when it
@@ -322,8 +323,15 @@ pub fn replay_observed(
         let task = &trace.tasks[index];
         arrived += task.gpu_total();
         let per_pod = trace.per_pod(task);
-        arrived_pod(&per_pod);
         let flavors = trace.flavors_for(task);
+        arrived_pod(
+            &per_pod,
+            if task.gpu_spec.is_empty() {
+                &[]
+            } else {
+                &flavors
+            },
+        );
         let mut by = match scorer.as_deref_mut() {
             Some(scorer) => By::Score { scorer, salt: seed },
             None => By::BestFit,

@@ -170,6 +170,28 @@ fn charged(usage: &[(FlavorResource, Amount)], fr: FlavorResource) -> Amount {
         .map_or(Amount::ZERO, |(_, a)| *a)
 }
 
+/// The flavors of `candidates` a pod set's node selector, required
+/// affinity and tolerations allow it on.
+pub fn eligible_flavors(
+    cluster: &crate::model::cluster::Cluster,
+    candidates: &[FlavorId],
+    ps: &super::workload::PodSetRequest,
+) -> Vec<FlavorId> {
+    candidates
+        .iter()
+        .copied()
+        .filter(|&f| {
+            let flavor = &cluster.flavors[f.index()];
+            node_constraints_allow(
+                &ps.node_selector,
+                ps.required_affinity.as_ref(),
+                &flavor.node_labels,
+            ) && untolerated_taint(&flavor.node_taints, &[&ps.tolerations, &flavor.tolerations])
+                .is_none()
+        })
+        .collect()
+}
+
 /// Assigns flavors to every pod set of `workload` in ClusterQueue `cq`.
 /// `preferred` may reorder the flavors tried (the flavor hook); `counts`
 /// replaces the pod sets' counts (partial admission).

@@ -93,6 +93,10 @@ pub struct Scratch {
     free: BTreeMap<FlavorId, Vec<Option<Free>>>,
 }
 
+/// A typical pod for [`Capacity::fragmentation`]: what it asks, the
+/// flavors it may run on (empty: any), its share.
+pub type TypicalShape<'a> = (&'a [(ResourceId, Amount)], &'a [FlavorId], f64);
+
 /// A flavor's device capacity, free and fragmented (the FGD paper's
 /// measure: free capacity no typical pod could use), in the device's units.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -714,14 +718,14 @@ impl Capacity {
     /// The FGD paper's fragmentation of device `resource` over the flavor's
     /// ready nodes that hold it per card: on each node, for each typical pod
     /// (weighted by its share), the free cards too small for it if it fits
-    /// on the node (every resource it asks, and its cards), or all free
-    /// cards if it does not (a typical pod asking none of the device leaves
+    /// on the node (every resource it asks, and its cards) and may run on
+    /// the flavor, or all free cards if not (a typical pod asking none of the device leaves
     /// them all idle). `None` if no pool holds `resource` per card.
     pub fn fragmentation(
         &self,
         flavor: FlavorId,
         resource: ResourceId,
-        typical: &[(&[(ResourceId, Amount)], f64)],
+        typical: &[TypicalShape<'_>],
     ) -> Option<Fragmentation> {
         let fl = &self.flavors[flavor.index()];
         let mut out = Fragmentation::default();
@@ -738,12 +742,13 @@ impl Capacity {
             let free = cards.iter().fold(Amount::ZERO, |sum, c| sum + *c);
             out.capacity += device.per_card.saturating_mul(device.cards as i64);
             out.free += free;
-            for &(per_pod, share) in typical {
+            for &(per_pod, flavors, share) in typical {
                 let asked = per_pod
                     .iter()
                     .find(|(r, _)| *r == resource)
                     .map_or(Amount::ZERO, |(_, a)| *a);
-                let unusable = if asked.milli() > 0 && fits(pool, &node.free, per_pod) {
+                let allowed = flavors.is_empty() || flavors.contains(&flavor);
+                let unusable = if allowed && asked.milli() > 0 && fits(pool, &node.free, per_pod) {
                     let need = asked.min(device.per_card);
                     cards
                         .iter()

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::model::cluster::{Cluster, Estimation, HistoryWindow, ResourceId};
+use crate::model::cluster::{Cluster, Estimation, FlavorId, HistoryWindow, ResourceId};
 use crate::model::{Amount, Millis};
 
 /// GPU-seconds used, decayed with a half-life: d(t) = ∫ u(s)·2^(−(t−s)/h) ds.
@@ -154,8 +154,13 @@ mod tests {
     }
 }
 
-/// What one pod asks: its requests in `ResourceId` order.
-pub type Shape = Arc<[(ResourceId, Amount)]>;
+/// What one pod asks: its requests in `ResourceId` order, and the flavors
+/// it may run on (empty: any its ClusterQueue lists).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Shape {
+    pub per_pod: Arc<[(ResourceId, Amount)]>,
+    pub flavors: Arc<[FlavorId]>,
+}
 
 /// The pods last submitted to a ClusterQueue, by shape (per-pod requests):
 /// the "typical pods" a placement policy such as FGD weighs free capacity
@@ -172,7 +177,9 @@ pub struct PodShapes {
 /// A shape of the recent pods and its share of them (0–1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TypicalPod {
-    pub per_pod: Shape,
+    pub per_pod: Arc<[(ResourceId, Amount)]>,
+    /// The flavors it may run on; empty: any.
+    pub flavors: Arc<[FlavorId]>,
     pub share: f64,
 }
 
@@ -182,14 +189,19 @@ impl PodShapes {
     /// The most frequent shapes are typical until they cover this share of the pods.
     pub const COVER: f64 = 0.95;
 
-    /// Records `pods` pods asking `per_pod` each (resources in `ResourceId` order).
-    pub fn record(&mut self, per_pod: &[(ResourceId, Amount)], pods: u32) {
+    /// Records `pods` pods asking `per_pod` each (resources in `ResourceId`
+    /// order) that may run on `flavors` (empty: any).
+    pub fn record(&mut self, per_pod: &[(ResourceId, Amount)], flavors: &[FlavorId], pods: u32) {
         if pods == 0 {
             return;
         }
-        let shape: Shape = match self.counts.get_key_value(per_pod) {
+        let key = Shape {
+            per_pod: per_pod.into(),
+            flavors: flavors.into(),
+        };
+        let shape: Shape = match self.counts.get_key_value(&key) {
             Some((k, _)) => k.clone(),
-            None => per_pod.into(),
+            None => key,
         };
         *self.counts.entry(shape.clone()).or_default() += pods as u64;
         self.pods += pods as u64;
@@ -228,7 +240,8 @@ impl PodShapes {
             }
             covered += count;
             out.push(TypicalPod {
-                per_pod: shape.clone(),
+                per_pod: shape.per_pod.clone(),
+                flavors: shape.flavors.clone(),
                 share: count as f64,
             });
         }

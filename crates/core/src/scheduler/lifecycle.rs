@@ -43,7 +43,15 @@ impl Scheduler {
         };
         let cq = workload.cluster_queue;
         for ps in &workload.pod_sets {
-            self.shapes[cq.index()].record(&ps.per_pod, ps.count);
+            let listed = &self.flavors_of[cq.index()];
+            let eligible = assign::eligible_flavors(&self.cluster, listed, ps);
+            // Every flavor the queue lists: no constraint worth remembering.
+            let flavors = if eligible.len() == listed.len() {
+                Vec::new()
+            } else {
+                eligible
+            };
+            self.shapes[cq.index()].record(&ps.per_pod, &flavors, ps.count);
         }
         let mut reason = Reason::None;
         let mut status = Status::Scoring;

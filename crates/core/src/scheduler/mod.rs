@@ -367,12 +367,20 @@ impl Scheduler {
         for shapes in &self.shapes {
             let weight = shapes.pods() as f64 / total.max(1) as f64;
             for t in shapes.typical() {
-                *merged.entry(t.per_pod).or_default() += t.share * weight;
+                let key = history::Shape {
+                    per_pod: t.per_pod,
+                    flavors: t.flavors,
+                };
+                *merged.entry(key).or_default() += t.share * weight;
             }
         }
         merged
             .into_iter()
-            .map(|(per_pod, share)| TypicalPod { per_pod, share })
+            .map(|(shape, share)| TypicalPod {
+                per_pod: shape.per_pod,
+                flavors: shape.flavors,
+                share,
+            })
             .collect()
     }
     /// The LocalQueue's runtime estimate, if `resourceEstimation` is on and something finished.

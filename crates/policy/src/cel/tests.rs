@@ -680,10 +680,12 @@ fn placement_sees_the_node_the_pod_and_the_typical_pods() {
     let typical = [
         TypicalPodView {
             requests: BTreeMap::from([("example.com/gpu-milli".into(), 500.0)]),
+            flavors: Vec::new(),
             share: 0.75,
         },
         TypicalPodView {
             requests: BTreeMap::from([("example.com/gpu-milli".into(), 1000.0)]),
+            flavors: Vec::new(),
             share: 0.25,
         },
     ];

@@ -26,7 +26,9 @@
 //! The typical pods are the request's `typical`: the shapes of the pods
 //! last submitted to the workload's ClusterQueue that make up 95 % of them
 //! (the core's history). They are grouped by their CPU and GPU requests
-//! (other resources do not bear on GPU fragmentation).
+//! (other resources do not bear on GPU fragmentation) and the flavors they
+//! may run on: on a node of another flavor, all its free GPU is of no use
+//! to them, as the paper counts a task constrained to other GPU models.
 //!
 //! Params (the policy's `config`), all optional: `gpuResource`
 //! (`example.com/gpu-milli`), `cpuResource` (`cpu`), `integerScores`
@@ -68,43 +70,58 @@ impl Params {
     }
 }
 
-/// A typical pod: CPU and GPU per pod, and its share (0–1).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A typical pod: CPU and GPU per pod, the flavors it may run on (empty:
+/// any), and its share (0–1).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Typical {
     pub cpu: f64,
     pub gpu: f64,
+    pub flavors: Vec<String>,
     pub share: f64,
 }
 
-/// The typical pods of the request grouped by (CPU, GPU), shares summed.
+/// The typical pods of the request grouped by (CPU, GPU, flavors), shares summed.
 pub fn typical(request: &PlacementRequest, params: &Params) -> Vec<Typical> {
-    let mut grouped: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    let mut grouped: BTreeMap<(u64, u64, Vec<String>), f64> = BTreeMap::new();
     for t in &request.typical {
         let get = |r: &str| t.requests.get(r).copied().unwrap_or(0.0).max(0.0);
+        let mut flavors = t.flavors.clone();
+        flavors.sort();
         let key = (
             get(&params.cpu_resource).to_bits(),
             get(&params.gpu_resource).to_bits(),
+            flavors,
         );
         *grouped.entry(key).or_default() += t.share.max(0.0);
     }
     grouped
         .into_iter()
-        .map(|((cpu, gpu), share)| Typical {
+        .map(|((cpu, gpu, flavors), share)| Typical {
             cpu: f64::from_bits(cpu),
             gpu: f64::from_bits(gpu),
+            flavors,
             share,
         })
         .collect()
 }
 
-/// The GPU on `cards` (free per card, each holding `per_card`) with
-/// `cpu_left` CPU free that the typical pods could not use.
-pub fn fragmentation(typical: &[Typical], cpu_left: f64, cards: &[f64], per_card: f64) -> f64 {
+/// The GPU on `cards` (free per card, each holding `per_card`) of a node
+/// of `flavor` with `cpu_left` CPU free that the typical pods could not use.
+pub fn fragmentation(
+    typical: &[Typical],
+    flavor: &str,
+    cpu_left: f64,
+    cards: &[f64],
+    per_card: f64,
+) -> f64 {
     let left: f64 = cards.iter().sum();
     typical
         .iter()
         .map(|t| {
-            let amount = if t.gpu <= 0.0 {
+            let amount = if t.gpu <= 0.0
+                || (!t.flavors.is_empty() && !t.flavors.iter().any(|f| f == flavor))
+            {
+                // It asks no GPU, or may not run here: it uses none of it.
                 left
             } else {
                 // One card of t.gpu, or t.gpu / perCard whole cards.
@@ -150,7 +167,8 @@ fn node_score(
         Some(d) if d.per_card > 0.0 => (d.cards.clone(), d.per_card),
         _ => (Vec::new(), 1000.0),
     };
-    let before = fragmentation(typical, cpu_left, &cards, per_card);
+    let flavor = node.flavor.as_str();
+    let before = fragmentation(typical, flavor, cpu_left, &cards, per_card);
     let score = |after: f64| {
         let s = sigmoid((before - after) / per_card) * 100.0;
         if params.integer_scores {
@@ -168,7 +186,7 @@ fn node_score(
             }
             let mut after = cards.clone();
             after[i] -= pod_gpu;
-            let s = score(fragmentation(typical, cpu_after, &after, per_card));
+            let s = score(fragmentation(typical, flavor, cpu_after, &after, per_card));
             if best.is_none_or(|(b, _)| s > b) {
                 best = Some((s, i as u32));
             }
@@ -187,11 +205,14 @@ fn node_score(
             }
         }
         (
-            score(fragmentation(typical, cpu_after, &after, per_card)),
+            score(fragmentation(typical, flavor, cpu_after, &after, per_card)),
             None,
         )
     }
 }
+
+/// What makes two nodes score the same: flavor, CPU free, cards free.
+type NodeKey<'a> = (&'a str, u64, Vec<u64>);
 
 /// The hook: a score per node, and the card for a pod that fits on one.
 pub fn placement(request: PlacementRequest) -> Result<PlacementResponse, String> {
@@ -199,12 +220,13 @@ pub fn placement(request: PlacementRequest) -> Result<PlacementResponse, String>
     let typical = typical(&request, &params);
     let get = |r: &str| request.pod.requests.get(r).copied().unwrap_or(0.0);
     let (pod_cpu, pod_gpu) = (get(&params.cpu_resource), get(&params.gpu_resource));
-    // Identical nodes score the same: computed once per (CPU free, cards).
-    let mut seen: HashMap<(u64, Vec<u64>), (f64, Option<u32>)> = HashMap::new();
+    // Identical nodes score the same: once per (flavor, CPU free, cards).
+    let mut seen: HashMap<NodeKey<'_>, (f64, Option<u32>)> = HashMap::new();
     let mut scores = Vec::with_capacity(request.nodes.len());
     let mut cards = Vec::with_capacity(request.nodes.len());
     for node in &request.nodes {
         let key = (
+            node.flavor.as_str(),
             node.free
                 .get(&params.cpu_resource)
                 .copied()
@@ -254,6 +276,7 @@ mod tests {
                 ("example.com/gpu-milli".to_owned(), gpu),
             ]
             .into(),
+            flavors: Vec::new(),
             share,
         }
     }
@@ -280,30 +303,41 @@ mod tests {
 
     #[test]
     fn fragmentation_counts_what_typical_pods_cannot_use() {
-        let t = [
-            Typical {
-                cpu: 1.0,
-                gpu: 500.0,
-                share: 0.5,
-            },
-            Typical {
-                cpu: 1.0,
-                gpu: 1000.0,
-                share: 0.5,
-            },
-        ];
+        let typical = |gpu: f64, flavors: &[&str]| Typical {
+            cpu: 1.0,
+            gpu,
+            flavors: flavors.iter().map(|f| f.to_string()).collect(),
+            share: 1.0,
+        };
+        let half = |t: Typical| Typical { share: 0.5, ..t };
+        let t = [half(typical(500.0, &[])), half(typical(1000.0, &[]))];
         // Cards 300 and 1000 free: the half-GPU pod fits (300 is too small
         // for it), the whole-GPU pod fits (300 too small again).
-        assert_eq!(fragmentation(&t, 8.0, &[300.0, 1000.0], 1000.0), 300.0);
+        assert_eq!(
+            fragmentation(&t, "t4", 8.0, &[300.0, 1000.0], 1000.0),
+            300.0
+        );
         // No CPU left: nothing fits, all 1300 free is fragmented.
-        assert_eq!(fragmentation(&t, 0.5, &[300.0, 1000.0], 1000.0), 1300.0);
+        assert_eq!(
+            fragmentation(&t, "t4", 0.5, &[300.0, 1000.0], 1000.0),
+            1300.0
+        );
         // A CPU-only typical pod leaves every free GPU idle.
-        let cpu = [Typical {
-            cpu: 1.0,
-            gpu: 0.0,
-            share: 1.0,
-        }];
-        assert_eq!(fragmentation(&cpu, 8.0, &[300.0, 1000.0], 1000.0), 1300.0);
+        let cpu = [typical(0.0, &[])];
+        assert_eq!(
+            fragmentation(&cpu, "t4", 8.0, &[300.0, 1000.0], 1000.0),
+            1300.0
+        );
+        // A typical pod that may only run on a10 can use nothing of a t4 node.
+        let a10 = [typical(500.0, &["a10"])];
+        assert_eq!(
+            fragmentation(&a10, "t4", 8.0, &[300.0, 1000.0], 1000.0),
+            1300.0
+        );
+        assert_eq!(
+            fragmentation(&a10, "a10", 8.0, &[300.0, 1000.0], 1000.0),
+            300.0
+        );
     }
 
     #[test]
