@@ -492,7 +492,7 @@ fn handle(
             record.placement = entry
                 .admission
                 .as_ref()
-                .map(|a| placement_report(scheduler, &a.placements))
+                .map(|a| PlacementReport::of(scheduler.cluster(), &a.placements))
                 .unwrap_or_default();
             *pending_now = pending_now.saturating_sub(1);
             let reason = entry.admission.as_ref().map_or_else(String::new, |a| {
@@ -791,44 +791,6 @@ fn finish_report(
     downsample(&mut series);
     report.series = series;
     report
-}
-
-/// Placements by name: `<flavor>-<node index>`, pods, and the cards held per device resource.
-fn placement_report(
-    scheduler: &Scheduler,
-    placements: &[arbiter_core::scheduler::workload::Placement],
-) -> Vec<PlacementReport> {
-    let cluster = scheduler.cluster();
-    placements
-        .iter()
-        .map(|p| {
-            let mut cards: BTreeMap<String, Vec<u16>> = BTreeMap::new();
-            for u in &p.cards {
-                cards
-                    .entry(
-                        cluster
-                            .resources
-                            .get(u.resource.index())
-                            .cloned()
-                            .unwrap_or_default(),
-                    )
-                    .or_default()
-                    .push(u.card);
-            }
-            PlacementReport {
-                node: format!(
-                    "{}-{}",
-                    cluster
-                        .flavors
-                        .get(p.flavor.index())
-                        .map_or("", |f| &f.name),
-                    p.node
-                ),
-                pods: p.pods,
-                cards,
-            }
-        })
-        .collect()
 }
 
 fn mean(values: &[f64]) -> f64 {

@@ -197,6 +197,46 @@ pub struct PlacementReport {
     pub cards: BTreeMap<String, Vec<u16>>,
 }
 
+impl PlacementReport {
+    /// Placements by name: `<flavor>-<node index>`, pods, and the cards
+    /// held per device resource.
+    pub fn of(
+        cluster: &arbiter_core::model::cluster::Cluster,
+        placements: &[arbiter_core::scheduler::workload::Placement],
+    ) -> Vec<PlacementReport> {
+        placements
+            .iter()
+            .map(|p| {
+                let mut cards: BTreeMap<String, Vec<u16>> = BTreeMap::new();
+                for u in &p.cards {
+                    cards
+                        .entry(
+                            cluster
+                                .resources
+                                .get(u.resource.index())
+                                .cloned()
+                                .unwrap_or_default(),
+                        )
+                        .or_default()
+                        .push(u.card);
+                }
+                PlacementReport {
+                    node: format!(
+                        "{}-{}",
+                        cluster
+                            .flavors
+                            .get(p.flavor.index())
+                            .map_or("", |f| &f.name),
+                        p.node
+                    ),
+                    pods: p.pods,
+                    cards,
+                }
+            })
+            .collect()
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SchedulerReport {

@@ -1,0 +1,477 @@
+//! Placing pods: which nodes (and cards) a pod fits on, and which of them
+//! it goes to — the built-in best fit, or a [`Scorer`]'s scores (the
+//! placement hook) with ties broken by a fixed node order — over one
+//! flavor's nodes or several flavors' together; and ranking flavors by
+//! where a scorer would put a pod.
+
+use std::collections::BTreeMap;
+
+use crate::model::cluster::{FlavorId, ResourceId};
+use crate::model::Amount;
+
+use super::{card_slot, Capacity, DeviceSpec, Free, PoolSpec, Scratch};
+use crate::scheduler::workload::{CardUse, Placement};
+
+/// A node a pod fits on, as a [`Scorer`] sees it.
+pub struct Candidate<'a> {
+    pub flavor: FlavorId,
+    /// The node's index in its flavor.
+    pub node: u32,
+    /// Free per resource, indexed by `ResourceId`; `Amount::MAX` where the node sets no limit.
+    pub free: &'a [Amount],
+    pub allocatable: &'a [(ResourceId, Amount)],
+    pub devices: &'a [DeviceSpec],
+    /// Free per card: the devices in order, each device's cards in order.
+    pub cards: &'a [Amount],
+}
+
+/// A scorer's answer for one candidate node: higher is better. `card`
+/// picks the card (index among the device's cards) for a request that fits
+/// on one card; without it, or if the card cannot hold the pod, the
+/// fullest card that can is taken.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeScore {
+    pub score: f64,
+    pub card: Option<u16>,
+}
+
+/// Scores the candidate nodes for one pod (the placement hook).
+pub trait Scorer {
+    /// One score per candidate, in order; `None` leaves this pod to the
+    /// built-in best fit.
+    fn score(
+        &mut self,
+        per_pod: &[(ResourceId, Amount)],
+        candidates: &[Candidate<'_>],
+    ) -> Option<Vec<NodeScore>>;
+}
+
+/// What [`Capacity::place`] places by: the built-in best fit, or a scorer.
+/// `salt` breaks ties between equal scores: among them the node with the
+/// smallest hash of (salt, flavor, node) wins — a fixed order of the nodes,
+/// drawn from the salt, so equal scores keep filling the same nodes first
+/// (packing) without favouring low node numbers, and the same inputs
+/// always place the same. (The FGD paper's scheduler breaks ties the same
+/// way: by node names given random prefixes.)
+pub enum By<'s> {
+    BestFit,
+    Score {
+        scorer: &'s mut dyn Scorer,
+        salt: u64,
+    },
+}
+
+impl Capacity {
+    /// Places `pods` pods on the nodes of `flavors` in `scratch`, one at a
+    /// time, each on the node `by` ranks first among those it fits on
+    /// (with several flavors, their nodes compete: placement decides the
+    /// flavor); `None` if they don't all fit. Flavors without node pools
+    /// are unlimited: if none of `flavors` has pools, nothing is placed.
+    pub fn place(
+        &self,
+        scratch: &mut Scratch,
+        flavors: &[FlavorId],
+        pods: u32,
+        per_pod: &[(ResourceId, Amount)],
+        by: &mut By<'_>,
+    ) -> Option<Vec<Placement>> {
+        let pooled: Vec<FlavorId> = flavors
+            .iter()
+            .copied()
+            .filter(|&f| self.has_pools(f))
+            .collect();
+        if pooled.is_empty() {
+            return Some(Vec::new());
+        }
+        for &flavor in &pooled {
+            scratch.free.entry(flavor).or_insert_with(|| {
+                self.flavors[flavor.index()]
+                    .nodes
+                    .iter()
+                    .map(|n| n.ready.then(|| n.free.clone()))
+                    .collect()
+            });
+        }
+        // Per node placed on: pods, and what they hold per card.
+        let mut placed: BTreeMap<(FlavorId, u32), (u32, Vec<CardUse>)> = BTreeMap::new();
+        for _ in 0..pods {
+            let ((flavor, node), cards) = match by {
+                By::BestFit => self.best_fit(scratch, &pooled, per_pod)?,
+                By::Score { scorer, salt } => {
+                    match self.scored(scratch, &pooled, per_pod, &mut **scorer, *salt) {
+                        Scored::Placed(at, cards) => (at, cards),
+                        Scored::NoFit => return None,
+                        Scored::Unanswered => self.best_fit(scratch, &pooled, per_pod)?,
+                    }
+                }
+            };
+            let fl = &self.flavors[flavor.index()];
+            let node_free = scratch
+                .free
+                .get_mut(&flavor)
+                .and_then(|nodes| nodes[node].as_mut())
+                .expect("a candidate node is ready");
+            for &(r, a) in per_pod {
+                if node_free.free[r.index()] != Amount::MAX {
+                    node_free.free[r.index()] -= a;
+                }
+            }
+            let pool = &fl.pools[fl.nodes[node].pool];
+            let entry = placed.entry((flavor, node as u32)).or_default();
+            entry.0 += 1;
+            for (device, card, amount) in cards {
+                node_free.cards[card_slot(pool, device, card)] -= amount;
+                let resource = pool.devices[device].resource;
+                match entry
+                    .1
+                    .iter_mut()
+                    .find(|u| u.resource == resource && u.card == card)
+                {
+                    Some(u) => u.amount += amount,
+                    None => entry.1.push(CardUse {
+                        resource,
+                        card,
+                        amount,
+                    }),
+                }
+            }
+        }
+        Some(
+            placed
+                .into_iter()
+                .map(|((flavor, node), (count, mut cards))| {
+                    cards.sort();
+                    Placement {
+                        flavor,
+                        node,
+                        per_pod: per_pod.to_vec(),
+                        pods: count,
+                        cards,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// The built-in best fit: the node left with the least room, normalised
+    /// per resource (ties: the first flavor listed, then the lowest index).
+    fn best_fit(
+        &self,
+        scratch: &Scratch,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+    ) -> Option<Taken> {
+        let mut best: Option<(f64, FlavorId, usize)> = None;
+        for &flavor in flavors {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                if !fits(pool, f, per_pod) {
+                    continue;
+                }
+                let room = leftover(&f.free, per_pod, &pool.allocatable);
+                if best.is_none_or(|(b, _, _)| room < b) {
+                    best = Some((room, flavor, i));
+                }
+            }
+        }
+        let (_, flavor, i) = best?;
+        let fl = &self.flavors[flavor.index()];
+        let f = scratch.free[&flavor][i].as_ref()?;
+        let cards = fits_on(&fl.pools[fl.nodes[i].pool], f, per_pod, None)?;
+        Some(((flavor, i), cards))
+    }
+
+    fn scored(
+        &self,
+        scratch: &Scratch,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+        scorer: &mut dyn Scorer,
+        salt: u64,
+    ) -> Scored {
+        let mut fitting = Vec::new();
+        for &flavor in flavors {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                if fits(pool, f, per_pod) {
+                    fitting.push((flavor, i, pool, f));
+                }
+            }
+        }
+        if fitting.is_empty() {
+            return Scored::NoFit;
+        }
+        let candidates: Vec<Candidate<'_>> = fitting
+            .iter()
+            .map(|&(flavor, i, pool, f)| Candidate {
+                flavor,
+                node: i as u32,
+                free: &f.free,
+                allocatable: &pool.allocatable,
+                devices: &pool.devices,
+                cards: &f.cards,
+            })
+            .collect();
+        let Some(scores) = scorer.score(per_pod, &candidates) else {
+            return Scored::Unanswered;
+        };
+        if scores.len() != candidates.len() {
+            return Scored::Unanswered;
+        }
+        // The highest score; NaN ranks below every number.
+        let key = |s: f64| if s.is_nan() { f64::NEG_INFINITY } else { s };
+        let mut best: Option<(f64, u64, usize)> = None;
+        for (k, s) in scores.iter().enumerate() {
+            let score = key(s.score);
+            let (flavor, node, _, _) = fitting[k];
+            let tie = tie_hash(salt, (flavor.0 as u64) << 32 | node as u64);
+            let better = match best {
+                None => true,
+                Some((b, t, _)) => score > b || (score == b && tie < t),
+            };
+            if better {
+                best = Some((score, tie, k));
+            }
+        }
+        let (_, _, k) = best.expect("at least one candidate");
+        let (flavor, node, pool, f) = fitting[k];
+        match fits_on(pool, f, per_pod, scores[k].card) {
+            Some(cards) => Scored::Placed((flavor, node), cards),
+            None => Scored::NoFit,
+        }
+    }
+
+    /// `flavors` ranked by the best score `scorer` gives one pod asking
+    /// `per_pod` on their nodes now (ties: the fixed node order of `salt`);
+    /// flavors with no node the pod fits on, or without pools, follow in
+    /// their given order. Unchanged if the scorer does not answer.
+    pub fn rank_flavors(
+        &self,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+        scorer: &mut dyn Scorer,
+        salt: u64,
+    ) -> Vec<FlavorId> {
+        let mut scratch = Scratch::default();
+        let pooled: Vec<FlavorId> = flavors
+            .iter()
+            .copied()
+            .filter(|&f| self.has_pools(f))
+            .collect();
+        for &flavor in &pooled {
+            scratch.free.entry(flavor).or_insert_with(|| {
+                self.flavors[flavor.index()]
+                    .nodes
+                    .iter()
+                    .map(|n| n.ready.then(|| n.free.clone()))
+                    .collect()
+            });
+        }
+        let mut fitting = Vec::new();
+        for &flavor in &pooled {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                if fits(pool, f, per_pod) {
+                    fitting.push((flavor, i, pool, f));
+                }
+            }
+        }
+        let candidates: Vec<Candidate<'_>> = fitting
+            .iter()
+            .map(|&(flavor, i, pool, f)| Candidate {
+                flavor,
+                node: i as u32,
+                free: &f.free,
+                allocatable: &pool.allocatable,
+                devices: &pool.devices,
+                cards: &f.cards,
+            })
+            .collect();
+        let scores = match scorer.score(per_pod, &candidates) {
+            Some(s) if s.len() == candidates.len() && !candidates.is_empty() => s,
+            _ => return flavors.to_vec(),
+        };
+        // Per flavor: its best (score, tie) — higher score, then lower tie.
+        let mut best: BTreeMap<FlavorId, (f64, u64)> = BTreeMap::new();
+        for (k, s) in scores.iter().enumerate() {
+            let (flavor, node, _, _) = fitting[k];
+            let score = if s.score.is_nan() {
+                f64::NEG_INFINITY
+            } else {
+                s.score
+            };
+            let tie = tie_hash(salt, (flavor.0 as u64) << 32 | node as u64);
+            let better = best
+                .get(&flavor)
+                .is_none_or(|&(b, t)| score > b || (score == b && tie < t));
+            if better {
+                best.insert(flavor, (score, tie));
+            }
+        }
+        let mut ranked: Vec<FlavorId> = best.keys().copied().collect();
+        ranked.sort_by(|a, b| {
+            let (sa, ta) = best[a];
+            let (sb, tb) = best[b];
+            sb.total_cmp(&sa).then(ta.cmp(&tb))
+        });
+        ranked.extend(flavors.iter().copied().filter(|f| !best.contains_key(f)));
+        ranked
+    }
+}
+
+/// The cards one pod takes on a node: (device index, card, amount), or
+/// `None` if the node's cards cannot hold it. `prefer` names the card for
+/// a request that fits on one card (the scorer's choice); otherwise the
+/// fullest card that holds it (ties: the lowest index), and for whole
+/// cards the lowest-numbered free ones.
+fn cards_for(
+    pool: &PoolSpec,
+    cards: &[Amount],
+    per_pod: &[(ResourceId, Amount)],
+    prefer: Option<u16>,
+) -> Option<Cards> {
+    let mut taken = Vec::new();
+    let mut offset = 0;
+    for (d, device) in pool.devices.iter().enumerate() {
+        let own = &cards[offset..offset + device.cards as usize];
+        offset += device.cards as usize;
+        let amount = per_pod
+            .iter()
+            .find(|(r, _)| *r == device.resource)
+            .map_or(Amount::ZERO, |(_, a)| *a);
+        if amount.milli() <= 0 {
+            continue;
+        }
+        if amount <= device.per_card {
+            let preferred = prefer.filter(|&c| own.get(c as usize).is_some_and(|f| *f >= amount));
+            let card = match preferred {
+                Some(c) => c as usize,
+                None => {
+                    own.iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f >= amount)
+                        .min_by_key(|&(i, f)| (*f, i))?
+                        .0
+                }
+            };
+            taken.push((d, card as u16, amount));
+        } else {
+            let per_card = device.per_card.milli();
+            if per_card <= 0 || amount.milli() % per_card != 0 {
+                return None;
+            }
+            let whole = (amount.milli() / per_card) as usize;
+            let free: Vec<usize> = own
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f == device.per_card)
+                .map(|(i, _)| i)
+                .take(whole)
+                .collect();
+            if free.len() < whole {
+                return None;
+            }
+            taken.extend(free.into_iter().map(|i| (d, i as u16, device.per_card)));
+        }
+    }
+    Some(taken)
+}
+
+/// Does a pod fit on the node: every limited resource, then its cards
+/// (one card with room for a share, enough fully free cards for whole
+/// ones)? As [`fits_on`], without choosing the cards.
+pub(super) fn fits(pool: &PoolSpec, free: &Free, per_pod: &[(ResourceId, Amount)]) -> bool {
+    if !per_pod.iter().all(|&(r, a)| free.free[r.index()] >= a) {
+        return false;
+    }
+    let mut offset = 0;
+    for device in &pool.devices {
+        let own = &free.cards[offset..offset + device.cards as usize];
+        offset += device.cards as usize;
+        let amount = per_pod
+            .iter()
+            .find(|(r, _)| *r == device.resource)
+            .map_or(Amount::ZERO, |(_, a)| *a);
+        if amount.milli() <= 0 {
+            continue;
+        }
+        let fits = if amount <= device.per_card {
+            own.iter().any(|f| *f >= amount)
+        } else {
+            let per_card = device.per_card.milli();
+            per_card > 0
+                && amount.milli() % per_card == 0
+                && own.iter().filter(|f| **f == device.per_card).count() as i64
+                    >= amount.milli() / per_card
+        };
+        if !fits {
+            return false;
+        }
+    }
+    true
+}
+
+/// Cards a pod takes if it fits on the node at all (every limited resource, then the cards).
+fn fits_on(
+    pool: &PoolSpec,
+    free: &Free,
+    per_pod: &[(ResourceId, Amount)],
+    prefer: Option<u16>,
+) -> Option<Cards> {
+    if !per_pod.iter().all(|&(r, a)| free.free[r.index()] >= a) {
+        return None;
+    }
+    if pool.devices.is_empty() {
+        return Some(Vec::new());
+    }
+    cards_for(pool, &free.cards, per_pod, prefer)
+}
+
+/// The cards a pod takes on a node: (device index, card, amount).
+type Cards = Vec<(usize, u16, Amount)>;
+
+/// Where a pod goes, and the cards it takes there.
+type Taken = ((FlavorId, usize), Cards);
+
+enum Scored {
+    Placed((FlavorId, usize), Cards),
+    NoFit,
+    Unanswered,
+}
+
+/// SplitMix64 of the pair: a fixed, well-spread order of the nodes per salt.
+fn tie_hash(salt: u64, node: u64) -> u64 {
+    let mut z = salt
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(node)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Room left on the node after the pod, normalised per resource and summed
+/// over the resources the node limits: smaller is a tighter (better) fit.
+fn leftover(
+    free: &[Amount],
+    per_pod: &[(ResourceId, Amount)],
+    allocatable: &[(ResourceId, Amount)],
+) -> f64 {
+    allocatable
+        .iter()
+        .filter(|(_, cap)| !cap.is_zero())
+        .map(|&(r, cap)| {
+            let need = per_pod
+                .iter()
+                .find(|(pr, _)| *pr == r)
+                .map_or(Amount::ZERO, |(_, a)| *a);
+            (free[r.index()] - need).as_f64() / cap.as_f64()
+        })
+        .sum()
+}
