@@ -19,7 +19,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -30,7 +30,7 @@ use arbiter_core::scheduler::history::PodShapes;
 use arbiter_policy::bundle::{self, LoadOptions};
 use arbiter_policy::compiled::{Bundle, Policy};
 use arbiter_policy::eval::{self, Logs};
-use arbiter_policy::view::{DeviceView, NodeView, PlacementInput, PodView, TypicalPodView};
+use arbiter_policy::view::{build, PlacementInput, PodView, TypicalPodView};
 use arbiter_policy::wasm::Runtime;
 use arbiter_sim::trace::{self, Trace, CPU, GPU_MILLI};
 
@@ -105,50 +105,6 @@ fn parse_args() -> Result<Args, String> {
         args.policies = vec!["bestfit".into(), "fgd".into()];
     }
     Ok(args)
-}
-
-/// The artifact's submission order per seed, from Go's own `math/rand`.
-fn orders(tasks: &Path, nodes: &Path, seeds: &[u64]) -> Result<BTreeMap<u64, Vec<usize>>, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/openb/order.go");
-    let out = Command::new("go")
-        .arg("run")
-        .arg(&script)
-        .arg(tasks)
-        .arg(nodes)
-        .arg("1.3")
-        .args(seeds.iter().map(u64::to_string))
-        .env("GOFLAGS", "-mod=mod")
-        .output()
-        .map_err(|e| {
-            format!(
-                "running `go run {}`: {e} (Go ≥ 1.21 must be on PATH)",
-                script.display()
-            )
-        })?;
-    if !out.status.success() {
-        return Err(format!(
-            "go run {}: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let mut orders = BTreeMap::new();
-    while let Some(head) = lines.next() {
-        let seed: u64 = head
-            .strip_prefix("seed ")
-            .and_then(|s| s.parse().ok())
-            .ok_or(format!("order.go printed {head:?}, not `seed N`"))?;
-        let order = lines
-            .next()
-            .ok_or("order.go stopped early")?
-            .split(' ')
-            .map(|i| i.parse().map_err(|_| format!("order.go printed {i:?}")))
-            .collect::<Result<Vec<usize>, String>>()?;
-        orders.insert(seed, order);
-    }
-    Ok(orders)
 }
 
 /// The artifact's BestFit (`best_fit_score.go`): the CPU and GPU left on
@@ -379,41 +335,10 @@ impl Scorer for BundlePolicy<'_> {
         per_pod: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
+        let name = |r: ResourceId| trace::RESOURCES[r.index()].to_owned();
         let nodes = candidates
             .iter()
-            .map(|c| {
-                let flavor = self.models[c.flavor.index()].clone();
-                let mut cards = c.cards;
-                NodeView {
-                    index: c.node,
-                    name: format!("{flavor}-{}", c.node),
-                    flavor,
-                    free: c
-                        .allocatable
-                        .iter()
-                        .map(|&(r, _)| {
-                            (
-                                trace::RESOURCES[r.index()].to_owned(),
-                                c.free[r.index()].as_f64(),
-                            )
-                        })
-                        .collect(),
-                    allocatable: quantities(c.allocatable),
-                    devices: c
-                        .devices
-                        .iter()
-                        .map(|d| {
-                            let (own, rest) = cards.split_at(d.cards as usize);
-                            cards = rest;
-                            DeviceView {
-                                resource: trace::RESOURCES[d.resource.index()].to_owned(),
-                                per_card: d.per_card.as_f64(),
-                                cards: own.iter().map(|a| a.as_f64()).collect(),
-                            }
-                        })
-                        .collect(),
-                }
-            })
+            .map(|c| build::node_named(c, self.models[c.flavor.index()].clone(), &name))
             .collect();
         let input = PlacementInput {
             pod: PodView {
@@ -534,7 +459,8 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        let orders = match orders(&tasks, &nodes, &args.seeds) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/openb/order.go");
+        let orders = match trace::artifact_orders(&script, &tasks, &nodes, 1.3, &args.seeds) {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("openb: {e}");

@@ -10,46 +10,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use arbiter_core::model::cluster::FlavorId;
 use arbiter_sim::trace::{self, Trace, CPU, GPU_MILLI, MEMORY};
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/alibaba-gpu-v2023")
-}
-
-/// The artifact's order for each seed, from `order.go`.
-fn orders(tasks: &Path, seeds: &[u64]) -> BTreeMap<u64, Vec<usize>> {
-    let out = Command::new("go")
-        .arg("run")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/openb/order.go"))
-        .arg(tasks)
-        .arg(data().join("openb_node_list_gpu_node.csv"))
-        .arg("1.3")
-        .args(seeds.iter().map(u64::to_string))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("go is on PATH (the README test command needs it for the test cluster too)");
-    assert!(
-        out.status.success(),
-        "order.go: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut lines = text.lines();
-    let mut orders = BTreeMap::new();
-    while let Some(head) = lines.next() {
-        let seed = head.strip_prefix("seed ").unwrap().parse().unwrap();
-        let order = lines
-            .next()
-            .unwrap()
-            .split(' ')
-            .map(|i| i.parse().unwrap())
-            .collect();
-        orders.insert(seed, order);
-    }
-    orders
 }
 
 #[test]
@@ -61,7 +27,13 @@ fn no_card_or_node_is_ever_over_allocated_on_the_trace() {
         assert_eq!(trace.nodes.len(), 1213);
         assert_eq!(trace.gpu_capacity(), 6_212_000);
         let capacity = trace.capacity();
-        for (seed, order) in orders(&tasks, &seeds) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/openb/order.go");
+        let nodes = data().join("openb_node_list_gpu_node.csv");
+        let orders =
+            trace::artifact_orders(&script, &tasks, &nodes, 1.3, &seeds).unwrap_or_else(|e| {
+                panic!("{e} (the README test command needs Go for the test cluster too)")
+            });
+        for (seed, order) in orders {
             // The artifact tops the 8,152 tasks up to 130 % of the GPU.
             assert!(order.len() > trace.tasks.len(), "{list} {seed}: no copies");
             let replay = trace::replay(&trace, &order, None, seed);

@@ -428,8 +428,21 @@ pub mod build {
     /// A candidate node of `flavor` (named `<flavor>-<index>`): free and
     /// allocatable for the resources it limits, free per card per device.
     pub fn node(state: &Scheduler, candidate: &Candidate<'_>) -> NodeView {
-        let name = |r: ResourceId| state.cluster().resource_name(r).to_string();
-        let flavor = flavor_name(state, candidate.flavor);
+        node_named(candidate, flavor_name(state, candidate.flavor), &|r| {
+            state.cluster().resource_name(r).to_string()
+        })
+    }
+
+    /// [`node`] with the flavor's name given and resources named by
+    /// `name`: for a caller without a scheduler (a trace replay).
+    pub fn node_named(
+        candidate: &Candidate<'_>,
+        flavor: String,
+        name: &dyn Fn(ResourceId) -> String,
+    ) -> NodeView {
+        let quantities = |per: &[(ResourceId, Amount)]| -> Quantities {
+            per.iter().map(|&(r, a)| (name(r), a.as_f64())).collect()
+        };
         let mut cards = candidate.cards;
         let devices = candidate
             .devices
@@ -453,7 +466,7 @@ pub mod build {
                 .iter()
                 .filter_map(|&(r, _)| Some((name(r), candidate.free.get(r.index())?.as_f64())))
                 .collect(),
-            allocatable: quantities(state, candidate.allocatable),
+            allocatable: quantities(candidate.allocatable),
             devices,
         }
     }

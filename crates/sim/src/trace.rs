@@ -235,6 +235,65 @@ impl Trace {
     }
 }
 
+/// The FGD paper artifact's submission order of `tasks` per seed, topped up
+/// to `ratio` of the nodes' GPU capacity: what `script`
+/// (`examples/openb/order.go`) prints, run with `go run` so that Go's own
+/// `math/rand` draws it. Indices are into the tasks sorted by name
+/// ([`Trace::tasks`]); copies repeat an index.
+pub fn artifact_orders(
+    script: &Path,
+    tasks: &Path,
+    nodes: &Path,
+    ratio: f64,
+    seeds: &[u64],
+) -> Result<BTreeMap<u64, Vec<usize>>, String> {
+    let out = std::process::Command::new("go")
+        .arg("run")
+        .arg(script)
+        .arg(tasks)
+        .arg(nodes)
+        .arg(ratio.to_string())
+        .args(seeds.iter().map(u64::to_string))
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .map_err(|e| {
+            format!(
+                "running `go run {}`: {e} (Go must be on PATH)",
+                script.display()
+            )
+        })?;
+    if !out.status.success() {
+        return Err(format!(
+            "go run {}: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let mut orders = BTreeMap::new();
+    while let Some(head) = lines.next() {
+        let seed: u64 = head
+            .strip_prefix("seed ")
+            .and_then(|s| s.parse().ok())
+            .ok_or(format!(
+                "{} printed {head:?}, not `seed N`",
+                script.display()
+            ))?;
+        let order = lines
+            .next()
+            .ok_or(format!("{} stopped early", script.display()))?
+            .split(' ')
+            .map(|i| {
+                i.parse()
+                    .map_err(|_| format!("{} printed {i:?}", script.display()))
+            })
+            .collect::<Result<Vec<usize>, String>>()?;
+        orders.insert(seed, order);
+    }
+    Ok(orders)
+}
+
 /// A replay's outcome: after each task, the GPU asked by the tasks so far
 /// and the GPU allocated, in milli-GPUs; and where each task went.
 #[derive(Debug)]

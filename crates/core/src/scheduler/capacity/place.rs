@@ -75,22 +75,9 @@ impl Capacity {
         per_pod: &[(ResourceId, Amount)],
         by: &mut By<'_>,
     ) -> Option<Vec<Placement>> {
-        let pooled: Vec<FlavorId> = flavors
-            .iter()
-            .copied()
-            .filter(|&f| self.has_pools(f))
-            .collect();
+        let pooled = self.pooled_in(scratch, flavors);
         if pooled.is_empty() {
             return Some(Vec::new());
-        }
-        for &flavor in &pooled {
-            scratch.free.entry(flavor).or_insert_with(|| {
-                self.flavors[flavor.index()]
-                    .nodes
-                    .iter()
-                    .map(|n| n.ready.then(|| n.free.clone()))
-                    .collect()
-            });
         }
         // Per node placed on: pods, and what they hold per card.
         let mut placed: BTreeMap<(FlavorId, u32), (u32, Vec<CardUse>)> = BTreeMap::new();
@@ -153,6 +140,52 @@ impl Capacity {
         )
     }
 
+    /// The flavors of `flavors` with node pools, each with its nodes' free
+    /// space copied into `scratch` (unless already there).
+    fn pooled_in(&self, scratch: &mut Scratch, flavors: &[FlavorId]) -> Vec<FlavorId> {
+        let pooled: Vec<FlavorId> = flavors
+            .iter()
+            .copied()
+            .filter(|&f| self.has_pools(f))
+            .collect();
+        for &flavor in &pooled {
+            scratch.free.entry(flavor).or_insert_with(|| {
+                self.flavors[flavor.index()]
+                    .nodes
+                    .iter()
+                    .map(|n| n.ready.then(|| n.free.clone()))
+                    .collect()
+            });
+        }
+        pooled
+    }
+
+    /// The ready nodes of `flavors` (in `scratch`) a pod fits on.
+    fn fitting<'a>(
+        &'a self,
+        scratch: &'a Scratch,
+        flavors: &[FlavorId],
+        per_pod: &[(ResourceId, Amount)],
+    ) -> Vec<Fitting<'a>> {
+        let mut fitting = Vec::new();
+        for &flavor in flavors {
+            let fl = &self.flavors[flavor.index()];
+            for (i, f) in scratch.free[&flavor].iter().enumerate() {
+                let Some(f) = f else { continue };
+                let pool = &fl.pools[fl.nodes[i].pool];
+                if fits(pool, f, per_pod) {
+                    fitting.push(Fitting {
+                        flavor,
+                        node: i,
+                        pool,
+                        free: f,
+                    });
+                }
+            }
+        }
+        fitting
+    }
+
     /// The built-in best fit: the node left with the least room, normalised
     /// per resource (ties: the first flavor listed, then the lowest index).
     fn best_fit(
@@ -191,54 +224,24 @@ impl Capacity {
         scorer: &mut dyn Scorer,
         salt: u64,
     ) -> Scored {
-        let mut fitting = Vec::new();
-        for &flavor in flavors {
-            let fl = &self.flavors[flavor.index()];
-            for (i, f) in scratch.free[&flavor].iter().enumerate() {
-                let Some(f) = f else { continue };
-                let pool = &fl.pools[fl.nodes[i].pool];
-                if fits(pool, f, per_pod) {
-                    fitting.push((flavor, i, pool, f));
-                }
-            }
-        }
+        let fitting = self.fitting(scratch, flavors, per_pod);
         if fitting.is_empty() {
             return Scored::NoFit;
         }
-        let candidates: Vec<Candidate<'_>> = fitting
-            .iter()
-            .map(|&(flavor, i, pool, f)| Candidate {
-                flavor,
-                node: i as u32,
-                free: &f.free,
-                allocatable: &pool.allocatable,
-                devices: &pool.devices,
-                cards: &f.cards,
-            })
-            .collect();
-        let Some(scores) = scorer.score(per_pod, &candidates) else {
+        let Some(scores) = ask(scorer, per_pod, &fitting) else {
             return Scored::Unanswered;
         };
-        if scores.len() != candidates.len() {
-            return Scored::Unanswered;
-        }
-        // The highest score; NaN ranks below every number.
-        let key = |s: f64| if s.is_nan() { f64::NEG_INFINITY } else { s };
-        let mut best: Option<(f64, u64, usize)> = None;
-        for (k, s) in scores.iter().enumerate() {
-            let score = key(s.score);
-            let (flavor, node, _, _) = fitting[k];
-            let tie = tie_hash(salt, (flavor.0 as u64) << 32 | node as u64);
-            let better = match best {
-                None => true,
-                Some((b, t, _)) => score > b || (score == b && tie < t),
-            };
-            if better {
-                best = Some((score, tie, k));
-            }
-        }
-        let (_, _, k) = best.expect("at least one candidate");
-        let (flavor, node, pool, f) = fitting[k];
+        let Some(k) = (0..fitting.len()).max_by(|&a, &b| {
+            rank(&scores[a], &fitting[a], salt).cmp_to(&rank(&scores[b], &fitting[b], salt))
+        }) else {
+            return Scored::NoFit;
+        };
+        let Fitting {
+            flavor,
+            node,
+            pool,
+            free: f,
+        } = fitting[k];
         match fits_on(pool, f, per_pod, scores[k].card) {
             Some(cards) => Scored::Placed((flavor, node), cards),
             None => Scored::NoFit,
@@ -257,69 +260,21 @@ impl Capacity {
         salt: u64,
     ) -> Vec<FlavorId> {
         let mut scratch = Scratch::default();
-        let pooled: Vec<FlavorId> = flavors
-            .iter()
-            .copied()
-            .filter(|&f| self.has_pools(f))
-            .collect();
-        for &flavor in &pooled {
-            scratch.free.entry(flavor).or_insert_with(|| {
-                self.flavors[flavor.index()]
-                    .nodes
-                    .iter()
-                    .map(|n| n.ready.then(|| n.free.clone()))
-                    .collect()
-            });
-        }
-        let mut fitting = Vec::new();
-        for &flavor in &pooled {
-            let fl = &self.flavors[flavor.index()];
-            for (i, f) in scratch.free[&flavor].iter().enumerate() {
-                let Some(f) = f else { continue };
-                let pool = &fl.pools[fl.nodes[i].pool];
-                if fits(pool, f, per_pod) {
-                    fitting.push((flavor, i, pool, f));
-                }
-            }
-        }
-        let candidates: Vec<Candidate<'_>> = fitting
-            .iter()
-            .map(|&(flavor, i, pool, f)| Candidate {
-                flavor,
-                node: i as u32,
-                free: &f.free,
-                allocatable: &pool.allocatable,
-                devices: &pool.devices,
-                cards: &f.cards,
-            })
-            .collect();
-        let scores = match scorer.score(per_pod, &candidates) {
-            Some(s) if s.len() == candidates.len() && !candidates.is_empty() => s,
-            _ => return flavors.to_vec(),
+        let pooled = self.pooled_in(&mut scratch, flavors);
+        let fitting = self.fitting(&scratch, &pooled, per_pod);
+        let Some(scores) = ask(scorer, per_pod, &fitting).filter(|_| !fitting.is_empty()) else {
+            return flavors.to_vec();
         };
-        // Per flavor: its best (score, tie) — higher score, then lower tie.
-        let mut best: BTreeMap<FlavorId, (f64, u64)> = BTreeMap::new();
-        for (k, s) in scores.iter().enumerate() {
-            let (flavor, node, _, _) = fitting[k];
-            let score = if s.score.is_nan() {
-                f64::NEG_INFINITY
-            } else {
-                s.score
-            };
-            let tie = tie_hash(salt, (flavor.0 as u64) << 32 | node as u64);
-            let better = best
-                .get(&flavor)
-                .is_none_or(|&(b, t)| score > b || (score == b && tie < t));
-            if better {
-                best.insert(flavor, (score, tie));
+        // Per flavor: the rank of its best node.
+        let mut best: BTreeMap<FlavorId, Rank> = BTreeMap::new();
+        for (s, at) in scores.iter().zip(&fitting) {
+            let r = rank(s, at, salt);
+            if best.get(&at.flavor).is_none_or(|b| r.cmp_to(b).is_gt()) {
+                best.insert(at.flavor, r);
             }
         }
         let mut ranked: Vec<FlavorId> = best.keys().copied().collect();
-        ranked.sort_by(|a, b| {
-            let (sa, ta) = best[a];
-            let (sb, tb) = best[b];
-            sb.total_cmp(&sa).then(ta.cmp(&tb))
-        });
+        ranked.sort_by(|a, b| best[b].cmp_to(&best[a]));
         ranked.extend(flavors.iter().copied().filter(|f| !best.contains_key(f)));
         ranked
     }
@@ -443,6 +398,66 @@ enum Scored {
     Placed((FlavorId, usize), Cards),
     NoFit,
     Unanswered,
+}
+
+/// A node a pod fits on, with its pool and free space (in a scratch).
+#[derive(Clone, Copy)]
+struct Fitting<'a> {
+    flavor: FlavorId,
+    node: usize,
+    pool: &'a PoolSpec,
+    free: &'a Free,
+}
+
+/// The scorer's scores for the `fitting` nodes, if it answers one per node.
+fn ask(
+    scorer: &mut dyn Scorer,
+    per_pod: &[(ResourceId, Amount)],
+    fitting: &[Fitting<'_>],
+) -> Option<Vec<NodeScore>> {
+    let candidates: Vec<Candidate<'_>> = fitting
+        .iter()
+        .map(|at| Candidate {
+            flavor: at.flavor,
+            node: at.node as u32,
+            free: &at.free.free,
+            allocatable: &at.pool.allocatable,
+            devices: &at.pool.devices,
+            cards: &at.free.cards,
+        })
+        .collect();
+    scorer
+        .score(per_pod, &candidates)
+        .filter(|scores| scores.len() == candidates.len())
+}
+
+/// Where a scored node ranks: higher score first (NaN below every number),
+/// then the fixed node order of the salt.
+struct Rank {
+    score: f64,
+    tie: u64,
+}
+
+impl Rank {
+    /// `Greater` when `self` ranks before `other`.
+    fn cmp_to(&self, other: &Rank) -> std::cmp::Ordering {
+        // Scores are never NaN here (`rank` maps NaN to −∞).
+        self.score
+            .partial_cmp(&other.score)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(other.tie.cmp(&self.tie))
+    }
+}
+
+fn rank(score: &NodeScore, at: &Fitting<'_>, salt: u64) -> Rank {
+    Rank {
+        score: if score.score.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            score.score
+        },
+        tie: tie_hash(salt, (at.flavor.0 as u64) << 32 | at.node as u64),
+    }
 }
 
 /// SplitMix64 of the pair: a fixed, well-spread order of the nodes per salt.
