@@ -700,6 +700,27 @@ mod api_server {
         answer.status.is_some_and(|s| s.allowed)
     }
 
+    /// [`allowed`], waiting for a binding just applied to reach the API
+    /// server's RBAC authorizer: it reads roles and bindings from informer
+    /// caches, so a grant shows up a moment after the write returns. Asks
+    /// up to 100 times, 100 ms apart.
+    async fn granted(
+        client: &Client,
+        subject: (&str, &[&str]),
+        verb: &str,
+        resource: (&str, &str),
+        namespace: Option<&str>,
+        object: Option<&str>,
+    ) -> bool {
+        for _ in 0..100 {
+            if allowed(client, subject, verb, resource, namespace, object).await {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        false
+    }
+
     async fn create_namespace(client: &Client, name: &str) {
         let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -809,7 +830,7 @@ mod api_server {
         ];
         for (verb, resource, namespace, object) in may {
             assert!(
-                allowed(&admin, operator, verb, resource, namespace, object).await,
+                granted(&admin, operator, verb, resource, namespace, object).await,
                 "the operator may {verb} {resource:?} {object:?} in {namespace:?}"
             );
         }
@@ -868,7 +889,7 @@ mod api_server {
         ];
         for (verb, resource, namespace, object) in may {
             assert!(
-                allowed(&admin, tenant, verb, resource, namespace, object).await,
+                granted(&admin, tenant, verb, resource, namespace, object).await,
                 "the tenant may {verb} {resource:?} {object:?} in {namespace:?}"
             );
         }
@@ -898,7 +919,7 @@ mod api_server {
             "queue-manager.yaml (example ClusterRoleBinding)",
         )
         .await;
-        assert!(allowed(&admin, tenant, "list", clusterqueue, None, None).await);
+        assert!(granted(&admin, tenant, "list", clusterqueue, None, None).await);
         assert!(!allowed(&admin, tenant, "create", clusterqueue, None, None).await);
 
         // The API server sends queued jobs and configuration objects to the
