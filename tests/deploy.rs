@@ -815,6 +815,8 @@ mod api_server {
             ("list", validating, None, None),
             ("list", configmap, None, None),
             ("watch", configmap, Some("team-a"), None),
+            ("watch", ("", "pods"), None, None),
+            ("patch", ("", "pods"), Some("team-a"), Some("train-0")),
             (
                 "get",
                 ("arbiter.dev", "clusterqueues"),
@@ -847,6 +849,8 @@ mod api_server {
             ("create", validating, None, None),
             ("create", configmap, Some("team-a"), None),
             ("update", configmap, ns, Some("arbiter-default-bundle")),
+            ("delete", ("", "pods"), Some("team-a"), Some("train-0")),
+            ("create", ("", "pods"), Some("team-a"), None),
             (
                 "update",
                 ("arbiter.dev", "clusterqueues"),

@@ -7,7 +7,9 @@
 //! Physical capacity comes from the Nodes: a Node belongs to every flavor
 //! whose `nodeLabels` are all on it; a flavor without node labels has no
 //! pools and is limited by quota alone (Kueue's model). Cordoned Nodes
-//! count for nothing. Identical Nodes of a flavor form one pool.
+//! count for nothing. Identical Nodes of a flavor form one pool, naming
+//! its Nodes. A Node holding a resource on separate cards says so in its
+//! `arbiter.dev/devices` annotation ([`DEVICES_ANNOTATION`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,7 +19,7 @@ use arbiter_core::model::cluster::{Cluster, ClusterBuilder, FlavorId, Namespace,
 use arbiter_core::model::limits::MAX_NODES_PER_POOL;
 use arbiter_core::model::load::{load_value, Manifest, Source};
 use arbiter_core::model::Amount;
-use arbiter_core::scheduler::capacity::PoolSpec;
+use arbiter_core::scheduler::capacity::{DeviceSpec, PoolSpec};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
 use kube::api::DynamicObject;
 use serde_json::Value;
@@ -208,13 +210,64 @@ pub fn node_resources(nodes: &[Node]) -> impl Iterator<Item = String> + '_ {
     })
 }
 
-/// Node pools per flavor from the Nodes (see the module docs).
-pub fn pools(cluster: &Cluster, nodes: &[Node]) -> Vec<PoolSpec> {
-    let mut grouped: BTreeMap<(FlavorId, Vec<(ResourceId, Amount)>), u32> = BTreeMap::new();
+/// The Node annotation declaring which resources the node holds on
+/// separate cards, and how many: `example.com/gpu-milli=8` (the node's
+/// allocatable split evenly over 8 cards), several separated by commas.
+pub const DEVICES_ANNOTATION: &str = "arbiter.dev/devices";
+
+/// The devices a Node declares ([`DEVICES_ANNOTATION`]) against its
+/// allocatable. Resources nothing asks for are left out (no card of them
+/// is ever taken). An annotation that cannot be read is an error naming
+/// the Node; the Node then counts as one number per resource, as without it.
+fn node_devices(
+    cluster: &Cluster,
+    node: &str,
+    annotation: &str,
+    allocatable: &[(ResourceId, Amount)],
+) -> Result<Vec<DeviceSpec>, String> {
+    let fail = |what: String| {
+        format!("Node {node}: annotation {DEVICES_ANNOTATION} \"{annotation}\": {what}; write it as <resource>=<cards>[,<resource>=<cards>] (e.g. example.com/gpu-milli=8)")
+    };
+    let mut devices: Vec<DeviceSpec> = Vec::new();
+    for part in annotation
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let Some((name, cards)) = part.split_once('=') else {
+            return Err(fail(format!("`{part}` has no `=`")));
+        };
+        let (name, cards) = (name.trim(), cards.trim());
+        let cards: u64 = cards
+            .parse()
+            .map_err(|_| fail(format!("`{cards}` is not a number of cards")))?;
+        let Some(resource) = cluster.resource_id(name) else {
+            continue;
+        };
+        let Some(&(_, total)) = allocatable.iter().find(|(r, _)| *r == resource) else {
+            return Err(fail(format!("the Node's allocatable has no {name}")));
+        };
+        if devices.iter().any(|d| d.resource == resource) {
+            return Err(fail(format!("{name} is given twice")));
+        }
+        devices.push(DeviceSpec::split(resource, name, total, cards).map_err(fail)?);
+    }
+    devices.sort_by_key(|d| d.resource);
+    Ok(devices)
+}
+
+/// Node pools per flavor from the Nodes (see the module docs), in the
+/// Nodes' order, each pool naming its Nodes; and the problems with Nodes'
+/// device annotations, each naming the Node.
+pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<String>) {
+    type Shape = (Vec<(ResourceId, Amount)>, Vec<DeviceSpec>);
+    let mut grouped: BTreeMap<FlavorId, Vec<(Shape, Vec<String>)>> = BTreeMap::new();
+    let mut problems = Vec::new();
     for node in nodes {
         if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
             continue;
         }
+        let name = node.metadata.name.clone().unwrap_or_default();
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let mut allocatable: Vec<(ResourceId, Amount)> = node
             .status
@@ -229,6 +282,19 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> Vec<PoolSpec> {
             })
             .collect();
         allocatable.sort();
+        let annotation = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEVICES_ANNOTATION));
+        let devices = match annotation {
+            Some(text) => node_devices(cluster, &name, text, &allocatable).unwrap_or_else(|e| {
+                problems.push(e);
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        let shape = (allocatable, devices);
         for flavor in &cluster.flavors {
             let Some(id) = cluster.flavor_id(&flavor.name) else {
                 continue;
@@ -241,23 +307,109 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> Vec<PoolSpec> {
             {
                 continue;
             }
-            *grouped.entry((id, allocatable.clone())).or_default() += 1;
+            // Identical Nodes of a flavor in one pool; a pool's Nodes stay
+            // in the Nodes' order.
+            let shapes = grouped.entry(id).or_default();
+            match shapes.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, names)) => names.push(name.clone()),
+                None => shapes.push((shape.clone(), vec![name.clone()])),
+            }
         }
     }
     let mut pools = Vec::new();
-    for ((flavor, allocatable), mut count) in grouped {
-        while count > 0 {
-            let nodes = count.min(MAX_NODES_PER_POOL);
-            count -= nodes;
-            pools.push(PoolSpec {
-                flavor,
-                nodes,
-                allocatable: allocatable.clone(),
-                min_nodes: nodes,
-                max_nodes: nodes,
-                devices: Vec::new(),
-            });
+    for (flavor, shapes) in grouped {
+        for ((allocatable, devices), names) in shapes {
+            for names in names.chunks(MAX_NODES_PER_POOL as usize) {
+                let nodes = names.len() as u32;
+                pools.push(PoolSpec {
+                    flavor,
+                    nodes,
+                    allocatable: allocatable.clone(),
+                    min_nodes: nodes,
+                    max_nodes: nodes,
+                    devices: devices.clone(),
+                    names: names.to_vec(),
+                });
+            }
         }
     }
-    pools
+    (pools, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster() -> Cluster {
+        let flavor = ApiObject::new(json!({
+            "apiVersion": "arbiter.dev/v1alpha1", "kind": "ResourceFlavor",
+            "metadata": {"name": "t4"}, "spec": {"nodeLabels": {"gpu": "t4"}}
+        }));
+        let resources = ["example.com/gpu-milli".to_string(), "cpu".to_string()];
+        build(&[flavor], &BTreeMap::new(), resources)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .cluster
+    }
+
+    fn node(name: &str, devices: Option<&str>) -> Node {
+        let annotations = devices.map(|d| json!({DEVICES_ANNOTATION: d}));
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"gpu": "t4"}, "annotations": annotations},
+            "status": {"allocatable": {"cpu": "32", "example.com/gpu-milli": "4000"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn nodes_declaring_cards_form_named_pools_with_devices() {
+        let c = cluster();
+        let nodes = [
+            node("a", Some("example.com/gpu-milli=4")),
+            node("b", None),
+            node("c", Some(" example.com/gpu-milli = 4 ,")),
+        ];
+        let (pools, problems) = pools(&c, &nodes);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(pools.len(), 2);
+        assert_eq!(pools[0].names, ["a", "c"]);
+        assert_eq!(pools[0].devices.len(), 1);
+        assert_eq!(pools[0].devices[0].cards, 4);
+        assert_eq!(pools[0].devices[0].per_card, Amount::from_units(1000));
+        assert_eq!(pools[1].names, ["b"]);
+        assert!(pools[1].devices.is_empty());
+    }
+
+    #[test]
+    fn an_annotation_that_cannot_be_read_names_the_node_and_counts_it_without_cards() {
+        let c = cluster();
+        for (annotation, says) in [
+            ("example.com/gpu-milli", "has no `=`"),
+            ("example.com/gpu-milli=four", "not a number of cards"),
+            (
+                "example.com/gpu-milli=3",
+                "does not split evenly into 3 cards",
+            ),
+            ("example.com/gpu-milli=0", "give 1 to 256"),
+            (
+                "example.com/gpu-milli=4,example.com/gpu-milli=4",
+                "given twice",
+            ),
+            ("cpu=7,memory=2", "cpu 32 does not split evenly"),
+        ] {
+            let (pools, problems) = pools(&c, &[node("bad", Some(annotation))]);
+            let [problem] = &problems[..] else {
+                panic!("{annotation}: {problems:?}")
+            };
+            assert!(
+                problem.starts_with("Node bad: annotation arbiter.dev/devices")
+                    && problem.contains(says),
+                "{annotation}: {problem}"
+            );
+            assert!(pools[0].devices.is_empty(), "{annotation}");
+        }
+        // A resource nothing asks for: no card of it is ever taken.
+        let (pools, problems) = pools(&c, &[node("n", Some("example.com/other=2"))]);
+        assert!(problems.is_empty() && pools[0].devices.is_empty());
+    }
 }

@@ -19,6 +19,16 @@ use serde_json::{Map, Value};
 /// The annotation holding the admission of a released job.
 pub const ADMISSION_ANNOTATION: &str = "arbiter.dev/admission";
 
+/// The scheduling gate on the pods of a pod set placed per card: they wait
+/// for the operator to give each its node and cards (`crate::ungate`).
+pub const PLACEMENT_GATE: &str = "arbiter.dev/placement";
+
+/// On a gated pod set's pods: the uid of the job they belong to.
+pub const JOB_UID_LABEL: &str = "arbiter.dev/job-uid";
+
+/// On a gated pod set's pods: the pod set's index in the job.
+pub const POD_SET_LABEL: &str = "arbiter.dev/pod-set";
+
 /// One pod set's admission, as the job needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodSetAdmission {
@@ -28,6 +38,9 @@ pub struct PodSetAdmission {
     pub node_labels: BTreeMap<String, String>,
     /// The tolerations of the pod set's flavors.
     pub tolerations: Vec<Toleration>,
+    /// Placed per card: its pods are gated until each is given its node
+    /// and cards.
+    pub gated: bool,
 }
 
 /// The admission as recorded on the job (`arbiter.dev/admission`).
@@ -45,6 +58,31 @@ pub struct Recorded {
     /// What was injected, to take out again on eviction.
     #[serde(default)]
     pub injected: Vec<Injected>,
+    /// Where the pods of gated pod sets go (the core's placements of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<RecordedPlacement>,
+}
+
+/// Pods of one pod set on one Node, and the cards they hold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedPlacement {
+    pub pod_set: u32,
+    pub flavor: String,
+    pub node: String,
+    pub pods: u32,
+    /// Summed over the pods, one entry per card.
+    pub cards: Vec<RecordedCard>,
+}
+
+/// What placed pods hold of one card.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedCard {
+    pub resource: String,
+    pub card: u16,
+    /// A Kubernetes quantity.
+    pub amount: String,
 }
 
 /// What admission changed in one pod template.
@@ -56,6 +94,9 @@ pub struct Injected {
     pub node_selector: BTreeMap<String, Option<String>>,
     /// How many tolerations were appended at the end of the list.
     pub tolerations: usize,
+    /// The placement gate and the pod labels were added.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gated: bool,
 }
 
 /// Why a job could not be changed; the object is then left as it was.
@@ -112,7 +153,42 @@ pub fn admission_of(
     let admission = entry.admission.as_ref()?;
     let mut pod_sets = Vec::new();
     let mut flavors = Vec::new();
+    let mut placements = Vec::new();
     for (index, assigned) in admission.pod_sets.iter().enumerate() {
+        // Gated where its pods hold cards and every node they are on has a
+        // name (the operator's Nodes always do).
+        let mine: Vec<_> = admission
+            .placements
+            .iter()
+            .filter(|p| p.pod_set as usize == index)
+            .collect();
+        let capacity = scheduler.capacity();
+        let gated = mine.iter().any(|p| !p.cards.is_empty())
+            && mine
+                .iter()
+                .all(|p| capacity.node_name(p.flavor, p.node).is_some());
+        if gated {
+            placements.extend(mine.iter().map(|p| {
+                RecordedPlacement {
+                    pod_set: p.pod_set,
+                    flavor: cluster.flavors[p.flavor.index()].name.clone(),
+                    node: capacity
+                        .node_name(p.flavor, p.node)
+                        .unwrap_or_default()
+                        .to_string(),
+                    pods: p.pods,
+                    cards: p
+                        .cards
+                        .iter()
+                        .map(|u| RecordedCard {
+                            resource: cluster.resource_name(u.resource).to_string(),
+                            card: u.card,
+                            amount: u.amount.to_quantity_string(),
+                        })
+                        .collect(),
+                }
+            }));
+        }
         let mut node_labels = BTreeMap::new();
         let mut tolerations: Vec<Toleration> = Vec::new();
         let mut names = BTreeMap::new();
@@ -133,6 +209,7 @@ pub fn admission_of(
             template_path: paths.get(index).cloned().flatten(),
             node_labels,
             tolerations,
+            gated,
         });
         flavors.push(names);
     }
@@ -142,6 +219,7 @@ pub fn admission_of(
         admitted_at: admission.at.0,
         queue_time: entry.queue_time.0,
         injected: Vec::new(),
+        placements,
     };
     Some((pod_sets, record))
 }
@@ -162,16 +240,45 @@ pub fn admit(
         problem,
     };
     record.injected.clear();
-    for pod_set in pod_sets {
+    let uid = object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    for (index, pod_set) in pod_sets.iter().enumerate() {
         let Some(path) = &pod_set.template_path else {
             continue;
         };
+        if pod_set.gated {
+            if uid.is_empty() {
+                return Err(fail("it has no uid to label its pods with".into()));
+            }
+            let labels =
+                object_at(&mut changed, &format!("{path}.metadata.labels")).map_err(fail)?;
+            labels.insert(JOB_UID_LABEL.into(), Value::String(uid.clone()));
+            labels.insert(POD_SET_LABEL.into(), Value::String(index.to_string()));
+        }
         let spec = object_at(&mut changed, &format!("{path}.spec")).map_err(fail)?;
         let mut injected = Injected {
             template_path: path.clone(),
             node_selector: BTreeMap::new(),
             tolerations: 0,
+            gated: pod_set.gated,
         };
+        if pod_set.gated {
+            let gates = spec
+                .entry("schedulingGates")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if gates.is_null() {
+                *gates = Value::Array(Vec::new());
+            }
+            let Value::Array(gates) = gates else {
+                return Err(fail(format!("`{path}.spec.schedulingGates` is not a list")));
+            };
+            if !gates.iter().any(|g| g["name"] == PLACEMENT_GATE) {
+                gates.push(serde_json::json!({"name": PLACEMENT_GATE}));
+            }
+        }
         if !pod_set.node_labels.is_empty() {
             let selector = spec
                 .entry("nodeSelector")
@@ -215,6 +322,30 @@ pub fn admit(
         .map_err(|e| fail(e.to_string()))?;
     *object = changed;
     Ok(())
+}
+
+/// The recorded placements as the core reads them back (`Restored`); a
+/// card amount that is not a quantity is left out, so the record no longer
+/// holds and the pods are placed again.
+pub fn placed_pods(record: &Recorded) -> Vec<arbiter_core::scheduler::PlacedPods> {
+    record
+        .placements
+        .iter()
+        .map(|p| arbiter_core::scheduler::PlacedPods {
+            pod_set: p.pod_set,
+            flavor: p.flavor.clone(),
+            node: p.node.clone(),
+            pods: p.pods,
+            cards: p
+                .cards
+                .iter()
+                .filter_map(|c| {
+                    let amount = arbiter_core::model::Amount::parse(&c.amount).ok()?;
+                    Some((c.resource.clone(), c.card, amount))
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// The admission recorded on a job, if any (`Err`: the annotation is there
@@ -288,6 +419,27 @@ pub fn restore(object: &mut Value, _integration: &Integration) -> Result<(), Inj
                     spec.remove("tolerations");
                 }
             }
+            if injected.gated {
+                if let Some(Value::Array(gates)) = spec.get_mut("schedulingGates") {
+                    gates.retain(|g| g["name"] != PLACEMENT_GATE);
+                    if gates.is_empty() {
+                        spec.remove("schedulingGates");
+                    }
+                }
+                let template = object_at(&mut changed, &injected.template_path).map_err(fail)?;
+                if let Some(Value::Object(meta)) = template.get_mut("metadata") {
+                    if let Some(Value::Object(labels)) = meta.get_mut("labels") {
+                        labels.remove(JOB_UID_LABEL);
+                        labels.remove(POD_SET_LABEL);
+                        if labels.is_empty() {
+                            meta.remove("labels");
+                        }
+                    }
+                    if meta.is_empty() {
+                        template.remove("metadata");
+                    }
+                }
+            }
         }
     }
     if let Some(Value::Object(meta)) = changed.get_mut("metadata") {
@@ -330,6 +482,7 @@ mod tests {
                 effect: Some("NoSchedule".into()),
                 ..Default::default()
             }],
+            gated: false,
         }
     }
 
@@ -340,6 +493,7 @@ mod tests {
             admitted_at: 2_000,
             queue_time: 1_000,
             injected: Vec::new(),
+            placements: Vec::new(),
         }
     }
 
@@ -360,6 +514,44 @@ mod tests {
 
         evict(&mut object, integration).unwrap();
         assert_eq!(object, original);
+    }
+
+    #[test]
+    fn a_pod_set_placed_per_card_is_gated_and_labelled_and_eviction_takes_it_all_out() {
+        let integrations = Integrations::builtin();
+        let integration = integrations.find("batch/v1", "Job").unwrap();
+        let mut original = job();
+        original["metadata"]["uid"] = json!("0b5c");
+        original["spec"]["template"]["spec"]["schedulingGates"] = json!([{"name": "users"}]);
+        let mut object = original.clone();
+        let gated = PodSetAdmission {
+            gated: true,
+            ..a100()
+        };
+        admit(
+            &mut object,
+            integration,
+            std::slice::from_ref(&gated),
+            record(),
+        )
+        .unwrap();
+        let template = &object["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["labels"],
+            json!({JOB_UID_LABEL: "0b5c", POD_SET_LABEL: "0"})
+        );
+        assert_eq!(
+            template["spec"]["schedulingGates"],
+            json!([{"name": "users"}, {"name": PLACEMENT_GATE}])
+        );
+        assert!(recorded(&object).unwrap().unwrap().injected[0].gated);
+        evict(&mut object, integration).unwrap();
+        assert_eq!(object, original);
+        // No uid to label the pods with: refused, the job left alone.
+        let mut object = job();
+        let err = admit(&mut object, integration, &[gated], record()).unwrap_err();
+        assert!(err.to_string().contains("no uid"), "{err}");
+        assert_eq!(object, job());
     }
 
     #[test]

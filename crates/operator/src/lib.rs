@@ -20,6 +20,7 @@
 //! | `publish` | the writes that tell what was decided (Workloads, queue status, Events), on a task of their own, latest wish per object, concurrent, retried |
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
 //! | `webhook` | the admission webhooks over TLS: the mutating hold of new queued jobs, the validating check of queue configuration objects, the serving certificate (mounted or generated, CA patched into the configurations) |
+//! | `ungate` | pods of pod sets placed per card (gated at admission): each given its node and cards from the core's placement, then ungated |
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
 //! | `bundles` | policy bundles in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
@@ -34,6 +35,7 @@ pub mod jobs;
 pub mod leader;
 pub mod publish;
 pub mod queue_status;
+pub mod ungate;
 pub mod watch;
 pub mod webhook;
 pub mod workloads;

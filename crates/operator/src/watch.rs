@@ -118,13 +118,24 @@ where
         + Sync
         + 'static,
 {
+    typed_selected(client, wake, watcher::Config::default())
+}
+
+/// Watches the objects of a typed kind `config` selects, cluster-wide.
+pub fn typed_selected<K>(client: &Client, wake: Arc<Notify>, config: watcher::Config) -> Watched<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let api: Api<K> = Api::all(client.clone());
     let (store, writer) = reflector::store();
     let what = K::kind(&()).to_string();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
-    );
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let changes = Arc::new(Changes::default());
     let task = drive(what.clone(), stream, wake, changes.clone());
     Watched {

@@ -316,26 +316,10 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                     ));
                     continue;
                 };
-                let cap = limits::MAX_CARDS_PER_NODE;
-                if device.cards == 0 || device.cards > cap {
-                    errors.push(format!(
-                        "{field}.cards: {} cards per node; give 1 to {cap}",
-                        device.cards
-                    ));
-                    continue;
+                match DeviceSpec::split(r, name, total, device.cards as u64) {
+                    Ok(spec) => devices.push(spec),
+                    Err(e) => errors.push(format!("{field}.cards: {e}")),
                 }
-                if total.milli() % device.cards as i64 != 0 {
-                    errors.push(format!(
-                        "{field}.cards: allocatable {name} {total} does not split evenly into {} cards; give each node's total as cards × one card",
-                        device.cards
-                    ));
-                    continue;
-                }
-                devices.push(DeviceSpec {
-                    resource: r,
-                    cards: device.cards as u16,
-                    per_card: Amount::from_milli(total.milli() / device.cards as i64),
-                });
             }
             let min_nodes = pool.min_nodes.unwrap_or(pool.nodes);
             let max_nodes = pool.max_nodes.unwrap_or(pool.nodes);
@@ -369,6 +353,7 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
                     min_nodes,
                     max_nodes,
                     devices,
+                    names: Vec::new(),
                 },
                 provisioning_delay,
             });

@@ -200,6 +200,7 @@ impl Trace {
                         cards: gpus,
                         per_card: Amount::from_units(1000),
                     }],
+                    names: Vec::new(),
                 }
             })
             .collect();
@@ -395,7 +396,7 @@ pub fn replay_observed(
             Some(scorer) => By::Score { scorer, salt: seed },
             None => By::BestFit,
         };
-        let placed = capacity.place(&mut Scratch::default(), &flavors, 1, &per_pod, &mut by);
+        let placed = capacity.place(&mut Scratch::default(), 0, &flavors, 1, &per_pod, &mut by);
         if let Some(p) = &placed {
             capacity.commit(p);
             allocated += task.gpu_total();

@@ -352,10 +352,14 @@ pub fn assign(
                 };
                 if mode == Mode::Fit && !placed && ctx.capacity.has_pools(f) {
                     let mut trial = scratch.clone();
-                    match ctx
-                        .capacity
-                        .place(&mut trial, &[f], count, &ps.per_pod, &mut By::BestFit)
-                    {
+                    match ctx.capacity.place(
+                        &mut trial,
+                        ps_index as u32,
+                        &[f],
+                        count,
+                        &ps.per_pod,
+                        &mut By::BestFit,
+                    ) {
                         Some(p) => {
                             choice.placements = p;
                             choice.scratch_after = Some(trial);

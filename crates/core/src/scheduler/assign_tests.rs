@@ -130,6 +130,7 @@ impl Fixture {
                 min_nodes: nodes,
                 max_nodes: nodes,
                 devices: Vec::new(),
+                names: Vec::new(),
             })
             .collect();
         let quota = QuotaTree::new(&cluster);
@@ -750,6 +751,7 @@ fn pods_are_placed_best_fit_on_the_flavors_nodes() {
     assert_eq!(
         a.placements,
         [Placement {
+            pod_set: 0,
             flavor: f.flavor("a100"),
             node: 0,
             per_pod: vec![(resource_id(&f.cluster, GPU), units(4))],

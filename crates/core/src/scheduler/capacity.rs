@@ -48,6 +48,11 @@ pub struct PoolSpec {
     pub max_nodes: u32,
     /// The resources of `allocatable` held per card; at most one entry per resource.
     pub devices: Vec<DeviceSpec>,
+    /// The nodes' names, in order, when the driver knows them (the
+    /// operator: Node objects); empty for anonymous nodes (the simulator's,
+    /// and nodes added by autoscaling). Placements carried across a
+    /// reconfiguration or a restart find named nodes by name.
+    pub names: Vec<String>,
 }
 
 impl PoolSpec {
@@ -68,6 +73,7 @@ struct Free {
 #[derive(Clone, Debug)]
 struct NodeState {
     pool: usize,
+    name: Option<std::sync::Arc<str>>,
     free: Free,
     ready: bool,
     pods: u32,
@@ -77,6 +83,8 @@ struct NodeState {
 struct FlavorNodes {
     pools: Vec<PoolSpec>,
     nodes: Vec<NodeState>,
+    /// Named nodes' indices.
+    named: std::collections::HashMap<std::sync::Arc<str>, u32>,
 }
 
 /// All node pools, by flavor.
@@ -126,12 +134,20 @@ impl Capacity {
             let index = fl.pools.len() - 1;
             // Straight onto the end: no node is idle-and-removed yet, and
             // looking for one per node made building a large pool quadratic.
-            fl.nodes.extend((0..pool.nodes).map(|_| NodeState {
-                pool: index,
-                free: free.clone(),
-                ready: true,
-                pods: 0,
-            }));
+            for i in 0..pool.nodes {
+                let name: Option<std::sync::Arc<str>> =
+                    pool.names.get(i as usize).map(|n| n.as_str().into());
+                if let Some(name) = &name {
+                    fl.named.insert(name.clone(), fl.nodes.len() as u32);
+                }
+                fl.nodes.push(NodeState {
+                    pool: index,
+                    name,
+                    free: free.clone(),
+                    ready: true,
+                    pods: 0,
+                });
+            }
         }
         capacity
     }
@@ -178,6 +194,7 @@ impl Capacity {
         } else {
             fl.nodes.push(NodeState {
                 pool,
+                name: None,
                 free,
                 ready: true,
                 pods: 0,
@@ -226,6 +243,20 @@ impl Capacity {
     pub fn node_cards(&self, flavor: FlavorId, node: u32) -> Option<&[Amount]> {
         let fl = &self.flavors[flavor.index()];
         Some(&fl.nodes.get(node as usize)?.free.cards)
+    }
+
+    /// The name of node `node` of `flavor`, if the driver named it.
+    pub fn node_name(&self, flavor: FlavorId, node: u32) -> Option<&str> {
+        self.flavors[flavor.index()]
+            .nodes
+            .get(node as usize)?
+            .name
+            .as_deref()
+    }
+
+    /// The index of the node of `flavor` named `name`.
+    pub fn node_named(&self, flavor: FlavorId, name: &str) -> Option<u32> {
+        self.flavors[flavor.index()].named.get(name).copied()
     }
 
     /// Nodes of `flavor`, ready or not (indices run `0..nodes`).
@@ -469,6 +500,32 @@ impl Capacity {
 }
 
 impl DeviceSpec {
+    /// A node's `total` of resource `name` held on `cards` equal cards;
+    /// what is wrong with that, in words a configuration error can end
+    /// with, if it cannot be (no card, more than
+    /// [`crate::model::limits::MAX_CARDS_PER_NODE`], or an uneven split).
+    pub fn split(
+        resource: ResourceId,
+        name: &str,
+        total: Amount,
+        cards: u64,
+    ) -> Result<DeviceSpec, String> {
+        let cap = crate::model::limits::MAX_CARDS_PER_NODE;
+        if cards == 0 || cards > cap as u64 {
+            return Err(format!("{cards} cards per node; give 1 to {cap}"));
+        }
+        if total.milli() % cards as i64 != 0 {
+            return Err(format!(
+                "{name} {total} does not split evenly into {cards} cards; give each node's total as cards × one card"
+            ));
+        }
+        Ok(DeviceSpec {
+            resource,
+            cards: cards as u16,
+            per_card: Amount::from_milli(total.milli() / cards as i64),
+        })
+    }
+
     /// How many pods asking `amount` of this device one empty node holds.
     fn pods_per_node(&self, amount: Amount) -> u64 {
         let (per_card, a) = (self.per_card.milli(), amount.milli());

@@ -13,6 +13,7 @@ fn pool(nodes: u32) -> PoolSpec {
         min_nodes: 0,
         max_nodes: 4,
         devices: Vec::new(),
+        names: Vec::new(),
     }
 }
 
@@ -32,6 +33,7 @@ fn shared_pool(nodes: u32, cards: u16) -> PoolSpec {
             cards,
             per_card: Amount::from_units(1000),
         }],
+        names: Vec::new(),
     }
 }
 
@@ -42,6 +44,7 @@ fn milli(m: i64) -> Vec<(ResourceId, Amount)> {
 fn place_one(capacity: &Capacity, per_pod: &[(ResourceId, Amount)]) -> Option<Vec<Placement>> {
     capacity.place(
         &mut Scratch::default(),
+        0,
         &[FlavorId(0)],
         1,
         per_pod,
@@ -57,6 +60,7 @@ fn every_pod_needs_one_node() {
     let placed = capacity
         .place(
             &mut Scratch::default(),
+            0,
             &[FlavorId(0)],
             4,
             &[(GPU, Amount::from_units(4))],
@@ -192,6 +196,7 @@ fn a_scorer_picks_node_and_card() {
     let placed = capacity
         .place(
             &mut Scratch::default(),
+            0,
             &[FlavorId(0)],
             1,
             &milli(250),
@@ -208,6 +213,7 @@ fn a_scorer_picks_node_and_card() {
     let placed = capacity
         .place(
             &mut Scratch::default(),
+            0,
             &[FlavorId(0)],
             1,
             &milli(250),
@@ -245,6 +251,7 @@ fn equal_scores_follow_a_fixed_order_drawn_from_the_salt() {
         capacity
             .place(
                 &mut Scratch::default(),
+                0,
                 &[FlavorId(0)],
                 1,
                 &milli(100),

@@ -59,7 +59,7 @@ pub use autoscale::{ScaleKind, ScaleRequest};
 pub use entry::Entry;
 pub use lifecycle::TimerKind;
 pub use reason::{Eviction, NeverFits, Reason, Requeue};
-pub use restore::{Reconfigured, RestoreError, Restored};
+pub use restore::{PlacedPods, Reconfigured, RestoreError, Restored};
 pub use step::{Input, Step};
 pub use workload::{
     Admission, PodSetFlavors, PodSetRequest, Seq, Slot, Status, Workload, WorkloadId,

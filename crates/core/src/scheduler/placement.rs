@@ -81,6 +81,7 @@ impl Scheduler {
             };
             let placed = self.capacity.place(
                 &mut scratch,
+                pod_set as u32,
                 &[flavor],
                 count,
                 &ps.per_pod,

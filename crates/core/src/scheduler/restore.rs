@@ -23,8 +23,9 @@
 //! - history carries over by name (decayed usage per ClusterQueue, runtime
 //!   estimates per LocalQueue, nodes being provisioned per flavor); adaptive
 //!   fair-sharing weights start again from the configured ones;
-//! - pods stay on their nodes where those are still there with room, and are
-//!   placed again best-fit otherwise (in admission order).
+//! - pods stay on their nodes where those are still there with room (named
+//!   nodes found by name, anonymous ones by index), and are placed again
+//!   best-fit otherwise (in admission order).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, R
 use crate::model::{Amount, Millis};
 
 use super::assign;
-use super::capacity::{By, PoolSpec, Scratch};
+use super::capacity::{By, Capacity, PoolSpec, Scratch};
 use super::entry::Entry;
 use super::lifecycle::TimerKind;
 use super::reason::Reason;
@@ -53,6 +54,21 @@ pub struct Restored {
     pub counts: Vec<u32>,
     pub admitted_at: Millis,
     pub queue_time: Millis,
+    /// Where its pods run, as recorded; empty: placed again best-fit. Kept
+    /// when every node named is there with room, placed again otherwise.
+    pub placements: Vec<PlacedPods>,
+}
+
+/// Pods of one pod set on one named node, as a driver records them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlacedPods {
+    /// Index into the workload's pod sets.
+    pub pod_set: u32,
+    pub flavor: String,
+    pub node: String,
+    pub pods: u32,
+    /// What these pods hold per card: resource name, card, amount.
+    pub cards: Vec<(String, u16, Amount)>,
 }
 
 /// Why an admission read back cannot be restored. The workload is not
@@ -96,15 +112,25 @@ pub struct Reconfigured {
 /// Per pod set: resource name → flavor name.
 type FlavorNames = Vec<Vec<(String, String)>>;
 
-/// A [`Placement`] by names: flavor, node index, per-pod requests, pods,
-/// and what they hold per card (resource name, card, amount).
-type NamedPlacement = (
-    String,
-    u32,
-    Vec<(String, Amount)>,
-    u32,
-    Vec<(String, u16, Amount)>,
-);
+/// A [`Placement`] by names, so it can be found again in another
+/// configuration: flavor, node (by name where the driver named its nodes,
+/// else by index), per-pod requests, pods, and what they hold per card
+/// (resource name, card, amount).
+#[derive(Clone, Debug, PartialEq)]
+struct NamedPlacement {
+    pod_set: u32,
+    flavor: String,
+    node: NodeKey,
+    per_pod: Vec<(String, Amount)>,
+    pods: u32,
+    cards: Vec<(String, u16, Amount)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum NodeKey {
+    Name(String),
+    Index(u32),
+}
 
 fn resource_name(cluster: &Cluster, r: ResourceId) -> String {
     cluster
@@ -114,26 +140,35 @@ fn resource_name(cluster: &Cluster, r: ResourceId) -> String {
         .unwrap_or_default()
 }
 
-fn named_placements(cluster: &Cluster, placements: &[Placement]) -> Vec<NamedPlacement> {
+fn named_placements(
+    cluster: &Cluster,
+    capacity: &Capacity,
+    placements: &[Placement],
+) -> Vec<NamedPlacement> {
     placements
         .iter()
-        .map(|p| {
-            let flavor = cluster
+        .map(|p| NamedPlacement {
+            pod_set: p.pod_set,
+            flavor: cluster
                 .flavors
                 .get(p.flavor.index())
                 .map(|f| f.name.clone())
-                .unwrap_or_default();
-            let per_pod = p
+                .unwrap_or_default(),
+            node: match capacity.node_name(p.flavor, p.node) {
+                Some(name) => NodeKey::Name(name.to_string()),
+                None => NodeKey::Index(p.node),
+            },
+            per_pod: p
                 .per_pod
                 .iter()
                 .map(|&(r, a)| (resource_name(cluster, r), a))
-                .collect();
-            let cards = p
+                .collect(),
+            pods: p.pods,
+            cards: p
                 .cards
                 .iter()
                 .map(|u| (resource_name(cluster, u.resource), u.card, u.amount))
-                .collect();
-            (flavor, p.node, per_pod, p.pods, cards)
+                .collect(),
         })
         .collect()
 }
@@ -147,7 +182,7 @@ pub(super) struct Portable {
     flavors: Option<FlavorNames>,
     /// For an admission: when, pods per pod set, borrowing.
     admitted: Option<(Millis, Vec<u32>, bool)>,
-    /// Where its pods are: flavor name, node index, per-pod requests by name, pods.
+    /// Where its pods are.
     placements: Vec<NamedPlacement>,
     /// The ClusterQueue it was admitted by or queued in, for reasons.
     cluster_queue: String,
@@ -164,7 +199,7 @@ impl Portable {
         self.scored = true;
     }
 
-    fn of(cluster: &Cluster, entry: &Entry) -> Portable {
+    fn of(cluster: &Cluster, capacity: &Capacity, entry: &Entry) -> Portable {
         let name = |r: ResourceId| {
             cluster
                 .resources
@@ -204,7 +239,7 @@ impl Portable {
             placements: entry
                 .admission
                 .as_ref()
-                .map(|a| named_placements(cluster, &a.placements))
+                .map(|a| named_placements(cluster, capacity, &a.placements))
                 .unwrap_or_default(),
             cluster_queue: cluster
                 .cluster_queues
@@ -318,12 +353,22 @@ impl Scheduler {
         // Fresh per workload: every earlier one is committed to the capacity already.
         let scratch = &mut Scratch::default();
         let mut placements = Vec::new();
-        for ((ps, chosen), &count) in workload.pod_sets.iter().zip(flavors).zip(counts) {
+        for (i, ((ps, chosen), &count)) in workload
+            .pod_sets
+            .iter()
+            .zip(flavors)
+            .zip(counts)
+            .enumerate()
+        {
             if let Some(&(_, f)) = chosen.flavors.first() {
-                if let Some(placed) =
-                    self.capacity
-                        .place(scratch, &[f], count, &ps.per_pod, &mut By::BestFit)
-                {
+                if let Some(placed) = self.capacity.place(
+                    scratch,
+                    i as u32,
+                    &[f],
+                    count,
+                    &ps.per_pod,
+                    &mut By::BestFit,
+                ) {
                     placements.extend(placed);
                 }
             }
@@ -336,9 +381,10 @@ impl Scheduler {
     fn kept_placements(&self, named: &[NamedPlacement]) -> Option<Vec<Placement>> {
         let placements = named
             .iter()
-            .map(|(flavor, node, per_pod, pods, cards)| {
-                let per_pod = per_pod_ids(&self.cluster, per_pod).ok()?;
-                let cards = cards
+            .map(|p| {
+                let per_pod = per_pod_ids(&self.cluster, &p.per_pod).ok()?;
+                let cards = p
+                    .cards
                     .iter()
                     .map(|(name, card, amount)| {
                         Some(CardUse {
@@ -348,11 +394,17 @@ impl Scheduler {
                         })
                     })
                     .collect::<Option<Vec<_>>>()?;
+                let flavor = self.cluster.flavor_id(&p.flavor)?;
+                let node = match &p.node {
+                    NodeKey::Name(name) => self.capacity.node_named(flavor, name)?,
+                    NodeKey::Index(node) => *node,
+                };
                 Some(Placement {
-                    flavor: self.cluster.flavor_id(flavor)?,
-                    node: *node,
+                    pod_set: p.pod_set,
+                    flavor,
+                    node,
                     per_pod,
-                    pods: *pods,
+                    pods: p.pods,
                     cards,
                 })
             })
@@ -360,9 +412,65 @@ impl Scheduler {
         self.capacity.has_room(&placements).then_some(placements)
     }
 
+    /// Placements for a workload read back: each pod set's recorded ones
+    /// where they still hold (its nodes there by name with room, every
+    /// admitted pod placed on its flavor, cards holding exactly what the
+    /// pods ask: a record edited by hand cannot make capacity appear), the
+    /// other pod sets placed best-fit.
+    fn restored_placements(
+        &mut self,
+        workload: &Workload,
+        flavors: &[PodSetFlavors],
+        counts: &[u32],
+        named: &[NamedPlacement],
+    ) -> Vec<Placement> {
+        let mut kept = Vec::new();
+        let mut rest = counts.to_vec();
+        for (i, chosen) in flavors.iter().enumerate() {
+            let mine: Vec<NamedPlacement> = named
+                .iter()
+                .filter(|p| p.pod_set as usize == i)
+                .cloned()
+                .collect();
+            let Some(flavor) = chosen.flavors.first().map(|&(_, f)| f) else {
+                continue;
+            };
+            if mine.is_empty() || !self.capacity.has_pools(flavor) {
+                continue;
+            }
+            let Some(placements) = self.kept_placements(&mine) else {
+                continue;
+            };
+            let devices = self.capacity.device_resources(flavor);
+            let whole = placements.iter().all(|p| {
+                p.flavor == flavor
+                    && p.per_pod.iter().all(|&(r, a)| {
+                        !devices.contains(&r)
+                            || p.cards
+                                .iter()
+                                .filter(|u| u.resource == r)
+                                .map(|u| u.amount)
+                                .sum::<Amount>()
+                                == a.saturating_mul(p.pods as i64)
+                    })
+            }) && placements.iter().map(|p| p.pods).sum::<u32>() == counts[i];
+            if whole {
+                self.capacity.commit(&placements);
+                kept.extend(placements);
+                rest[i] = 0;
+            }
+        }
+        let placed = self.place_all(workload, flavors, &rest);
+        self.capacity.release(&kept);
+        kept.extend(placed);
+        kept
+    }
+
     /// Rebuilds admitted workloads read back after a restart, before the
     /// first step: each is charged to its ClusterQueue's quota (even past
-    /// it), placed on the nodes best-fit, and its reclaim timer armed from
+    /// it), placed where its record says when that still holds (nodes there
+    /// by name, with room, every pod placed) and best-fit otherwise, and
+    /// its reclaim timer armed from
     /// its admission time. No hook is asked. One result per input, in order.
     pub fn restore(&mut self, admitted: Vec<Restored>) -> Vec<Result<WorkloadId, RestoreError>> {
         admitted
@@ -378,6 +486,7 @@ impl Scheduler {
             counts,
             admitted_at,
             queue_time,
+            placements: recorded,
         } = restored;
         let who = format!("{}/{}", workload.namespace, workload.name);
         let cq = workload.cluster_queue;
@@ -425,7 +534,25 @@ impl Scheduler {
             }
         }
         let usage = self.usage_of(&workload, &chosen, &counts);
-        let placements = self.place_all(&workload, &chosen, &counts);
+        let named: Vec<NamedPlacement> = recorded
+            .into_iter()
+            .filter_map(|p| {
+                let ps = workload.pod_sets.get(p.pod_set as usize)?;
+                Some(NamedPlacement {
+                    pod_set: p.pod_set,
+                    flavor: p.flavor,
+                    node: NodeKey::Name(p.node),
+                    per_pod: ps
+                        .per_pod
+                        .iter()
+                        .map(|&(r, a)| (resource_name(&self.cluster, r), a))
+                        .collect(),
+                    pods: p.pods,
+                    cards: p.cards,
+                })
+            })
+            .collect();
+        let placements = self.restored_placements(&workload, &chosen, &counts, &named);
         let borrowing = usage
             .iter()
             .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
@@ -488,10 +615,10 @@ impl Scheduler {
             let id = WorkloadId(i as u32);
             let mut portable = match orphans.remove(&id) {
                 Some(p) => p,
-                None => Portable::of(&old.cluster, &entry),
+                None => Portable::of(&old.cluster, &old.capacity, &entry),
             };
             if let Some(placements) = old.detached.get(&id) {
-                portable.placements = named_placements(&old.cluster, placements);
+                portable.placements = named_placements(&old.cluster, &old.capacity, placements);
             }
             let resolved = resolve(&next.cluster, &entry.workload, &portable);
             let status = entry.status;
@@ -662,11 +789,12 @@ impl Scheduler {
                 let scratch = &mut Scratch::default();
                 let counts = p.admitted.as_ref().map(|a| a.1.clone()).unwrap_or_default();
                 let mut placements = Vec::new();
-                for ((requests, flavors), count) in p
+                for (i, ((requests, flavors), count)) in p
                     .requests
                     .iter()
                     .zip(p.flavors.iter().flatten())
                     .zip(&counts)
+                    .enumerate()
                 {
                     let Some(flavor) = flavors.first().and_then(|(_, f)| self.cluster.flavor_id(f))
                     else {
@@ -675,10 +803,14 @@ impl Scheduler {
                     let Ok(per_pod) = per_pod_ids(&self.cluster, requests) else {
                         continue;
                     };
-                    if let Some(placed) =
-                        self.capacity
-                            .place(scratch, &[flavor], *count, &per_pod, &mut By::BestFit)
-                    {
+                    if let Some(placed) = self.capacity.place(
+                        scratch,
+                        i as u32,
+                        &[flavor],
+                        *count,
+                        &per_pod,
+                        &mut By::BestFit,
+                    ) {
                         placements.extend(placed);
                     }
                 }
@@ -689,3 +821,7 @@ impl Scheduler {
         self.detached.insert(id, placements);
     }
 }
+
+#[cfg(test)]
+#[path = "restore_tests.rs"]
+mod tests;

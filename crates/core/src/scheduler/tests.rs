@@ -273,6 +273,7 @@ fn restored(c: &Cluster, ns: &str, name: &str, gpus: i64, flavor: &str, at: i64)
         counts: vec![1],
         admitted_at: Millis::from_secs(at),
         queue_time: Millis::from_secs(at),
+        placements: Vec::new(),
     }
 }
 
@@ -555,6 +556,7 @@ spec: {clusterQueue: cq}
         min_nodes: 1,
         max_nodes: 4,
         devices: Vec::new(),
+        names: Vec::new(),
     }];
     let mut s = Scheduler::new(c.clone(), &pools);
     let (_, step) = submit(

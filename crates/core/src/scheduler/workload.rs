@@ -106,6 +106,8 @@ pub struct PodSetFlavors {
 /// Where a workload's pods were placed on physical nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
+    /// The pod set these pods belong to (index into `Workload::pod_sets`).
+    pub pod_set: u32,
     pub flavor: FlavorId,
     pub node: u32,
     pub per_pod: Vec<(ResourceId, Amount)>,

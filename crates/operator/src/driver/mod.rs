@@ -38,11 +38,13 @@ use crate::config;
 use crate::inject;
 use crate::jobs::template_paths;
 use crate::queue_status::QueueStatusWriter;
+use crate::ungate::{self, places_of, Ungater};
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
 mod carrier;
 mod carry;
 mod index;
+mod readback;
 use carrier::{Carrier, JobWrite};
 use carry::{Backoff, Plan, Then};
 use index::JobIndex;
@@ -215,6 +217,8 @@ pub struct Driver {
     carrier: Carrier<Then>,
     /// Jobs whose writes failed, written again after a backoff.
     backoff: Backoff,
+    /// Gives the pods of pod sets placed per card their node and cards.
+    ungater: Ungater,
 }
 
 fn now_millis() -> i64 {
@@ -250,6 +254,8 @@ impl Driver {
         }
         let _ = namespaces.store.wait_until_ready().await;
         let _ = nodes.store.wait_until_ready().await;
+        let ungater = Ungater::start(client.clone(), wake.clone());
+        ungater.wait_until_ready().await;
         tracing::info!(
             config_kinds = config.len(),
             job_kinds = jobs.len(),
@@ -285,6 +291,7 @@ impl Driver {
             admin: None,
             carrier,
             backoff: Backoff::default(),
+            ungater,
         }
     }
 
@@ -404,6 +411,10 @@ impl Driver {
                     &n.metadata.labels,
                     n.spec.as_ref().and_then(|s| s.unschedulable),
                     n.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+                    n.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(config::DEVICES_ANNOTATION)),
                 )
             })
             .collect();
@@ -431,7 +442,10 @@ impl Driver {
             tracing::warn!(%warning, "queue configuration");
         }
         let cluster = Arc::new(built.cluster);
-        let pools = config::pools(&cluster, &nodes);
+        let (pools, problems) = config::pools(&cluster, &nodes);
+        for problem in &problems {
+            tracing::error!(%problem, "node devices; the Node's resources count as one number each until it is fixed");
+        }
         match &mut self.scheduler {
             Some(scheduler) => {
                 let outcome = scheduler.reconfigure(cluster, &pools);
@@ -454,79 +468,6 @@ impl Driver {
             }
         }
         (true, true)
-    }
-
-    /// Reads back the admitted jobs after a start (see the module docs).
-    async fn restore(&mut self) {
-        let Some(cluster) = self.scheduler.as_ref().map(|s| s.cluster_arc().clone()) else {
-            return;
-        };
-        let mut restored = Vec::new();
-        let mut keys = Vec::new();
-        let mut unreadable = Vec::new();
-        for (key, seen) in self.index.iter() {
-            if seen.held || seen.finished || !seen.recorded {
-                continue;
-            }
-            let Some(record) = self.job_value(key).as_ref().and_then(inject::recorded) else {
-                continue;
-            };
-            let record = match record {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(job = %key, error = %e, "holding the job again and queueing it as new");
-                    unreadable.push(key.clone());
-                    continue;
-                }
-            };
-            let Ok(info) = &seen.info else {
-                unreadable.push(key.clone());
-                continue;
-            };
-            let Intake::Queued(workload) = intake(&cluster, info, None) else {
-                unreadable.push(key.clone());
-                continue;
-            };
-            restored.push(Restored {
-                workload,
-                flavors: record.flavors.clone(),
-                counts: record.counts.clone(),
-                admitted_at: Millis(record.admitted_at),
-                queue_time: Millis(record.queue_time),
-            });
-            keys.push((key.clone(), seen.uid.clone(), template_paths(info)));
-        }
-        let Some(scheduler) = self.scheduler.as_mut() else {
-            return;
-        };
-        let results = scheduler.restore(restored);
-        let Some(scheduler) = self.scheduler.as_ref() else {
-            return;
-        };
-        let count = results.iter().filter(|r| r.is_ok()).count();
-        for (result, (key, uid, paths)) in results.into_iter().zip(keys) {
-            match result {
-                Ok(id) => {
-                    self.by_id.insert(id, key.clone());
-                    let owner = self.owner(&key, uid);
-                    // Its Workload may never have been written (the
-                    // operator stopped with it waiting): created if absent.
-                    let spec = crate::workloads::object(&owner, scheduler.entry(id), scheduler);
-                    self.publisher.workload(&owner, Some(spec), None);
-                    self.tracked.insert(key, Tracked::new(id, owner, paths));
-                }
-                Err(e) => {
-                    tracing::warn!(job = %key, error = %e, "admission read back does not fit; holding the job again");
-                    unreadable.push(key);
-                }
-            }
-        }
-        tracing::info!(restored = count, "admissions read back from the jobs");
-        let mut plan = Plan::default();
-        for key in &unreadable {
-            plan.push(key, [JobWrite::Hold, JobWrite::Restore]);
-        }
-        self.write_jobs(plan);
     }
 
     /// Looks again for job kinds the API did not serve (see `unserved`).
@@ -730,6 +671,7 @@ impl Driver {
             metrics.observe(scheduler, &step.events);
         }
         self.carry_out(&step.events);
+        self.ungate(sweep);
         let carried = started.elapsed();
         touched.extend(step.submitted.iter().copied());
         touched.extend(step.events.iter().map(|e| e.workload()));
@@ -771,6 +713,35 @@ impl Driver {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Gated pods of admitted workloads get their places (`ungate`).
+    fn ungate(&mut self, force: bool) {
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        let by_uid: HashMap<&str, WorkloadId> = self
+            .tracked
+            .values()
+            .map(|t| (t.owner.uid.as_str(), t.id))
+            .collect();
+        let nodes = &self.nodes.store;
+        self.ungater.pass(
+            force,
+            |job_uid, pod_set| places_of(scheduler, *by_uid.get(job_uid)?, pod_set),
+            |node| {
+                nodes
+                    .get(&ObjectRef::<Node>::new(node))
+                    .and_then(|n| {
+                        n.metadata
+                            .labels
+                            .as_ref()?
+                            .get(ungate::HOSTNAME_LABEL)
+                            .cloned()
+                    })
+                    .unwrap_or_else(|| node.to_string())
+            },
+        );
     }
 
     /// The job as a Workload's owner.

@@ -67,9 +67,11 @@ impl Capacity {
     /// (with several flavors, their nodes compete: placement decides the
     /// flavor); `None` if they don't all fit. Flavors without node pools
     /// are unlimited: if none of `flavors` has pools, nothing is placed.
+    /// The placements are pod set `pod_set`'s.
     pub fn place(
         &self,
         scratch: &mut Scratch,
+        pod_set: u32,
         flavors: &[FlavorId],
         pods: u32,
         per_pod: &[(ResourceId, Amount)],
@@ -129,6 +131,7 @@ impl Capacity {
                 .map(|((flavor, node), (count, mut cards))| {
                     cards.sort();
                     Placement {
+                        pod_set,
                         flavor,
                         node,
                         per_pod: per_pod.to_vec(),

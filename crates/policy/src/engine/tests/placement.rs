@@ -53,6 +53,7 @@ fn gpu_scheduler() -> Scheduler {
             cards: 2,
             per_card: Amount::from_units(1000),
         }],
+        names: Vec::new(),
     };
     Scheduler::new(Arc::new(cluster), &[pool])
 }
@@ -358,6 +359,7 @@ fn two_flavor_scheduler() -> Scheduler {
             cards,
             per_card: Amount::from_units(1000),
         }],
+        names: Vec::new(),
     };
     let pools = [pool("t4", 128, 8), pool("a10", 16, 1)];
     Scheduler::new(Arc::new(cluster), &pools)

@@ -1,0 +1,83 @@
+//! Reading back what was admitted after a start: every released job that
+//! carries an `arbiter.dev/admission` record goes to `Scheduler::restore`
+//! with its flavors, counts, times and the places of its pods (no policy
+//! asked, nothing admitted twice); a job whose record no longer fits the
+//! configuration is held again and queued as new.
+
+use super::*;
+
+impl Driver {
+    /// Reads back the admitted jobs after a start (see the module docs).
+    pub(super) async fn restore(&mut self) {
+        let Some(cluster) = self.scheduler.as_ref().map(|s| s.cluster_arc().clone()) else {
+            return;
+        };
+        let mut restored = Vec::new();
+        let mut keys = Vec::new();
+        let mut unreadable = Vec::new();
+        for (key, seen) in self.index.iter() {
+            if seen.held || seen.finished || !seen.recorded {
+                continue;
+            }
+            let Some(record) = self.job_value(key).as_ref().and_then(inject::recorded) else {
+                continue;
+            };
+            let record = match record {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(job = %key, error = %e, "holding the job again and queueing it as new");
+                    unreadable.push(key.clone());
+                    continue;
+                }
+            };
+            let Ok(info) = &seen.info else {
+                unreadable.push(key.clone());
+                continue;
+            };
+            let Intake::Queued(workload) = intake(&cluster, info, None) else {
+                unreadable.push(key.clone());
+                continue;
+            };
+            restored.push(Restored {
+                workload,
+                flavors: record.flavors.clone(),
+                counts: record.counts.clone(),
+                admitted_at: Millis(record.admitted_at),
+                queue_time: Millis(record.queue_time),
+                placements: inject::placed_pods(&record),
+            });
+            keys.push((key.clone(), seen.uid.clone(), template_paths(info)));
+        }
+        let Some(scheduler) = self.scheduler.as_mut() else {
+            return;
+        };
+        let results = scheduler.restore(restored);
+        let Some(scheduler) = self.scheduler.as_ref() else {
+            return;
+        };
+        let count = results.iter().filter(|r| r.is_ok()).count();
+        for (result, (key, uid, paths)) in results.into_iter().zip(keys) {
+            match result {
+                Ok(id) => {
+                    self.by_id.insert(id, key.clone());
+                    let owner = self.owner(&key, uid);
+                    // Its Workload may never have been written (the
+                    // operator stopped with it waiting): created if absent.
+                    let spec = crate::workloads::object(&owner, scheduler.entry(id), scheduler);
+                    self.publisher.workload(&owner, Some(spec), None);
+                    self.tracked.insert(key, Tracked::new(id, owner, paths));
+                }
+                Err(e) => {
+                    tracing::warn!(job = %key, error = %e, "admission read back does not fit; holding the job again");
+                    unreadable.push(key);
+                }
+            }
+        }
+        tracing::info!(restored = count, "admissions read back from the jobs");
+        let mut plan = Plan::default();
+        for key in &unreadable {
+            plan.push(key, [JobWrite::Hold, JobWrite::Restore]);
+        }
+        self.write_jobs(plan);
+    }
+}
