@@ -19,7 +19,7 @@
 //! Node of the flavor. Measured only, never asserted.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -194,12 +194,34 @@ async fn main() -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     let start = Instant::now();
     let total_pods = (args.jobs * args.pods) as usize;
+    // When each pod was created (the API's answer) and first seen ungated.
+    let created: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let watcher_task = {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            let mut ungated: BTreeMap<String, Instant> = BTreeMap::new();
+            let mut stream = std::pin::pin!(watcher(pods, watcher::Config::default())
+                .default_backoff()
+                .applied_objects());
+            while ungated.len() < total_pods {
+                let Some(pod) = stream.next().await else {
+                    bail!("the pod watch ended");
+                };
+                let Ok(pod) = pod else { continue };
+                if !gated(&pod) {
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    ungated.entry(name).or_insert_with(Instant::now);
+                }
+            }
+            anyhow::Ok(ungated)
+        })
+    };
     // The job controller: each released Job's pods created once.
     let controller = {
-        let (jobs, pods) = (jobs.clone(), pods.clone());
+        let (jobs, pods, created) = (jobs.clone(), pods.clone(), created.clone());
         let pods_per_job = args.pods;
         tokio::spawn(async move {
-            let mut created: BTreeMap<String, Instant> = BTreeMap::new();
+            let mut asked = 0usize;
             let mut last_release = Duration::ZERO;
             let limit = Arc::new(Semaphore::new(16));
             let mut stream = std::pin::pin!(watcher(jobs, watcher::Config::default())
@@ -207,10 +229,11 @@ async fn main() -> anyhow::Result<()> {
                 .applied_objects());
             let mut tasks = Vec::new();
             let mut released_jobs = 0usize;
+            let mut seen = std::collections::BTreeSet::new();
             while let Some(job) = stream.next().await {
                 let Ok(job) = job else { continue };
                 let name = job.metadata.name.clone().unwrap_or_default();
-                if !released(&job) || created.contains_key(&format!("{name}-0")) {
+                if !released(&job) || !seen.insert(name.clone()) {
                     continue;
                 }
                 released_jobs += 1;
@@ -218,25 +241,29 @@ async fn main() -> anyhow::Result<()> {
                 let template = serde_json::to_value(job.spec.as_ref().map(|s| &s.template))?;
                 for i in 0..pods_per_job {
                     let pod_name = format!("{name}-{i}");
-                    created.insert(pod_name.clone(), Instant::now());
+                    asked += 1;
                     let mut pod = json!({"metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
                     pod["metadata"]["name"] = json!(pod_name);
                     let pod: Pod = serde_json::from_value(pod)?;
                     let (pods, permit) = (pods.clone(), limit.clone().acquire_owned().await?);
+                    let created = created.clone();
                     tasks.push(tokio::spawn(async move {
                         let result = pods.create(&PostParams::default(), &pod).await;
+                        let at = Instant::now();
                         drop(permit);
+                        let mut created = created.lock().unwrap_or_else(|p| p.into_inner());
+                        created.insert(pod_name, at);
                         result.map(|_| ())
                     }));
                 }
-                if created.len() == total_pods {
+                if asked == total_pods {
                     break;
                 }
             }
             for task in tasks {
                 task.await??;
             }
-            anyhow::Ok((created, last_release, released_jobs))
+            anyhow::Ok((last_release, released_jobs))
         })
     };
     let limit = Arc::new(Semaphore::new(16));
@@ -253,25 +280,12 @@ async fn main() -> anyhow::Result<()> {
             drop(permit);
         });
     }
-    let (created, last_release, released_jobs) = controller.await??;
-
-    // Until every pod is placed.
-    let mut placed_at: BTreeMap<String, Duration> = BTreeMap::new();
-    let mut stream = std::pin::pin!(watcher(pods.clone(), watcher::Config::default())
-        .default_backoff()
-        .applied_objects());
-    while placed_at.len() < total_pods {
-        let Some(pod) = stream.next().await else {
-            bail!("the pod watch ended");
-        };
-        let Ok(pod) = pod else { continue };
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        if !gated(&pod) && !placed_at.contains_key(&name) {
-            let waited = created.get(&name).map(|c| c.elapsed()).unwrap_or_default();
-            placed_at.insert(name, waited);
-        }
-    }
-    let all_placed = start.elapsed();
+    let (last_release, released_jobs) = controller.await??;
+    let ungated = watcher_task.await??;
+    let all_placed = ungated
+        .values()
+        .max()
+        .map_or(Duration::ZERO, |at| at.duration_since(start));
     operator.abort();
 
     // From the pods themselves: what each card holds.
@@ -295,7 +309,18 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let over = per_card.values().filter(|&&m| m > 1000).count();
-    let mut waits: Vec<f64> = placed_at.values().map(|d| d.as_secs_f64()).collect();
+    let created = created.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // From the API's answer to the create until the watch showed it
+    // ungated (0 when the watch saw it first).
+    let mut waits: Vec<f64> = ungated
+        .iter()
+        .filter_map(|(name, at)| {
+            Some(
+                at.saturating_duration_since(*created.get(name)?)
+                    .as_secs_f64(),
+            )
+        })
+        .collect();
     waits.sort_by(f64::total_cmp);
     let mean = waits.iter().sum::<f64>() / waits.len().max(1) as f64;
     let figures = json!({
