@@ -23,6 +23,12 @@ pub const ADMISSION_ANNOTATION: &str = "arbiter.dev/admission";
 /// for the operator to give each its node and cards (`crate::ungate`).
 pub const PLACEMENT_GATE: &str = "arbiter.dev/placement";
 
+/// The most (pod set, Node) places an admission record holds (about
+/// 150 bytes each, so the record stays well inside the 256 KiB Kubernetes
+/// allows a job's annotations); a job placed per card on more Nodes is not
+/// gated.
+pub const MAX_RECORDED_PLACEMENTS: usize = 1000;
+
 /// On a gated pod set's pods: the uid of the job they belong to.
 pub const JOB_UID_LABEL: &str = "arbiter.dev/job-uid";
 
@@ -212,6 +218,19 @@ pub fn admission_of(
             gated,
         });
         flavors.push(names);
+    }
+    if placements.len() > MAX_RECORDED_PLACEMENTS {
+        // The record would outgrow the job's annotations: its pods go
+        // where kube-scheduler puts them, on the flavor's nodes.
+        tracing::warn!(
+            workload = %format!("{}/{}", entry.workload.namespace, entry.workload.name),
+            nodes = placements.len(),
+            "placed per card on more nodes than the admission record holds ({MAX_RECORDED_PLACEMENTS}); its pods are not given cards"
+        );
+        placements.clear();
+        for pod_set in &mut pod_sets {
+            pod_set.gated = false;
+        }
     }
     let record = Recorded {
         flavors,
@@ -552,6 +571,109 @@ mod tests {
         let err = admit(&mut object, integration, &[gated], record()).unwrap_err();
         assert!(err.to_string().contains("no uid"), "{err}");
         assert_eq!(object, job());
+    }
+
+    /// A scheduler on `nodes` Nodes of 2 cards of 1000 gpu-milli that
+    /// admitted one job of `pods` pods asking `milli` each.
+    fn admitted_shared(
+        nodes: u32,
+        pods: u32,
+        milli: i64,
+    ) -> (
+        arbiter_core::scheduler::Scheduler,
+        arbiter_core::scheduler::WorkloadId,
+    ) {
+        use arbiter_core::jobs::{JobInfo, PodSetInfo};
+        use arbiter_core::model::Amount;
+        use arbiter_core::scheduler::capacity::{DeviceSpec, PoolSpec};
+        use arbiter_core::scheduler::hooks::DefaultHooks;
+        use arbiter_core::scheduler::intake::{intake, Intake};
+        use arbiter_core::scheduler::{Input, Scheduler};
+        let objects = [
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ResourceFlavor",
+                   "metadata": {"name": "t4"}, "spec": {"nodeLabels": {"gpu": "t4"}}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                   "spec": {"resourceGroups": [{"coveredResources": ["example.com/gpu-milli"],
+                     "flavors": [{"name": "t4", "resources": [{"name": "example.com/gpu-milli", "nominalQuota": 10000000}]}]}]}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "LocalQueue",
+                   "metadata": {"name": "q", "namespace": "team-a"}, "spec": {"clusterQueue": "cq"}}),
+        ]
+        .map(crate::config::ApiObject::new);
+        let cluster = crate::config::build(&objects, &Default::default(), [])
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .cluster;
+        let milli_id = cluster.resource_id("example.com/gpu-milli").unwrap();
+        let pool = PoolSpec {
+            flavor: cluster.flavor_id("t4").unwrap(),
+            nodes,
+            allocatable: vec![(milli_id, Amount::from_units(2000))],
+            min_nodes: nodes,
+            max_nodes: nodes,
+            devices: vec![
+                DeviceSpec::split(milli_id, "gpu-milli", Amount::from_units(2000), 2).unwrap(),
+            ],
+            names: (0..nodes).map(|n| format!("n-{n:05}")).collect(),
+        };
+        let info = JobInfo {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: "team-a".into(),
+            name: "train".into(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            queue_name: Some("q".into()),
+            priority_class: None,
+            pod_sets: vec![PodSetInfo {
+                name: "main".into(),
+                count: pods,
+                min_count: None,
+                requests: [(
+                    "example.com/gpu-milli".to_string(),
+                    Amount::from_units(milli),
+                )]
+                .into(),
+                node_selector: Default::default(),
+                required_node_affinity: None,
+                tolerations: Vec::new(),
+                template_path: Some("spec.template".into()),
+            }],
+        };
+        let cluster = std::sync::Arc::new(cluster);
+        let Intake::Queued(workload) = intake(&cluster, &info, None) else {
+            panic!("not queued")
+        };
+        let mut scheduler = Scheduler::new(cluster, &[pool]);
+        let step = scheduler.step(
+            arbiter_core::model::Millis(1),
+            vec![Input::Submit(workload)],
+            &mut DefaultHooks,
+        );
+        let id = step.submitted[0];
+        assert!(scheduler.entry(id).admission.is_some(), "admitted");
+        (scheduler, id)
+    }
+
+    #[test]
+    fn a_pod_set_placed_per_card_is_gated_with_its_places_recorded_unless_too_many() {
+        // Three pods of two whole cards: one per Node, both its cards.
+        let (scheduler, id) = admitted_shared(4, 3, 2000);
+        let paths = [Some("spec.template".to_string())];
+        let (pod_sets, record) = admission_of(&scheduler, id, &paths).unwrap();
+        assert!(pod_sets[0].gated);
+        assert_eq!(record.placements.len(), 3);
+        assert_eq!(record.placements[0].node, "n-00000");
+        assert_eq!(record.placements[0].cards.len(), 2);
+        let restored = placed_pods(&record);
+        assert_eq!(
+            restored[0].cards[1].2,
+            arbiter_core::model::Amount::from_units(1000)
+        );
+        // One Node per pod past the cap: not gated, nothing recorded.
+        let many = MAX_RECORDED_PLACEMENTS as u32 + 1;
+        let (scheduler, id) = admitted_shared(many, many, 2000);
+        let (pod_sets, record) = admission_of(&scheduler, id, &paths).unwrap();
+        assert!(!pod_sets[0].gated);
+        assert!(record.placements.is_empty());
     }
 
     #[test]

@@ -342,13 +342,14 @@ impl Ungater {
     }
 
     /// One pass, when pods changed, a patch finished, or `force`: gated
-    /// pods get places (`places`: by job uid and pod set; `None` while the
-    /// job is not admitted with places) and patches are sent. `hostname`:
-    /// a Node's hostname label by its name.
+    /// pods get places (`places`: by namespace, job uid and pod set; `None`
+    /// unless a job of that uid in that namespace is admitted with places,
+    /// so a pod labelled with another namespace's job gets nothing) and
+    /// patches are sent. `hostname`: a Node's hostname label by its name.
     pub fn pass(
         &mut self,
         force: bool,
-        places: impl Fn(&str, u32) -> Option<PodSetPlaces>,
+        places: impl Fn(&str, &str, u32) -> Option<PodSetPlaces>,
         hostname: impl Fn(&str) -> String,
     ) {
         let mut finished = false;
@@ -379,21 +380,21 @@ impl Ungater {
         let by_uid: HashMap<&str, &PodView> = views.iter().map(|v| (v.uid.as_str(), v)).collect();
         self.sent
             .retain(|uid, _| by_uid.get(uid.as_str()).is_some_and(|v| v.gated && !v.done));
-        let mut groups: BTreeMap<(&str, u32), Vec<&PodView>> = BTreeMap::new();
+        let mut groups: BTreeMap<(&str, &str, u32), Vec<&PodView>> = BTreeMap::new();
         for v in &views {
             groups
-                .entry((v.job_uid.as_str(), v.pod_set))
+                .entry((v.namespace.as_str(), v.job_uid.as_str(), v.pod_set))
                 .or_default()
                 .push(v);
         }
-        for ((job_uid, pod_set), pods) in groups {
+        for ((namespace, job_uid, pod_set), pods) in groups {
             if !pods
                 .iter()
                 .any(|p| p.gated && !p.done && !self.sent.contains_key(&p.uid))
             {
                 continue;
             }
-            let Some(places) = places(job_uid, pod_set) else {
+            let Some(places) = places(namespace, job_uid, pod_set) else {
                 continue;
             };
             for (pod, slot) in assign(&places.slots, &pods, &self.sent, &places.resources) {

@@ -212,6 +212,20 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     create_pod(&pods, &halves, "halves-4").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(gated(&pods.get("halves-4").await.unwrap()));
+    // A pod in another namespace labelled with the job's uid gets nothing.
+    create_namespace(&admin, "team-b").await;
+    let intruders: Api<Pod> = Api::namespaced(admin.clone(), "team-b");
+    let template = serde_json::to_value(&halves.spec.as_ref().unwrap().template).unwrap();
+    let intruder: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "intruder", "namespace": "team-b", "labels": template["metadata"]["labels"].clone()},
+        "spec": template["spec"].clone()}))
+    .unwrap();
+    intruders
+        .create(&PostParams::default(), &intruder)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(gated(&intruders.get("intruder").await.unwrap()));
     let listed = pods.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.iter().filter(|p| gated(p)).count(), 1);
     operator.abort();

@@ -720,15 +720,18 @@ impl Driver {
         let Some(scheduler) = &self.scheduler else {
             return;
         };
-        let by_uid: HashMap<&str, WorkloadId> = self
+        let by_uid: HashMap<&str, (&str, WorkloadId)> = self
             .tracked
             .values()
-            .map(|t| (t.owner.uid.as_str(), t.id))
+            .map(|t| (t.owner.uid.as_str(), (t.owner.namespace.as_str(), t.id)))
             .collect();
         let nodes = &self.nodes.store;
         self.ungater.pass(
             force,
-            |job_uid, pod_set| places_of(scheduler, *by_uid.get(job_uid)?, pod_set),
+            |namespace, job_uid, pod_set| {
+                let &(job_namespace, id) = by_uid.get(job_uid)?;
+                (job_namespace == namespace).then(|| places_of(scheduler, id, pod_set))?
+            },
             |node| {
                 nodes
                     .get(&ObjectRef::<Node>::new(node))
