@@ -467,6 +467,44 @@ static inline int arbiter_decode_autoscale_request(arbiter_json value, arbiter_a
     return !it.failed;
 }
 
+/* arbiter_device: the view DeviceView. A resource a node holds on separate cards (a Simulation node pool's `devices`), with what each card has free. */
+typedef struct {
+    /* Free per card, in card order (a card's index is its place here). */
+    arbiter_json cards;
+    /* What one card holds. */
+    arbiter_number per_card;
+    arbiter_str resource;
+} arbiter_device;
+
+static inline void arbiter_device_defaults(arbiter_device *out) {
+    arbiter_zero(out, sizeof *out);
+}
+
+/* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */
+static inline int arbiter_decode_device(arbiter_json value, arbiter_device *out) {
+    arbiter_members it;
+    arbiter_str key;
+    arbiter_json member;
+    arbiter_device_defaults(out);
+    if (!arbiter_members_begin(value, &it))
+        return 0;
+    while (arbiter_members_next(&it, &key, &member)) {
+        if (arbiter_str_eq(key, "cards")) {
+            if (!arbiter_read_json(member, '[', &out->cards))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "perCard")) {
+            if (!arbiter_read_number(member, &out->per_card))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "resource")) {
+            if (!arbiter_read_str(member, &out->resource))
+                return 0;
+        }
+    }
+    return !it.failed;
+}
+
 /* arbiter_fair_share_request: the `fairShare` hook's request (FairShareInput). `fairShare`: one weight per ClusterQueue. */
 typedef struct {
     arbiter_json cluster_queues;
@@ -622,6 +660,154 @@ static inline int arbiter_decode_flavor_request(arbiter_json value, arbiter_flav
     return !it.failed;
 }
 
+/* arbiter_node: the view NodeView. A node the pod fits on, as the placement hook sees it. */
+typedef struct {
+    arbiter_json allocatable;
+    arbiter_json devices;
+    /* The flavor whose nodes it is among (with placement across flavors, the candidates may serve different ones). */
+    arbiter_str flavor;
+    /* Free per resource the node limits (resources it does not limit are absent). */
+    arbiter_json free;
+    /* The node's index among its flavor's nodes. */
+    uint32_t index;
+    /* `<flavor>-<index>`. */
+    arbiter_str name;
+} arbiter_node;
+
+static inline void arbiter_node_defaults(arbiter_node *out) {
+    arbiter_zero(out, sizeof *out);
+}
+
+/* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */
+static inline int arbiter_decode_node(arbiter_json value, arbiter_node *out) {
+    arbiter_members it;
+    arbiter_str key;
+    arbiter_json member;
+    arbiter_node_defaults(out);
+    if (!arbiter_members_begin(value, &it))
+        return 0;
+    while (arbiter_members_next(&it, &key, &member)) {
+        if (arbiter_str_eq(key, "allocatable")) {
+            if (!arbiter_read_json(member, '{', &out->allocatable))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "devices")) {
+            if (!arbiter_read_json(member, '[', &out->devices))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "flavor")) {
+            if (!arbiter_read_str(member, &out->flavor))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "free")) {
+            if (!arbiter_read_json(member, '{', &out->free))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "index")) {
+            if (!arbiter_read_uint32(member, &out->index))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "name")) {
+            if (!arbiter_read_str(member, &out->name))
+                return 0;
+        }
+    }
+    return !it.failed;
+}
+
+/* arbiter_pod: the view PodView. The pod the placement hook places: what it asks for. */
+typedef struct {
+    /* Per pod. */
+    arbiter_json requests;
+} arbiter_pod;
+
+static inline void arbiter_pod_defaults(arbiter_pod *out) {
+    arbiter_zero(out, sizeof *out);
+}
+
+/* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */
+static inline int arbiter_decode_pod(arbiter_json value, arbiter_pod *out) {
+    arbiter_members it;
+    arbiter_str key;
+    arbiter_json member;
+    arbiter_pod_defaults(out);
+    if (!arbiter_members_begin(value, &it))
+        return 0;
+    while (arbiter_members_next(&it, &key, &member)) {
+        if (arbiter_str_eq(key, "requests")) {
+            if (!arbiter_read_json(member, '{', &out->requests))
+                return 0;
+        }
+    }
+    return !it.failed;
+}
+
+/* arbiter_placement_request: the `placement` hook's request (PlacementInput). `placement`: a score for each node one pod of an admitted workload fits on. */
+typedef struct {
+    /* The flavor it was admitted on, whose nodes these are; empty when the candidates serve several flavors (each node's `flavor` names its own). */
+    arbiter_str flavor;
+    /* The nodes the pod fits on, with the pods placed before it taken off. */
+    arbiter_json nodes;
+    arbiter_number now;
+    arbiter_json params;
+    arbiter_pod pod;
+    /* The pod set the pod belongs to. */
+    arbiter_str pod_set;
+    /* The shapes of the pods last submitted to the workload's ClusterQueue that make up most of them, most frequent first. */
+    arbiter_json typical;
+    arbiter_workload workload;
+} arbiter_placement_request;
+
+static inline void arbiter_placement_request_defaults(arbiter_placement_request *out) {
+    arbiter_zero(out, sizeof *out);
+    out->workload.priority_weight.value = 1.0;
+}
+
+/* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */
+static inline int arbiter_decode_placement_request(arbiter_json value, arbiter_placement_request *out) {
+    arbiter_members it;
+    arbiter_str key;
+    arbiter_json member;
+    arbiter_placement_request_defaults(out);
+    if (!arbiter_members_begin(value, &it))
+        return 0;
+    while (arbiter_members_next(&it, &key, &member)) {
+        if (arbiter_str_eq(key, "flavor")) {
+            if (!arbiter_read_str(member, &out->flavor))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "nodes")) {
+            if (!arbiter_read_json(member, '[', &out->nodes))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "now")) {
+            if (!arbiter_read_number(member, &out->now))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "params")) {
+            if (!arbiter_read_json(member, 0, &out->params))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "pod")) {
+            if (!arbiter_decode_pod(member, &out->pod))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "podSet")) {
+            if (!arbiter_read_str(member, &out->pod_set))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "typical")) {
+            if (!arbiter_read_json(member, '[', &out->typical))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "workload")) {
+            if (!arbiter_decode_workload(member, &out->workload))
+                return 0;
+        }
+    }
+    return !it.failed;
+}
+
 /* arbiter_pod_set: the view PodSetView. */
 typedef struct {
     uint32_t count;
@@ -660,6 +846,45 @@ static inline int arbiter_decode_pod_set(arbiter_json value, arbiter_pod_set *ou
         }
         else if (arbiter_str_eq(key, "requests")) {
             if (!arbiter_read_json(member, '{', &out->requests))
+                return 0;
+        }
+    }
+    return !it.failed;
+}
+
+/* arbiter_typical_pod: the view TypicalPodView. A shape of the pods recently submitted to the workload's ClusterQueue, and its share of them (FGD's "typical tasks"). */
+typedef struct {
+    /* The flavors these pods may run on (their node selector, affinity and tolerations); empty: any the ClusterQueue lists. */
+    arbiter_json flavors;
+    /* Per pod. */
+    arbiter_json requests;
+    /* Fraction (0–1) of the typical pods with this shape; the shares sum to 1. */
+    arbiter_number share;
+} arbiter_typical_pod;
+
+static inline void arbiter_typical_pod_defaults(arbiter_typical_pod *out) {
+    arbiter_zero(out, sizeof *out);
+}
+
+/* Decodes value into *out: 1, or 0 when it is not the JSON the schema describes. */
+static inline int arbiter_decode_typical_pod(arbiter_json value, arbiter_typical_pod *out) {
+    arbiter_members it;
+    arbiter_str key;
+    arbiter_json member;
+    arbiter_typical_pod_defaults(out);
+    if (!arbiter_members_begin(value, &it))
+        return 0;
+    while (arbiter_members_next(&it, &key, &member)) {
+        if (arbiter_str_eq(key, "flavors")) {
+            if (!arbiter_read_json(member, '[', &out->flavors))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "requests")) {
+            if (!arbiter_read_json(member, '{', &out->requests))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "share")) {
+            if (!arbiter_read_number(member, &out->share))
                 return 0;
         }
     }

@@ -100,6 +100,37 @@ test "flavor and autoscale" {
     try testing.expectEqualStrings("{\"nodes\":[4294967295,0]}", autoscale.?);
 }
 
+/// Best fit on one device: the fuller node scores higher; the card is the
+/// fullest that still holds the pod.
+fn bestFit(request: *const arbiter.PlacementRequest) !arbiter.PlacementResponse {
+    const ask = request.pod.requests.map.get("example.com/gpu-milli") orelse 0;
+    const scores = try arbiter.allocator.alloc(f64, request.nodes.len);
+    const cards = try arbiter.allocator.alloc(?u32, request.nodes.len);
+    for (request.nodes, scores, cards) |node, *score, *card| {
+        score.* = -(node.free.map.get("example.com/gpu-milli") orelse 0);
+        card.* = null;
+        for (node.devices) |device| {
+            for (device.cards, 0..) |free, c| {
+                if (free >= ask and (card.* == null or free < device.cards[card.*.?])) card.* = @intCast(c);
+            }
+        }
+    }
+    return .{ .scores = scores, .cards = cards };
+}
+
+test "placement" {
+    const request =
+        \\{"pod":{"requests":{"example.com/gpu-milli":300}},"flavor":"t4","podSet":"main",
+        \\ "nodes":[{"index":0,"name":"t4-0","free":{"example.com/gpu-milli":2000},
+        \\   "devices":[{"resource":"example.com/gpu-milli","perCard":1000,"cards":[1000,1000]}]},
+        \\  {"index":1,"name":"t4-1","free":{"example.com/gpu-milli":900},
+        \\   "devices":[{"resource":"example.com/gpu-milli","perCard":1000,"cards":[500,400]}]}],
+        \\ "typical":[{"requests":{"example.com/gpu-milli":300},"share":1}]}
+    ;
+    const out = arbiter.handle("arbiter_placement", arbiter.PlacementRequest, bestFit, request) orelse return error.CallFailed;
+    try testing.expectEqualStrings("{\"cards\":[0,1],\"scores\":[-2000,-900]}", out);
+}
+
 test "a handler's error fails the call and is logged" {
     try testing.expectEqual(null, weight("{\"params\":{\"fail\":true}}"));
     try testing.expectEqualStrings("arbiter_weight: FailingOnPurpose", arbiter.last_log[0..arbiter.last_log_len]);

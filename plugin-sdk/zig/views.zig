@@ -82,6 +82,18 @@ pub const Cohort = struct {
     parent: ?[]const u8 = null,
 };
 
+/// The view DeviceView.
+///
+/// A resource a node holds on separate cards (a Simulation node pool's
+/// `devices`), with what each card has free.
+pub const Device = struct {
+    /// Free per card, in card order (a card's index is its place here).
+    cards: []const f64 = &.{},
+    /// What one card holds.
+    perCard: f64 = 0.0,
+    resource: []const u8 = "",
+};
+
 /// The view EstimateView.
 ///
 /// A runtime estimate from the LocalQueue's `resourceEstimation`.
@@ -143,6 +155,61 @@ pub const FlavorResponse = struct {
     flavors: []const []const u8 = &.{},
 };
 
+/// The view NodeView.
+///
+/// A node the pod fits on, as the placement hook sees it.
+pub const Node = struct {
+    allocatable: Map(f64) = .{},
+    devices: []const Device = &.{},
+    /// The flavor whose nodes it is among (with placement across flavors,
+    /// the candidates may serve different ones).
+    flavor: []const u8 = "",
+    /// Free per resource the node limits (resources it does not limit are absent).
+    free: Map(f64) = .{},
+    /// The node's index among its flavor's nodes.
+    index: u32 = 0,
+    /// `<flavor>-<index>`.
+    name: []const u8 = "",
+};
+
+/// The `placement` hook's request (PlacementInput).
+///
+/// `placement`: a score for each node one pod of an admitted workload fits on.
+pub const PlacementRequest = struct {
+    /// The flavor it was admitted on, whose nodes these are; empty when the
+    /// candidates serve several flavors (each node's `flavor` names its own).
+    flavor: []const u8 = "",
+    /// The nodes the pod fits on, with the pods placed before it taken off.
+    nodes: []const Node = &.{},
+    now: f64 = 0.0,
+    params: std.json.Value = .null,
+    pod: Pod = .{},
+    /// The pod set the pod belongs to.
+    podSet: []const u8 = "",
+    /// The shapes of the pods last submitted to the workload's ClusterQueue
+    /// that make up most of them, most frequent first.
+    typical: []const TypicalPod = &.{},
+    workload: Workload = .{},
+};
+
+/// The `placement` hook's response (PlacementOutput).
+pub const PlacementResponse = struct {
+    /// Per node, same order: the card (index in its device's `cards`) for a
+    /// request that fits on one card, or null to let the host pick the
+    /// fullest card that holds it.
+    cards: ?[]const ?u32 = null,
+    /// One finite number per node, same order; the pod goes to the highest.
+    scores: []const f64 = &.{},
+};
+
+/// The view PodView.
+///
+/// The pod the placement hook places: what it asks for.
+pub const Pod = struct {
+    /// Per pod.
+    requests: Map(f64) = .{},
+};
+
 /// The view PodSetView.
 pub const PodSet = struct {
     count: u32 = 0,
@@ -169,6 +236,20 @@ pub const Tenant = struct {
     annotations: Map([]const u8) = .{},
     labels: Map([]const u8) = .{},
     name: []const u8 = "",
+};
+
+/// The view TypicalPodView.
+///
+/// A shape of the pods recently submitted to the workload's ClusterQueue,
+/// and its share of them (FGD's "typical tasks").
+pub const TypicalPod = struct {
+    /// The flavors these pods may run on (their node selector, affinity and
+    /// tolerations); empty: any the ClusterQueue lists.
+    flavors: []const []const u8 = &.{},
+    /// Per pod.
+    requests: Map(f64) = .{},
+    /// Fraction (0–1) of the typical pods with this shape; the shares sum to 1.
+    share: f64 = 0.0,
 };
 
 /// The `weight` hook's request (WeightInput).
@@ -251,6 +332,13 @@ pub fn exportAutoscale(comptime handler: anytype) void {
 /// `comptime { arbiter.exportFlavor(handler); }`.
 pub fn exportFlavor(comptime handler: anytype) void {
     arbiter.exportHook("arbiter_flavor", FlavorRequest, handler);
+}
+
+/// Exports `arbiter_placement`, answering with handler: `fn (*const PlacementRequest) PlacementResponse`
+/// or `!PlacementResponse` (an error fails the call, logged). In one line:
+/// `comptime { arbiter.exportPlacement(handler); }`.
+pub fn exportPlacement(comptime handler: anytype) void {
+    arbiter.exportHook("arbiter_placement", PlacementRequest, handler);
 }
 
 /// Every name `arbiter_weight_fields` may declare (plugin-sdk/ABI.md "Lean

@@ -212,6 +212,40 @@ export function decodeCohort(r: Reader): Cohort {
 }
 
 /**
+ * The view DeviceView.
+ *
+ * A resource a node holds on separate cards (a Simulation node pool's
+ * `devices`), with what each card has free.
+ */
+export class Device {
+  /** Free per card, in card order (a card's index is its place here). */
+  cards: Array<f64> = new Array<f64>();
+  /** What one card holds. */
+  perCard: f64 = 0.0;
+  resource: string = "";
+}
+
+/** Decodes Device from JSON: a missing member takes its default, an unknown one is skipped. */
+export function decodeDevice(r: Reader): Device {
+  const v = new Device();
+  let first = true;
+  if (!r.beginObject()) return v;
+  while (r.member(first)) {
+    first = false;
+    if (r.keyIs("cards")) {
+      v.cards = decodeArray_f64(r);
+    } else if (r.keyIs("perCard")) {
+      v.perCard = readF64(r);
+    } else if (r.keyIs("resource")) {
+      v.resource = readString(r);
+    } else {
+      r.skip();
+    }
+  }
+  return v;
+}
+
+/**
  * The view EstimateView.
  *
  * A runtime estimate from the LocalQueue's `resourceEstimation`.
@@ -388,6 +422,156 @@ export function encodeFlavorResponse(w: Writer, v: FlavorResponse): void {
   w.byte(0x7d);
 }
 
+/**
+ * The view NodeView.
+ *
+ * A node the pod fits on, as the placement hook sees it.
+ */
+export class Node {
+  allocatable: Map<string, f64> = new Map<string, f64>();
+  devices: Array<Device> = new Array<Device>();
+  /**
+   * The flavor whose nodes it is among (with placement across flavors,
+   * the candidates may serve different ones).
+   */
+  flavor: string = "";
+  /** Free per resource the node limits (resources it does not limit are absent). */
+  free: Map<string, f64> = new Map<string, f64>();
+  /** The node's index among its flavor's nodes. */
+  index: u32 = 0;
+  /** `<flavor>-<index>`. */
+  name: string = "";
+}
+
+/** Decodes Node from JSON: a missing member takes its default, an unknown one is skipped. */
+export function decodeNode(r: Reader): Node {
+  const v = new Node();
+  let first = true;
+  if (!r.beginObject()) return v;
+  while (r.member(first)) {
+    first = false;
+    if (r.keyIs("allocatable")) {
+      v.allocatable = decodeMap_f64(r);
+    } else if (r.keyIs("devices")) {
+      v.devices = decodeArray_Device(r);
+    } else if (r.keyIs("flavor")) {
+      v.flavor = readString(r);
+    } else if (r.keyIs("free")) {
+      v.free = decodeMap_f64(r);
+    } else if (r.keyIs("index")) {
+      v.index = readU32(r);
+    } else if (r.keyIs("name")) {
+      v.name = readString(r);
+    } else {
+      r.skip();
+    }
+  }
+  return v;
+}
+
+/**
+ * The `placement` hook's request (PlacementInput).
+ *
+ * `placement`: a score for each node one pod of an admitted workload fits on.
+ */
+export class PlacementRequest {
+  /**
+   * The flavor it was admitted on, whose nodes these are; empty when the
+   * candidates serve several flavors (each node's `flavor` names its own).
+   */
+  flavor: string = "";
+  /** The nodes the pod fits on, with the pods placed before it taken off. */
+  nodes: Array<Node> = new Array<Node>();
+  now: f64 = 0.0;
+  params: Json = new Json();
+  pod: Pod = new Pod();
+  /** The pod set the pod belongs to. */
+  podSet: string = "";
+  /**
+   * The shapes of the pods last submitted to the workload's ClusterQueue
+   * that make up most of them, most frequent first.
+   */
+  typical: Array<TypicalPod> = new Array<TypicalPod>();
+  workload: Workload = new Workload();
+}
+
+/** Decodes PlacementRequest from JSON: a missing member takes its default, an unknown one is skipped. */
+export function decodePlacementRequest(r: Reader): PlacementRequest {
+  const v = new PlacementRequest();
+  let first = true;
+  if (!r.beginObject()) return v;
+  while (r.member(first)) {
+    first = false;
+    if (r.keyIs("flavor")) {
+      v.flavor = readString(r);
+    } else if (r.keyIs("nodes")) {
+      v.nodes = decodeArray_Node(r);
+    } else if (r.keyIs("now")) {
+      v.now = readF64(r);
+    } else if (r.keyIs("params")) {
+      v.params = readJson(r);
+    } else if (r.keyIs("pod")) {
+      v.pod = decodePod(r);
+    } else if (r.keyIs("podSet")) {
+      v.podSet = readString(r);
+    } else if (r.keyIs("typical")) {
+      v.typical = decodeArray_TypicalPod(r);
+    } else if (r.keyIs("workload")) {
+      v.workload = decodeWorkload(r);
+    } else {
+      r.skip();
+    }
+  }
+  return v;
+}
+
+/** The `placement` hook's response (PlacementOutput). */
+export class PlacementResponse {
+  /**
+   * Per node, same order: the card (index in its device's `cards`) for a
+   * request that fits on one card, or null to let the host pick the
+   * fullest card that holds it.
+   */
+  cards: Array<Box<u32> | null> | null = null;
+  /** One finite number per node, same order; the pod goes to the highest. */
+  scores: Array<f64> = new Array<f64>();
+}
+
+/** Encodes PlacementResponse as JSON. */
+export function encodePlacementResponse(w: Writer, v: PlacementResponse): void {
+  w.ascii("{\"cards\":");
+  encodeNullable_Array_Nullable_u32(w, v.cards);
+  w.ascii(",\"scores\":");
+  encodeArray_f64(w, v.scores);
+  w.byte(0x7d);
+}
+
+/**
+ * The view PodView.
+ *
+ * The pod the placement hook places: what it asks for.
+ */
+export class Pod {
+  /** Per pod. */
+  requests: Map<string, f64> = new Map<string, f64>();
+}
+
+/** Decodes Pod from JSON: a missing member takes its default, an unknown one is skipped. */
+export function decodePod(r: Reader): Pod {
+  const v = new Pod();
+  let first = true;
+  if (!r.beginObject()) return v;
+  while (r.member(first)) {
+    first = false;
+    if (r.keyIs("requests")) {
+      v.requests = decodeMap_f64(r);
+    } else {
+      r.skip();
+    }
+  }
+  return v;
+}
+
 /** The view PodSetView. */
 export class PodSet {
   count: u32 = 0;
@@ -477,6 +661,44 @@ export function decodeTenant(r: Reader): Tenant {
       v.labels = decodeMap_string(r);
     } else if (r.keyIs("name")) {
       v.name = readString(r);
+    } else {
+      r.skip();
+    }
+  }
+  return v;
+}
+
+/**
+ * The view TypicalPodView.
+ *
+ * A shape of the pods recently submitted to the workload's ClusterQueue,
+ * and its share of them (FGD's "typical tasks").
+ */
+export class TypicalPod {
+  /**
+   * The flavors these pods may run on (their node selector, affinity and
+   * tolerations); empty: any the ClusterQueue lists.
+   */
+  flavors: Array<string> = new Array<string>();
+  /** Per pod. */
+  requests: Map<string, f64> = new Map<string, f64>();
+  /** Fraction (0–1) of the typical pods with this shape; the shares sum to 1. */
+  share: f64 = 0.0;
+}
+
+/** Decodes TypicalPod from JSON: a missing member takes its default, an unknown one is skipped. */
+export function decodeTypicalPod(r: Reader): TypicalPod {
+  const v = new TypicalPod();
+  let first = true;
+  if (!r.beginObject()) return v;
+  while (r.member(first)) {
+    first = false;
+    if (r.keyIs("flavors")) {
+      v.flavors = decodeArray_string(r);
+    } else if (r.keyIs("requests")) {
+      v.requests = decodeMap_f64(r);
+    } else if (r.keyIs("share")) {
+      v.share = readF64(r);
     } else {
       r.skip();
     }
@@ -707,6 +929,23 @@ export function flavor(ptr: usize, len: usize, handler: (request: FlavorRequest)
 }
 
 /**
+ * Runs the `placement` hook: decodes the request the host wrote at ptr..ptr+len,
+ * calls handler and returns where its encoded response lies; handler's
+ * null (or a request that does not decode) fails the call. Export it as
+ * `export function arbiter_placement(ptr: usize, len: usize): u64 { return placement(ptr, len, handler); }`.
+ */
+export function placement(ptr: usize, len: usize, handler: (request: PlacementRequest) => PlacementResponse | null): u64 {
+  const r = new Reader(ptr, len);
+  const request = decodePlacementRequest(r);
+  if (!r.finish()) return 0;
+  const response = handler(request);
+  if (response === null) return 0;
+  const w = new Writer();
+  encodePlacementResponse(w, response);
+  return w.result();
+}
+
+/**
  * Every name `arbiter_weight_fields` may declare (plugin-sdk/ABI.md "Lean
  * weight requests"): `workloads.<field>` for each workload field, then the
  * context maps.
@@ -746,6 +985,17 @@ function decodeArray_ClusterQueue(r: Reader): Array<ClusterQueue> {
   return v;
 }
 
+function decodeArray_Device(r: Reader): Array<Device> {
+  const v = new Array<Device>();
+  let first = true;
+  if (!r.beginArray()) return v;
+  while (r.element(first)) {
+    first = false;
+    v.push(decodeDevice(r));
+  }
+  return v;
+}
+
 function decodeArray_Flavor(r: Reader): Array<Flavor> {
   const v = new Array<Flavor>();
   let first = true;
@@ -753,6 +1003,17 @@ function decodeArray_Flavor(r: Reader): Array<Flavor> {
   while (r.element(first)) {
     first = false;
     v.push(decodeFlavor(r));
+  }
+  return v;
+}
+
+function decodeArray_Node(r: Reader): Array<Node> {
+  const v = new Array<Node>();
+  let first = true;
+  if (!r.beginArray()) return v;
+  while (r.element(first)) {
+    first = false;
+    v.push(decodeNode(r));
   }
   return v;
 }
@@ -768,6 +1029,17 @@ function decodeArray_PodSet(r: Reader): Array<PodSet> {
   return v;
 }
 
+function decodeArray_TypicalPod(r: Reader): Array<TypicalPod> {
+  const v = new Array<TypicalPod>();
+  let first = true;
+  if (!r.beginArray()) return v;
+  while (r.element(first)) {
+    first = false;
+    v.push(decodeTypicalPod(r));
+  }
+  return v;
+}
+
 function decodeArray_Workload(r: Reader): Array<Workload> {
   const v = new Array<Workload>();
   let first = true;
@@ -775,6 +1047,17 @@ function decodeArray_Workload(r: Reader): Array<Workload> {
   while (r.element(first)) {
     first = false;
     v.push(decodeWorkload(r));
+  }
+  return v;
+}
+
+function decodeArray_f64(r: Reader): Array<f64> {
+  const v = new Array<f64>();
+  let first = true;
+  if (!r.beginArray()) return v;
+  while (r.element(first)) {
+    first = false;
+    v.push(readF64(r));
   }
   return v;
 }
@@ -899,6 +1182,15 @@ function decodeNullable_u32(r: Reader): Box<u32> | null {
   return new Box<u32>(readU32(r));
 }
 
+function encodeArray_Nullable_u32(w: Writer, v: Array<Box<u32> | null>): void {
+  w.byte(0x5b);
+  for (let i = 0; i < v.length; i++) {
+    if (i > 0) w.byte(0x2c);
+    encodeNullable_u32(w, v[i]);
+  }
+  w.byte(0x5d);
+}
+
 function encodeArray_f64(w: Writer, v: Array<f64>): void {
   w.byte(0x5b);
   for (let i = 0; i < v.length; i++) {
@@ -926,6 +1218,14 @@ function encodeArray_string(w: Writer, v: Array<string>): void {
   w.byte(0x5d);
 }
 
+function encodeNullable_Array_Nullable_u32(w: Writer, v: Array<Box<u32> | null> | null): void {
+  if (v === null) {
+    w.ascii("null");
+    return;
+  }
+  encodeArray_Nullable_u32(w, v);
+}
+
 function encodeNullable_bool(w: Writer, v: Box<bool> | null): void {
   if (v === null) {
     w.ascii("null");
@@ -940,4 +1240,12 @@ function encodeNullable_string(w: Writer, v: string | null): void {
     return;
   }
   writeString(w, v);
+}
+
+function encodeNullable_u32(w: Writer, v: Box<u32> | null): void {
+  if (v === null) {
+    w.ascii("null");
+    return;
+  }
+  writeU32(w, v.value);
 }

@@ -3,8 +3,8 @@
 
 import {
   AdmissionRequest, AdmissionResponse, AutoscaleRequest, AutoscaleResponse, Box, FairShareRequest,
-  FairShareResponse, FlavorRequest, FlavorResponse, Level, WeightRequest, WeightResponse,
-  admission, autoscale, fairShare, flavor, log, weight, weightFields,
+  FairShareResponse, FlavorRequest, FlavorResponse, Level, PlacementRequest, PlacementResponse, WeightRequest,
+  WeightResponse, admission, autoscale, fairShare, flavor, log, placement, weight, weightFields,
 } from "../assembly";
 
 export { arbiter_abi_version, arbiter_alloc } from "../assembly";
@@ -55,7 +55,31 @@ function reversed(request: FlavorRequest): FlavorResponse | null {
   return response;
 }
 
+// Best fit on one device: the fuller node scores higher; the card is the
+// fullest that still holds the pod.
+function bestFit(request: PlacementRequest): PlacementResponse | null {
+  const resource = "example.com/gpu-milli";
+  const ask = request.pod.requests.has(resource) ? request.pod.requests.get(resource) : 0;
+  const response = new PlacementResponse();
+  const cards = new Array<Box<u32> | null>();
+  for (let i = 0; i < request.nodes.length; i++) {
+    const node = request.nodes[i];
+    response.scores.push(-(node.free.has(resource) ? node.free.get(resource) : 0));
+    let best = -1;
+    for (let d = 0; d < node.devices.length; d++) {
+      const free = node.devices[d].cards;
+      for (let c = 0; c < free.length; c++) {
+        if (free[c] >= ask && (best < 0 || free[c] < free[best])) best = c;
+      }
+    }
+    cards.push(best < 0 ? null : new Box<u32>(<u32>best));
+  }
+  response.cards = cards;
+  return response;
+}
+
 export function arbiter_weight(ptr: usize, len: usize): u64 { return weight(ptr, len, ages); }
+export function arbiter_placement(ptr: usize, len: usize): u64 { return placement(ptr, len, bestFit); }
 export function arbiter_admission(ptr: usize, len: usize): u64 { return admission(ptr, len, admit); }
 export function arbiter_fair_share(ptr: usize, len: usize): u64 { return fairShare(ptr, len, shares); }
 export function arbiter_autoscale(ptr: usize, len: usize): u64 { return autoscale(ptr, len, nodes); }

@@ -89,6 +89,22 @@ test("fairShare, autoscale and flavor", () => {
   assert.equal(call(module, "arbiter_flavor", '{"candidates":["a","\\u00e9\\t"]}')[0], '{"flavors":["é\\u0009","a"]}');
 });
 
+test("placement", () => {
+  const request = JSON.stringify({
+    pod: { requests: { "example.com/gpu-milli": 300 } }, flavor: "t4", podSet: "main",
+    nodes: [
+      { index: 0, name: "t4-0", free: { "example.com/gpu-milli": 2000 },
+        devices: [{ resource: "example.com/gpu-milli", perCard: 1000, cards: [1000, 1000] }] },
+      { index: 1, name: "t4-1", free: { "example.com/gpu-milli": 900 },
+        devices: [{ resource: "example.com/gpu-milli", perCard: 1000, cards: [500, 400] }] },
+      { index: 2, name: "t4-2", free: { "example.com/gpu-milli": 200 },
+        devices: [{ resource: "example.com/gpu-milli", perCard: 1000, cards: [100, 100] }] },
+    ],
+    typical: [{ requests: { "example.com/gpu-milli": 300 }, share: 1 }],
+  });
+  assert.equal(call(module, "arbiter_placement", request)[0], '{"cards":[0,1,null],"scores":[-2000.0,-900.0,-200.0]}');
+});
+
 test("a handler's null fails the call, and log reaches arbiter.log", () => {
   assert.deepEqual(call(module, "arbiter_weight", '{"params":{"fail":true}}'), ["", [[0, "failing on purpose: ü"]]]);
 });

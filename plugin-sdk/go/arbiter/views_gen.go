@@ -366,6 +366,48 @@ func appendCohort(b []byte, v Cohort) []byte {
 	return append(b, '}')
 }
 
+// Device is generated from plugin-sdk/schema. The view DeviceView.
+//
+// A resource a node holds on separate cards (a Simulation node pool's
+// `devices`), with what each card has free.
+type Device struct {
+	// Free per card, in card order (a card's index is its place here).
+	Cards []float64 `json:"cards"`
+	// What one card holds.
+	PerCard  float64 `json:"perCard"`
+	Resource string  `json:"resource"`
+}
+
+func defaultDevice() Device {
+	return Device{}
+}
+
+func decodeDevice(r *reader, v *Device) error {
+	*v = defaultDevice()
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "cards":
+			return (func(r *reader, v *[]float64) error { return decodeArray(r, v, (*reader).float) })(r, &v.Cards)
+		case "perCard":
+			return ((*reader).float)(r, &v.PerCard)
+		case "resource":
+			return ((*reader).str)(r, &v.Resource)
+		}
+		return r.skip()
+	})
+	return err
+}
+
+func appendDevice(b []byte, v Device) []byte {
+	b = append(b, `{"cards":`...)
+	b = (func(b []byte, v []float64) []byte { return appendArray(b, v, appendFloat) })(b, v.Cards)
+	b = append(b, `,"perCard":`...)
+	b = (appendFloat)(b, v.PerCard)
+	b = append(b, `,"resource":`...)
+	b = (appendString)(b, v.Resource)
+	return append(b, '}')
+}
+
 // Estimate is generated from plugin-sdk/schema. The view EstimateView.
 //
 // A runtime estimate from the LocalQueue's `resourceEstimation`.
@@ -683,6 +725,241 @@ func (v FlavorResponse) AppendJSON(b []byte) []byte { return appendFlavorRespons
 // MarshalJSON writes v as JSON.
 func (v FlavorResponse) MarshalJSON() ([]byte, error) { return appendFlavorResponse(nil, v), nil }
 
+// Node is generated from plugin-sdk/schema. The view NodeView.
+//
+// A node the pod fits on, as the placement hook sees it.
+type Node struct {
+	Allocatable map[string]float64 `json:"allocatable"`
+	Devices     []Device           `json:"devices"`
+	// The flavor whose nodes it is among (with placement across flavors,
+	// the candidates may serve different ones).
+	Flavor string `json:"flavor"`
+	// Free per resource the node limits (resources it does not limit are absent).
+	Free map[string]float64 `json:"free"`
+	// The node's index among its flavor's nodes.
+	Index uint32 `json:"index"`
+	// `<flavor>-<index>`.
+	Name string `json:"name"`
+}
+
+func defaultNode() Node {
+	return Node{}
+}
+
+func decodeNode(r *reader, v *Node) error {
+	*v = defaultNode()
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "allocatable":
+			return (func(r *reader, v *map[string]float64) error { return decodeMap(r, v, (*reader).float) })(r, &v.Allocatable)
+		case "devices":
+			return (func(r *reader, v *[]Device) error { return decodeArray(r, v, decodeDevice) })(r, &v.Devices)
+		case "flavor":
+			return ((*reader).str)(r, &v.Flavor)
+		case "free":
+			return (func(r *reader, v *map[string]float64) error { return decodeMap(r, v, (*reader).float) })(r, &v.Free)
+		case "index":
+			return ((*reader).uint32)(r, &v.Index)
+		case "name":
+			return ((*reader).str)(r, &v.Name)
+		}
+		return r.skip()
+	})
+	return err
+}
+
+func appendNode(b []byte, v Node) []byte {
+	b = append(b, `{"allocatable":`...)
+	b = (func(b []byte, v map[string]float64) []byte { return appendMap(b, v, appendFloat) })(b, v.Allocatable)
+	b = append(b, `,"devices":`...)
+	b = (func(b []byte, v []Device) []byte { return appendArray(b, v, appendDevice) })(b, v.Devices)
+	b = append(b, `,"flavor":`...)
+	b = (appendString)(b, v.Flavor)
+	b = append(b, `,"free":`...)
+	b = (func(b []byte, v map[string]float64) []byte { return appendMap(b, v, appendFloat) })(b, v.Free)
+	b = append(b, `,"index":`...)
+	b = (appendUint32)(b, v.Index)
+	b = append(b, `,"name":`...)
+	b = (appendString)(b, v.Name)
+	return append(b, '}')
+}
+
+// PlacementRequest is generated from plugin-sdk/schema. The `placement` hook's request (PlacementInput).
+//
+// `placement`: a score for each node one pod of an admitted workload fits on.
+type PlacementRequest struct {
+	// The flavor it was admitted on, whose nodes these are; empty when the
+	// candidates serve several flavors (each node's `flavor` names its own).
+	Flavor string `json:"flavor"`
+	// The nodes the pod fits on, with the pods placed before it taken off.
+	Nodes  []Node  `json:"nodes"`
+	Now    float64 `json:"now"`
+	Params Value   `json:"params"`
+	Pod    Pod     `json:"pod"`
+	// The pod set the pod belongs to.
+	PodSet string `json:"podSet"`
+	// The shapes of the pods last submitted to the workload's ClusterQueue
+	// that make up most of them, most frequent first.
+	Typical  []TypicalPod `json:"typical"`
+	Workload Workload     `json:"workload"`
+}
+
+func defaultPlacementRequest() PlacementRequest {
+	return PlacementRequest{Pod: Pod{}, Workload: Workload{PriorityWeight: 1}}
+}
+
+func decodePlacementRequest(r *reader, v *PlacementRequest) error {
+	*v = defaultPlacementRequest()
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "flavor":
+			return ((*reader).str)(r, &v.Flavor)
+		case "nodes":
+			return (func(r *reader, v *[]Node) error { return decodeArray(r, v, decodeNode) })(r, &v.Nodes)
+		case "now":
+			return ((*reader).float)(r, &v.Now)
+		case "params":
+			return ((*reader).value)(r, &v.Params)
+		case "pod":
+			return (decodePod)(r, &v.Pod)
+		case "podSet":
+			return ((*reader).str)(r, &v.PodSet)
+		case "typical":
+			return (func(r *reader, v *[]TypicalPod) error { return decodeArray(r, v, decodeTypicalPod) })(r, &v.Typical)
+		case "workload":
+			return (decodeWorkload)(r, &v.Workload)
+		}
+		return r.skip()
+	})
+	return err
+}
+
+func appendPlacementRequest(b []byte, v PlacementRequest) []byte {
+	b = append(b, `{"flavor":`...)
+	b = (appendString)(b, v.Flavor)
+	b = append(b, `,"nodes":`...)
+	b = (func(b []byte, v []Node) []byte { return appendArray(b, v, appendNode) })(b, v.Nodes)
+	b = append(b, `,"now":`...)
+	b = (appendFloat)(b, v.Now)
+	b = append(b, `,"params":`...)
+	b = (appendValue)(b, v.Params)
+	b = append(b, `,"pod":`...)
+	b = (appendPod)(b, v.Pod)
+	b = append(b, `,"podSet":`...)
+	b = (appendString)(b, v.PodSet)
+	b = append(b, `,"typical":`...)
+	b = (func(b []byte, v []TypicalPod) []byte { return appendArray(b, v, appendTypicalPod) })(b, v.Typical)
+	b = append(b, `,"workload":`...)
+	b = (appendWorkload)(b, v.Workload)
+	return append(b, '}')
+}
+
+// UnmarshalJSON reads v from JSON as the host writes it: a missing field
+// takes its schema default, an unknown one is skipped.
+func (v *PlacementRequest) UnmarshalJSON(data []byte) error {
+	return decodeDocument(data, v, decodePlacementRequest)
+}
+
+// AppendJSON appends v as JSON to b.
+func (v PlacementRequest) AppendJSON(b []byte) []byte { return appendPlacementRequest(b, v) }
+
+// MarshalJSON writes v as JSON.
+func (v PlacementRequest) MarshalJSON() ([]byte, error) { return appendPlacementRequest(nil, v), nil }
+
+// PlacementResponse is generated from plugin-sdk/schema. The `placement` hook's response (PlacementOutput).
+type PlacementResponse struct {
+	// Per node, same order: the card (index in its device's `cards`) for a
+	// request that fits on one card, or null to let the host pick the
+	// fullest card that holds it.
+	Cards *[]*uint32 `json:"cards"`
+	// One finite number per node, same order; the pod goes to the highest.
+	Scores []float64 `json:"scores"`
+}
+
+func defaultPlacementResponse() PlacementResponse {
+	return PlacementResponse{}
+}
+
+func decodePlacementResponse(r *reader, v *PlacementResponse) error {
+	*v = defaultPlacementResponse()
+	var seen uint64
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "cards":
+			return (func(r *reader, v **[]*uint32) error {
+				return decodeNullable(r, v, func(r *reader, v *[]*uint32) error {
+					return decodeArray(r, v, func(r *reader, v **uint32) error { return decodeNullable(r, v, (*reader).uint32) })
+				})
+			})(r, &v.Cards)
+		case "scores":
+			seen |= 1 << 0
+			return (func(r *reader, v *[]float64) error { return decodeArray(r, v, (*reader).float) })(r, &v.Scores)
+		}
+		return r.skip()
+	})
+	if err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return r.missing("scores")
+	}
+	return nil
+}
+
+func appendPlacementResponse(b []byte, v PlacementResponse) []byte {
+	b = append(b, `{"cards":`...)
+	b = (func(b []byte, v *[]*uint32) []byte {
+		return appendNullable(b, v, func(b []byte, v []*uint32) []byte {
+			return appendArray(b, v, func(b []byte, v *uint32) []byte { return appendNullable(b, v, appendUint32) })
+		})
+	})(b, v.Cards)
+	b = append(b, `,"scores":`...)
+	b = (func(b []byte, v []float64) []byte { return appendArray(b, v, appendFloat) })(b, v.Scores)
+	return append(b, '}')
+}
+
+// UnmarshalJSON reads v from JSON as the host writes it: a missing field
+// takes its schema default, an unknown one is skipped.
+func (v *PlacementResponse) UnmarshalJSON(data []byte) error {
+	return decodeDocument(data, v, decodePlacementResponse)
+}
+
+// AppendJSON appends v as JSON to b.
+func (v PlacementResponse) AppendJSON(b []byte) []byte { return appendPlacementResponse(b, v) }
+
+// MarshalJSON writes v as JSON.
+func (v PlacementResponse) MarshalJSON() ([]byte, error) { return appendPlacementResponse(nil, v), nil }
+
+// Pod is generated from plugin-sdk/schema. The view PodView.
+//
+// The pod the placement hook places: what it asks for.
+type Pod struct {
+	// Per pod.
+	Requests map[string]float64 `json:"requests"`
+}
+
+func defaultPod() Pod {
+	return Pod{}
+}
+
+func decodePod(r *reader, v *Pod) error {
+	*v = defaultPod()
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "requests":
+			return (func(r *reader, v *map[string]float64) error { return decodeMap(r, v, (*reader).float) })(r, &v.Requests)
+		}
+		return r.skip()
+	})
+	return err
+}
+
+func appendPod(b []byte, v Pod) []byte {
+	b = append(b, `{"requests":`...)
+	b = (func(b []byte, v map[string]float64) []byte { return appendMap(b, v, appendFloat) })(b, v.Requests)
+	return append(b, '}')
+}
+
 // PodSet is generated from plugin-sdk/schema. The view PodSetView.
 type PodSet struct {
 	Count    uint32  `json:"count"`
@@ -806,6 +1083,50 @@ func appendTenant(b []byte, v Tenant) []byte {
 	b = (func(b []byte, v map[string]string) []byte { return appendMap(b, v, appendString) })(b, v.Labels)
 	b = append(b, `,"name":`...)
 	b = (appendString)(b, v.Name)
+	return append(b, '}')
+}
+
+// TypicalPod is generated from plugin-sdk/schema. The view TypicalPodView.
+//
+// A shape of the pods recently submitted to the workload's ClusterQueue,
+// and its share of them (FGD's "typical tasks").
+type TypicalPod struct {
+	// The flavors these pods may run on (their node selector, affinity and
+	// tolerations); empty: any the ClusterQueue lists.
+	Flavors []string `json:"flavors"`
+	// Per pod.
+	Requests map[string]float64 `json:"requests"`
+	// Fraction (0–1) of the typical pods with this shape; the shares sum to 1.
+	Share float64 `json:"share"`
+}
+
+func defaultTypicalPod() TypicalPod {
+	return TypicalPod{}
+}
+
+func decodeTypicalPod(r *reader, v *TypicalPod) error {
+	*v = defaultTypicalPod()
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "flavors":
+			return (func(r *reader, v *[]string) error { return decodeArray(r, v, (*reader).str) })(r, &v.Flavors)
+		case "requests":
+			return (func(r *reader, v *map[string]float64) error { return decodeMap(r, v, (*reader).float) })(r, &v.Requests)
+		case "share":
+			return ((*reader).float)(r, &v.Share)
+		}
+		return r.skip()
+	})
+	return err
+}
+
+func appendTypicalPod(b []byte, v TypicalPod) []byte {
+	b = append(b, `{"flavors":`...)
+	b = (func(b []byte, v []string) []byte { return appendArray(b, v, appendString) })(b, v.Flavors)
+	b = append(b, `,"requests":`...)
+	b = (func(b []byte, v map[string]float64) []byte { return appendMap(b, v, appendFloat) })(b, v.Requests)
+	b = append(b, `,"share":`...)
+	b = (appendFloat)(b, v.Share)
 	return append(b, '}')
 }
 

@@ -82,7 +82,7 @@ type hookTypes struct {
 }
 
 // hookOrder is Hook::ALL's order.
-var hookOrder = []string{"admission", "weight", "fairShare", "autoscale", "flavor"}
+var hookOrder = []string{"admission", "weight", "fairShare", "autoscale", "flavor", "placement"}
 
 func load(dir string) (*model, error) {
 	m := &model{structs: map[string]*structType{}}
