@@ -337,10 +337,6 @@ impl Ungater {
         }
     }
 
-    pub async fn wait_until_ready(&self) {
-        let _ = self.pods.store.wait_until_ready().await;
-    }
-
     /// One pass, when pods changed, a patch finished, or `force`: gated
     /// pods get places (`places`: by namespace, job uid and pod set; `None`
     /// unless a job of that uid in that namespace is admitted with places,

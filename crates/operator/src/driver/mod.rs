@@ -254,8 +254,10 @@ impl Driver {
         }
         let _ = namespaces.store.wait_until_ready().await;
         let _ = nodes.store.wait_until_ready().await;
+        // Not waited for: gated pods wait for its first list, and nothing
+        // else does (a role without pods, from an older install, must not
+        // keep the operator from starting; its watch errors say why).
         let ungater = Ungater::start(client.clone(), wake.clone());
-        ungater.wait_until_ready().await;
         tracing::info!(
             config_kinds = config.len(),
             job_kinds = jobs.len(),
