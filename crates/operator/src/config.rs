@@ -256,10 +256,14 @@ fn node_devices(
     Ok(devices)
 }
 
+/// A Node whose device annotation cannot be read: the Node (name, uid) and
+/// the message, which names it.
+pub type NodeProblem = (String, String, String);
+
 /// Node pools per flavor from the Nodes (see the module docs), in the
 /// Nodes' order, each pool naming its Nodes; and the problems with Nodes'
-/// device annotations, each naming the Node.
-pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<String>) {
+/// device annotations.
+pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProblem>) {
     type Shape = (Vec<(ResourceId, Amount)>, Vec<DeviceSpec>);
     let mut grouped: BTreeMap<FlavorId, Vec<(Shape, Vec<String>)>> = BTreeMap::new();
     let mut problems = Vec::new();
@@ -289,7 +293,11 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<String>) 
             .and_then(|a| a.get(DEVICES_ANNOTATION));
         let devices = match annotation {
             Some(text) => node_devices(cluster, &name, text, &allocatable).unwrap_or_else(|e| {
-                problems.push(e);
+                problems.push((
+                    name.clone(),
+                    node.metadata.uid.clone().unwrap_or_default(),
+                    e,
+                ));
                 Vec::new()
             }),
             None => Vec::new(),
@@ -398,9 +406,10 @@ mod tests {
             ("cpu=7,memory=2", "cpu 32 does not split evenly"),
         ] {
             let (pools, problems) = pools(&c, &[node("bad", Some(annotation))]);
-            let [problem] = &problems[..] else {
+            let [(node, _, problem)] = &problems[..] else {
                 panic!("{annotation}: {problems:?}")
             };
+            assert_eq!(node, "bad");
             assert!(
                 problem.starts_with("Node bad: annotation arbiter.dev/devices")
                     && problem.contains(says),

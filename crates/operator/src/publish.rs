@@ -214,7 +214,9 @@ impl Publisher {
                 api_version: Some(owner.api_version.clone()),
                 kind: Some(owner.kind.clone()),
                 name: Some(owner.name.clone()),
-                namespace: Some(owner.namespace.clone()),
+                // A cluster-scoped object (a Node) has none: its Events go
+                // to `default`, where kubectl looks for them.
+                namespace: (!owner.namespace.is_empty()).then(|| owner.namespace.clone()),
                 uid: Some(owner.uid.clone()),
                 ..ObjectReference::default()
             },

@@ -47,11 +47,16 @@ spec: {clusterQueue: shared}
 
 /// A Node of 4 T4 cards (4000 gpu-milli) whose hostname label is `host`.
 async fn add_t4(client: &Client, name: &str, host: &str) {
+    add_t4_declaring(client, name, host, "example.com/gpu-milli=4").await
+}
+
+/// A T4 Node of 4000 gpu-milli whose device annotation is `devices`.
+async fn add_t4_declaring(client: &Client, name: &str, host: &str, devices: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({
         "metadata": {"name": name,
             "labels": {"gpu": "t4", "kubernetes.io/hostname": host},
-            "annotations": {"arbiter.dev/devices": "example.com/gpu-milli=4"}},
+            "annotations": {"arbiter.dev/devices": devices}},
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
@@ -228,5 +233,21 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     assert!(gated(&intruders.get("intruder").await.unwrap()));
     let listed = pods.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.iter().filter(|p| gated(p)).count(), 1);
+    operator.abort();
+}
+
+#[tokio::test]
+async fn a_node_whose_devices_cannot_be_read_gets_a_warning_event() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    apply_yaml(&admin, SETUP).await;
+    add_t4_declaring(&admin, "t4-odd", "host-odd", "example.com/gpu-milli=3").await;
+    let operator = start_operator(admin.clone());
+    let note = wait_event_in(&admin, "default", "t4-odd", "InvalidDevices", |_| true).await;
+    assert!(
+        note.contains("Node t4-odd: annotation arbiter.dev/devices")
+            && note.contains("does not split evenly into 3 cards")
+            && note.contains("one number each"),
+        "{note}"
+    );
     operator.abort();
 }

@@ -445,8 +445,17 @@ impl Driver {
         }
         let cluster = Arc::new(built.cluster);
         let (pools, problems) = config::pools(&cluster, &nodes);
-        for problem in &problems {
+        for (node, uid, problem) in problems {
             tracing::error!(%problem, "node devices; the Node's resources count as one number each until it is fixed");
+            let owner = Owner {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                namespace: String::new(),
+                name: node,
+                uid,
+            };
+            let note = format!("{problem}. Until it is fixed, Arbiter counts the Node's resources as one number each, not per card");
+            self.publisher.event(&owner, true, "InvalidDevices", note);
         }
         match &mut self.scheduler {
             Some(scheduler) => {
