@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arbiter_core::scheduler::{Scheduler, WorkloadId};
 use k8s_openapi::api::core::v1::Pod;
@@ -303,6 +304,18 @@ pub fn places_of(scheduler: &Scheduler, id: WorkloadId, pod_set: u32) -> Option<
     })
 }
 
+/// The first wait after a failed patch, doubled per failure in a row up
+/// to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// How long a pod waits after `failures` failed patches in a row.
+fn retry_delay(failures: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1 << (failures.clamp(1, 7) - 1))
+        .min(RETRY_MAX)
+}
+
 /// The places of one pod set, as the driver knows them.
 pub struct PodSetPlaces {
     pub slots: Vec<Slot>,
@@ -316,10 +329,21 @@ pub struct Ungater {
     pods: Watched<Pod>,
     /// Places sent, by pod uid, until the pod is seen ungated or gone.
     sent: HashMap<String, Slot>,
-    done_tx: mpsc::UnboundedSender<(String, Result<(), String>)>,
-    done_rx: mpsc::UnboundedReceiver<(String, Result<(), String>)>,
+    /// Pods whose patch failed, by uid: failures in a row and when to try
+    /// again (1 s, doubling to a minute), so a patch the API keeps refusing
+    /// (a template already selecting another hostname) is not a hot loop.
+    failed: HashMap<String, (u32, Instant)>,
+    done_tx: mpsc::UnboundedSender<(PodRef, Result<(), String>)>,
+    done_rx: mpsc::UnboundedReceiver<(PodRef, Result<(), String>)>,
     wake: Arc<Notify>,
 }
+
+/// A pod as a patch's answer names it: namespace, name, uid.
+pub type PodRef = (String, String, String);
+
+/// A pod the API refused its place, the first time in a row: the pod and
+/// the API's message (the driver tells it in a Warning Event on the pod).
+pub type Refused = (PodRef, String);
 
 impl Ungater {
     /// Starts watching the pods labelled with a pod set.
@@ -331,6 +355,7 @@ impl Ungater {
             client,
             pods,
             sent: HashMap::new(),
+            failed: HashMap::new(),
             done_tx,
             done_rx,
             wake,
@@ -342,28 +367,45 @@ impl Ungater {
     /// unless a job of that uid in that namespace is admitted with places,
     /// so a pod labelled with another namespace's job gets nothing) and
     /// patches are sent. `hostname`: a Node's hostname label by its name.
+    /// Returns the pods whose patch the API refused for the first time in
+    /// a row since the last pass.
     pub fn pass(
         &mut self,
         force: bool,
         places: impl Fn(&str, &str, u32) -> Option<PodSetPlaces>,
         hostname: impl Fn(&str) -> String,
-    ) {
+    ) -> Vec<Refused> {
         let mut finished = false;
-        while let Ok((uid, result)) = self.done_rx.try_recv() {
+        let mut refused = Vec::new();
+        while let Ok((pod, result)) = self.done_rx.try_recv() {
             finished = true;
-            if let Err(e) = result {
-                // Sent again on a later pass, read afresh.
-                self.sent.remove(&uid);
-                tracing::warn!(pod_uid = %uid, error = %e, "giving a pod its place failed; trying again");
-                let wake = self.wake.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                    wake.notify_one();
-                });
+            let uid = pod.2.clone();
+            match result {
+                Ok(()) => {
+                    self.failed.remove(&uid);
+                }
+                Err(e) => {
+                    // Sent again on a later pass, read afresh.
+                    self.sent.remove(&uid);
+                    let failures = self.failed.get(&uid).map_or(1, |f| f.0 + 1);
+                    let delay = retry_delay(failures);
+                    self.failed
+                        .insert(uid.clone(), (failures, Instant::now() + delay));
+                    if failures == 1 {
+                        refused.push((pod, e.clone()));
+                    }
+                    tracing::warn!(pod_uid = %uid, error = %e, failures, retry_in_s = delay.as_secs(), "giving a pod its place failed; trying again");
+                    let wake = self.wake.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        wake.notify_one();
+                    });
+                }
             }
         }
-        if self.pods.changes.take().is_empty() && !finished && !force {
-            return;
+        let due = self.failed.values().any(|&(_, at)| at <= Instant::now());
+        if self.pods.changes.take().is_empty() && !finished && !force && !due {
+            return refused;
         }
         let views: Vec<PodView> = self
             .pods
@@ -376,8 +418,14 @@ impl Ungater {
         let by_uid: HashMap<&str, &PodView> = views.iter().map(|v| (v.uid.as_str(), v)).collect();
         self.sent
             .retain(|uid, _| by_uid.get(uid.as_str()).is_some_and(|v| v.gated && !v.done));
+        self.failed
+            .retain(|uid, _| by_uid.get(uid.as_str()).is_some_and(|v| v.gated && !v.done));
+        // A pod whose patch failed waits out its backoff (its place stays
+        // free for another pod meanwhile).
+        let now = Instant::now();
+        let waiting = |v: &PodView| self.failed.get(&v.uid).is_some_and(|&(_, at)| at > now);
         let mut groups: BTreeMap<(&str, &str, u32), Vec<&PodView>> = BTreeMap::new();
-        for v in &views {
+        for v in views.iter().filter(|v| !waiting(v)) {
             groups
                 .entry((v.namespace.as_str(), v.job_uid.as_str(), v.pod_set))
                 .or_default()
@@ -397,7 +445,8 @@ impl Ungater {
                 let body = patch(pod, &slot, &hostname(&slot.node));
                 self.sent.insert(pod.uid.clone(), slot.clone());
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-                let (name, uid, done) = (pod.name.clone(), pod.uid.clone(), self.done_tx.clone());
+                let (name, done) = (pod.name.clone(), self.done_tx.clone());
+                let reference = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
                 tracing::info!(pod = %format!("{}/{name}", pod.namespace), node = %slot.node, cards = %slot.cards_text(), "pod given its place");
                 tokio::spawn(async move {
                     let result = api
@@ -405,10 +454,11 @@ impl Ungater {
                         .await
                         .map(|_| ())
                         .map_err(|e| e.to_string());
-                    let _ = done.send((uid, result));
+                    let _ = done.send((reference, result));
                 });
             }
         }
+        refused
     }
 }
 
@@ -517,6 +567,13 @@ mod tests {
             .collect();
         // Only a/0 is left (the finished pod's); p3 is first by name at the same time; p4, p5 wait.
         assert_eq!(given, [("p3", slot("a", &[0]))]);
+    }
+
+    #[test]
+    fn a_refused_patch_is_tried_again_later_and_later() {
+        let secs: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(retry_delay(0), RETRY_FIRST);
     }
 
     #[test]

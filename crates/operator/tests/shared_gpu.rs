@@ -236,6 +236,54 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     operator.abort();
 }
 
+/// A pod that already selects another hostname cannot be given its place
+/// (a gated pod's node selector may gain keys, not change them): the API
+/// refuses the patch, the operator says so in a Warning Event on the pod and
+/// tries again later and later, and the pod stays gated with the user's
+/// selector.
+#[tokio::test]
+async fn a_pod_selecting_another_host_stays_gated_with_its_selector() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    apply_yaml(&admin, SETUP).await;
+    add_t4(&admin, "t4-a", "host-a").await;
+    let operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
+    let mut pinned = shared_job("pinned", 1, 500);
+    let spec = pinned
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap();
+    spec.node_selector = Some(
+        [(
+            "kubernetes.io/hostname".to_string(),
+            "elsewhere".to_string(),
+        )]
+        .into(),
+    );
+    jobs.create(&PostParams::default(), &pinned).await.unwrap();
+    let pinned = wait_for(&jobs, "pinned", "admission", released).await;
+    create_pod(&pods, &pinned, "pinned-0").await;
+    let note = wait_event(&admin, "pinned-0", "PlacementRefused").await;
+    assert!(
+        note.contains("only additions to spec.nodeSelector"),
+        "{note}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pod = pods.get("pinned-0").await.unwrap();
+    assert!(gated(&pod));
+    let selector = pod.spec.unwrap().node_selector.unwrap_or_default();
+    assert_eq!(
+        selector.get("kubernetes.io/hostname").map(String::as_str),
+        Some("elsewhere")
+    );
+    operator.abort();
+}
+
 #[tokio::test]
 async fn a_node_whose_devices_cannot_be_read_gets_a_warning_event() {
     let (_cluster, admin) = cluster_with_setup().await;

@@ -737,7 +737,7 @@ impl Driver {
             .map(|t| (t.owner.uid.as_str(), (t.owner.namespace.as_str(), t.id)))
             .collect();
         let nodes = &self.nodes.store;
-        self.ungater.pass(
+        let refused = self.ungater.pass(
             force,
             |namespace, job_uid, pod_set| {
                 let &(job_namespace, id) = by_uid.get(job_uid)?;
@@ -756,6 +756,17 @@ impl Driver {
                     .unwrap_or_else(|| node.to_string())
             },
         );
+        for ((namespace, name, uid), message) in refused {
+            let owner = Owner {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace,
+                name,
+                uid,
+            };
+            let note = format!("Arbiter could not give this pod its node and cards, so it stays gated (arbiter.dev/placement); tried again later and later: {message}");
+            self.publisher.event(&owner, true, "PlacementRefused", note);
+        }
     }
 
     /// The job as a Workload's owner.
