@@ -27,6 +27,7 @@ use arbiter_core::model::cluster::ResourceId;
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::capacity::{Candidate, NodeScore, Scorer};
 use arbiter_core::scheduler::history::PodShapes;
+use arbiter_core::scheduler::workload::amount_of;
 use arbiter_policy::bundle::{self, LoadOptions};
 use arbiter_policy::compiled::{Bundle, Policy};
 use arbiter_policy::eval::{self, Logs};
@@ -118,12 +119,7 @@ impl Scorer for PaperBestFit {
         per_pod: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
-        let ask = |r: ResourceId| {
-            per_pod
-                .iter()
-                .find(|(pr, _)| *pr == r)
-                .map_or(0, |(_, a)| a.milli())
-        };
+        let ask = |r: ResourceId| amount_of(per_pod, r).milli();
         let (cpu, gpu) = (ask(CPU), ask(GPU_MILLI) / 1000);
         Some(
             candidates
@@ -237,12 +233,7 @@ impl Scorer for PaperFgd {
         per_pod: &[(ResourceId, Amount)],
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
-        let ask = |r: ResourceId| {
-            per_pod
-                .iter()
-                .find(|(pr, _)| *pr == r)
-                .map_or(0, |(_, a)| a.milli())
-        };
+        let ask = |r: ResourceId| amount_of(per_pod, r).milli();
         let cpu = ask(CPU);
         let gpu = ask(GPU_MILLI) / 1000;
         // Identical nodes score the same: remember per (model, CPU, cards).

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::Amount;
 
-use super::workload::Placement;
+use super::workload::{amount_of, Placement};
 
 mod place;
 
@@ -468,10 +468,7 @@ impl Capacity {
             out.capacity += device.per_card.saturating_mul(device.cards as i64);
             out.free += free;
             for &(per_pod, flavors, share) in typical {
-                let asked = per_pod
-                    .iter()
-                    .find(|(r, _)| *r == resource)
-                    .map_or(Amount::ZERO, |(_, a)| *a);
+                let asked = amount_of(per_pod, resource);
                 let allowed = flavors.is_empty() || flavors.contains(&flavor);
                 let unusable = if allowed && asked.milli() > 0 && fits(pool, &node.free, per_pod) {
                     let need = asked.min(device.per_card);

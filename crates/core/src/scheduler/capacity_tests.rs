@@ -52,6 +52,23 @@ fn place_one(capacity: &Capacity, per_pod: &[(ResourceId, Amount)]) -> Option<Ve
     )
 }
 
+/// One pod placed by `scorer`'s scores, ties ordered by `salt`.
+fn place_scored(
+    capacity: &Capacity,
+    scorer: &mut dyn Scorer,
+    salt: u64,
+    per_pod: &[(ResourceId, Amount)],
+) -> Option<Vec<Placement>> {
+    capacity.place(
+        &mut Scratch::default(),
+        0,
+        &[FlavorId(0)],
+        1,
+        per_pod,
+        &mut By::Score { scorer, salt },
+    )
+}
+
 #[test]
 fn every_pod_needs_one_node() {
     let capacity = Capacity::new(1, 2, &[pool(2)]);
@@ -193,36 +210,12 @@ impl Scorer for Prefer {
 fn a_scorer_picks_node_and_card() {
     let capacity = Capacity::new(1, 3, &[shared_pool(3, 4)]);
     let mut scorer = Prefer(2, Some(3));
-    let placed = capacity
-        .place(
-            &mut Scratch::default(),
-            0,
-            &[FlavorId(0)],
-            1,
-            &milli(250),
-            &mut By::Score {
-                scorer: &mut scorer,
-                salt: 7,
-            },
-        )
-        .unwrap();
+    let placed = place_scored(&capacity, &mut scorer, 7, &milli(250)).unwrap();
     assert_eq!(placed[0].node, 2);
     assert_eq!(placed[0].cards[0].card, 3);
     // A card that cannot hold the pod is replaced by the fullest that can.
     let mut scorer = Prefer(1, Some(9));
-    let placed = capacity
-        .place(
-            &mut Scratch::default(),
-            0,
-            &[FlavorId(0)],
-            1,
-            &milli(250),
-            &mut By::Score {
-                scorer: &mut scorer,
-                salt: 7,
-            },
-        )
-        .unwrap();
+    let placed = place_scored(&capacity, &mut scorer, 7, &milli(250)).unwrap();
     assert_eq!((placed[0].node, placed[0].cards[0].card), (1, 0));
 }
 
@@ -247,21 +240,8 @@ impl Scorer for Flat {
 #[test]
 fn equal_scores_follow_a_fixed_order_drawn_from_the_salt() {
     let mut capacity = Capacity::new(1, 3, &[shared_pool(16, 4)]);
-    let place = |capacity: &Capacity, salt| {
-        capacity
-            .place(
-                &mut Scratch::default(),
-                0,
-                &[FlavorId(0)],
-                1,
-                &milli(100),
-                &mut By::Score {
-                    scorer: &mut Flat,
-                    salt,
-                },
-            )
-            .unwrap()
-    };
+    let place =
+        |capacity: &Capacity, salt| place_scored(capacity, &mut Flat, salt, &milli(100)).unwrap();
     let firsts: std::collections::BTreeSet<u32> =
         (0..64).map(|salt| place(&capacity, salt)[0].node).collect();
     assert!(

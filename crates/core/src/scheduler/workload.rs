@@ -41,13 +41,19 @@ pub struct PodSetRequest {
     pub tolerations: Vec<Toleration>,
 }
 
+/// The amount of `resource` in a list of per-resource amounts (a pod's
+/// requests, a node's allocatable); zero if it is not listed.
+pub fn amount_of(amounts: &[(ResourceId, Amount)], resource: ResourceId) -> Amount {
+    amounts
+        .iter()
+        .find(|(r, _)| *r == resource)
+        .map_or(Amount::ZERO, |(_, a)| *a)
+}
+
 impl PodSetRequest {
     /// What one pod requests of `resource`.
     pub fn per_pod_of(&self, resource: ResourceId) -> Amount {
-        self.per_pod
-            .iter()
-            .find(|(r, _)| *r == resource)
-            .map_or(Amount::ZERO, |(_, a)| *a)
+        amount_of(&self.per_pod, resource)
     }
     /// What all `count` pods request of `resource`.
     pub fn total(&self, resource: ResourceId) -> Amount {

@@ -71,45 +71,31 @@ fn quantities_by_flavor<'b, 'v>(map: &'v BTreeMap<String, Quantities>) -> CowVal
     CowVal::owned(CelMap::from(entries))
 }
 
-fn pod_sets<'b, 'v>(pod_sets: &'v [PodSetView]) -> CowVal<'b, 'v> {
-    let items: Vec<Box<dyn Val + 'v>> = pod_sets
-        .iter()
-        .map(|ps| Box::new(PodSetVal(ps)) as Box<dyn Val + 'v>)
-        .collect();
+/// A CEL list of `items`, each made a value by `val`.
+fn list<'b, 'v, T>(items: &'v [T], val: impl Fn(&'v T) -> Box<dyn Val + 'v>) -> CowVal<'b, 'v> {
+    let items: Vec<Box<dyn Val + 'v>> = items.iter().map(val).collect();
     CowVal::owned(CelList::from(items))
+}
+
+fn pod_sets<'b, 'v>(pod_sets: &'v [PodSetView]) -> CowVal<'b, 'v> {
+    list(pod_sets, |ps| Box::new(PodSetVal(ps)))
 }
 
 fn doubles<'b, 'v>(items: &'v [f64]) -> CowVal<'b, 'v> {
-    let items: Vec<Box<dyn Val + 'v>> = items
-        .iter()
-        .map(|&d| Box::new(CelDouble::from(d)) as Box<dyn Val + 'v>)
-        .collect();
-    CowVal::owned(CelList::from(items))
+    list(items, |&d| Box::new(CelDouble::from(d)))
 }
 
 fn devices<'b, 'v>(devices: &'v [DeviceView]) -> CowVal<'b, 'v> {
-    let items: Vec<Box<dyn Val + 'v>> = devices
-        .iter()
-        .map(|d| Box::new(DeviceVal(d)) as Box<dyn Val + 'v>)
-        .collect();
-    CowVal::owned(CelList::from(items))
+    list(devices, |d| Box::new(DeviceVal(d)))
 }
 
 /// The placement hook's `typical` variable: a list of typical pods.
 pub(super) fn typical_list<'b, 'v>(typical: &'v [TypicalPodView]) -> CowVal<'b, 'v> {
-    let items: Vec<Box<dyn Val + 'v>> = typical
-        .iter()
-        .map(|t| Box::new(TypicalVal(t)) as Box<dyn Val + 'v>)
-        .collect();
-    CowVal::owned(CelList::from(items))
+    list(typical, |t| Box::new(TypicalVal(t)))
 }
 
 fn string_list<'b, 'v>(items: &'v [String]) -> CowVal<'b, 'v> {
-    let items: Vec<Box<dyn Val + 'v>> = items
-        .iter()
-        .map(|s| Box::new(CelString::from(s.as_str())) as Box<dyn Val + 'v>)
-        .collect();
-    CowVal::owned(CelList::from(items))
+    list(items, |s| Box::new(CelString::from(s.as_str())))
 }
 
 /// The field name of `x.f` or `x['f']`.

@@ -61,9 +61,10 @@ fn cluster_yaml(weight: &str) -> String {
     .concat()
 }
 
-fn scheduler_with(weight: &str) -> Scheduler {
-    let loaded = load::load_str(&cluster_yaml(weight), Path::new("cluster.yaml"))
-        .unwrap_or_else(|e| panic!("{e}"));
+/// The flavors, ClusterQueues and LocalQueues of `yaml`, with namespace
+/// `research`.
+fn cluster_from(yaml: &str) -> arbiter_core::model::cluster::Cluster {
+    let loaded = load::load_str(yaml, Path::new("cluster.yaml")).unwrap_or_else(|e| panic!("{e}"));
     let mut builder = ClusterBuilder::new();
     for doc in loaded.documents {
         let source = doc.source.to_string();
@@ -76,7 +77,11 @@ fn scheduler_with(weight: &str) -> Scheduler {
     }
     builder.namespace("cluster.yaml", "research".into(), Namespace::default());
     let cluster = builder.build().unwrap_or_else(|e| panic!("{e}"));
-    Scheduler::new(Arc::new(cluster), &[])
+    cluster
+}
+
+fn scheduler_with(weight: &str) -> Scheduler {
+    Scheduler::new(Arc::new(cluster_from(&cluster_yaml(weight))), &[])
 }
 
 fn scheduler() -> Scheduler {

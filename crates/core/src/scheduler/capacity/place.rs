@@ -10,7 +10,7 @@ use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::Amount;
 
 use super::{card_slot, Capacity, DeviceSpec, Free, PoolSpec, Scratch};
-use crate::scheduler::workload::{CardUse, Placement};
+use crate::scheduler::workload::{amount_of, CardUse, Placement};
 
 /// A node a pod fits on, as a [`Scorer`] sees it.
 pub struct Candidate<'a> {
@@ -485,10 +485,7 @@ fn leftover(
         .iter()
         .filter(|(_, cap)| !cap.is_zero())
         .map(|&(r, cap)| {
-            let need = per_pod
-                .iter()
-                .find(|(pr, _)| *pr == r)
-                .map_or(Amount::ZERO, |(_, a)| *a);
+            let need = amount_of(per_pod, r);
             (free[r.index()] - need).as_f64() / cap.as_f64()
         })
         .sum()

@@ -21,20 +21,7 @@ const CLUSTER: &str = "apiVersion: arbiter.dev/v1alpha1\nkind: ResourceFlavor\nm
 
 /// Two nodes of flavor `gpu`, each 64 CPUs and two cards of 1000 gpu-milli.
 fn gpu_scheduler() -> Scheduler {
-    let loaded =
-        load::load_str(CLUSTER, Path::new("cluster.yaml")).unwrap_or_else(|e| panic!("{e}"));
-    let mut builder = ClusterBuilder::new();
-    for doc in loaded.documents {
-        let source = doc.source.to_string();
-        match doc.manifest {
-            Manifest::ResourceFlavor(x) => builder.flavor(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
-            Manifest::LocalQueue(x) => builder.local_queue(source, x),
-            other => panic!("unexpected manifest {:?}", other.name()),
-        }
-    }
-    builder.namespace("cluster.yaml", "research".into(), Namespace::default());
-    let cluster = builder.build().unwrap_or_else(|e| panic!("{e}"));
+    let cluster = cluster_from(CLUSTER);
     let cpu = cluster.resource_id("cpu").expect("cpu is covered");
     let milli = cluster
         .resource_id(GPU_MILLI)
@@ -330,19 +317,7 @@ fn two_flavor_scheduler() -> Scheduler {
 - name: t4\n      resources: [{name: cpu, nominalQuota: \"1000\"}, {name: example.com/gpu-milli, nominalQuota: \"100000\"}]\n    \
 - name: a10\n      resources: [{name: cpu, nominalQuota: \"1000\"}, {name: example.com/gpu-milli, nominalQuota: \"100000\"}]\n\
 ---\napiVersion: arbiter.dev/v1alpha1\nkind: LocalQueue\nmetadata: {name: q, namespace: research}\nspec: {clusterQueue: cq}\n";
-    let loaded = load::load_str(yaml, Path::new("cluster.yaml")).unwrap_or_else(|e| panic!("{e}"));
-    let mut builder = ClusterBuilder::new();
-    for doc in loaded.documents {
-        let source = doc.source.to_string();
-        match doc.manifest {
-            Manifest::ResourceFlavor(x) => builder.flavor(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
-            Manifest::LocalQueue(x) => builder.local_queue(source, x),
-            other => panic!("unexpected manifest {:?}", other.name()),
-        }
-    }
-    builder.namespace("cluster.yaml", "research".into(), Namespace::default());
-    let cluster = builder.build().unwrap_or_else(|e| panic!("{e}"));
+    let cluster = cluster_from(yaml);
     let cpu = cluster.resource_id("cpu").expect("cpu");
     let milli = cluster.resource_id(GPU_MILLI).expect("gpu-milli");
     let pool = |flavor: &str, cpus: i64, cards: u16| PoolSpec {
