@@ -299,10 +299,7 @@ fn cards_for(
     for (d, device) in pool.devices.iter().enumerate() {
         let own = &cards[offset..offset + device.cards as usize];
         offset += device.cards as usize;
-        let amount = per_pod
-            .iter()
-            .find(|(r, _)| *r == device.resource)
-            .map_or(Amount::ZERO, |(_, a)| *a);
+        let amount = amount_of(per_pod, device.resource);
         if amount.milli() <= 0 {
             continue;
         }
@@ -352,10 +349,7 @@ pub(super) fn fits(pool: &PoolSpec, free: &Free, per_pod: &[(ResourceId, Amount)
     for device in &pool.devices {
         let own = &free.cards[offset..offset + device.cards as usize];
         offset += device.cards as usize;
-        let amount = per_pod
-            .iter()
-            .find(|(r, _)| *r == device.resource)
-            .map_or(Amount::ZERO, |(_, a)| *a);
+        let amount = amount_of(per_pod, device.resource);
         if amount.milli() <= 0 {
             continue;
         }
