@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Builds the real API server the operator's end-to-end tests run against:
-# kube-apiserver and etcd, from their published Go modules (no release
-# download, no container), cached outside the repository keyed by version.
+# Builds the real cluster the operator's end-to-end tests run against, from
+# published Go modules (no release download, no container), cached outside
+# the repository keyed by version:
+#   - etcd and kube-apiserver (every operator test),
+#   - kube-controller-manager and kube-scheduler (one `go build` with the
+#     API server, sharing its compile cache), kwok (fake Nodes and the pods'
+#     life cycle) and the Kubeflow training-operator: the "full cluster"
+#     that runs pods.
 #
 #   scripts/test-cluster.sh            build what is missing, print the bin dir
 #   scripts/test-cluster.sh --print    print the bin dir only (exit 1 if unbuilt)
@@ -10,8 +15,12 @@
 #   ARBITER_TEST_CLUSTER_CACHE  cache root (default ~/.cache/arbiter/test-cluster)
 #   KUBE_VERSION                k8s.io/kubernetes release (default below)
 #   ETCD_VERSION                go.etcd.io/etcd release (default below)
+#   KWOK_VERSION                sigs.k8s.io/kwok release (default below)
+#   TRAINING_OPERATOR_VERSION   github.com/kubeflow/training-operator release
 #
-# The binaries land in $CACHE/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin;
+# The binaries land in $CACHE/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin
+# (kwok and the training-operator are built into their own versioned
+# directories and linked there);
 # tests find them through ARBITER_TEST_CLUSTER_BIN, which scripts/test.sh
 # exports. tests/README.md records versions, build times and disk use.
 #
@@ -25,6 +34,8 @@ set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.8.1}
 cache=${ARBITER_TEST_CLUSTER_CACHE:-$HOME/.cache/arbiter/test-cluster}
 dir="$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 bin="$dir/bin"
@@ -32,7 +43,9 @@ bin="$dir/bin"
 log() { printf '==> %s\n' "$*" >&2; }
 
 if [ "${1:-}" = "--print" ]; then
-  [ -x "$bin/kube-apiserver" ] && [ -x "$bin/etcd" ] || exit 1
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok training-operator; do
+    [ -x "$bin/$b" ] || exit 1
+  done
   echo "$bin"
   exit 0
 elif [ $# -gt 0 ]; then
@@ -41,7 +54,7 @@ elif [ $# -gt 0 ]; then
 fi
 
 if ! command -v go >/dev/null; then
-  echo "scripts/test-cluster.sh needs Go (1.24 or newer) on PATH to build kube-apiserver and etcd" >&2
+  echo "scripts/test-cluster.sh needs Go (1.26 or newer) on PATH to build the test cluster (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, training-operator)" >&2
   exit 2
 fi
 
@@ -88,10 +101,10 @@ if [ ! -x "$bin/etcd" ]; then
   log "etcd built in $((SECONDS - start)) s"
 fi
 
-if [ ! -x "$bin/kube-apiserver" ]; then
+if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kube-controller-manager" ] || [ ! -x "$bin/kube-scheduler" ]; then
   start=$SECONDS
   staging=$(staging_version "$KUBE_VERSION")
-  log "building kube-apiserver $KUBE_VERSION (staging modules $staging) into $bin; a first build takes 10-20 min on 2 cores"
+  log "building kube-apiserver, kube-controller-manager and kube-scheduler $KUBE_VERSION (staging modules $staging) into $bin; a first build takes 10-20 min on 2 cores"
   module_source k8s.io/kubernetes "$KUBE_VERSION" "$work/kubernetes"
   (
     cd "$work/kubernetes"
@@ -115,11 +128,38 @@ if [ ! -x "$bin/kube-apiserver" ]; then
       stamp+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
       stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     done
-    go build -trimpath -ldflags="-s -w$stamp" -o "$work/kube-apiserver.bin" ./cmd/kube-apiserver
+    mkdir -p "$work/kube-bin"
+    # One build of the three commands: they share most packages, so the
+    # second and third cost about a fifth of the first.
+    go build -trimpath -ldflags="-s -w$stamp" -o "$work/kube-bin/" \
+      ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler
   )
-  mv "$work/kube-apiserver.bin" "$bin/kube-apiserver"
-  log "kube-apiserver built in $((SECONDS - start)) s"
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    mv "$work/kube-bin/$b" "$bin/$b"
+  done
+  log "kube-apiserver, kube-controller-manager and kube-scheduler built in $((SECONDS - start)) s"
 fi
+
+# A module's main package built as it is (its go.mod unchanged) into its own
+# versioned directory under the cache, linked into $bin.
+build_module() { # name module version package
+  local name=$1 module=$2 version=$3 package=$4 start
+  local out="$cache/$name-$version"
+  if [ ! -x "$out/$name" ]; then
+    start=$SECONDS
+    log "building $name $version ($module) into $out"
+    module_source "$module" "$version" "$work/$name"
+    mkdir -p "$out"
+    (cd "$work/$name" && go build -trimpath -ldflags='-s -w' -o "$work/$name.bin" "$package")
+    mv "$work/$name.bin" "$out/$name"
+    rm -rf "$work/$name"
+    log "$name built in $((SECONDS - start)) s"
+  fi
+  ln -sfn "$out/$name" "$bin/$name"
+}
+
+build_module kwok sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
+build_module training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1
 
 "$bin/etcd" --version >&2 | head -n 1 || true
 "$bin/kube-apiserver" --version >&2 || true

@@ -11,10 +11,13 @@
 //! # drop((admin, user)); Ok(()) }
 //! ```
 //!
-//! There is no kubelet, scheduler or controller-manager: nothing runs pods,
-//! no garbage collector deletes dependents and no token controller fills
+//! [`TestCluster::start`] runs the API server alone: nothing runs pods, no
+//! garbage collector deletes dependents and no token controller fills
 //! ServiceAccount secrets (tokens come from the TokenRequest API, which the
-//! API server serves itself). Everything is removed when the value drops.
+//! API server serves itself). [`TestCluster::start_full`] adds what makes
+//! pods run — kube-controller-manager, kube-scheduler, kwok (fake Nodes and
+//! the pods' life cycle) and the Kubeflow training-operator — see `full`.
+//! Everything is removed when the value drops.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,7 +40,12 @@ use kube::Client;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 mod crds;
+mod full;
 pub use crds::{crd_documents, wait_established};
+pub use full::{
+    NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL, READY_AFTER_ANNOTATION,
+    RUN_FOR_ANNOTATION,
+};
 
 /// Where the binaries are looked for when `ARBITER_TEST_CLUSTER_BIN` is unset.
 const BUILD_SCRIPT: &str = "scripts/test-cluster.sh";
@@ -98,6 +106,10 @@ pub struct TestCluster {
     ca_pem: String,
     ca: CertifiedIssuer<'static, KeyPair>,
     tokens: BTreeMap<String, String>,
+    /// Where the binaries are.
+    bin: PathBuf,
+    /// The full cluster's processes beside etcd and the API server.
+    components: Vec<full::Component>,
 }
 
 impl fmt::Debug for TestCluster {
@@ -263,6 +275,8 @@ impl TestCluster {
             ca_pem,
             ca,
             tokens,
+            bin,
+            components: Vec::new(),
         };
         cluster.wait_ready().await?;
         Ok(cluster)
@@ -468,6 +482,10 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        for component in &mut self.components {
+            let _ = component.child.kill();
+            let _ = component.child.wait();
+        }
         for child in [&mut self.apiserver, &mut self.etcd] {
             let _ = child.kill();
             let _ = child.wait();
