@@ -829,6 +829,9 @@ mod api_server {
                 Some("team-a"),
                 Some("train"),
             ),
+            // A failed job run again: deleted and created anew.
+            ("delete", ("batch", "jobs"), Some("team-a"), Some("train")),
+            ("create", ("batch", "jobs"), Some("team-a"), None),
         ];
         for (verb, resource, namespace, object) in may {
             assert!(

@@ -35,7 +35,10 @@ fn job(expression: &str) -> (IntegrationSpec, Value) {
             path: "spec.suspend".into(),
             held: Value::Bool(true),
             released: Value::Bool(false),
+            clear_status: Vec::new(),
         },
+        finished: None,
+        generated: Vec::new(),
     };
     let object = json!({
         "apiVersion": "fuzz.arbiter.dev/v1", "kind": "FuzzJob",

@@ -56,6 +56,7 @@ pub struct OperatorMetrics {
     admitted_total: Family<QueueLabels, Counter>,
     evicted_total: Family<ReasonLabels, Counter>,
     preempted_total: Family<ReasonLabels, Counter>,
+    finished_total: Family<ReasonLabels, Counter>,
     wait_time: Family<QueueLabels, Histogram, fn() -> Histogram>,
     usage: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     nominal: Family<UsageLabels, Gauge<f64, AtomicU64>>,
@@ -78,6 +79,7 @@ impl OperatorMetrics {
             admitted_total: Family::default(),
             evicted_total: Family::default(),
             preempted_total: Family::default(),
+            finished_total: Family::default(),
             wait_time: Family::new_with_constructor(wait_histogram),
             usage: Family::default(),
             nominal: Family::default(),
@@ -109,6 +111,11 @@ impl OperatorMetrics {
             "arbiter_preempted_workloads",
             "Preemptions by the preemptor's ClusterQueue; reason InClusterQueue or InCohortReclamation",
             m.preempted_total.clone(),
+        );
+        registry.register(
+            "arbiter_finished_workloads",
+            "Workloads that ran to their end, per ClusterQueue, by reason: Succeeded, Failed (in a ClusterQueue without retryPolicy), Deactivated (failed or evicted more often than retryPolicy.maxRetries allows)",
+            m.finished_total.clone(),
         );
         registry.register_with_unit(
             "arbiter_admission_wait_time",
@@ -217,6 +224,35 @@ impl OperatorMetrics {
                             })
                             .inc();
                     }
+                }
+                Event::Finished {
+                    workload, failure, ..
+                } => {
+                    let Some(cq) = queue_of(*workload) else {
+                        continue;
+                    };
+                    let reason = if failure.is_some() {
+                        "Failed"
+                    } else {
+                        "Succeeded"
+                    };
+                    self.finished_total
+                        .get_or_create(&ReasonLabels {
+                            cluster_queue: cq,
+                            reason: reason.into(),
+                        })
+                        .inc();
+                }
+                Event::Deactivated { workload, .. } => {
+                    let Some(cq) = queue_of(*workload) else {
+                        continue;
+                    };
+                    self.finished_total
+                        .get_or_create(&ReasonLabels {
+                            cluster_queue: cq,
+                            reason: "Deactivated".into(),
+                        })
+                        .inc();
                 }
                 _ => {}
             }

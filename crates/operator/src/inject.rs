@@ -473,6 +473,80 @@ pub fn restore(object: &mut Value, _integration: &Integration) -> Result<(), Inj
     Ok(())
 }
 
+/// Annotation on a job Arbiter created anew to run a failed one again
+/// (`retryPolicy`): the uid of the job it replaces.
+pub const RETRY_OF_ANNOTATION: &str = "arbiter.dev/retry-of";
+/// Annotation beside [`RETRY_OF_ANNOTATION`]: the how-manieth run again it is.
+pub const RETRIES_ANNOTATION: &str = "arbiter.dev/retries";
+
+/// The metadata a job created anew keeps: what its author wrote.
+const KEPT_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "ownerReferences",
+];
+
+/// The job to create in place of `failed`, to run it again (a failed job
+/// cannot be run again in Kubernetes: its controller is done with it):
+/// the same name, labels, annotations, owners and spec, held, with what
+/// admission injected taken out and what was filled in at creation (the
+/// integration's `generated`) left out; no status. It carries the uid it
+/// replaces and `retries`.
+pub fn recreated(
+    failed: &Value,
+    integration: &Integration,
+    retries: u32,
+) -> Result<Value, InjectError> {
+    let mut fresh = failed.clone();
+    restore(&mut fresh, integration)?;
+    hold(&mut fresh, integration)?;
+    let uid = failed
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if let Some(root) = fresh.as_object_mut() {
+        root.remove("status");
+        if let Some(Value::Object(fields)) = root.get_mut("metadata") {
+            fields.retain(|k, _| KEPT_METADATA.contains(&k.as_str()));
+            let annotations = fields
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(annotations) = annotations {
+                annotations.insert(RETRY_OF_ANNOTATION.into(), Value::String(uid));
+                annotations.insert(
+                    RETRIES_ANNOTATION.into(),
+                    Value::String(retries.to_string()),
+                );
+            }
+        }
+    }
+    for pointer in &integration.spec.generated {
+        remove_pruning(&mut fresh, pointer);
+    }
+    Ok(fresh)
+}
+
+/// Removes the value at JSON pointer `pointer`, and each object above it
+/// (below the root's own fields) that this leaves empty.
+fn remove_pruning(object: &mut Value, pointer: &str) {
+    let Some((parent, key)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let key = key.replace("~1", "/").replace("~0", "~");
+    let Some(Value::Object(fields)) = object.pointer_mut(parent) else {
+        return;
+    };
+    if fields.remove(&key).is_none() {
+        return;
+    }
+    if fields.is_empty() && parent.matches('/').count() > 1 {
+        remove_pruning(object, parent);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -726,5 +800,56 @@ mod tests {
         object["metadata"]["annotations"] = json!({ADMISSION_ANNOTATION: "{not json"});
         assert!(recorded(&object).unwrap().is_err());
         assert!(recorded(&job()).is_none());
+    }
+}
+
+#[cfg(test)]
+mod recreate_tests {
+    use super::*;
+    use arbiter_core::jobs::Integrations;
+    use serde_json::json;
+
+    #[test]
+    fn a_failed_job_is_created_anew_held_as_its_author_wrote_it() {
+        let integrations = Integrations::builtin();
+        let job_kind = integrations.find("batch/v1", "Job").unwrap();
+        let failed = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "team-a", "uid": "u-1",
+                         "resourceVersion": "42", "creationTimestamp": "2026-12-01T00:00:00Z",
+                         "generation": 2, "managedFields": [{"manager": "kubectl"}],
+                         "labels": {"arbiter.dev/queue-name": "q"},
+                         "annotations": {"note": "mine"}},
+            "spec": {"suspend": false, "backoffLimit": 0,
+                     "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}},
+                     "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u-1",
+                                                          "batch.kubernetes.io/job-name": "train",
+                                                          "controller-uid": "u-1", "job-name": "train",
+                                                          "team": "a"}},
+                                  "spec": {"containers": [{"name": "main", "image": "x"}]}}},
+            "status": {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
+        });
+        let fresh = recreated(&failed, job_kind, 1).unwrap();
+        assert_eq!(
+            fresh,
+            json!({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "train", "namespace": "team-a",
+                             "labels": {"arbiter.dev/queue-name": "q"},
+                             "annotations": {"note": "mine", "arbiter.dev/retry-of": "u-1", "arbiter.dev/retries": "1"}},
+                "spec": {"suspend": true, "backoffLimit": 0,
+                         "template": {"metadata": {"labels": {"team": "a"}},
+                                      "spec": {"containers": [{"name": "main", "image": "x"}]}}}
+            })
+        );
+        // A selector of the author's own (manualSelector) stays.
+        let mut manual = failed.clone();
+        manual["spec"]["manualSelector"] = json!(true);
+        manual["spec"]["selector"] = json!({"matchLabels": {"team": "a"}});
+        let fresh = recreated(&manual, job_kind, 2).unwrap();
+        assert_eq!(
+            fresh["spec"]["selector"],
+            json!({"matchLabels": {"team": "a"}})
+        );
     }
 }

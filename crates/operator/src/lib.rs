@@ -15,7 +15,7 @@
 //! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
 //! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
-//! | `jobs` | job reads (finished? uid, template paths) and the one way a job is written: modify-replace with its `resourceVersion`, from the reflector's copy |
+//! | `jobs` | job reads (uid, creation time, template paths; whether it ended is its integration's) and the one way a job is written: modify-replace with its `resourceVersion`, from the reflector's copy |
 //! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason; the Event recorder |
 //! | `publish` | the writes that tell what was decided (Workloads, queue status, Events), on a task of their own, latest wish per object, concurrent, retried |
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use arbiter_core::jobs::Ended;
 use arbiter_core::model::api::{self, Admission, PodSet, PodSetAssignment, WorkloadSpec};
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Entry, Scheduler, Status, WorkloadId};
@@ -128,7 +129,7 @@ pub type Desired = (Vec<Wanted>, Option<Admission>, u32);
 pub fn desired(
     scheduler: &Scheduler,
     id: WorkloadId,
-    finished: Option<&str>,
+    finished: Option<&Ended>,
     eviction: Option<&(String, String)>,
 ) -> Desired {
     let cluster = scheduler.cluster();
@@ -208,11 +209,15 @@ pub fn desired(
             message: scheduler.reason_text(id),
         });
     } else if let Some(how) = finished {
+        let (reason, message) = match how {
+            Ended::Succeeded => ("Succeeded", "The job succeeded".to_string()),
+            Ended::Failed { message } => ("Failed", format!("The job failed: {message}")),
+        };
         wanted.push(Wanted {
             type_: "Finished",
             status: true,
-            reason: "Succeeded".to_string(),
-            message: how.to_string(),
+            reason: reason.to_string(),
+            message,
         });
     }
     let admission = admission.map(|a| Admission {

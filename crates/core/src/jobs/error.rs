@@ -17,13 +17,15 @@ pub enum JobError {
         problem: String,
     },
 
-    /// The pod-set expression of an integration is not valid CEL.
+    /// An expression of an integration (`field`: `spec.podSets`,
+    /// `spec.finished.failed`, …) is not valid CEL.
     #[error(
-        "job integration `{integration}`: the pod-set expression does not compile; \
-         fix the CEL in `spec.podSets`:\n{message}"
+        "job integration `{integration}`: the expression in `{field}` does not compile; \
+         fix its CEL:\n{message}"
     )]
     Compile {
         integration: String,
+        field: &'static str,
         message: String,
     },
 
@@ -43,6 +45,18 @@ pub enum JobError {
     Evaluate {
         job: String,
         integration: String,
+        message: String,
+    },
+
+    /// An expression saying whether the job ended failed on this job.
+    #[error(
+        "{job}: `{field}` of job integration `{integration}` failed: {message}; \
+         the job is taken as still running"
+    )]
+    Finished {
+        job: String,
+        integration: String,
+        field: &'static str,
         message: String,
     },
 

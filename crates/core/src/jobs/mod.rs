@@ -36,7 +36,7 @@ use serde_json::Value;
 
 pub use error::JobError;
 pub use requests::pod_requests;
-pub use spec::{builtin_integrations, HoldSpec, IntegrationSpec, JobIntegrationSpec};
+pub use spec::{builtin_integrations, FinishedSpec, HoldSpec, IntegrationSpec, JobIntegrationSpec};
 
 use crate::cel_bounds::{self, CelLimits};
 use crate::model::api::{Workload, API_VERSION};
@@ -103,12 +103,26 @@ impl PodSetInfo {
     }
 }
 
+/// How a job ended, as its integration reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Succeeded,
+    /// Failed; `message` says why (the job's own words where it has any).
+    Failed {
+        message: String,
+    },
+}
+
 /// An integration compiled and ready to run.
 pub struct Integration {
     pub spec: IntegrationSpec,
     /// The pod-set expression, parsed, checked and instrumented for the
     /// run-time meter (`cel_bounds`).
     expression: Expression,
+    /// `finished`'s expressions (or the common ones), compiled the same way.
+    succeeded: Expression,
+    failed: Expression,
+    failure_message: Option<Expression>,
     hold_path: HoldPath,
     env: Arc<Env>,
 }
@@ -136,29 +150,94 @@ impl Integration {
                 spec.hold.path
             )));
         };
+        if let Some(bad) = spec
+            .hold
+            .clear_status
+            .iter()
+            .find(|p| !p.starts_with("/status/"))
+        {
+            return Err(invalid(format!(
+                "`hold.clearStatus` entry `{bad}` is not a JSON pointer into the status; write it like `/status/startTime`"
+            )));
+        }
+        if let Some(bad) = spec.generated.iter().find(|p| !p.starts_with('/')) {
+            return Err(invalid(format!(
+                "`generated` entry `{bad}` is not a JSON pointer; write it like `/spec/selector` (a `/` before each field, `~1` for a `/` inside a key)"
+            )));
+        }
         if spec.hold.held.is_null() || spec.hold.held == spec.hold.released {
             return Err(invalid(
                 "`hold.held` must be a value other than null and other than `hold.released`".into(),
             ));
         }
-        let limits = CelLimits::default();
-        let compile_error = |e: cel_bounds::LimitError| JobError::Compile {
-            integration: spec.gvk(),
-            message: e.to_string(),
+        let compile = |field: &'static str, text: &str| {
+            let limits = CelLimits::default();
+            let compile_error = |e: cel_bounds::LimitError| JobError::Compile {
+                integration: spec.gvk(),
+                field,
+                message: e.to_string(),
+            };
+            let mut expression = cel_bounds::parse(env, text, &limits).map_err(compile_error)?;
+            // `object` is the only variable, and nothing bounds its
+            // collections up front: the estimate assumes UNKNOWN_LEN
+            // entries of each, and the run-time meter stops whatever goes
+            // past the budget.
+            cel_bounds::bound(&mut expression, &limits, &|_| None, UNKNOWN_LEN)
+                .map_err(compile_error)?;
+            Ok::<_, JobError>(expression)
         };
-        let mut expression =
-            cel_bounds::parse(env, &spec.pod_sets, &limits).map_err(compile_error)?;
-        // `object` is the only variable, and nothing bounds its collections
-        // up front: the estimate assumes UNKNOWN_LEN entries of each, and the
-        // run-time meter stops whatever goes past the budget.
-        cel_bounds::bound(&mut expression, &limits, &|_| None, UNKNOWN_LEN)
-            .map_err(compile_error)?;
+        let expression = compile("spec.podSets", &spec.pod_sets)?;
+        let finished = spec.finished.clone().unwrap_or_else(FinishedSpec::common);
+        let succeeded = compile("spec.finished.succeeded", &finished.succeeded)?;
+        let failed = compile("spec.finished.failed", &finished.failed)?;
+        let failure_message = match &finished.message {
+            Some(text) => Some(compile("spec.finished.message", text)?),
+            None => None,
+        };
         Ok(Integration {
             spec,
             expression,
+            succeeded,
+            failed,
+            failure_message,
             hold_path,
             env: Arc::clone(env),
         })
+    }
+
+    /// Whether and how the job ended (`spec.finished`). An expression that
+    /// fails on the job is an error; the job is then best taken as running.
+    pub fn ended(&self, object: &Value) -> Result<Option<Ended>, JobError> {
+        let job = describe_job(&self.spec.kind, object);
+        let truth = |field: &'static str, expression: &Expression| {
+            let problem = match self.run(&job, expression, object) {
+                Ok(Value::Bool(b)) => return Ok(b),
+                Ok(other) => format!("it yielded {other}, not a bool"),
+                Err(JobError::Evaluate { message, .. }) => message,
+                Err(other) => other.to_string(),
+            };
+            Err(JobError::Finished {
+                job: job.clone(),
+                integration: self.spec.gvk(),
+                field,
+                message: problem,
+            })
+        };
+        if truth("spec.finished.failed", &self.failed)? {
+            let said = self
+                .failure_message
+                .as_ref()
+                .and_then(|e| self.run(&job, e, object).ok());
+            let message = match said {
+                Some(Value::String(m)) if !m.is_empty() => m,
+                _ => "the job failed".to_string(),
+            };
+            return Ok(Some(Ended::Failed { message }));
+        }
+        if truth("spec.finished.succeeded", &self.succeeded)? {
+            return Ok(Some(Ended::Succeeded));
+        }
+        Ok(None)
     }
 
     /// Whether the job's hold field has the `held` value.
@@ -215,7 +294,7 @@ impl Integration {
             Some(name) if !name.is_empty() => name,
             _ => return Err(job_error("has no `metadata.name`".into())),
         };
-        let output = self.evaluate(&job, object)?;
+        let output = self.run(&job, &self.expression, object)?;
         let pod_sets = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
         Ok(JobInfo::new(
             self.spec.api_version.clone(),
@@ -228,7 +307,8 @@ impl Integration {
         ))
     }
 
-    fn evaluate(&self, job: &str, object: &Value) -> Result<Value, JobError> {
+    /// One of the integration's expressions on the job, metered.
+    fn run(&self, job: &str, expression: &Expression, object: &Value) -> Result<Value, JobError> {
         let failed = |message: String| JobError::Evaluate {
             job: job.to_string(),
             integration: self.spec.gvk(),
@@ -240,7 +320,7 @@ impl Integration {
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_as_val("object", object);
         let (output, overrun) = cel_bounds::metered(cel_bounds::DEFAULT_BUDGET, || {
-            cel::Value::resolve(&self.expression, &context)
+            cel::Value::resolve(expression, &context)
         });
         if let Some(overrun) = overrun {
             return Err(failed(overrun.to_string()));

@@ -36,6 +36,67 @@ pub struct IntegrationSpec {
     pub pod_sets: String,
     /// The field that keeps the job from starting pods.
     pub hold: HoldSpec,
+    /// How the job says it ended; absent, the common reading of
+    /// conditions and phase ([`FinishedSpec::common`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<FinishedSpec>,
+    /// Fields the API server or the job's controller fills in when the job
+    /// is created (JSON pointers, e.g. `/spec/selector/matchLabels/controller-uid`):
+    /// left out when Arbiter creates a failed job anew to run it again
+    /// (`retryPolicy`), objects they leave empty with them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generated: Vec<String>,
+}
+
+/// How a job kind says it ran to its end: CEL over `object` (the job as
+/// JSON, under the same limits as `podSets`). A job is finished once
+/// `succeeded` or `failed` yields `true`; `failed` wins when both do.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishedSpec {
+    /// `true` once the job ran to a successful end.
+    pub succeeded: String,
+    /// `true` once the job failed (its controller gave up on it).
+    pub failed: String,
+    /// Why it failed, a string, shown on its Workload and in Events
+    /// (absent: the job's kind says only that it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A condition of type in `types` with `status`, in `object.status.conditions`.
+fn any_condition(types: &str, status: &str) -> String {
+    format!("c, has(c.type) && has(c.status) && c.type in [{types}] && c.status == '{status}'")
+}
+
+impl FinishedSpec {
+    /// What most job kinds say: a `Complete` or `Succeeded` condition
+    /// `True` (batch Job, Kubeflow's kinds, TrainJob, Tekton) or phase
+    /// `Succeeded` (Argo) for success; a `Failed` condition `True`, a
+    /// `Succeeded` condition `False` (Tekton) or phase `Failed`/`Error`
+    /// (Argo) for failure, its message the failed condition's reason and
+    /// message.
+    pub fn common() -> FinishedSpec {
+        let conditions = "has(object.status) && has(object.status.conditions)";
+        let phase = "has(object.status) && has(object.status.phase)";
+        let failed = "c, has(c.type) && has(c.status) \
+            && ((c.type == 'Failed' && c.status == 'True') || (c.type == 'Succeeded' && c.status == 'False'))";
+        FinishedSpec {
+            succeeded: format!(
+                "({conditions} && object.status.conditions.exists({})) || ({phase} && object.status.phase == 'Succeeded')",
+                any_condition("'Complete', 'Succeeded'", "True")
+            ),
+            failed: format!(
+                "({conditions} && object.status.conditions.exists({failed})) || ({phase} && object.status.phase in ['Failed', 'Error'])"
+            ),
+            message: Some(format!(
+                "{conditions} && object.status.conditions.exists({failed}) \
+                 ? object.status.conditions.filter({failed}).map(c, \
+                     (has(c.reason) ? c.reason : 'Failed') + (has(c.message) ? ': ' + c.message : ''))[0] \
+                 : ({phase} ? 'phase ' + object.status.phase : 'failed')"
+            )),
+        }
+    }
 }
 
 /// The field that holds a job (e.g. `spec.suspend`) and the values meaning
@@ -50,6 +111,13 @@ pub struct HoldSpec {
     /// Value written to release it; `null` or absent removes the field.
     #[serde(default)]
     pub released: serde_json::Value,
+    /// Status fields (JSON pointers) cleared through the status
+    /// subresource once an admitted job is held again, before what
+    /// admission injected is taken out of its template: `batch/v1 Job`'s
+    /// `/status/startTime`, without which Kubernetes keeps a suspended
+    /// Job's template immutable (as Kueue does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clear_status: Vec<String>,
 }
 
 /// `arbiter.dev/v1alpha1 JobIntegration`: a job kind added by configuration.
@@ -71,6 +139,12 @@ pub struct JobIntegrationSpec {
     /// CEL over `object` yielding the pod sets (see the module docs).
     pub pod_sets: String,
     pub hold: HoldSpec,
+    /// How the job says it ended (absent: [`FinishedSpec::common`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<FinishedSpec>,
+    /// See [`IntegrationSpec::generated`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generated: Vec<String>,
 }
 
 impl From<JobIntegrationSpec> for IntegrationSpec {
@@ -80,6 +154,8 @@ impl From<JobIntegrationSpec> for IntegrationSpec {
             kind: spec.job_kind,
             pod_sets: spec.pod_sets,
             hold: spec.hold,
+            finished: spec.finished,
+            generated: spec.generated,
         }
     }
 }
@@ -138,6 +214,7 @@ fn hold(path: &str, held: serde_json::Value, released: serde_json::Value) -> Hol
         path: path.to_string(),
         held,
         released,
+        clear_status: Vec::new(),
     }
 }
 
@@ -155,6 +232,8 @@ fn integration(api_version: &str, kind: &str, pod_sets: String, hold: HoldSpec) 
         kind: kind.to_string(),
         pod_sets,
         hold,
+        finished: None,
+        generated: Vec::new(),
     }
 }
 
@@ -166,6 +245,18 @@ const BATCH_JOB: &str = "[{'name': 'main', \
     ? object.spec.completions \
     : (has(object.spec.parallelism) ? object.spec.parallelism : 1), \
   'template': object.spec.template, 'templatePath': 'spec.template'}]";
+
+/// What the API server adds to a `batch/v1 Job` it creates (without
+/// `manualSelector`): the selector on the job's uid and its labels on the
+/// template.
+const BATCH_JOB_GENERATED: &[&str] = &[
+    "/spec/selector/matchLabels/controller-uid",
+    "/spec/selector/matchLabels/batch.kubernetes.io~1controller-uid",
+    "/spec/template/metadata/labels/controller-uid",
+    "/spec/template/metadata/labels/batch.kubernetes.io~1controller-uid",
+    "/spec/template/metadata/labels/job-name",
+    "/spec/template/metadata/labels/batch.kubernetes.io~1job-name",
+];
 
 /// `TrainJob`: `numNodes` pods (default 1) of `resourcesPerNode`. The
 /// runtime's own pod template is not resolved here.
@@ -234,13 +325,20 @@ pub fn builtin_integrations() -> Vec<IntegrationSpec> {
             run_policy(),
         )
     };
-    vec![
-        integration(
+    let batch_job = IntegrationSpec {
+        generated: BATCH_JOB_GENERATED.iter().map(|p| p.to_string()).collect(),
+        ..integration(
             "batch/v1",
             "Job",
             BATCH_JOB.to_string(),
-            suspend("spec.suspend"),
-        ),
+            HoldSpec {
+                clear_status: vec!["/status/startTime".to_string()],
+                ..suspend("spec.suspend")
+            },
+        )
+    };
+    vec![
+        batch_job,
         kubeflow("PyTorchJob", "pytorchReplicaSpecs", &["Master", "Worker"]),
         kubeflow(
             "TFJob",

@@ -739,7 +739,10 @@ fn with_pod_sets(expression: &str) -> Integrations {
             path: "spec.suspend".into(),
             held: json!(true),
             released: json!(false),
+            clear_status: Vec::new(),
         },
+        finished: None,
+        generated: Vec::new(),
     }])
     .unwrap()
 }
@@ -1103,4 +1106,148 @@ spec:
     );
     assert!(message.contains("templatePath"), "{message}");
     assert!(message.contains("field path"), "{message}");
+}
+
+// ---------------------------------------------------------------- finished
+
+#[test]
+fn the_common_reading_tells_success_from_failure_across_kinds() {
+    let integrations = Integrations::builtin();
+    let job = |api_version: &str, kind: &str, status: Value| json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "j"}, "status": status});
+    let ended = |object: &Value| {
+        let api_version = object["apiVersion"].as_str().unwrap();
+        let kind = object["kind"].as_str().unwrap();
+        integrations
+            .find(api_version, kind)
+            .unwrap()
+            .ended(object)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let cond = |t: &str, s: &str| json!({"conditions": [{"type": t, "status": s, "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]});
+    assert_eq!(
+        ended(&job("batch/v1", "Job", cond("Complete", "True"))),
+        Some(Ended::Succeeded)
+    );
+    assert_eq!(
+        ended(&job("batch/v1", "Job", cond("Failed", "True"))),
+        Some(Ended::Failed {
+            message: "BackoffLimitExceeded: Job has reached the specified backoff limit".into()
+        })
+    );
+    assert_eq!(
+        ended(&job("batch/v1", "Job", cond("Complete", "False"))),
+        None
+    );
+    assert_eq!(ended(&job("batch/v1", "Job", json!({}))), None);
+    assert_eq!(
+        ended(&json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})),
+        None
+    );
+    assert_eq!(
+        ended(&job(
+            "kubeflow.org/v1",
+            "PyTorchJob",
+            cond("Succeeded", "True")
+        )),
+        Some(Ended::Succeeded)
+    );
+    // Tekton: Succeeded=False is a failure.
+    assert!(matches!(
+        ended(&job(
+            "tekton.dev/v1",
+            "PipelineRun",
+            cond("Succeeded", "False")
+        )),
+        Some(Ended::Failed { .. })
+    ));
+    // Argo: the phase.
+    assert_eq!(
+        ended(&job(
+            "argoproj.io/v1alpha1",
+            "Workflow",
+            json!({"phase": "Succeeded"})
+        )),
+        Some(Ended::Succeeded)
+    );
+    assert_eq!(
+        ended(&job(
+            "argoproj.io/v1alpha1",
+            "Workflow",
+            json!({"phase": "Error"})
+        )),
+        Some(Ended::Failed {
+            message: "phase Error".into()
+        })
+    );
+    assert_eq!(
+        ended(&job(
+            "argoproj.io/v1alpha1",
+            "Workflow",
+            json!({"phase": "Running"})
+        )),
+        None
+    );
+}
+
+#[test]
+fn a_user_defined_kind_says_itself_when_it_ended() {
+    let (spec, warnings) = IntegrationSpec::from_manifest_yaml(
+        r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: JobIntegration
+metadata: {name: sweeps}
+spec:
+  jobApiVersion: example.com/v1
+  jobKind: Sweep
+  podSets: "[{'name': 'main', 'count': 1, 'template': object.spec.template}]"
+  hold: {path: spec.paused, held: true}
+  finished:
+    succeeded: "has(object.status.state) && object.status.state == 'Done'"
+    failed: "has(object.status.state) && object.status.state == 'Crashed'"
+    message: "'crashed in trial ' + string(object.status.trial)"
+"#,
+    )
+    .unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let integrations = Integrations::with_extra(vec![spec.clone()]).unwrap();
+    let sweep = integrations.find("example.com/v1", "Sweep").unwrap();
+    let object = |status: Value| json!({"apiVersion": "example.com/v1", "kind": "Sweep", "metadata": {"name": "s"}, "status": status});
+    assert_eq!(
+        sweep.ended(&object(json!({"state": "Running"}))).unwrap(),
+        None
+    );
+    assert_eq!(
+        sweep.ended(&object(json!({"state": "Done"}))).unwrap(),
+        Some(Ended::Succeeded)
+    );
+    assert_eq!(
+        sweep
+            .ended(&object(json!({"state": "Crashed", "trial": 7})))
+            .unwrap(),
+        Some(Ended::Failed {
+            message: "crashed in trial 7".into()
+        })
+    );
+    // The common reading does not apply to it: a Complete condition says nothing.
+    let complete = object(json!({"conditions": [{"type": "Complete", "status": "True"}]}));
+    assert_eq!(sweep.ended(&complete).unwrap(), None);
+    // An expression that fails on a job names the field and the job.
+    let mut broken = spec.clone();
+    broken.finished.as_mut().unwrap().failed = "object.status.state == 'Crashed'".into();
+    let integrations = Integrations::with_extra(vec![broken]).unwrap();
+    let error = integrations
+        .find("example.com/v1", "Sweep")
+        .unwrap()
+        .ended(&object(json!({})))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("spec.finished.failed") && error.contains("Sweep"),
+        "{error}"
+    );
+    // And one that does not compile is refused at load, naming the field.
+    let mut bad = spec;
+    bad.finished.as_mut().unwrap().succeeded = "object.status.(".into();
+    let error = Integrations::with_extra(vec![bad]).unwrap_err().to_string();
+    assert!(error.contains("spec.finished.succeeded"), "{error}");
 }

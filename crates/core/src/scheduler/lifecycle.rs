@@ -95,6 +95,11 @@ impl Scheduler {
 
     /// The workload ran to completion at `now`: release its quota and nodes.
     pub(super) fn finish(&mut self, id: WorkloadId, now: Millis) -> Vec<Event> {
+        self.finish_with(id, now, None)
+    }
+
+    /// [`Scheduler::finish`], with the failure that ended it, if any.
+    fn finish_with(&mut self, id: WorkloadId, now: Millis, failure: Option<String>) -> Vec<Event> {
         let Some(entry) = self.get(id) else {
             return Vec::new();
         };
@@ -105,6 +110,7 @@ impl Scheduler {
             return vec![Event::Finished {
                 workload: id,
                 released,
+                failure: None,
             }];
         }
         if entry.status != Status::Admitted {
@@ -112,9 +118,11 @@ impl Scheduler {
         }
         self.advance_history(now);
         let entry = &self.entries[id.index()];
-        if let (Some(history), Some(admission)) = (
+        // Only a run to completion tells how long the queue's work runs.
+        if let (Some(history), Some(admission), None) = (
             self.runtimes[entry.workload.local_queue.index()].as_mut(),
             &entry.admission,
+            &failure,
         ) {
             history.record(now, now.saturating_sub(admission.at));
         }
@@ -125,10 +133,13 @@ impl Scheduler {
         vec![Event::Finished {
             workload: id,
             released,
+            failure,
         }]
     }
 
-    /// The workload failed while running: evict it and retry per `retryPolicy`.
+    /// The workload failed while running: evicted and retried per its
+    /// ClusterQueue's `retryPolicy`; without one it is finished, failed
+    /// (Kueue's rule: a failed job is not run again unless asked for).
     pub(super) fn fail(&mut self, id: WorkloadId, message: &str, now: Millis) -> Vec<Event> {
         let cause = Eviction::Failed {
             message: message.to_string(),
@@ -159,6 +170,10 @@ impl Scheduler {
                 }];
             }
             _ => return Vec::new(),
+        }
+        let cq = self.entries[id.index()].workload.cluster_queue;
+        if self.cluster.cluster_queue(cq).retry.is_none() {
+            return self.finish_with(id, now, Some(message.to_string()));
         }
         self.advance_history(now);
         let mut events = Vec::new();

@@ -91,9 +91,13 @@ pub enum Event {
         workload: WorkloadId,
         cause: Requeue,
     },
+    /// Ran to its end: completed, or failed (`failure`: what the driver
+    /// saw) in a ClusterQueue without a `retryPolicy` (Kueue's rule: a
+    /// failed job's workload is finished, not run again).
     Finished {
         workload: WorkloadId,
         released: Vec<(FlavorResource, Amount)>,
+        failure: Option<String>,
     },
     /// Refused for good by an admission policy.
     Rejected {

@@ -891,3 +891,62 @@ weight: 3
     assert_eq!(weighed("none", None), (0, 1.0));
     assert_eq!(weighed("own", Some("urgent")), (1000, 3.0));
 }
+
+#[test]
+fn a_failed_workload_without_a_retry_policy_is_finished_as_failed() {
+    let (_, mut s, ids) = started(&[("ns-a", "broken", 4), ("ns-a", "next", 4)]);
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+    let fail = Input::Fail {
+        workload: ids[0],
+        message: "BackoffLimitExceeded".into(),
+    };
+    let step = s.step(Millis::from_secs(5), vec![fail], &mut DefaultHooks);
+    assert!(matches!(
+        &step.events[0],
+        Event::Finished { workload, failure: Some(m), released } if *workload == ids[0] && m == "BackoffLimitExceeded" && !released.is_empty()
+    ));
+    assert_eq!(s.entry(ids[0]).status, Status::Finished);
+    // Its quota went to the next one, and it is not run again.
+    assert_eq!(admitted(&step), vec![ids[1]]);
+    let step = s.step(Millis::from_secs(600), Vec::new(), &mut DefaultHooks);
+    assert!(step.events.is_empty());
+}
+
+#[test]
+fn a_failed_workload_is_retried_with_backoff_then_deactivated() {
+    let yaml = CLUSTER.replace("QUOTA_A", "4").replace(
+        "resourceReclaim: {enabled: true, reclaimTimeout: 60s}",
+        "retryPolicy: {maxRetries: 1, backoffDuration: 10s}",
+    );
+    let c = Arc::new(build(&yaml));
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-solo", "flaky", 2, 0)]);
+    let fail = |id| Input::Fail {
+        workload: id,
+        message: "exit code 1".into(),
+    };
+    let step = s.step(Millis::from_secs(5), vec![fail(ids[0])], &mut DefaultHooks);
+    assert!(matches!(
+        &step.events[0],
+        Event::Evicted {
+            cause: Eviction::Failed { .. },
+            ..
+        }
+    ));
+    assert_eq!(s.entry(ids[0]).status, Status::Backoff);
+    assert_eq!(step.next_wake, Some(Millis::from_secs(15)));
+    // Back after the backoff, and admitted again.
+    let step = s.step(Millis::from_secs(15), Vec::new(), &mut DefaultHooks);
+    assert_eq!(admitted(&step), vec![ids[0]]);
+    // A second failure is one more than maxRetries 1 allows.
+    let step = s.step(Millis::from_secs(20), vec![fail(ids[0])], &mut DefaultHooks);
+    assert!(step.events.iter().any(|e| matches!(
+        e,
+        Event::Deactivated {
+            retries: 1,
+            max_retries: 1,
+            ..
+        }
+    )));
+    assert_eq!(s.entry(ids[0]).status, Status::Deactivated);
+}

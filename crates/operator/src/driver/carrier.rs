@@ -22,6 +22,7 @@ use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
+use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
 
 use super::JobKey;
@@ -37,8 +38,15 @@ pub(super) enum JobWrite {
     /// Inject, record and release.
     Admit(Vec<PodSetAdmission>, Recorded),
     Hold,
-    /// Take out what admission injected (after a hold).
+    /// Take out what admission injected (after a hold), the integration's
+    /// `hold.clearStatus` fields cleared first.
     Restore,
+    /// Run a failed job again: delete it (only while its uid is
+    /// `replaces`) and create `fresh` in its place (`jobs::recreate`).
+    Recreate {
+        fresh: Box<Value>,
+        replaces: String,
+    },
 }
 
 /// Where a job lives: enough to read and write it off the driver's task.
@@ -263,7 +271,15 @@ async fn write_job<T>(
                 jobs::write(&api, &key.name, integration, known.take(), inject::hold).await
             }
             JobWrite::Restore => {
-                jobs::write(&api, &key.name, integration, known.take(), inject::restore).await
+                match jobs::clear_status(&api, &key.name, integration, known.take()).await {
+                    Ok(cleared) => {
+                        jobs::write(&api, &key.name, integration, cleared, inject::restore).await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            JobWrite::Recreate { fresh, replaces } => {
+                jobs::recreate(&api, &key.name, fresh, replaces).await
             }
         };
         match result {

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use arbiter_core::scheduler::reason::render_admission;
-use arbiter_core::scheduler::{Event, WorkloadId};
+use arbiter_core::scheduler::{Event, Eviction, Status, WorkloadId};
 
 use super::carrier::{JobWrite, Order, Place};
 use super::{Driver, JobKey};
@@ -89,6 +89,9 @@ pub(super) enum Undone {
     Evict,
     /// Not admitted, released without an admission of Arbiter's: held.
     Hold,
+    /// Not admitted, held, but still carrying what admission injected (an
+    /// eviction's second write failed): restored.
+    Restore,
 }
 
 /// Whether the object agrees with the scheduler (`admitted`: the entry has
@@ -98,6 +101,7 @@ pub(super) fn undone(admitted: bool, held: bool, recorded: bool) -> Option<Undon
         (true, true) => Some(Undone::Admit),
         (false, false) if recorded => Some(Undone::Evict),
         (false, false) => Some(Undone::Hold),
+        (false, true) if recorded => Some(Undone::Restore),
         _ => None,
     }
 }
@@ -160,6 +164,15 @@ impl Driver {
                         self.publisher
                             .event(&tracked.owner, false, cause.code(), sentence);
                     }
+                    if matches!(cause, Eviction::Failed { .. }) {
+                        // A failed job cannot be held and run again: it is
+                        // created anew, unless it is not to run again.
+                        if let Some(write) = self.recreate(id, &key) {
+                            tracing::info!(job = %key, %reason, "failed; creating it anew to run again after its backoff");
+                            plan.push(&key, [write]);
+                        }
+                        continue;
+                    }
                     tracing::info!(job = %key, %reason, "evicted; holding it again");
                     plan.push(&key, [JobWrite::Hold, JobWrite::Restore]);
                 }
@@ -179,7 +192,10 @@ impl Driver {
                 } => {
                     tracing::info!(job = %key, retries, "deactivated after too many retries");
                     if let Some(tracked) = self.tracked.get(&key) {
-                        let note = format!("evicted {retries} times, more than retryPolicy.maxRetries {max_retries}; it stays out");
+                        let note = format!(
+                            "evicted or failed {} times; retryPolicy.maxRetries {max_retries} allows no more retries, so it stays out",
+                            retries + 1
+                        );
                         self.publisher
                             .event(&tracked.owner, true, "Deactivated", note);
                     }
@@ -196,6 +212,31 @@ impl Driver {
             }
         }
         self.write_jobs(plan);
+    }
+
+    /// The write that runs failed workload `id`'s job again, and the job
+    /// to create remembered until it is seen (`Tracked::recreate`); none
+    /// when the workload is deactivated (the failed job stays as it is, to
+    /// be looked at) or the job is gone.
+    fn recreate(&mut self, id: WorkloadId, key: &JobKey) -> Option<JobWrite> {
+        let scheduler = self.scheduler.as_ref()?;
+        let entry = scheduler.entry(id);
+        if entry.status == Status::Deactivated {
+            return None;
+        }
+        let failed = self.job_value(key)?;
+        let integration = super::index::integration(&self.integrations, &self.jobs[key.watch]);
+        let fresh = match crate::inject::recreated(&failed, integration, entry.retries) {
+            Ok(fresh) => Box::new(fresh),
+            Err(e) => {
+                tracing::warn!(job = %key, error = %e, "cannot create the failed job anew; it is not run again");
+                return None;
+            }
+        };
+        let tracked = self.tracked.get_mut(key)?;
+        let replaces = tracked.owner.uid.clone();
+        tracked.recreate = Some((fresh.clone(), replaces.clone()));
+        Some(JobWrite::Recreate { fresh, replaces })
     }
 
     /// The admission Event of workload `id`, told once its job is released.
@@ -275,6 +316,7 @@ impl Driver {
             },
             Undone::Evict => vec![JobWrite::Hold, JobWrite::Restore],
             Undone::Hold => vec![JobWrite::Hold],
+            Undone::Restore => vec![JobWrite::Restore],
         }
     }
 }
@@ -288,6 +330,7 @@ mod tests {
         assert_eq!(undone(true, true, false), Some(Undone::Admit));
         assert_eq!(undone(true, false, true), None);
         assert_eq!(undone(false, true, false), None);
+        assert_eq!(undone(false, true, true), Some(Undone::Restore));
         assert_eq!(undone(false, false, true), Some(Undone::Evict));
         assert_eq!(undone(false, false, false), Some(Undone::Hold));
     }

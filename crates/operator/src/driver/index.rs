@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use arbiter_core::jobs::{Integrations, JobInfo};
+use arbiter_core::jobs::{Ended, Integrations, JobInfo};
 use arbiter_core::model::Millis;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::JobKey;
 use crate::inject;
-use crate::jobs::{self, job_finished, queue_label, uid};
+use crate::jobs::{self, queue_label, uid};
 use crate::watch::JobWatch;
 
 /// One job, as last read.
@@ -26,7 +26,8 @@ pub(super) struct Seen {
     /// Its pod sets and queue, or why they cannot be read.
     pub info: Result<JobInfo, String>,
     pub held: bool,
-    pub finished: bool,
+    /// How it ended, as its integration reads it (`None`: not yet).
+    pub ended: Option<Ended>,
     /// Being deleted (a finalizer may keep the object a while).
     pub deleting: bool,
     pub uid: String,
@@ -35,6 +36,8 @@ pub(super) struct Seen {
     pub queue_label: bool,
     /// It carries an admission record of Arbiter's.
     pub recorded: bool,
+    /// The uid of the failed job it was created anew in place of.
+    pub retry_of: Option<String>,
 }
 
 impl Seen {
@@ -49,12 +52,22 @@ impl Seen {
             resource_version,
             info: integration.extract(&value).map_err(|e| e.to_string()),
             held: integration.is_held(&value),
-            finished: job_finished(&value),
+            ended: integration.ended(&value).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot tell whether the job ended; taken as running");
+                None
+            }),
             deleting: value.pointer("/metadata/deletionTimestamp").is_some(),
             uid: uid(&value),
             created: jobs::created_at(&value),
             queue_label: queue_label(&value),
             recorded: inject::recorded(&value).is_some(),
+            retry_of: value
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    inject::RETRY_OF_ANNOTATION.replace('/', "~1")
+                ))
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
 }

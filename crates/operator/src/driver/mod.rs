@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arbiter_core::jobs::Integrations;
+use arbiter_core::jobs::{Ended, Integrations};
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
@@ -96,13 +96,17 @@ struct Tracked {
     id: WorkloadId,
     owner: Owner,
     template_paths: Vec<Option<String>>,
-    finish_sent: bool,
+    /// How the job ended, once told to the scheduler.
+    ended: Option<Ended>,
     /// The last denial an Event was recorded for.
     denied: Option<String>,
     /// The last eviction: its code and sentence.
     eviction: Option<(String, String)>,
     /// What its Workload's status was last computed from.
     published: Option<Signature>,
+    /// While a failed job is being created anew to run again: the job to
+    /// create and the uid of the failed one (`JobWrite::Recreate`).
+    recreate: Option<(Box<Value>, String)>,
 }
 
 impl Tracked {
@@ -111,10 +115,11 @@ impl Tracked {
             id,
             owner,
             template_paths,
-            finish_sent: false,
+            ended: None,
             denied: None,
             eviction: None,
             published: None,
+            recreate: None,
         }
     }
 }
@@ -141,18 +146,23 @@ const FINISH_WRITES: Duration = Duration::from_secs(10);
 fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Tracked) {
     let entry = scheduler.entry(tracked.id);
     let reason = scheduler.reason(tracked.id);
+    // How it ended, once that is the end: a failure the scheduler retries
+    // is not.
+    let finished = tracked
+        .ended
+        .as_ref()
+        .filter(|e| matches!(e, Ended::Succeeded) || entry.status == Status::Finished);
     let signature = Signature {
         status: entry.status,
         epoch: entry.epoch,
         evictions: entry.evictions,
         reason,
-        finished: tracked.finish_sent,
+        finished: finished.is_some(),
         eviction: tracked.eviction.clone(),
     };
     if tracked.published.as_ref() == Some(&signature) {
         return;
     }
-    let finished = tracked.finish_sent.then_some("The job finished");
     let status = desired(scheduler, tracked.id, finished, tracked.eviction.as_ref());
     publisher.workload(&tracked.owner, None, Some(status));
     if let Reason::Denied { policy, message } = &signature.reason {
@@ -418,6 +428,7 @@ impl Driver {
         let mut unqueued = Vec::new();
         let mut redo = Vec::new();
         let mut touched = BTreeSet::new();
+        let mut adopted = Vec::new();
         // Every job is looked at after a new configuration (one that could
         // not be queued may be now) and every `SWEEP`; in between only the
         // jobs that changed and those whose backoff passed.
@@ -460,14 +471,31 @@ impl Driver {
                 }
                 if let Some(tracked) = self.tracked.get_mut(key) {
                     if tracked.owner.uid != seen.uid {
-                        // Deleted and created again under the same name.
-                        inputs.push(Input::Withdraw(tracked.id));
-                        withdrawn.insert(tracked.id);
+                        let replaced = tracked.recreate.as_ref().map(|(_, uid)| uid);
+                        if replaced.is_some() && seen.retry_of.as_ref() == replaced {
+                            // The failed job, created anew by us to run
+                            // again: the same workload, a new object.
+                            tracked.owner.uid = seen.uid.clone();
+                            tracked.ended = None;
+                            tracked.recreate = None;
+                            tracked.published = None;
+                            adopted.push(key.clone());
+                        } else {
+                            // Deleted and created again under the same name.
+                            inputs.push(Input::Withdraw(tracked.id));
+                            withdrawn.insert(tracked.id);
+                        }
                         continue;
                     }
-                    if !tracked.finish_sent && seen.finished {
-                        tracked.finish_sent = true;
-                        inputs.push(Input::Finish(tracked.id));
+                    if let (None, Some(ended)) = (&tracked.ended, &seen.ended) {
+                        tracked.ended = Some(ended.clone());
+                        inputs.push(match ended {
+                            Ended::Succeeded => Input::Finish(tracked.id),
+                            Ended::Failed { message } => Input::Fail {
+                                workload: tracked.id,
+                                message: message.clone(),
+                            },
+                        });
                         touched.insert(tracked.id);
                     }
                     // A job just written is looked at again once the
@@ -477,7 +505,7 @@ impl Driver {
                         .get(key)
                         .is_some_and(|v| seen.resource_version.as_ref() == Some(v));
                     let waiting = self.carrier.busy(key) || !self.backoff.due(key);
-                    if !tracked.finish_sent && !stale && !waiting {
+                    if tracked.ended.is_none() && !stale && !waiting {
                         let admitted = scheduler.entry(tracked.id).admission.is_some();
                         match carry::undone(admitted, seen.held, seen.recorded) {
                             Some(what) => redo.push((key.clone(), tracked.id, what)),
@@ -486,7 +514,7 @@ impl Driver {
                     }
                     continue;
                 }
-                if seen.finished {
+                if seen.ended.is_some() {
                     continue;
                 }
                 match intake(&cluster, info, None) {
@@ -547,14 +575,34 @@ impl Driver {
         } else {
             Box::new(self.index.changed.iter())
         };
+        let mut recreate = Vec::new();
         for key in candidates {
             let Some(tracked) = self.tracked.get(key) else {
                 continue;
             };
-            if !self.index.get(key).is_some_and(queued) && !withdrawn.contains(&tracked.id) {
-                inputs.push(Input::Withdraw(tracked.id));
-                withdrawn.insert(tracked.id);
+            if self.index.get(key).is_some_and(queued) || withdrawn.contains(&tracked.id) {
+                continue;
             }
+            match &tracked.recreate {
+                // Gone while being created anew: not withdrawn; the
+                // creation is made again if it failed.
+                Some((fresh, replaces)) => {
+                    if !self.carrier.busy(key) && self.backoff.due(key) {
+                        let write = JobWrite::Recreate {
+                            fresh: fresh.clone(),
+                            replaces: replaces.clone(),
+                        };
+                        recreate.push((key.clone(), write));
+                    }
+                }
+                None => {
+                    inputs.push(Input::Withdraw(tracked.id));
+                    withdrawn.insert(tracked.id);
+                }
+            }
+        }
+        for (key, write) in recreate {
+            before_step.push(&key, [write]);
         }
         let read = started.elapsed();
         self.write_jobs(before_step);
@@ -565,6 +613,18 @@ impl Driver {
         };
         let stepped = started.elapsed();
         let scheduler = self.scheduler.as_ref().expect("configured");
+        // A job created anew owns its Workload from now on.
+        for key in adopted {
+            if let Some(tracked) = self.tracked.get(&key) {
+                let spec = crate::workloads::object(
+                    &tracked.owner,
+                    scheduler.entry(tracked.id),
+                    scheduler,
+                );
+                self.publisher.workload(&tracked.owner, Some(spec), None);
+                touched.insert(tracked.id);
+            }
+        }
         for (id, (key, uid, template_paths)) in step.submitted.iter().zip(submits) {
             self.by_id.insert(*id, key.clone());
             let owner = self.owner(&key, uid);

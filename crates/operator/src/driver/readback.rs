@@ -16,7 +16,7 @@ impl Driver {
         let mut keys = Vec::new();
         let mut unreadable = Vec::new();
         for (key, seen) in self.index.iter() {
-            if seen.held || seen.finished || !seen.recorded {
+            if seen.held || seen.ended.is_some() || !seen.recorded {
                 continue;
             }
             let Some(record) = self.job_value(key).as_ref().and_then(inject::recorded) else {

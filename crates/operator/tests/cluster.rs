@@ -1,0 +1,622 @@
+//! The operator on a cluster that runs pods (`TestCluster::start_full`:
+//! kube-controller-manager, kube-scheduler, kwok Nodes and the Kubeflow
+//! training-operator), with the article's flavors: A100 Nodes labelled and
+//! tainted, a V100 Node beside them untainted. Nothing here plays a
+//! controller: the Job controller and the training-operator make the pods,
+//! kube-scheduler binds them (the injected node selector and toleration
+//! doing the work: without them a pod would land on the V100 Node), kwok
+//! runs them for the time each pod's `arbiter.test/run-for` says, and the
+//! jobs finish as their controllers decide.
+
+mod support;
+
+use std::time::Duration;
+
+use arbiter_core::model::api::{ClusterQueue, Workload};
+use arbiter_testcluster::{NodeSpec, TestCluster, FAIL_LABEL, RUN_FOR_ANNOTATION};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+use support::*;
+
+const A100: &str = "NVIDIA-A100-SXM4-40GB";
+const V100: &str = "Tesla-V100-SXM2-16GB";
+
+/// The article's flavors: A100 Nodes carry a taint that only admitted
+/// work tolerates; V100 Nodes none.
+const FULL_SETUP: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB}
+  nodeTaints:
+  - {key: nvidia.com/gpu, value: "true", effect: NoSchedule}
+  tolerations:
+  - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: v100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: Tesla-V100-SXM2-16GB}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: retrying}
+spec:
+  namespaceSelector: {}
+  retryPolicy: {maxRetries: 1, backoffDuration: 4s}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: research, namespace: team-a}
+spec: {clusterQueue: research}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: retrying, namespace: team-a}
+spec: {clusterQueue: retrying}
+"#;
+
+/// A full cluster with Arbiter's CRDs, `team-a`, the setup above, two
+/// 8-GPU A100 Nodes (tainted; as much as ClusterQueue `research`'s
+/// quota) and one 8-GPU V100 Node, and the operator running in-process.
+async fn full_cluster() -> (TestCluster, Client) {
+    let cluster = TestCluster::start_full()
+        .await
+        .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
+    let admin = cluster.admin_client().await.unwrap();
+    let crds = arbiter_testcluster::crd_documents(
+        &arbiter_testcluster::workspace_root().join("deploy/crds.yaml"),
+    )
+    .unwrap();
+    cluster.install_crds(&crds).await.unwrap();
+    for name in ["team-a", "arbiter-system"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    apply_yaml(&admin, FULL_SETUP).await;
+    for name in ["a100-node-1", "a100-node-2"] {
+        cluster
+            .add_node(
+                &NodeSpec::gpu(name, 64, 8)
+                    .label("nvidia.com/gpu.product", A100)
+                    .taint("nvidia.com/gpu", "true", "NoSchedule"),
+            )
+            .await
+            .unwrap();
+    }
+    cluster
+        .add_node(&NodeSpec::gpu("v100-node-1", 64, 8).label("nvidia.com/gpu.product", V100))
+        .await
+        .unwrap();
+    start_operator(admin.clone());
+    (cluster, admin)
+}
+
+/// A pod template running `run_for` (a Go duration; `None`: until deleted)
+/// asking `gpus`, failing at the end when `fail`.
+fn template(gpus: u32, run_for: Option<&str>, fail: bool) -> Value {
+    container_template("train", None, gpus, run_for, fail)
+}
+
+/// [`template`] with its container named `container` and, for the
+/// training-operator (which runs here without its defaulting webhook),
+/// the port it looks for.
+fn container_template(
+    container: &str,
+    port: Option<&str>,
+    gpus: u32,
+    run_for: Option<&str>,
+    fail: bool,
+) -> Value {
+    let mut metadata = json!({});
+    if let Some(d) = run_for {
+        metadata["annotations"] = json!({RUN_FOR_ANNOTATION: d});
+    }
+    if fail {
+        metadata["labels"] = json!({FAIL_LABEL: "true"});
+    }
+    json!({
+        "metadata": metadata,
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": container, "image": "pytorch",
+                "ports": port.map(|p| vec![json!({"name": p, "containerPort": 23456})]).unwrap_or_default(),
+                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()},
+                              "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+        }
+    })
+}
+
+/// A batch Job of `pods` pods (run in parallel) in LocalQueue `research`,
+/// created held as the mutating webhook would leave it.
+fn batch_job(name: &str, pods: u32, gpus: u32, run_for: Option<&str>, fail: bool) -> Job {
+    queued_job("research", name, pods, gpus, run_for, fail)
+}
+
+fn queued_job(
+    queue: &str,
+    name: &str,
+    pods: u32,
+    gpus: u32,
+    run_for: Option<&str>,
+    fail: bool,
+) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "team-a",
+                     "labels": {"arbiter.dev/queue-name": queue}},
+        "spec": {
+            "suspend": true,
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 0,
+            "template": template(gpus, run_for, fail)
+        }
+    }))
+    .unwrap()
+}
+
+/// The pods in `team-a` whose labels match `selector`.
+async fn pods(client: &Client, selector: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), "team-a")
+        .list(&ListParams::default().labels(selector))
+        .await
+        .unwrap()
+        .items
+}
+
+/// Waits until the pods matching `selector` satisfy `check`; returns them.
+async fn wait_pods(
+    client: &Client,
+    cluster: &TestCluster,
+    selector: &str,
+    what: &str,
+    check: impl Fn(&[Pod]) -> bool,
+) -> Vec<Pod> {
+    let started = std::time::Instant::now();
+    loop {
+        let found = pods(client, selector).await;
+        if check(&found) {
+            return found;
+        }
+        if started.elapsed() > PATIENCE {
+            let states: Vec<_> = found
+                .iter()
+                .map(|p| {
+                    (
+                        p.metadata.name.clone(),
+                        p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                        p.status.as_ref().and_then(|s| s.phase.clone()),
+                        p.status.as_ref().and_then(|s| s.conditions.clone()),
+                    )
+                })
+                .collect();
+            panic!(
+                "pods {selector}: {what} did not happen within {} s; they are {states:#?}\n{}",
+                PATIENCE.as_secs(),
+                cluster.logs_tail(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+/// Bound to one of the A100 Nodes.
+fn on_a100(pod: &Pod) -> bool {
+    node_of(pod).is_some_and(|n| n.starts_with("a100-node-"))
+}
+
+fn phase_of(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+/// The ClusterQueue's admitted count and GPU usage, as its status says.
+async fn queue_usage(client: &Client) -> (i64, String) {
+    let cq = Api::<ClusterQueue>::all(client.clone())
+        .get("research")
+        .await
+        .unwrap();
+    let status = serde_json::to_value(cq.status).unwrap();
+    let admitted = status["admittedWorkloads"].as_i64().unwrap_or(0);
+    let gpus = status["flavorsUsage"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|f| f["resources"].as_array().cloned().unwrap_or_default())
+        .find(|r| r["name"] == "nvidia.com/gpu")
+        .map(|r| r["total"].as_str().unwrap_or("0").to_string())
+        .unwrap_or_else(|| "0".into());
+    (admitted, gpus)
+}
+
+/// Waits until the ClusterQueue's status shows `admitted` workloads using `gpus`.
+async fn wait_usage(client: &Client, admitted: i64, gpus: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let now = queue_usage(client).await;
+        if now == (admitted, gpus.to_string()) {
+            return;
+        }
+        if started.elapsed() > PATIENCE {
+            panic!("ClusterQueue research: awaited {admitted} admitted using {gpus} GPUs; it says {now:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn condition(object: &Value, type_: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_batch_job_runs_on_its_flavor_and_frees_its_quota_when_it_completes() {
+    let (cluster, client) = full_cluster().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    // Two jobs of 12 GPUs: the second waits for the first's quota; a pod
+    // of 10 GPUs fits the quota (16) but no Node (8 each), and is told so.
+    jobs.create(
+        &PostParams::default(),
+        &batch_job("first", 2, 6, Some("3s"), false),
+    )
+    .await
+    .unwrap();
+    jobs.create(
+        &PostParams::default(),
+        &batch_job("second", 2, 6, Some("1s"), false),
+    )
+    .await
+    .unwrap();
+    jobs.create(
+        &PostParams::default(),
+        &batch_job("huge", 1, 10, None, false),
+    )
+    .await
+    .unwrap();
+
+    // The Job controller makes the first job's pods once it is released;
+    // kube-scheduler binds them onto the A100 Nodes (the V100 Node is
+    // untainted and has room: only the injected selector keeps them off
+    // it); kwok runs them.
+    let running = wait_pods(
+        &client,
+        &cluster,
+        "job-name=first",
+        "2 running on A100 Nodes",
+        |p| {
+            p.len() == 2
+                && p.iter()
+                    .all(|p| on_a100(p) && phase_of(p) == Some("Running"))
+        },
+    )
+    .await;
+    assert_eq!(running.len(), 2);
+    let second = jobs.get("second").await.unwrap();
+    assert!(suspended(&second), "the second job must wait for quota");
+    let (_, why) = wait_condition(&client, "job-huge", "QuotaReserved", "False").await;
+    assert!(why.contains("could ever give"), "{why}");
+    assert!(pods(&client, "job-name=second").await.is_empty());
+    wait_usage(&client, 1, "12").await;
+
+    // The pods succeed, the Job controller completes the job, the
+    // operator frees its quota, and the second job runs.
+    wait_for(&jobs, "first", "completion", |j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Complete" && c.status == "True")
+            })
+    })
+    .await;
+    let (reason, _) = wait_condition(&client, "job-first", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=second",
+        "2 pods on A100 Nodes",
+        |p| p.len() == 2 && p.iter().all(on_a100),
+    )
+    .await;
+    wait_for(&jobs, "second", "completion", |j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.succeeded)
+            .is_some_and(|n| n == 2)
+    })
+    .await;
+    wait_condition(&client, "job-second", "Finished", "True").await;
+    wait_usage(&client, 0, "0").await;
+    assert!(suspended(&jobs.get("huge").await.unwrap()));
+}
+
+#[tokio::test]
+async fn a_pytorchjob_is_run_by_the_training_operator_on_its_flavor() {
+    let (cluster, client) = full_cluster().await;
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("kubeflow.org", "v1", "PyTorchJob"),
+        "pytorchjobs",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &resource);
+    let replica = |n: u32| {
+        let template = container_template("pytorch", Some("pytorchjob-port"), 2, Some("3s"), false);
+        json!({"replicas": n, "restartPolicy": "Never", "template": template})
+    };
+    let job: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "bert", "namespace": "team-a",
+                     "labels": {"arbiter.dev/queue-name": "research"}},
+        "spec": {"runPolicy": {"suspend": true},
+                 "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(2)}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &job).await.unwrap();
+
+    let running = wait_pods(
+        &client,
+        &cluster,
+        "training.kubeflow.org/job-name=bert",
+        "3 pods running on A100 Nodes",
+        |p| {
+            p.len() == 3
+                && p.iter()
+                    .all(|p| on_a100(p) && phase_of(p) == Some("Running"))
+        },
+    )
+    .await;
+    assert_eq!(running.len(), 3);
+    wait_usage(&client, 1, "6").await;
+
+    let started = std::time::Instant::now();
+    loop {
+        let now = serde_json::to_value(api.get("bert").await.unwrap()).unwrap();
+        if condition(&now, "Succeeded").as_deref() == Some("True") {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the PyTorchJob did not succeed: {now:#}\ntraining-operator: {}",
+            cluster.component_log("training-operator")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (reason, _) = wait_condition(&client, "pytorchjob-bert", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
+    wait_usage(&client, 0, "0").await;
+}
+
+#[tokio::test]
+async fn a_failed_job_finishes_its_workload_as_failed_and_frees_its_quota() {
+    let (cluster, client) = full_cluster().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    jobs.create(
+        &PostParams::default(),
+        &batch_job("broken", 1, 4, Some("1s"), true),
+    )
+    .await
+    .unwrap();
+    wait_pods(&client, &cluster, "job-name=broken", "a failed pod", |p| {
+        p.iter().any(|p| phase_of(p) == Some("Failed"))
+    })
+    .await;
+    wait_for(&jobs, "broken", "failure", |j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Failed" && c.status == "True"))
+    })
+    .await;
+    let (reason, message) = wait_condition(&client, "job-broken", "Finished", "True").await;
+    assert_eq!(reason, "Failed", "{message}");
+    assert!(
+        message.contains("BackoffLimitExceeded") || message.contains("backoff limit"),
+        "{message}"
+    );
+    wait_usage(&client, 0, "0").await;
+    let workload: Workload = Api::namespaced(client.clone(), "team-a")
+        .get("job-broken")
+        .await
+        .unwrap();
+    assert!(workload.status.is_some());
+}
+
+#[tokio::test]
+async fn a_preempted_jobs_pods_go_and_come_back_when_it_is_admitted_again() {
+    let (cluster, client) = full_cluster().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    jobs.create(&PostParams::default(), &batch_job("low", 2, 8, None, false))
+        .await
+        .unwrap();
+    let first = wait_pods(&client, &cluster, "job-name=low", "2 running", |p| {
+        p.len() == 2 && p.iter().all(|p| phase_of(p) == Some("Running"))
+    })
+    .await;
+    let mut high = batch_job("high", 2, 8, Some("3s"), false);
+    high.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("arbiter.dev/priority-class".into(), "high".into());
+    jobs.create(&PostParams::default(), &high).await.unwrap();
+
+    // The low job is held again: its pods go, the high one's run in their place.
+    let (reason, _) = wait_condition(&client, "job-low", "Evicted", "True").await;
+    assert_eq!(reason, "Preempted");
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=low",
+        "the victim's pods gone",
+        |p| p.is_empty(),
+    )
+    .await;
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=high",
+        "2 running on A100 Nodes",
+        |p| {
+            p.len() == 2
+                && p.iter()
+                    .all(|p| on_a100(p) && phase_of(p) == Some("Running"))
+        },
+    )
+    .await;
+    let low = jobs.get("low").await.unwrap();
+    assert!(suspended(&low));
+    let template = serde_json::to_value(&low.spec.as_ref().unwrap().template).unwrap();
+    assert!(
+        template["spec"].get("nodeSelector").is_none()
+            && template["spec"].get("tolerations").is_none(),
+        "the victim's template must be restored: {template:#}"
+    );
+
+    // Once the high job completes, the low one is admitted again and its
+    // pods come back (new pods, on the A100 Nodes).
+    wait_condition(&client, "job-high", "Finished", "True").await;
+    let before: Vec<_> = first.iter().map(|p| p.metadata.uid.clone()).collect();
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=low",
+        "2 new pods running",
+        |p| {
+            p.len() == 2
+                && p.iter().all(|p| {
+                    phase_of(p) == Some("Running")
+                        && on_a100(p)
+                        && !before.contains(&p.metadata.uid)
+                })
+        },
+    )
+    .await;
+    wait_usage(&client, 1, "16").await;
+}
+
+#[tokio::test]
+async fn a_failed_job_is_run_again_after_its_backoff_and_deactivated_past_max_retries() {
+    let (cluster, client) = full_cluster().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    // `flaky` fails once: the test takes the failing label off the job
+    // created anew while it waits out its backoff. `doomed` always fails.
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("retrying", "flaky", 1, 2, Some("1s"), true),
+    )
+    .await
+    .unwrap();
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("retrying", "doomed", 1, 2, Some("1s"), true),
+    )
+    .await
+    .unwrap();
+    let flaky_uid = jobs.get("flaky").await.unwrap().metadata.uid.unwrap();
+    let doomed_uid = jobs.get("doomed").await.unwrap().metadata.uid.unwrap();
+
+    // Failed: evicted for it, and created anew, held, naming the job it replaces.
+    let again = wait_for(&jobs, "flaky", "being created anew", |j| {
+        j.metadata.uid.as_ref() != Some(&flaky_uid)
+    })
+    .await;
+    let annotations = again.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get("arbiter.dev/retry-of"), Some(&flaky_uid));
+    assert_eq!(
+        annotations.get("arbiter.dev/retries").map(String::as_str),
+        Some("1")
+    );
+    assert!(
+        suspended(&again) && again.status.as_ref().and_then(|s| s.failed).is_none(),
+        "created anew: held, no failure of its own: {:?}",
+        again.status
+    );
+    let patch = json!({"spec": {"template": {"metadata": {"labels": {FAIL_LABEL: null}}}}});
+    jobs.patch(
+        "flaky",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let note = wait_event(&client, "flaky", "Failed").await;
+    assert!(note.contains("BackoffLimitExceeded"), "{note}");
+
+    // Run again after the backoff; this time it succeeds.
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=flaky",
+        "a pod that succeeded",
+        |p| p.iter().any(|p| phase_of(p) == Some("Succeeded")),
+    )
+    .await;
+    let (reason, _) = wait_condition(&client, "job-flaky", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
+
+    // `doomed` fails twice: more than maxRetries 1 allows. It is
+    // deactivated and its second failed job left as it is.
+    let note = wait_event(&client, "doomed", "Deactivated").await;
+    assert!(note.contains("maxRetries 1"), "{note}");
+    let (reason, _) = wait_condition(&client, "job-doomed", "Finished", "True").await;
+    assert_eq!(reason, "Deactivated");
+    let last = jobs.get("doomed").await.unwrap();
+    assert_ne!(last.metadata.uid.as_ref(), Some(&doomed_uid));
+    assert!(last
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Failed" && c.status == "True")));
+    let cq = Api::<ClusterQueue>::all(client.clone())
+        .get("retrying")
+        .await
+        .unwrap();
+    let status = serde_json::to_value(cq.status).unwrap();
+    assert_eq!(
+        status["admittedWorkloads"].as_i64().unwrap_or(0),
+        0,
+        "{status:#}"
+    );
+}
