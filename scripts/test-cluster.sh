@@ -6,7 +6,8 @@
 #   - kube-controller-manager and kube-scheduler (one `go build` with the
 #     API server, sharing its compile cache), kwok (fake Nodes and the pods'
 #     life cycle) and the Kubeflow training-operator: the "full cluster"
-#     that runs pods.
+#     that runs pods, and the ProvisioningRequest CRD of cluster-autoscaler's
+#     API module (autoscaling.x-k8s.io), for the autoscaling tests.
 #
 #   scripts/test-cluster.sh            build what is missing, print the bin dir
 #   scripts/test-cluster.sh --print    print the bin dir only (exit 1 if unbuilt)
@@ -36,6 +37,9 @@ KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.8.1}
+# The version Kueue v0.17 depends on; the proxy serves that pseudo-version.
+AUTOSCALER_APIS_VERSION=${AUTOSCALER_APIS_VERSION:-v0.0.0-20240830133931-adfbe7e45277}
+PROVISIONING_CRD=autoscaling.x-k8s.io_provisioningrequests.yaml
 cache=${ARBITER_TEST_CLUSTER_CACHE:-$HOME/.cache/arbiter/test-cluster}
 dir="$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 bin="$dir/bin"
@@ -46,6 +50,7 @@ if [ "${1:-}" = "--print" ]; then
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok training-operator; do
     [ -x "$bin/$b" ] || exit 1
   done
+  [ -f "$bin/$PROVISIONING_CRD" ] || exit 1
   echo "$bin"
   exit 0
 elif [ $# -gt 0 ]; then
@@ -159,6 +164,17 @@ build_module() { # name module version package
 }
 
 build_module kwok sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
+
+# The ProvisioningRequest CRD, as the module publishes it (nothing to build).
+crd_dir="$cache/autoscaler-apis-$AUTOSCALER_APIS_VERSION"
+if [ ! -f "$crd_dir/$PROVISIONING_CRD" ]; then
+  log "fetching the ProvisioningRequest CRD (k8s.io/autoscaler/cluster-autoscaler/apis $AUTOSCALER_APIS_VERSION)"
+  module_source k8s.io/autoscaler/cluster-autoscaler/apis "$AUTOSCALER_APIS_VERSION" "$work/autoscaler-apis"
+  mkdir -p "$crd_dir"
+  cp "$work/autoscaler-apis/config/crd/$PROVISIONING_CRD" "$crd_dir/$PROVISIONING_CRD.tmp"
+  mv "$crd_dir/$PROVISIONING_CRD.tmp" "$crd_dir/$PROVISIONING_CRD"
+fi
+ln -sfn "$crd_dir/$PROVISIONING_CRD" "$bin/$PROVISIONING_CRD"
 build_module training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1
 
 "$bin/etcd" --version >&2 | head -n 1 || true

@@ -1107,3 +1107,42 @@ fn the_articles_pipeline_run_is_read_by_its_integration_unless_the_scenario_has_
         s.warnings
     );
 }
+
+#[test]
+fn wait_for_pods_ready_blocks_admission_and_evicts_a_gang_that_never_starts() {
+    let r = run("wait-for-pods-ready");
+    // `next` fits the quota at once but waits for `slow`'s pods (2m).
+    assert_eq!(
+        events(&r, "slow"),
+        vec![("admitted", 0.0), ("finished", 720.0)]
+    );
+    assert_eq!(
+        events(&r, "next"),
+        vec![("admitted", 120.0), ("finished", 420.0)]
+    );
+    // `stuck` is evicted at each 5m timeout, requeued after 60s once, then deactivated.
+    assert_eq!(
+        events(&r, "stuck"),
+        vec![
+            ("admitted", 1800.0),
+            ("evicted", 2100.0),
+            ("requeued", 2160.0),
+            ("admitted", 2160.0),
+            ("evicted", 2460.0),
+        ]
+    );
+    let stuck = workload(&r, "stuck");
+    assert!(
+        stuck.history[1]
+            .reason
+            .contains("waitForPodsReady.timeout 5m"),
+        "{:?}",
+        stuck.history[1]
+    );
+    assert_eq!(stuck.state, "pending");
+    assert!(
+        stuck.reason.contains("backoffLimitCount 1"),
+        "{:?}",
+        stuck.reason
+    );
+}

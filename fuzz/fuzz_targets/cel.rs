@@ -39,6 +39,7 @@ fn job(expression: &str) -> (IntegrationSpec, Value) {
         },
         finished: None,
         generated: Vec::new(),
+        pods_ready: None,
     };
     let object = json!({
         "apiVersion": "fuzz.arbiter.dev/v1", "kind": "FuzzJob",

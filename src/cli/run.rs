@@ -32,6 +32,11 @@ pub struct RunArgs {
     /// File of JobIntegration manifests: job kinds beyond the built-in ones (repeatable).
     #[arg(long = "integrations", value_name = "FILE")]
     pub integrations: Vec<PathBuf>,
+    /// Kueue's Configuration file (config.kueue.x-k8s.io v1beta2 or v1beta1,
+    /// kind Configuration): its waitForPodsReady is in force (all-or-nothing
+    /// admission); other fields are reported as unused.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Gather changes this long after a wake-up before scheduling, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub batch_window_ms: u64,
@@ -124,6 +129,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     for warning in &warnings {
         tracing::warn!(%warning, "job integration");
     }
+    let pods_ready = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --config {}", path.display()))?;
+            let source = arbiter_core::model::load::Source {
+                file: path.clone(),
+                document: 1,
+            };
+            let read = arbiter_core::model::configuration::read(&text, &source)
+                .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
+            for warning in &read.warnings {
+                tracing::warn!(%warning, "configuration");
+            }
+            read.pods_ready
+        }
+        None => None,
+    };
     let admin = AdminState::new(registry);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -145,6 +167,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
         let options = DriverOptions {
             batch_window: Duration::from_millis(args.batch_window_ms),
+            pods_ready,
+            namespace: namespace.clone(),
             ..DriverOptions::default()
         };
         let (bound, _server) = arbiter_operator::admin::serve(args.admin_address, admin.clone())
@@ -169,6 +193,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 .load(std::sync::atomic::Ordering::Relaxed)
         });
         let _bundles = bundles.watch(client.clone(), driver.wake(), speaks).await?;
+        // The job-hold webhook covers every job kind served, user-defined ones too.
+        let _rules = webhook_options(args, &namespace)
+            .and_then(|w| w.configuration)
+            .map(|name| {
+                arbiter_operator::webhook::rules::keep_job_rules(
+                    client.clone(),
+                    name,
+                    driver.served_kinds(),
+                )
+            });
         let _webhook = match webhook_options(args, &namespace) {
             Some(webhook) => Some(
                 arbiter_operator::webhook::start(

@@ -11,7 +11,7 @@
 //! its Nodes. A Node holding a resource on separate cards says so in its
 //! `arbiter.dev/devices` annotation ([`DEVICES_ANNOTATION`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -324,17 +324,31 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
             }
         }
     }
+    // A flavor a ClusterQueue autoscales may grow and shrink (within the
+    // queue's minReplicas and maxReplicas, which the core applies); the
+    // others are as many Nodes as there are.
+    let autoscaled: BTreeSet<FlavorId> = cluster
+        .cluster_queues
+        .iter()
+        .filter(|cq| cq.autoscaling.is_some())
+        .flat_map(|cq| cq.groups.iter().flat_map(|g| g.flavors.iter().copied()))
+        .collect();
     let mut pools = Vec::new();
     for (flavor, shapes) in grouped {
         for ((allocatable, devices), names) in shapes {
             for names in names.chunks(MAX_NODES_PER_POOL as usize) {
                 let nodes = names.len() as u32;
+                let (min_nodes, max_nodes) = if autoscaled.contains(&flavor) {
+                    (0, MAX_NODES_PER_POOL)
+                } else {
+                    (nodes, nodes)
+                };
                 pools.push(PoolSpec {
                     flavor,
                     nodes,
                     allocatable: allocatable.clone(),
-                    min_nodes: nodes,
-                    max_nodes: nodes,
+                    min_nodes,
+                    max_nodes,
                     devices: devices.clone(),
                     names: names.to_vec(),
                 });

@@ -22,6 +22,7 @@
 //! | `webhook` | the admission webhooks over TLS: the mutating hold of new queued jobs, the validating check of queue configuration objects, the serving certificate (mounted or generated, CA patched into the configurations) |
 //! | `ungate` | pods of pod sets placed per card (gated at admission): each given its node and cards from the core's placement, then ungated |
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
+//! | `provision` | the scale plan as cluster-autoscaler's ProvisioningRequests (one per scale-up, node-sized PodTemplates), withdrawn on scale-down; ended ones told back to the core |
 //! | `bundles` | policy bundles in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
@@ -33,6 +34,7 @@ pub mod inject;
 pub mod integrations;
 pub mod jobs;
 pub mod leader;
+pub mod provision;
 pub mod publish;
 pub mod queue_status;
 pub mod ungate;

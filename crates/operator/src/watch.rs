@@ -153,35 +153,58 @@ pub async fn dynamic(
     gvk: &GroupVersionKind,
     wake: Arc<Notify>,
 ) -> Option<(ApiResource, Watched<DynamicObject>)> {
-    let (resource, _caps) = match discovery::pinned_kind(client, gvk).await {
-        Ok(found) => found,
-        Err(_) => return None,
-    };
+    let (resource, _caps) = discovery::pinned_kind(client, gvk).await.ok()?;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let what = format!("{}/{} {}", gvk.group, gvk.version, gvk.kind);
+    let watched = reflect(api, &resource, watcher::Config::default(), what, wake);
+    Some((resource, watched))
+}
+
+/// Watches the objects of a kind the API serves in `namespace` that carry
+/// label `label`; `None` when the API does not serve the kind.
+pub async fn dynamic_in(
+    client: &Client,
+    gvk: &GroupVersionKind,
+    namespace: &str,
+    label: &str,
+    wake: Arc<Notify>,
+) -> Option<(ApiResource, Watched<DynamicObject>)> {
+    let (resource, _caps) = discovery::pinned_kind(client, gvk).await.ok()?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let what = format!("{}/{} {} in {namespace}", gvk.group, gvk.version, gvk.kind);
+    let config = watcher::Config::default().labels(label);
+    let watched = reflect(api, &resource, config, what, wake);
+    Some((resource, watched))
+}
+
+/// A reflector over `api`'s objects of `resource` that `config` selects.
+fn reflect(
+    api: Api<DynamicObject>,
+    resource: &ApiResource,
+    config: watcher::Config,
+    what: String,
+    wake: Arc<Notify>,
+) -> Watched<DynamicObject> {
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
-    let what = format!("{}/{} {}", gvk.group, gvk.version, gvk.kind);
     // List responses leave out each item's apiVersion and kind; the job
     // integrations and the manifest reader need them.
     let types = kube::core::TypeMeta {
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
     };
-    let stream = watcher(api, watcher::Config::default())
+    let stream = watcher(api, config)
         .default_backoff()
         .modify(move |object: &mut DynamicObject| object.types = Some(types.clone()));
     let stream = reflector::reflector(writer, stream);
     let changes = Arc::new(Changes::default());
     let task = drive(what.clone(), stream, wake, changes.clone());
-    Some((
-        resource,
-        Watched {
-            store,
-            task,
-            what,
-            changes,
-        },
-    ))
+    Watched {
+        store,
+        task,
+        what,
+        changes,
+    }
 }
 
 /// `apiVersion` (`group/version` or `version`) and kind as a GVK.

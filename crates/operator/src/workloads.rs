@@ -201,6 +201,20 @@ pub fn desired(
             },
         });
     }
+    // `waitForPodsReady`: whether the admitted workload's pods are all ready.
+    if cluster.pods_ready.is_some() && admitted {
+        let waiting = scheduler.awaiting_pods(id);
+        wanted.push(Wanted {
+            type_: "PodsReady",
+            status: !waiting,
+            reason: if waiting { "WaitForStart" } else { "PodsReady" }.to_string(),
+            message: if waiting {
+                "Not all pods are ready or succeeded".to_string()
+            } else {
+                "All pods are ready or succeeded".to_string()
+            },
+        });
+    }
     if entry.status == Status::Rejected || entry.status == Status::Deactivated {
         wanted.push(Wanted {
             type_: "Finished",

@@ -13,7 +13,9 @@ mod support;
 use std::time::Duration;
 
 use arbiter_core::model::api::{ClusterQueue, Workload};
-use arbiter_testcluster::{NodeSpec, TestCluster, FAIL_LABEL, RUN_FOR_ANNOTATION};
+use arbiter_testcluster::{
+    NodeSpec, TestCluster, FAIL_LABEL, NEVER_READY_LABEL, RUN_FOR_ANNOTATION,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -91,6 +93,19 @@ spec: {clusterQueue: retrying}
 /// 8-GPU A100 Nodes (tainted; as much as ClusterQueue `research`'s
 /// quota) and one 8-GPU V100 Node, and the operator running in-process.
 async fn full_cluster() -> (TestCluster, Client) {
+    full_cluster_with(test_driver_options()).await
+}
+
+/// [`full_cluster`] with the operator started with `options`.
+async fn full_cluster_with(options: arbiter_operator::DriverOptions) -> (TestCluster, Client) {
+    full_cluster_setup(options, "").await
+}
+
+/// [`full_cluster_with`], `extra` (YAML) applied before the operator starts.
+async fn full_cluster_setup(
+    options: arbiter_operator::DriverOptions,
+    extra: &str,
+) -> (TestCluster, Client) {
     let cluster = TestCluster::start_full()
         .await
         .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
@@ -108,6 +123,9 @@ async fn full_cluster() -> (TestCluster, Client) {
             .unwrap();
     }
     apply_yaml(&admin, FULL_SETUP).await;
+    if !extra.is_empty() {
+        apply_yaml(&admin, extra).await;
+    }
     for name in ["a100-node-1", "a100-node-2"] {
         cluster
             .add_node(
@@ -122,7 +140,11 @@ async fn full_cluster() -> (TestCluster, Client) {
         .add_node(&NodeSpec::gpu("v100-node-1", 64, 8).label("nvidia.com/gpu.product", V100))
         .await
         .unwrap();
-    start_operator(admin.clone());
+    start_operator_configured(
+        admin.clone(),
+        Box::new(arbiter_core::scheduler::hooks::DefaultHooks),
+        options,
+    );
     (cluster, admin)
 }
 
@@ -130,6 +152,13 @@ async fn full_cluster() -> (TestCluster, Client) {
 /// asking `gpus`, failing at the end when `fail`.
 fn template(gpus: u32, run_for: Option<&str>, fail: bool) -> Value {
     container_template("train", None, gpus, run_for, fail)
+}
+
+/// [`batch_job`] whose pods are bound but never start.
+fn stuck_job(name: &str, pods: u32, gpus: u32) -> Job {
+    let mut job = serde_json::to_value(batch_job(name, pods, gpus, None, false)).unwrap();
+    job["spec"]["template"]["metadata"]["labels"] = json!({NEVER_READY_LABEL: "true"});
+    serde_json::from_value(job).unwrap()
 }
 
 /// [`template`] with its container named `container` and, for the
@@ -238,9 +267,10 @@ fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()
 }
 
-/// Bound to one of the A100 Nodes.
+/// Bound to one of the A100 Nodes (the setup's, or one the test's
+/// autoscaler made for a ProvisioningRequest `arbiter-a100-…`).
 fn on_a100(pod: &Pod) -> bool {
-    node_of(pod).is_some_and(|n| n.starts_with("a100-node-"))
+    node_of(pod).is_some_and(|n| n.starts_with("a100-node-") || n.starts_with("arbiter-a100-"))
 }
 
 fn phase_of(pod: &Pod) -> Option<&str> {
@@ -619,4 +649,253 @@ async fn a_failed_job_is_run_again_after_its_backoff_and_deactivated_past_max_re
         0,
         "{status:#}"
     );
+}
+
+#[tokio::test]
+async fn a_gang_whose_pods_do_not_all_start_is_evicted_and_blocks_admission_meanwhile() {
+    // Kueue's waitForPodsReady: 10 s to get every pod ready (long enough
+    // to see, through the Workloads' status written 2 s late), nothing else
+    // admitted meanwhile, requeued after 2 s, deactivated on its second
+    // timeout.
+    let configuration = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
+        waitForPodsReady:\n  timeout: 10s\n  blockAdmission: true\n  \
+        requeuingStrategy: {backoffLimitCount: 1, backoffBaseSeconds: 2}\n";
+    let source = arbiter_core::model::load::Source {
+        file: "kueue-config.yaml".into(),
+        document: 1,
+    };
+    let read = arbiter_core::model::configuration::read(configuration, &source).unwrap();
+    let options = arbiter_operator::DriverOptions {
+        pods_ready: read.pods_ready,
+        ..test_driver_options()
+    };
+    let (cluster, client) = full_cluster_with(options).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    jobs.create(&PostParams::default(), &stuck_job("stuck", 2, 4))
+        .await
+        .unwrap();
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=stuck",
+        "2 pods bound, not started",
+        |p| {
+            p.len() == 2
+                && p.iter()
+                    .all(|p| on_a100(p) && phase_of(p) == Some("Pending"))
+        },
+    )
+    .await;
+    let (reason, _) = wait_condition(&client, "job-stuck", "PodsReady", "False").await;
+    assert_eq!(reason, "WaitForStart");
+
+    // The quota has room for `next`, but nothing is admitted while the
+    // admitted gang's pods are not all ready.
+    jobs.create(
+        &PostParams::default(),
+        &batch_job("next", 1, 2, Some("3s"), false),
+    )
+    .await
+    .unwrap();
+    let (reason, message) = wait_condition(&client, "job-next", "QuotaReserved", "False").await;
+    assert_eq!(reason, "WaitingForPodsReady", "{message}");
+    assert!(message.contains("team-a/stuck"), "{message}");
+
+    // On the timeout the gang is evicted (its pods go), and `next` runs.
+    let (reason, message) = wait_condition(&client, "job-stuck", "Evicted", "True").await;
+    assert_eq!(reason, "PodsReadyTimeout", "{message}");
+    wait_pods(&client, &cluster, "job-name=next", "a pod running", |p| {
+        p.len() == 1 && phase_of(&p[0]) == Some("Running")
+    })
+    .await;
+    let (reason, _) = wait_condition(&client, "job-next", "PodsReady", "True").await;
+    assert_eq!(reason, "PodsReady");
+    wait_condition(&client, "job-next", "Finished", "True").await;
+
+    // Requeued after its backoff, it times out again: past
+    // backoffLimitCount 1, deactivated, held, and its quota free.
+    let note = wait_event(&client, "stuck", "Deactivated").await;
+    assert!(note.contains("backoffLimitCount 1"), "{note}");
+    let (reason, _) = wait_condition(&client, "job-stuck", "Finished", "True").await;
+    assert_eq!(reason, "RequeuingLimitExceeded");
+    assert!(suspended(&jobs.get("stuck").await.unwrap()));
+    wait_usage(&client, 0, "0").await;
+}
+
+/// A ClusterQueue that autoscales the A100 flavor between 2 and 4 Nodes.
+const ELASTIC: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: elastic}
+spec:
+  namespaceSelector: {}
+  autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 4}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 32}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: elastic, namespace: team-a}
+spec: {clusterQueue: elastic}
+"#;
+
+/// Plays cluster-autoscaler for the operator's ProvisioningRequests: a new
+/// request gets as many tainted A100 Nodes as it asks pods (named after
+/// it), then `Provisioned=True`; the Nodes of a request deleted go once
+/// they run no pod (cluster-autoscaler takes only idle Nodes away).
+fn fake_autoscaler(client: Client) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("autoscaling.x-k8s.io", "v1", "ProvisioningRequest"),
+            "provisioningrequests",
+        );
+        let requests: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), "arbiter-system", &resource);
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let mut made: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        loop {
+            let Ok(list) = requests.list(&ListParams::default()).await else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let mut present = std::collections::BTreeSet::new();
+            for request in list.items {
+                let name = request.metadata.name.clone().unwrap_or_default();
+                present.insert(name.clone());
+                if made.contains_key(&name) {
+                    continue;
+                }
+                let value = serde_json::to_value(&request).unwrap();
+                let count = value["spec"]["podSets"][0]["count"].as_u64().unwrap_or(0);
+                let mut names = Vec::new();
+                for i in 0..count {
+                    let node = format!("{name}-{i}");
+                    arbiter_testcluster::add_node(
+                        &client,
+                        &NodeSpec::gpu(&node, 64, 8)
+                            .label("nvidia.com/gpu.product", A100)
+                            .taint("nvidia.com/gpu", "true", "NoSchedule"),
+                    )
+                    .await
+                    .unwrap();
+                    names.push(node);
+                }
+                let status = json!({"status": {"conditions": [{
+                    "type": "Provisioned", "status": "True", "reason": "Provisioned",
+                    "message": "the test's autoscaler made the Nodes",
+                    "lastTransitionTime": "2026-12-04T00:00:00Z"}]}});
+                requests
+                    .patch_status(
+                        &name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&status),
+                    )
+                    .await
+                    .unwrap();
+                made.insert(name, names);
+            }
+            let gone: Vec<String> = made
+                .keys()
+                .filter(|k| !present.contains(*k))
+                .cloned()
+                .collect();
+            let pods: Api<Pod> = Api::all(client.clone());
+            for name in gone {
+                let mut busy = Vec::new();
+                for node in made.remove(&name).unwrap_or_default() {
+                    let on_it = pods
+                        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+                        .await
+                        .map(|l| {
+                            l.items
+                                .iter()
+                                .any(|p| !matches!(phase_of(p), Some("Succeeded" | "Failed")))
+                        })
+                        .unwrap_or(true);
+                    if on_it {
+                        busy.push(node);
+                    } else {
+                        let _ = nodes.delete(&node, &Default::default()).await;
+                    }
+                }
+                if !busy.is_empty() {
+                    // Looked at again next round.
+                    made.insert(name, busy);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+async fn a100_nodes(client: &Client) -> Vec<String> {
+    Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("nvidia.com/gpu.product={A100}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_backlog_grows_the_pool_through_provisioning_requests_and_it_shrinks_after() {
+    let (cluster, client) = full_cluster_setup(test_driver_options(), ELASTIC).await;
+    let _autoscaler = fake_autoscaler(client.clone());
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    // Four 8-GPU jobs on two 8-GPU Nodes: two wait for Nodes.
+    for i in 0..4 {
+        jobs.create(
+            &PostParams::default(),
+            &queued_job("elastic", &format!("big-{i}"), 1, 8, Some("4s"), false),
+        )
+        .await
+        .unwrap();
+    }
+    // The operator asks for two more Nodes; the waiting work is admitted
+    // onto them and runs there.
+    let started = std::time::Instant::now();
+    loop {
+        let names = a100_nodes(&client).await;
+        if names.len() == 4 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the pool did not grow to 4 A100 Nodes: {names:?}\n{}",
+            cluster.logs_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let running = wait_pods(&client, &cluster, "job-name", "4 pods on 4 Nodes", |p| {
+        let on: std::collections::BTreeSet<_> = p.iter().filter_map(node_of).collect();
+        p.len() == 4 && on.len() == 4 && p.iter().all(on_a100)
+    })
+    .await;
+    assert!(running
+        .iter()
+        .filter_map(node_of)
+        .any(|n| n.starts_with("arbiter-a100-")));
+    // All done: the requests are withdrawn and the pool is back to two.
+    for i in 0..4 {
+        wait_condition(&client, &format!("job-big-{i}"), "Finished", "True").await;
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let names = a100_nodes(&client).await;
+        if names.len() == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the pool did not shrink back to 2 A100 Nodes: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -18,24 +18,6 @@ use kube::api::{
 use serde_json::{json, Value};
 use support::*;
 
-/// A CRD for the article's kind (no upstream one exists): namespaced,
-/// any fields kept.
-const PIPELINE_RUN_CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: pipelineruns.kubeflow.org}
-spec:
-  group: kubeflow.org
-  names: {kind: PipelineRun, plural: pipelineruns, singular: pipelinerun, listKind: PipelineRunList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#;
-
 fn article_pipeline_run() -> Option<Value> {
     let shared = std::env::var_os("ARBITER_SHARED_TESTDATA")
         .map(std::path::PathBuf::from)
@@ -58,8 +40,11 @@ async fn the_articles_pipeline_run_is_queued_by_a_job_integration_from_configura
         return;
     };
     let (cluster, admin) = cluster_with_setup().await;
-    let crd = serde_yaml_ng::from_str(PIPELINE_RUN_CRD).unwrap();
-    cluster.install_crds(&[crd]).await.unwrap();
+    // No upstream CRD exists for the article's kind.
+    cluster
+        .install_crds(&[open_crd("kubeflow.org", "PipelineRun", "pipelineruns")])
+        .await
+        .unwrap();
     // The article's queue, in the test's namespace, onto the test's ClusterQueue.
     apply_yaml(
         &admin,

@@ -58,6 +58,28 @@ async fn create_when_served(jobs: &Api<Job>, job: &Job) -> Job {
     }
 }
 
+/// The webhooks served with a generated certificate, its CA kept in the
+/// configurations named `arbiter`, as `arbiter run` does by default.
+async fn serve_generated(admin: &Client, driver: &Driver) -> webhook::Webhook {
+    let options = WebhookOptions {
+        certs: CertSource::Secret {
+            namespace: "arbiter-system".into(),
+            name: "arbiter-webhook-tls".into(),
+            names: certs::service_names("arbiter", "arbiter-system"),
+        },
+        configuration: Some("arbiter".into()),
+    };
+    webhook::start(
+        admin,
+        "127.0.0.1:0".parse().unwrap(),
+        &options,
+        driver.integrations().clone(),
+        driver.config_view(),
+    )
+    .await
+    .unwrap()
+}
+
 fn api_message(error: kube::Error) -> String {
     match error {
         kube::Error::Api(status) => status.message,
@@ -69,23 +91,7 @@ fn api_message(error: kube::Error) -> String {
 async fn the_webhooks_hold_new_jobs_and_refuse_bad_configuration() {
     let (_cluster, admin) = cluster_with_setup().await;
     let driver = driver(&admin).await;
-    let options = WebhookOptions {
-        certs: CertSource::Secret {
-            namespace: "arbiter-system".into(),
-            name: "arbiter-webhook-tls".into(),
-            names: certs::service_names("arbiter", "arbiter-system"),
-        },
-        configuration: Some("arbiter".into()),
-    };
-    let served = webhook::start(
-        &admin,
-        "127.0.0.1:0".parse().unwrap(),
-        &options,
-        driver.integrations().clone(),
-        driver.config_view(),
-    )
-    .await
-    .unwrap();
+    let served = serve_generated(&admin, &driver).await;
     // Installed without caBundle, as deploy/ does; the operator fills it in.
     let (mutating, validating) = webhook_configurations(served.address.port(), None);
     apply_webhooks(&admin, &mutating, &validating).await;
@@ -298,4 +304,85 @@ async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
     let created = create_when_served(&jobs, &unsuspended("after", labels)).await;
     assert!(suspended(&created));
     drop(served);
+}
+
+/// A job kind of the operator's configuration: `example.com/v1 Sweep`.
+const SWEEP_INTEGRATION: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: JobIntegration
+metadata: {name: sweeps}
+spec:
+  jobApiVersion: example.com/v1
+  jobKind: Sweep
+  podSets: "[{'name': 'trial', 'count': object.spec.trials, 'template': object.spec.template, 'templatePath': 'spec.template'}]"
+  hold: {path: spec.paused, held: true, released: false}
+"#;
+
+#[tokio::test]
+async fn a_user_defined_kind_is_held_at_creation_too() {
+    let (cluster, admin) = cluster_with_setup().await;
+    cluster
+        .install_crds(&[open_crd("example.com", "Sweep", "sweeps")])
+        .await
+        .unwrap();
+    let (spec, _) =
+        arbiter_core::jobs::IntegrationSpec::from_manifest_yaml(SWEEP_INTEGRATION).unwrap();
+    let driver = Driver::start(
+        admin.clone(),
+        Integrations::with_extra(vec![spec]).unwrap(),
+        Box::new(DefaultHooks),
+        DriverOptions::default(),
+    )
+    .await;
+    let served = serve_generated(&admin, &driver).await;
+    // The configuration as deploy/ has it: no rule for the new kind.
+    let (mutating, validating) = webhook_configurations(served.address.port(), None);
+    apply_webhooks(&admin, &mutating, &validating).await;
+    let _rules =
+        webhook::rules::keep_job_rules(admin.clone(), "arbiter".into(), driver.served_kinds());
+    let m: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let started = Instant::now();
+    loop {
+        let current = m.get("arbiter").await.unwrap();
+        let covered = current.webhooks.iter().flatten().all(|w| {
+            w.rules.iter().flatten().any(|r| {
+                r.resources.as_deref() == Some(&["sweeps".to_string()][..])
+                    && r.api_groups.as_deref() == Some(&["example.com".to_string()][..])
+            })
+        });
+        if covered {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the job-hold webhooks never gained a rule for sweeps: {current:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A Sweep created to run at once comes back held.
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("example.com", "v1", "Sweep"),
+        "sweeps",
+    );
+    let sweeps: Api<DynamicObject> = Api::namespaced_with(admin.clone(), "team-a", &resource);
+    let sweep: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Sweep",
+        "metadata": {"name": "lr-search", "namespace": "team-a",
+                     "labels": {"arbiter.dev/queue-name": "research"}},
+        "spec": {"paused": false, "trials": 2, "template": {"spec": {"containers": [
+            {"name": "trial", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}}
+    }))
+    .unwrap();
+    let started = Instant::now();
+    let created = loop {
+        match sweeps.create(&PostParams::default(), &sweep).await {
+            Ok(created) => break created,
+            Err(e) if started.elapsed() < PATIENCE => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("creating a Sweep through the webhook: {e}"),
+        }
+    };
+    assert_eq!(created.data["spec"]["paused"], json!(true), "{created:?}");
 }

@@ -103,6 +103,8 @@ pub fn run_with(
     order.sort_by_key(|&i| (scenario.jobs[i].arrival, i));
     let mut next_arrival = 0usize;
     let mut finishes: BinaryHeap<Reverse<(Millis, WorkloadId, u32)>> = BinaryHeap::new();
+    // When admitted workloads' pods are all ready (`waitForPodsReady`).
+    let mut readies: BinaryHeap<Reverse<(Millis, WorkloadId, u32)>> = BinaryHeap::new();
     let mut node_ready: BinaryHeap<Reverse<(Millis, FlavorId)>> = BinaryHeap::new();
 
     let mut cq_usage: Vec<Integral> = vec![Integral::default(); cluster.cluster_queues.len()];
@@ -117,6 +119,7 @@ pub fn run_with(
         let candidates = [
             order.get(next_arrival).map(|&i| scenario.jobs[i].arrival),
             finishes.peek().map(|Reverse((t, _, _))| *t),
+            readies.peek().map(|Reverse((t, _, _))| *t),
             node_ready.peek().map(|Reverse((t, _))| *t),
             next_wake,
         ];
@@ -159,6 +162,16 @@ pub fn run_with(
                     record.waiting_since = Some(now);
                     record.outcome = Some((WorkloadState::Pending, reason.to_string()));
                 }
+            }
+        }
+        while let Some(&Reverse((at, id, epoch))) = readies.peek() {
+            if at > now {
+                break;
+            }
+            readies.pop();
+            let entry = scheduler.entry(id);
+            if entry.epoch == epoch && entry.status == Status::Admitted {
+                inputs.push(Input::PodsReady(id));
             }
         }
         while let Some(&Reverse((at, id, epoch))) = finishes.peek() {
@@ -206,6 +219,7 @@ pub fn run_with(
                 &record_of,
                 &mut records,
                 &mut finishes,
+                &mut readies,
                 &mut cq_usage,
                 &mut flavors,
                 &mut pending_now,
@@ -302,6 +316,7 @@ fn handle(
     record_of: &[usize],
     records: &mut [Record],
     finishes: &mut BinaryHeap<Reverse<(Millis, WorkloadId, u32)>>,
+    readies: &mut BinaryHeap<Reverse<(Millis, WorkloadId, u32)>>,
     cq_usage: &mut [Integral],
     flavors: &mut [FlavorTrack],
     pending_now: &mut usize,
@@ -337,8 +352,16 @@ fn handle(
                 flavors: Some(flavors_of),
                 by: None,
             });
-            if let Some(runtime) = scenario.jobs[job_index].runtime {
-                finishes.push(Reverse((now.saturating_add(runtime), id, entry.epoch)));
+            // Its pods start after its start-up time (never, for
+            // `startup: never`); its runtime counts from then.
+            let job = &scenario.jobs[job_index];
+            if let Some(started) = job.startup.map(|s| now.saturating_add(s)) {
+                if scheduler.awaiting_pods(id) {
+                    readies.push(Reverse((started, id, entry.epoch)));
+                }
+                if let Some(runtime) = job.runtime {
+                    finishes.push(Reverse((started.saturating_add(runtime), id, entry.epoch)));
+                }
             }
             if let Some(admission) = &entry.admission {
                 account(scheduler, flavors, &admission.usage, 1, now);

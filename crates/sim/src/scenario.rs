@@ -11,10 +11,10 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use arbiter_core::jobs::{self, Integrations, JobInfo};
-use arbiter_core::model::cluster::{Cluster, ClusterBuilder, Namespace};
+use arbiter_core::model::cluster::{Cluster, ClusterBuilder, Namespace, PodsReadyPolicy};
 use arbiter_core::model::load::{Loaded, Manifest, Source};
 use arbiter_core::model::sim_api::{
-    self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION,
+    self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION, STARTUP_ANNOTATION,
 };
 use arbiter_core::model::{api, limits};
 use arbiter_core::model::{Amount, Millis};
@@ -35,6 +35,9 @@ pub struct SimJob {
     pub arrival: Millis,
     /// `None`: runs until the end of the simulation.
     pub runtime: Option<Millis>,
+    /// From admission to every pod ready (`sim.arbiter.dev/startup`);
+    /// `None`: they never start.
+    pub startup: Option<Millis>,
     pub source: String,
 }
 
@@ -246,6 +249,15 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     let mut until = None;
     if let Some((_, sim)) = &simulation {
         builder.fair_sharing_everywhere(sim.spec.fair_sharing.as_ref().is_some_and(|f| f.enabled));
+        if let Some(spec) = &sim.spec.wait_for_pods_ready {
+            match PodsReadyPolicy::from_spec(spec) {
+                Ok(policy) => builder.pods_ready(policy),
+                Err(e) => errors.push(format!(
+                    "Simulation {}: spec.{e}",
+                    sim.metadata.name.as_deref().unwrap_or("")
+                )),
+            }
+        }
         if let Some(text) = &sim.spec.until {
             match Millis::parse(text) {
                 Ok(d) => until = Some(d),
@@ -475,11 +487,18 @@ fn push_job(
     let arrival =
         annotation_duration(&info, ARRIVAL_ANNOTATION, source, errors).unwrap_or(Millis::ZERO);
     let runtime = annotation_duration(&info, RUNTIME_ANNOTATION, source, errors);
+    let startup = match info.annotations.get(STARTUP_ANNOTATION).map(String::as_str) {
+        Some("never") => None,
+        _ => Some(
+            annotation_duration(&info, STARTUP_ANNOTATION, source, errors).unwrap_or(Millis::ZERO),
+        ),
+    };
     jobs.push(SimJob {
         info,
         explicit_priority: explicit,
         arrival,
         runtime,
+        startup,
         source: source.to_string(),
     });
 }
@@ -557,6 +576,7 @@ fn expand_generator(generator: &WorkloadGenerator, source: &str) -> Result<Vec<S
             explicit_priority: spec.priority,
             arrival: at,
             runtime,
+            startup: Some(Millis::ZERO),
             source: source.to_string(),
         });
         let gap = match rng.as_mut() {

@@ -40,6 +40,9 @@ pub const FAIL_LABEL: &str = "arbiter.test/fail";
 /// Pod label `"true"`: the pod is bound but never starts (stays Pending, not ready).
 pub const NEVER_READY_LABEL: &str = "arbiter.test/never-ready";
 
+/// cluster-autoscaler's ProvisioningRequest CRD, beside the binaries.
+const PROVISIONING_CRD: &str = "autoscaling.x-k8s.io_provisioningrequests.yaml";
+
 /// The Stages kwok runs (Node and pod life cycles).
 const KWOK_STAGES: &str = include_str!("kwok-stages.yaml");
 
@@ -211,6 +214,17 @@ impl TestCluster {
         for (_, file) in KUBEFLOW_KINDS {
             crds.extend(crate::crd_documents(&crd_dir.join(file))?);
         }
+        // cluster-autoscaler's ProvisioningRequest (no autoscaler runs: a
+        // test plays it).
+        let provisioning = bin.join(PROVISIONING_CRD);
+        if !provisioning.is_file() {
+            return Err(Error::Binaries(format!(
+                "{} holds no {PROVISIONING_CRD}; run `{}`",
+                bin.display(),
+                crate::BUILD_SCRIPT
+            )));
+        }
+        crds.extend(crate::crd_documents(&provisioning)?);
         crate::crds::install(&client, &crds).await?;
         training_operator_prerequisites(&client).await?;
         let metrics = free_port()?;
@@ -349,35 +363,40 @@ impl TestCluster {
     /// runs the pods kube-scheduler binds to it (`kwok-stages.yaml`). Its
     /// `kubernetes.io/hostname` label is its name.
     pub async fn add_node(&self, spec: &NodeSpec) -> Result<(), Error> {
-        let client = self.admin_client().await?;
-        let nodes: Api<Node> = Api::all(client);
-        let mut labels = spec.labels.clone();
-        labels.insert("kubernetes.io/hostname".into(), spec.name.clone());
-        labels.insert("kubernetes.io/os".into(), "linux".into());
-        labels.insert("type".into(), "kwok".into());
-        let mut annotations = spec.annotations.clone();
-        annotations.insert(KWOK_NODE_ANNOTATION.into(), "fake".into());
-        let taints: Vec<_> = spec
-            .taints
-            .iter()
-            .map(|(key, value, effect)| json!({"key": key, "value": value, "effect": effect}))
-            .collect();
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
-            "spec": {"taints": taints},
-        }))
-        .map_err(|e| Error::Other(format!("Node {}: {e}", spec.name)))?;
-        nodes.create(&PostParams::default(), &node).await?;
-        let mut allocatable = spec.allocatable.clone();
-        allocatable
-            .entry("pods".into())
-            .or_insert_with(|| "110".into());
-        let status = json!({"status": {"allocatable": allocatable, "capacity": allocatable}});
-        nodes
-            .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&status))
-            .await?;
-        Ok(())
+        add_node(&self.admin_client().await?, spec).await
     }
+}
+
+/// [`TestCluster::add_node`] through `client` (for a task that plays a
+/// controller adding Nodes, such as a test's cluster-autoscaler).
+pub async fn add_node(client: &Client, spec: &NodeSpec) -> Result<(), Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut labels = spec.labels.clone();
+    labels.insert("kubernetes.io/hostname".into(), spec.name.clone());
+    labels.insert("kubernetes.io/os".into(), "linux".into());
+    labels.insert("type".into(), "kwok".into());
+    let mut annotations = spec.annotations.clone();
+    annotations.insert(KWOK_NODE_ANNOTATION.into(), "fake".into());
+    let taints: Vec<_> = spec
+        .taints
+        .iter()
+        .map(|(key, value, effect)| json!({"key": key, "value": value, "effect": effect}))
+        .collect();
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
+        "spec": {"taints": taints},
+    }))
+    .map_err(|e| Error::Other(format!("Node {}: {e}", spec.name)))?;
+    nodes.create(&PostParams::default(), &node).await?;
+    let mut allocatable = spec.allocatable.clone();
+    allocatable
+        .entry("pods".into())
+        .or_insert_with(|| "110".into());
+    let status = json!({"status": {"allocatable": allocatable, "capacity": allocatable}});
+    nodes
+        .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
 }
 
 /// What the training-operator needs before it starts: the `kubeflow`

@@ -43,8 +43,8 @@ mod crds;
 mod full;
 pub use crds::{crd_documents, wait_established};
 pub use full::{
-    NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL, READY_AFTER_ANNOTATION,
-    RUN_FOR_ANNOTATION,
+    add_node, NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL,
+    READY_AFTER_ANNOTATION, RUN_FOR_ANNOTATION,
 };
 
 /// Where the binaries are looked for when `ARBITER_TEST_CLUSTER_BIN` is unset.

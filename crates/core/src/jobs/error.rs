@@ -48,11 +48,9 @@ pub enum JobError {
         message: String,
     },
 
-    /// An expression saying whether the job ended failed on this job.
-    #[error(
-        "{job}: `{field}` of job integration `{integration}` failed: {message}; \
-         the job is taken as still running"
-    )]
+    /// An expression reading the job's state (`spec.finished.*`,
+    /// `spec.podsReady`) failed on this job.
+    #[error("{job}: `{field}` of job integration `{integration}` failed: {message}")]
     Finished {
         job: String,
         integration: String,

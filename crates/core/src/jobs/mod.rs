@@ -123,6 +123,8 @@ pub struct Integration {
     succeeded: Expression,
     failed: Expression,
     failure_message: Option<Expression>,
+    /// `podsReady`, compiled the same way (absent: the kind cannot say).
+    pods_ready: Option<Expression>,
     hold_path: HoldPath,
     env: Arc<Env>,
 }
@@ -194,14 +196,41 @@ impl Integration {
             Some(text) => Some(compile("spec.finished.message", text)?),
             None => None,
         };
+        let pods_ready = match &spec.pods_ready {
+            Some(text) => Some(compile("spec.podsReady", text)?),
+            None => None,
+        };
         Ok(Integration {
             spec,
             expression,
             succeeded,
             failed,
             failure_message,
+            pods_ready,
             hold_path,
             env: Arc::clone(env),
+        })
+    }
+
+    /// Whether every pod of the job is ready or done (`spec.podsReady`);
+    /// `None` when the kind cannot say. An expression that fails on the
+    /// job is an error; the pods are then best taken as not ready.
+    pub fn pods_ready(&self, object: &Value) -> Result<Option<bool>, JobError> {
+        let Some(expression) = &self.pods_ready else {
+            return Ok(None);
+        };
+        let job = describe_job(&self.spec.kind, object);
+        let problem = match self.run(&job, expression, object) {
+            Ok(Value::Bool(ready)) => return Ok(Some(ready)),
+            Ok(other) => format!("it yielded {other}, not a bool"),
+            Err(JobError::Evaluate { message, .. }) => message,
+            Err(other) => other.to_string(),
+        };
+        Err(JobError::Finished {
+            job,
+            integration: self.spec.gvk(),
+            field: "spec.podsReady",
+            message: problem,
         })
     }
 

@@ -46,6 +46,11 @@ pub struct IntegrationSpec {
     /// (`retryPolicy`), objects they leave empty with them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generated: Vec<String>,
+    /// CEL over `object`: `true` once every pod of the admitted job is
+    /// ready or done (`waitForPodsReady`); absent, the kind cannot say, and
+    /// its pods count as ready at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_ready: Option<String>,
 }
 
 /// How a job kind says it ran to its end: CEL over `object` (the job as
@@ -145,6 +150,9 @@ pub struct JobIntegrationSpec {
     /// See [`IntegrationSpec::generated`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generated: Vec<String>,
+    /// See [`IntegrationSpec::pods_ready`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_ready: Option<String>,
 }
 
 impl From<JobIntegrationSpec> for IntegrationSpec {
@@ -156,6 +164,7 @@ impl From<JobIntegrationSpec> for IntegrationSpec {
             hold: spec.hold,
             finished: spec.finished,
             generated: spec.generated,
+            pods_ready: spec.pods_ready,
         }
     }
 }
@@ -234,6 +243,7 @@ fn integration(api_version: &str, kind: &str, pod_sets: String, hold: HoldSpec) 
         hold,
         finished: None,
         generated: Vec::new(),
+        pods_ready: None,
     }
 }
 
@@ -257,6 +267,23 @@ const BATCH_JOB_GENERATED: &[&str] = &[
     "/spec/template/metadata/labels/job-name",
     "/spec/template/metadata/labels/batch.kubernetes.io~1job-name",
 ];
+
+/// A `batch/v1 Job`'s pods are ready, as Kueue reads it: ready and
+/// succeeded pods at least as many as run at once (`parallelism`, or
+/// `completions` when fewer; 1 by default).
+const BATCH_JOB_PODS_READY: &str = "has(object.status) && \
+  (has(object.status.ready) ? object.status.ready : 0) \
+  + (has(object.status.succeeded) ? object.status.succeeded : 0) \
+  >= (has(object.spec.parallelism) && has(object.spec.completions) \
+      && object.spec.completions < object.spec.parallelism \
+    ? object.spec.completions \
+    : (has(object.spec.parallelism) ? object.spec.parallelism : 1))";
+
+/// Kubeflow's training jobs and MPIJob: a `Running` (or `Succeeded`)
+/// condition `True`, as Kueue reads them.
+const RUNNING_CONDITION: &str = "has(object.status) && has(object.status.conditions) \
+  && object.status.conditions.exists(c, has(c.type) && has(c.status) \
+    && c.type in ['Running', 'Succeeded'] && c.status == 'True')";
 
 /// `TrainJob`: `numNodes` pods (default 1) of `resourcesPerNode`. The
 /// runtime's own pod template is not resolved here.
@@ -309,16 +336,18 @@ const TEKTON_PIPELINE_RUN: &str = "(object.spec.pipelineSpec.tasks \
 /// The job kinds Arbiter knows out of the box (DESIGN §2), as data.
 pub fn builtin_integrations() -> Vec<IntegrationSpec> {
     let run_policy = || suspend("spec.runPolicy.suspend");
-    let kubeflow = |kind: &str, field: &str, types: &[&str]| {
-        integration(
+    let kubeflow = |kind: &str, field: &str, types: &[&str]| IntegrationSpec {
+        pods_ready: Some(RUNNING_CONDITION.to_string()),
+        ..integration(
             "kubeflow.org/v1",
             kind,
             replica_specs(field, types),
             run_policy(),
         )
     };
-    let mpi = |api_version: &str| {
-        integration(
+    let mpi = |api_version: &str| IntegrationSpec {
+        pods_ready: Some(RUNNING_CONDITION.to_string()),
+        ..integration(
             api_version,
             "MPIJob",
             replica_specs("mpiReplicaSpecs", &["Launcher", "Worker"]),
@@ -327,6 +356,7 @@ pub fn builtin_integrations() -> Vec<IntegrationSpec> {
     };
     let batch_job = IntegrationSpec {
         generated: BATCH_JOB_GENERATED.iter().map(|p| p.to_string()).collect(),
+        pods_ready: Some(BATCH_JOB_PODS_READY.to_string()),
         ..integration(
             "batch/v1",
             "Job",

@@ -743,6 +743,7 @@ fn with_pod_sets(expression: &str) -> Integrations {
         },
         finished: None,
         generated: Vec::new(),
+        pods_ready: None,
     }])
     .unwrap()
 }
@@ -1250,4 +1251,44 @@ spec:
     bad.finished.as_mut().unwrap().succeeded = "object.status.(".into();
     let error = Integrations::with_extra(vec![bad]).unwrap_err().to_string();
     assert!(error.contains("spec.finished.succeeded"), "{error}");
+}
+
+#[test]
+fn pods_ready_is_read_as_kueue_reads_each_kind() {
+    let integrations = Integrations::builtin();
+    let ready = |api_version: &str, kind: &str, spec: Value, status: Value| {
+        let object = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "j"}, "spec": spec, "status": status});
+        integrations
+            .find(api_version, kind)
+            .unwrap()
+            .pods_ready(&object)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let job = |status: Value| ready("batch/v1", "Job", json!({"parallelism": 3}), status);
+    assert_eq!(job(json!({})), Some(false));
+    assert_eq!(job(json!({"ready": 2})), Some(false));
+    assert_eq!(job(json!({"ready": 2, "succeeded": 1})), Some(true));
+    assert_eq!(
+        ready(
+            "batch/v1",
+            "Job",
+            json!({"parallelism": 3, "completions": 1}),
+            json!({"ready": 1})
+        ),
+        Some(true)
+    );
+    let running = json!({"conditions": [{"type": "Running", "status": "True"}]});
+    assert_eq!(
+        ready("kubeflow.org/v1", "PyTorchJob", json!({}), running),
+        Some(true)
+    );
+    assert_eq!(
+        ready("kubeflow.org/v1", "PyTorchJob", json!({}), json!({})),
+        Some(false)
+    );
+    // A kind that cannot say.
+    assert_eq!(
+        ready("argoproj.io/v1alpha1", "Workflow", json!({}), json!({})),
+        None
+    );
 }

@@ -292,6 +292,43 @@ pub struct RetryPolicy {
     pub backoff_duration: Option<String>,
 }
 
+/// All-or-nothing admission, Kueue's `waitForPodsReady` (its
+/// Configuration's v1beta2 fields; present means enabled, `enable: false`
+/// as v1beta1 wrote it turns it off): an admitted workload whose pods are
+/// not all ready within `timeout` is evicted and requeued with backoff.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitForPodsReady {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable: Option<bool>,
+    /// From admission to every pod ready (duration, default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Admit nothing while an admitted workload's pods are not all ready (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_admission: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeuing_strategy: Option<RequeuingStrategy>,
+}
+
+/// How a workload evicted for its pods' readiness is queued again.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequeuingStrategy {
+    /// `Eviction` (default: queued from its eviction on) or `Creation` (its old place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    /// Requeues before it is deactivated (absent: without end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_limit_count: Option<u32>,
+    /// First backoff, doubling with every requeue (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_base_seconds: Option<u32>,
+    /// Longest backoff (default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_max_seconds: Option<u32>,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceReclaim {

@@ -8,6 +8,7 @@
 pub mod api;
 pub mod article;
 pub mod cluster;
+pub mod configuration;
 pub mod duration;
 pub mod limits;
 pub mod load;

@@ -18,6 +18,9 @@ pub const SIM_API_VERSION: &str = "sim.arbiter.dev/v1alpha1";
 pub const ARRIVAL_ANNOTATION: &str = "sim.arbiter.dev/arrival";
 /// Annotation: how long a job runs once admitted (`10m`).
 pub const RUNTIME_ANNOTATION: &str = "sim.arbiter.dev/runtime";
+/// How long a job's pods take from admission to all ready (a duration,
+/// default `0s`; `never`: they never start). Its runtime counts from then.
+pub const STARTUP_ANNOTATION: &str = "sim.arbiter.dev/startup";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -40,6 +43,9 @@ pub struct SimulationSpec {
     pub until: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<GlobalFairSharing>,
+    /// All-or-nothing admission, as Kueue's configuration has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for_pods_ready: Option<super::api::WaitForPodsReady>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_pools: Vec<NodePool>,
     /// Policy bundles in force: directories (or ConfigMap files), relative to this file.

@@ -179,6 +179,15 @@ impl Scheduler {
         added
     }
 
+    /// `nodes` of a scale-up of `flavor` are no longer in flight (their
+    /// capacity, if any, comes with the driver's pools).
+    pub(super) fn provisioning_done(&mut self, flavor: FlavorId, nodes: u32) {
+        if let Some(in_flight) = self.provisioning.get_mut(flavor.index()) {
+            *in_flight = in_flight.saturating_sub(nodes);
+            self.wake_all();
+        }
+    }
+
     /// A node of `flavor` went away: one idle node leaves the capacity (a
     /// node with pods is never taken; their jobs fail through the driver).
     pub(super) fn node_removed(&mut self, flavor: FlavorId) -> bool {

@@ -76,6 +76,11 @@ impl Scheduler {
         self.advance_history(now);
         self.score_new(now, hooks);
         let mut cycle = Cycle::default();
+        if self.admission_blocked_by().is_some() {
+            // `blockAdmission`: an admitted workload's pods are not all
+            // ready; `reason` says so for everything waiting.
+            return cycle;
+        }
         let mut heads = Vec::with_capacity(self.active.len());
         let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
         for cq in active {
@@ -422,6 +427,7 @@ impl Scheduler {
                 counts: assignment.counts,
             },
         );
+        self.await_pods_ready(id);
     }
 
     /// Makes `admission` the workload's: charges its quota, holds its nodes,

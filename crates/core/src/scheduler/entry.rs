@@ -24,6 +24,8 @@ pub struct Entry {
     /// Why it is not admitted (`Reason::None` when admitted or never examined).
     pub reason: Reason,
     pub retries: u32,
+    /// Requeues after its pods were not all ready in time (`waitForPodsReady`).
+    pub pods_ready_requeues: u32,
     pub evictions: u32,
     pub admission: Option<Admission>,
     /// Bumped on each admission so stale timers and finish events are ignored.

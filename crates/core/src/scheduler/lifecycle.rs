@@ -18,6 +18,8 @@ use super::{Event, Scheduler};
 pub enum TimerKind {
     BackoffEnds,
     Reclaim,
+    /// `waitForPodsReady.timeout` after an admission.
+    PodsReady,
 }
 
 impl Scheduler {
@@ -76,6 +78,7 @@ impl Scheduler {
             },
             reason,
             retries: 0,
+            pods_ready_requeues: 0,
             evictions: 0,
             admission: None,
             epoch,
@@ -248,6 +251,11 @@ impl Scheduler {
                         cause: Requeue::BackoffOver,
                     });
                 }
+                TimerKind::PodsReady
+                    if entry.status == Status::Admitted && self.unready.contains(&id) =>
+                {
+                    self.pods_ready_timeout(id, now, &mut events);
+                }
                 TimerKind::Reclaim if entry.status == Status::Admitted => {
                     let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
                     let cause = Eviction::Reclaimed {
@@ -270,6 +278,9 @@ impl Scheduler {
 
     /// Gives back an admitted workload's quota and nodes; wakes what may now fit.
     pub(super) fn release(&mut self, id: WorkloadId) -> Option<Admission> {
+        if self.unready.remove(&id) && self.block_admission() {
+            self.wake_all();
+        }
         let entry = &mut self.entries[id.index()];
         let admission = entry.admission.take()?;
         let cq = entry.workload.cluster_queue;

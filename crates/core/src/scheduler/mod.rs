@@ -30,6 +30,7 @@ pub mod intake;
 mod lifecycle;
 mod memo;
 mod placement;
+mod pods_ready;
 mod preemption;
 mod queues;
 pub mod quota;
@@ -216,6 +217,9 @@ pub struct Scheduler {
     /// Changed whenever the policies in force or the fair-sharing weights
     /// change: what was computed under the old ones may not hold.
     epoch: u64,
+    /// Admitted workloads whose pods are not all ready yet, while
+    /// `waitForPodsReady` is on (`pods_ready`).
+    unready: BTreeSet<WorkloadId>,
 }
 
 impl Scheduler {
@@ -266,6 +270,7 @@ impl Scheduler {
             states: vec![ClusterQueueState::default(); cqs],
             active: BTreeSet::new(),
             timers: BTreeSet::new(),
+            unready: BTreeSet::new(),
             to_score: Vec::new(),
             fair,
             lendable,
@@ -418,6 +423,11 @@ impl Scheduler {
     /// its ClusterQueue is stopped, or behind the head of a StrictFIFO queue.
     pub fn reason(&self, id: WorkloadId) -> Reason {
         let entry = &self.entries[id.index()];
+        if matches!(entry.status, Status::Queued | Status::Inadmissible) {
+            if let Some(waiting) = self.admission_blocked_by() {
+                return Reason::WaitingForPodsReady { workload: waiting };
+            }
+        }
         if entry.status == Status::Queued {
             let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
             if cq.stop_policy != StopPolicy::None {

@@ -90,6 +90,8 @@ pub enum Eviction {
         priority: i32,
         reclaimed_by: Option<String>,
     },
+    /// Its pods were not all ready within `waitForPodsReady.timeout`.
+    PodsReadyTimeout { timeout: Millis },
 }
 
 impl Eviction {
@@ -99,6 +101,7 @@ impl Eviction {
             Eviction::Failed { .. } => "Failed",
             Eviction::Reclaimed { .. } => "Reclaimed",
             Eviction::Preempted { .. } => "Preempted",
+            Eviction::PodsReadyTimeout { .. } => "PodsReadyTimeout",
         }
     }
 }
@@ -125,6 +128,10 @@ impl fmt::Display for Eviction {
                     Some(cq) => write!(f, "reclaimed by ClusterQueue {cq}"),
                 }
             }
+            Eviction::PodsReadyTimeout { timeout } => write!(
+                f,
+                "its pods were not all ready within waitForPodsReady.timeout {timeout} of its admission"
+            ),
         }
     }
 }
@@ -211,6 +218,26 @@ pub enum Reason {
         retries: u32,
         max_retries: u32,
     },
+    /// `waitForPodsReady.blockAdmission`: the pods of `workload`
+    /// (`namespace/name`), admitted, are not all ready, and nothing is
+    /// admitted until they are.
+    WaitingForPodsReady {
+        workload: String,
+    },
+    /// Waiting out the backoff of its `requeue`-th requeue after its pods
+    /// were not all ready within `timeout` (`limit`: `backoffLimitCount`).
+    PodsReadyBackoff {
+        timeout: Millis,
+        requeue: u32,
+        limit: Option<u32>,
+        until: Millis,
+    },
+    /// Requeued after its pods' timeout more often than
+    /// `waitForPodsReady.requeuingStrategy.backoffLimitCount` allows.
+    RequeuingLimitExceeded {
+        requeues: u32,
+        limit: u32,
+    },
     /// Its LocalQueue (or the LocalQueue's ClusterQueue) no longer exists; it
     /// waits until a configuration brings one back under the same name.
     QueueRemoved {
@@ -250,6 +277,9 @@ impl Reason {
             Reason::Evicted(eviction) => eviction.code(),
             Reason::Backoff { .. } => "Backoff",
             Reason::Deactivated { .. } => "Deactivated",
+            Reason::WaitingForPodsReady { .. } => "WaitingForPodsReady",
+            Reason::PodsReadyBackoff { .. } => "Backoff",
+            Reason::RequeuingLimitExceeded { .. } => "RequeuingLimitExceeded",
             Reason::QueueRemoved { .. } => "QueueRemoved",
             Reason::ResourceRemoved { .. } => "ResourceRemoved",
             Reason::Detached { .. } => "Detached",
@@ -343,6 +373,22 @@ impl Reason {
                 max_retries,
             } => format!(
                 "deactivated after {retries} retries (retryPolicy.maxRetries {max_retries})"
+            ),
+            Reason::WaitingForPodsReady { workload } => format!(
+                "waiting for the pods of {workload} to be ready: waitForPodsReady.blockAdmission admits nothing until then"
+            ),
+            Reason::PodsReadyBackoff {
+                timeout,
+                requeue,
+                limit,
+                until,
+            } => format!(
+                "its pods were not all ready within waitForPodsReady.timeout {timeout}; requeue {requeue}{} after backoff until {}s",
+                limit.map(|l| format!(" of {l}")).unwrap_or_default(),
+                until.as_secs_f64()
+            ),
+            Reason::RequeuingLimitExceeded { requeues, limit } => format!(
+                "deactivated: its pods were not all ready in time after {requeues} requeues (waitForPodsReady.requeuingStrategy.backoffLimitCount {limit})"
             ),
             Reason::QueueRemoved { namespace, queue } => format!(
                 "LocalQueue {namespace}/{queue} (or its ClusterQueue) was removed; it waits until one is configured again"

@@ -484,7 +484,8 @@ impl Scheduler {
                         report.adopted.push(id);
                     }
                     let backoff_until = match (&entry.reason, status) {
-                        (Reason::Backoff { until, .. }, Status::Backoff) => Some(*until),
+                        (Reason::Backoff { until, .. }, Status::Backoff)
+                        | (Reason::PodsReadyBackoff { until, .. }, Status::Backoff) => Some(*until),
                         _ => None,
                     };
                     if backoff_until.is_none() {
@@ -538,6 +539,14 @@ impl Scheduler {
                     counts,
                 },
             );
+        }
+        // Admitted workloads whose pods were not all ready still wait, with
+        // their timeout counted from their admission, under the policy now
+        // in force.
+        for &id in &old.unready {
+            if next.entries[id.index()].status == Status::Admitted {
+                next.await_pods_ready(id);
+            }
         }
         for id in detached {
             next.detach(id, &orphans);

@@ -31,6 +31,9 @@ pub enum Input {
     },
     /// An admitted workload ran to completion.
     Finish(WorkloadId),
+    /// Every pod of an admitted workload is ready (or has run to its end):
+    /// `waitForPodsReady` stops waiting for it.
+    PodsReady(WorkloadId),
     /// An admitted workload failed; `message` is what the driver saw.
     Fail {
         workload: WorkloadId,
@@ -43,6 +46,10 @@ pub enum Input {
     NodeReady(FlavorId),
     /// An idle node of the flavor went away.
     NodeRemoved(FlavorId),
+    /// `nodes` of a scale-up of the flavor are no longer in flight: they
+    /// arrived, as nodes of the driver's own pools (the operator's Nodes),
+    /// or will not. Unlike [`Input::NodeReady`] it adds no capacity.
+    ProvisioningDone { flavor: FlavorId, nodes: u32 },
 }
 
 /// What one step decided.
@@ -93,12 +100,16 @@ impl Scheduler {
                     step.events.extend(self.fail(workload, &message, now))
                 }
                 Input::Withdraw(id) => step.events.extend(self.withdraw(id, now)),
+                Input::PodsReady(id) => {
+                    self.pods_ready(id);
+                }
                 Input::NodeReady(flavor) => {
                     self.node_ready(flavor);
                 }
                 Input::NodeRemoved(flavor) => {
                     self.node_removed(flavor);
                 }
+                Input::ProvisioningDone { flavor, nodes } => self.provisioning_done(flavor, nodes),
             }
         }
         observe(self);

@@ -950,3 +950,99 @@ fn a_failed_workload_is_retried_with_backoff_then_deactivated() {
     )));
     assert_eq!(s.entry(ids[0]).status, Status::Deactivated);
 }
+
+/// `cluster(8)` with `waitForPodsReady`: timeout 60s, backoff 10s doubling
+/// to 30s, at most `limit` requeues, `block` admission.
+fn waiting_cluster(block: bool, limit: Option<u32>) -> Arc<Cluster> {
+    let mut c = build(&CLUSTER.replace("QUOTA_A", "8"));
+    c.pods_ready = Some(crate::model::cluster::PodsReadyPolicy {
+        timeout: Millis::from_secs(60),
+        block_admission: block,
+        requeue_at_creation: false,
+        backoff_limit: limit,
+        backoff_base: Millis::from_secs(10),
+        backoff_max: Millis::from_secs(30),
+    });
+    Arc::new(c)
+}
+
+#[test]
+fn pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_deactivated_past_the_limit() {
+    let c = waiting_cluster(false, Some(1));
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, step) = submit(&mut s, 0, vec![workload(&c, "ns-a", "gang", 4, 0)]);
+    assert_eq!(admitted(&step), ids);
+    assert!(s.awaiting_pods(ids[0]));
+    assert_eq!(step.next_wake, Some(Millis::from_secs(60)));
+    // 60 s later its pods are still not ready: evicted, backing off 10 s.
+    let step = s.step(Millis::from_secs(60), Vec::new(), &mut DefaultHooks);
+    assert!(matches!(
+        &step.events[0],
+        Event::Evicted {
+            cause: Eviction::PodsReadyTimeout { .. },
+            ..
+        }
+    ));
+    assert_eq!(s.entry(ids[0]).status, Status::Backoff);
+    assert!(!s.awaiting_pods(ids[0]));
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::ZERO);
+    assert!(
+        s.reason_text(ids[0]).contains("requeue 1 of 1"),
+        "{}",
+        s.reason_text(ids[0])
+    );
+    let step = s.step(Millis::from_secs(70), Vec::new(), &mut DefaultHooks);
+    assert_eq!(admitted(&step), ids);
+    // Again not ready: past backoffLimitCount 1, deactivated.
+    let step = s.step(Millis::from_secs(130), Vec::new(), &mut DefaultHooks);
+    assert!(step
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Deactivated { .. })));
+    assert_eq!(s.entry(ids[0]).status, Status::Deactivated);
+    assert_eq!(s.reason(ids[0]).code(), "RequeuingLimitExceeded");
+}
+
+#[test]
+fn pods_ready_in_time_keep_their_admission() {
+    let c = waiting_cluster(false, None);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-a", "gang", 4, 0)]);
+    s.step(
+        Millis::from_secs(30),
+        vec![Input::PodsReady(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert!(!s.awaiting_pods(ids[0]));
+    let step = s.step(Millis::from_secs(61), Vec::new(), &mut DefaultHooks);
+    assert!(step.events.is_empty(), "{:?}", step.events);
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+}
+
+#[test]
+fn block_admission_admits_nothing_until_the_admitted_pods_are_ready() {
+    let c = waiting_cluster(true, None);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, step) = submit(
+        &mut s,
+        0,
+        vec![
+            workload(&c, "ns-a", "first", 4, 0),
+            workload(&c, "ns-a", "second", 4, 0),
+        ],
+    );
+    // Quota for both, but only the first is admitted until its pods are ready.
+    assert_eq!(admitted(&step), vec![ids[0]]);
+    assert_eq!(s.reason(ids[1]).code(), "WaitingForPodsReady");
+    assert!(
+        s.reason_text(ids[1]).contains("ns-a/first"),
+        "{}",
+        s.reason_text(ids[1])
+    );
+    let step = s.step(
+        Millis::from_secs(5),
+        vec![Input::PodsReady(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert_eq!(admitted(&step), vec![ids[1]]);
+}

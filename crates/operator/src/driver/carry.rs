@@ -185,17 +185,15 @@ impl Driver {
                         self.publisher.event(&tracked.owner, true, "Rejected", note);
                     }
                 }
-                Event::Deactivated {
-                    retries,
-                    max_retries,
-                    ..
-                } => {
+                Event::Deactivated { retries, .. } => {
                     tracing::info!(job = %key, retries, "deactivated after too many retries");
+                    let why = self
+                        .scheduler
+                        .as_ref()
+                        .map(|s| s.reason_text(id))
+                        .unwrap_or_default();
                     if let Some(tracked) = self.tracked.get(&key) {
-                        let note = format!(
-                            "evicted or failed {} times; retryPolicy.maxRetries {max_retries} allows no more retries, so it stays out",
-                            retries + 1
-                        );
+                        let note = format!("{why}; it stays out until it is created again");
                         self.publisher
                             .event(&tracked.owner, true, "Deactivated", note);
                     }

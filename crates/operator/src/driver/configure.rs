@@ -75,7 +75,9 @@ impl Driver {
         for warning in &built.warnings {
             tracing::warn!(%warning, "queue configuration");
         }
-        let cluster = Arc::new(built.cluster);
+        let mut cluster = built.cluster;
+        cluster.pods_ready = self.options.pods_ready;
+        let cluster = Arc::new(cluster);
         let (pools, problems) = config::pools(&cluster, &nodes);
         for (node, uid, problem) in problems {
             tracing::error!(%problem, "node devices; the Node's resources count as one number each until it is fixed");
@@ -89,6 +91,7 @@ impl Driver {
             let note = format!("{problem}. Until it is fixed, Arbiter counts the Node's resources as one number each, not per card");
             self.publisher.event(&owner, true, "InvalidDevices", note);
         }
+        self.pools = pools.clone();
         match &mut self.scheduler {
             Some(scheduler) => {
                 let outcome = scheduler.reconfigure(cluster, &pools);

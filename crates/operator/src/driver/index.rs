@@ -28,6 +28,8 @@ pub(super) struct Seen {
     pub held: bool,
     /// How it ended, as its integration reads it (`None`: not yet).
     pub ended: Option<Ended>,
+    /// Whether every pod is ready or done (`None`: the kind cannot say).
+    pub pods_ready: Option<bool>,
     /// Being deleted (a finalizer may keep the object a while).
     pub deleting: bool,
     pub uid: String,
@@ -55,6 +57,10 @@ impl Seen {
             ended: integration.ended(&value).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cannot tell whether the job ended; taken as running");
                 None
+            }),
+            pods_ready: integration.pods_ready(&value).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot tell whether the job's pods are ready; taken as not ready");
+                Some(false)
             }),
             deleting: value.pointer("/metadata/deletionTimestamp").is_some(),
             uid: uid(&value),

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbiter_core::jobs::{Ended, Integrations};
+use arbiter_core::model::cluster::PodsReadyPolicy;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
@@ -46,6 +47,7 @@ mod carry;
 mod configure;
 mod index;
 mod readback;
+mod scale;
 use carrier::{Carrier, JobWrite};
 use carry::{Backoff, Plan, Then};
 use index::JobIndex;
@@ -63,6 +65,10 @@ pub struct DriverOptions {
     pub resync: Duration,
     /// How often job kinds the API does not serve are looked for again.
     pub rediscover: Duration,
+    /// All-or-nothing admission (`--config`'s `waitForPodsReady`); `None`: off.
+    pub pods_ready: Option<PodsReadyPolicy>,
+    /// The operator's namespace: where its ProvisioningRequests live.
+    pub namespace: String,
 }
 
 impl Default for DriverOptions {
@@ -71,6 +77,8 @@ impl Default for DriverOptions {
             batch_window: Duration::from_millis(20),
             resync: Duration::from_secs(30),
             rediscover: Duration::from_secs(30),
+            pods_ready: None,
+            namespace: "arbiter-system".to_string(),
         }
     }
 }
@@ -159,6 +167,7 @@ fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Track
         reason,
         finished: finished.is_some(),
         eviction: tracked.eviction.clone(),
+        awaiting_pods: scheduler.awaiting_pods(tracked.id),
     };
     if tracked.published.as_ref() == Some(&signature) {
         return;
@@ -184,6 +193,7 @@ struct Signature {
     reason: Reason,
     finished: bool,
     eviction: Option<(String, String)>,
+    awaiting_pods: bool,
 }
 
 /// Everything the loop owns.
@@ -230,6 +240,12 @@ pub struct Driver {
     backoff: Backoff,
     /// Gives the pods of pod sets placed per card their node and cards.
     ungater: Ungater,
+    /// Carries out the scale plan (ProvisioningRequests).
+    provisioner: crate::provision::Provisioner,
+    /// The node pools of the configuration in force.
+    pools: Vec<arbiter_core::scheduler::capacity::PoolSpec>,
+    /// The job kinds watched (served by the API), for the webhook's rules.
+    served: Arc<std::sync::Mutex<Vec<kube::api::ApiResource>>>,
 }
 
 fn now_millis() -> i64 {
@@ -274,6 +290,12 @@ impl Driver {
             job_kinds = jobs.len(),
             "watching; stores listed"
         );
+        let provisioner =
+            crate::provision::Provisioner::start(client.clone(), &options.namespace, wake.clone())
+                .await;
+        let served = Arc::new(std::sync::Mutex::new(
+            jobs.iter().map(|j| j.resource.clone()).collect(),
+        ));
         let publisher = Publisher::start(client.clone());
         let carrier = Carrier::start(client.clone(), integrations.clone(), wake.clone());
         Driver {
@@ -305,6 +327,9 @@ impl Driver {
             carrier,
             backoff: Backoff::default(),
             ungater,
+            provisioner,
+            pools: Vec::new(),
+            served,
         }
     }
 
@@ -315,6 +340,12 @@ impl Driver {
             namespaces: self.namespaces.store.clone(),
             nodes: self.nodes.store.clone(),
         }
+    }
+
+    /// The job kinds the driver watches (those of its integrations the API
+    /// serves), growing as CRDs appear: what the job-hold webhook must cover.
+    pub fn served_kinds(&self) -> Arc<std::sync::Mutex<Vec<kube::api::ApiResource>>> {
+        self.served.clone()
     }
 
     /// The job integrations the driver serves.
@@ -400,6 +431,9 @@ impl Driver {
         }
         self.jobs.extend(found);
         self.unserved = unserved;
+        if let Ok(mut served) = self.served.lock() {
+            *served = self.jobs.iter().map(|j| j.resource.clone()).collect();
+        }
     }
 
     /// One pass: configuration, job changes, a step, the decisions written.
@@ -429,6 +463,7 @@ impl Driver {
         let mut redo = Vec::new();
         let mut touched = BTreeSet::new();
         let mut adopted = Vec::new();
+        let mut recreate_again = Vec::new();
         // Every job is looked at after a new configuration (one that could
         // not be queued may be now) and every `SWEEP`; in between only the
         // jobs that changed and those whose backoff passed.
@@ -487,6 +522,18 @@ impl Driver {
                         }
                         continue;
                     }
+                    if let Some((fresh, replaces)) = &tracked.recreate {
+                        // The failed job is still there: its deletion or
+                        // the creation after it failed; made again.
+                        if !self.carrier.busy(key) && self.backoff.due(key) {
+                            let write = JobWrite::Recreate {
+                                fresh: fresh.clone(),
+                                replaces: replaces.clone(),
+                            };
+                            recreate_again.push((key.clone(), write));
+                        }
+                        continue;
+                    }
                     if let (None, Some(ended)) = (&tracked.ended, &seen.ended) {
                         tracked.ended = Some(ended.clone());
                         inputs.push(match ended {
@@ -505,6 +552,11 @@ impl Driver {
                         .get(key)
                         .is_some_and(|v| seen.resource_version.as_ref() == Some(v));
                     let waiting = self.carrier.busy(key) || !self.backoff.due(key);
+                    // Its pods are ready (a kind that cannot say: at once).
+                    if scheduler.awaiting_pods(tracked.id) && seen.pods_ready != Some(false) {
+                        inputs.push(Input::PodsReady(tracked.id));
+                        touched.insert(tracked.id);
+                    }
                     if tracked.ended.is_none() && !stale && !waiting {
                         let admitted = scheduler.entry(tracked.id).admission.is_some();
                         match carry::undone(admitted, seen.held, seen.recorded) {
@@ -558,6 +610,9 @@ impl Driver {
         for (key, id, what) in redo {
             before_step.push(&key, self.redo_writes(id, &key, &what));
         }
+        for (key, write) in recreate_again {
+            before_step.push(&key, [write]);
+        }
         self.written_over.retain(|key, version| {
             self.index
                 .get(key)
@@ -604,6 +659,7 @@ impl Driver {
         for (key, write) in recreate {
             before_step.push(&key, [write]);
         }
+        self.provisioning_inputs(&mut inputs);
         let read = started.elapsed();
         self.write_jobs(before_step);
         let step = {
@@ -637,6 +693,7 @@ impl Driver {
             metrics.observe(scheduler, &step.events);
         }
         self.carry_out(&step.events);
+        self.scale(&step.scale);
         self.ungate(sweep);
         let carried = started.elapsed();
         touched.extend(step.submitted.iter().copied());

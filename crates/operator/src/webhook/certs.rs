@@ -233,7 +233,7 @@ fn ca_patch<'a>(
     ops
 }
 
-async fn patch_ops<K>(
+pub(super) async fn patch_ops<K>(
     api: &Api<K>,
     name: &str,
     ops: Vec<serde_json::Value>,

@@ -12,10 +12,12 @@
 //!
 //! The certificate comes from a mounted directory (reloaded on change) or
 //! is generated and kept in a Secret, its CA patched into the webhook
-//! configurations (`certs`).
+//! configurations (`certs`); the job-hold webhook's rules are kept
+//! covering every job kind served (`rules`).
 
 pub mod certs;
 pub mod review;
+pub mod rules;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

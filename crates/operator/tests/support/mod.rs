@@ -147,11 +147,26 @@ pub fn start_operator(client: Client) -> JoinHandle<()> {
 }
 
 pub fn start_operator_with(client: Client, hooks: Box<dyn Hooks + Send>) -> JoinHandle<()> {
+    start_operator_configured(client, hooks, driver_options())
+}
+
+/// The operator with Kueue's hooks and `options` (the tests' defaults
+/// otherwise: [`test_driver_options`]).
+pub fn start_operator_configured(
+    client: Client,
+    hooks: Box<dyn Hooks + Send>,
+    options: DriverOptions,
+) -> JoinHandle<()> {
     init_tracing();
     tokio::spawn(async move {
-        let driver = Driver::start(client, Integrations::builtin(), hooks, driver_options()).await;
+        let driver = Driver::start(client, Integrations::builtin(), hooks, options).await;
         driver.run(std::future::pending()).await;
     })
+}
+
+/// The driver options every test starts from.
+pub fn test_driver_options() -> DriverOptions {
+    driver_options()
 }
 
 /// The platform namespace of [`start_operator_with_bundles`].
@@ -256,9 +271,10 @@ pub async fn wait_for(
 ) -> Job {
     let started = std::time::Instant::now();
     loop {
-        let job = jobs.get(name).await.unwrap();
-        if check(&job) {
-            return job;
+        // Absent for a moment while a failed job is created anew.
+        let job = jobs.get_opt(name).await.unwrap();
+        if let Some(job) = job.as_ref().filter(|j| check(j)) {
+            return job.clone();
         }
         if started.elapsed() > PATIENCE {
             panic!(
@@ -429,4 +445,25 @@ pub async fn apply_webhooks(client: &Client, mutating: &Value, validating: &Valu
     v.patch("arbiter", &params, &Patch::Apply(validating))
         .await
         .unwrap();
+}
+
+/// A namespaced CRD for `kind` in `group`/v1 that keeps any fields (for a
+/// job kind no upstream CRD exists for).
+pub fn open_crd(
+    group: &str,
+    kind: &str,
+    plural: &str,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .unwrap()
 }

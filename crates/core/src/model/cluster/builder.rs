@@ -16,7 +16,7 @@ use crate::model::{selector, Amount, Millis};
 use super::checked::{
     AutoscalingPolicy, Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Estimation, Flavor,
     FlavorId, FlavorResource, Fungibility, HistoryWindow, LocalQueue, LocalQueueId, Namespace,
-    PriorityClass, ResourceBounds, ResourceId, RetryPolicy,
+    PodsReadyPolicy, PriorityClass, ResourceBounds, ResourceId, RetryPolicy,
 };
 use super::error::{ConfigError, ConfigErrors};
 use super::resource_groups::quota_table;
@@ -36,6 +36,7 @@ pub struct ClusterBuilder {
     priority_classes: Vec<Sourced<api::WorkloadPriorityClass>>,
     namespaces: Vec<Sourced<(String, Namespace)>>,
     fair_sharing_everywhere: bool,
+    pods_ready: Option<PodsReadyPolicy>,
     /// Resources named by workloads, so they get ids even if no queue covers them.
     extra_resources: Vec<String>,
 }
@@ -87,6 +88,9 @@ impl ClusterBuilder {
     pub fn fair_sharing_everywhere(&mut self, enabled: bool) {
         self.fair_sharing_everywhere = enabled;
     }
+    pub fn pods_ready(&mut self, policy: Option<PodsReadyPolicy>) {
+        self.pods_ready = policy;
+    }
     pub fn resource(&mut self, name: &str) {
         self.extra_resources.push(name.to_string());
     }
@@ -95,6 +99,7 @@ impl ClusterBuilder {
         let mut errors = Vec::new();
         let mut cluster = Cluster {
             fair_sharing_everywhere: self.fair_sharing_everywhere,
+            pods_ready: self.pods_ready,
             ..Cluster::default()
         };
         let mut err = |source: &str, object: String, field: String, message: String| {

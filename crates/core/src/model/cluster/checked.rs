@@ -90,6 +90,70 @@ impl RetryPolicy {
     };
 }
 
+/// Kueue's `waitForPodsReady`, checked (`api::WaitForPodsReady`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodsReadyPolicy {
+    pub timeout: Millis,
+    pub block_admission: bool,
+    /// Requeued at its old place (`timestamp: Creation`) rather than from its eviction.
+    pub requeue_at_creation: bool,
+    pub backoff_limit: Option<u32>,
+    pub backoff_base: Millis,
+    pub backoff_max: Millis,
+}
+
+impl PodsReadyPolicy {
+    /// The policy `spec` asks for (`None`: off), or what is wrong with it,
+    /// naming the field.
+    pub fn from_spec(
+        spec: &crate::model::api::WaitForPodsReady,
+    ) -> Result<Option<PodsReadyPolicy>, String> {
+        if spec.enable == Some(false) {
+            return Ok(None);
+        }
+        let timeout = match &spec.timeout {
+            Some(text) => {
+                Millis::parse(text).map_err(|e| format!("waitForPodsReady.timeout: {e}"))?
+            }
+            None => Millis::from_secs(300),
+        };
+        if timeout <= Millis::ZERO {
+            return Err(format!(
+                "waitForPodsReady.timeout: {} must be more than 0s",
+                spec.timeout.as_deref().unwrap_or_default()
+            ));
+        }
+        let strategy = spec.requeuing_strategy.clone().unwrap_or_default();
+        let requeue_at_creation = match strategy.timestamp.as_deref() {
+            None | Some("Eviction") => false,
+            Some("Creation") => true,
+            Some(other) => {
+                return Err(format!(
+                    "waitForPodsReady.requeuingStrategy.timestamp: `{other}` is neither `Eviction` nor `Creation`"
+                ))
+            }
+        };
+        let base = strategy.backoff_base_seconds.unwrap_or(60);
+        let max = strategy.backoff_max_seconds.unwrap_or(3600);
+        Ok(Some(PodsReadyPolicy {
+            timeout,
+            block_admission: spec.block_admission.unwrap_or(false),
+            requeue_at_creation,
+            backoff_limit: strategy.backoff_limit_count,
+            backoff_base: Millis::from_secs(i64::from(base)),
+            backoff_max: Millis::from_secs(i64::from(max.max(base))),
+        }))
+    }
+
+    /// The wait before the `count`-th requeue: the base doubling, at most the maximum.
+    pub fn backoff(&self, count: u32) -> Millis {
+        let factor = 1i64 << count.saturating_sub(1).min(30);
+        self.backoff_base
+            .saturating_mul(factor)
+            .min(self.backoff_max)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoscalingPolicy {
     pub min_replicas: Option<u32>,
@@ -197,6 +261,9 @@ pub struct Cluster {
     pub namespaces: BTreeMap<String, Namespace>,
     /// Fair sharing on for every cohort tree (Simulation/operator flag).
     pub fair_sharing_everywhere: bool,
+    /// All-or-nothing admission (Simulation's `waitForPodsReady`, the
+    /// operator's `--wait-for-pods-ready`); `None`: off, as in Kueue.
+    pub pods_ready: Option<PodsReadyPolicy>,
     pub(super) resource_ids: BTreeMap<String, ResourceId>,
     pub(super) flavor_ids: BTreeMap<String, FlavorId>,
     pub(super) cluster_queue_ids: BTreeMap<String, ClusterQueueId>,

@@ -20,6 +20,6 @@ pub use builder::ClusterBuilder;
 pub use checked::{
     AutoscalingPolicy, Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Estimation, Flavor,
     FlavorId, FlavorResource, Fungibility, Group, HistoryWindow, LocalQueue, LocalQueueId,
-    Namespace, PriorityClass, Quota, ResourceBounds, ResourceId, RetryPolicy,
+    Namespace, PodsReadyPolicy, PriorityClass, Quota, ResourceBounds, ResourceId, RetryPolicy,
 };
 pub use error::{ConfigError, ConfigErrors};

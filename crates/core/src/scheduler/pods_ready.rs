@@ -1,0 +1,121 @@
+//! All-or-nothing admission, Kueue's `waitForPodsReady`
+//! (`Cluster::pods_ready`): an admitted workload's pods must all be ready
+//! within the timeout (the driver says so with `Input::PodsReady`), or it
+//! is evicted (`PodsReadyTimeout`) and queued again after a backoff that
+//! doubles with each requeue, deactivated past the requeuing limit; with
+//! `blockAdmission`, nothing is admitted while an admitted workload's pods
+//! are not all ready. Never admits anything itself; only `cycle` does.
+
+use crate::model::Millis;
+
+use super::lifecycle::TimerKind;
+use super::reason::{Eviction, Reason};
+use super::workload::{Status, WorkloadId};
+use super::{Event, Scheduler};
+
+impl Scheduler {
+    /// After an admission: watch for its pods, until the timeout.
+    pub(super) fn await_pods_ready(&mut self, id: WorkloadId) {
+        let Some(policy) = self.cluster.pods_ready else {
+            return;
+        };
+        let entry = &self.entries[id.index()];
+        let Some(at) = entry.admission.as_ref().map(|a| a.at) else {
+            return;
+        };
+        self.unready.insert(id);
+        self.timers.insert((
+            at.saturating_add(policy.timeout),
+            TimerKind::PodsReady,
+            id,
+            entry.epoch,
+        ));
+    }
+
+    /// The driver saw every pod of admitted workload `id` ready (or done).
+    /// Whether that changed anything.
+    pub(super) fn pods_ready(&mut self, id: WorkloadId) -> bool {
+        let admitted = self.get(id).is_some_and(|e| e.status == Status::Admitted);
+        if !admitted || !self.unready.remove(&id) {
+            return false;
+        }
+        if self.block_admission() && self.unready.is_empty() {
+            self.wake_all();
+        }
+        true
+    }
+
+    /// Its pods were not all ready in time: evicted, and queued again after
+    /// `backoffBaseSeconds` doubling with each requeue (at most
+    /// `backoffMaxSeconds`), or deactivated past `backoffLimitCount`.
+    pub(super) fn pods_ready_timeout(
+        &mut self,
+        id: WorkloadId,
+        now: Millis,
+        events: &mut Vec<Event>,
+    ) {
+        let Some(policy) = self.cluster.pods_ready else {
+            return;
+        };
+        let cause = Eviction::PodsReadyTimeout {
+            timeout: policy.timeout,
+        };
+        self.evict(id, cause, None, events);
+        let entry = &mut self.entries[id.index()];
+        entry.pods_ready_requeues += 1;
+        let requeues = entry.pods_ready_requeues;
+        if policy.backoff_limit.is_some_and(|limit| requeues > limit) {
+            let limit = policy.backoff_limit.unwrap_or_default();
+            entry.status = Status::Deactivated;
+            entry.reason = Reason::RequeuingLimitExceeded {
+                requeues: requeues - 1,
+                limit,
+            };
+            events.push(Event::Deactivated {
+                workload: id,
+                retries: requeues - 1,
+                max_retries: limit,
+            });
+            return;
+        }
+        if !policy.requeue_at_creation {
+            // Kueue's `timestamp: Eviction`: queued from now on, behind
+            // those that waited meanwhile; the slot's score and input
+            // order stay its own.
+            entry.queue_time = now;
+            entry.slot.queue_time = now;
+        }
+        let until = now.saturating_add(policy.backoff(requeues));
+        entry.status = Status::Backoff;
+        entry.reason = Reason::PodsReadyBackoff {
+            timeout: policy.timeout,
+            requeue: requeues,
+            limit: policy.backoff_limit,
+            until,
+        };
+        self.timers
+            .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+    }
+
+    /// Whether `blockAdmission` is in force.
+    pub(super) fn block_admission(&self) -> bool {
+        self.cluster.pods_ready.is_some_and(|p| p.block_admission)
+    }
+
+    /// With `blockAdmission`, the admitted workload (`namespace/name`)
+    /// whose pods all admission waits for; `None` when nothing blocks it.
+    pub fn admission_blocked_by(&self) -> Option<String> {
+        if !self.block_admission() {
+            return None;
+        }
+        let id = self.unready.first()?;
+        let workload = &self.entries[id.index()].workload;
+        Some(format!("{}/{}", workload.namespace, workload.name))
+    }
+
+    /// Whether admitted workload `id` still waits for its pods to be ready
+    /// (`waitForPodsReady` on, not yet said ready).
+    pub fn awaiting_pods(&self, id: WorkloadId) -> bool {
+        self.unready.contains(&id)
+    }
+}
