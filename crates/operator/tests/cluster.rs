@@ -899,3 +899,137 @@ async fn a_backlog_grows_the_pool_through_provisioning_requests_and_it_shrinks_a
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test]
+async fn an_mpijob_is_run_by_the_training_operator_until_its_launcher_succeeds() {
+    let (cluster, client) = full_cluster().await;
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("kubeflow.org", "v1", "MPIJob"),
+        "mpijobs",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &resource);
+    // The launcher runs 3 s and succeeds; the workers run until the
+    // training-operator cleans them up.
+    let launcher = container_template("mpi", None, 0, Some("3s"), false);
+    let worker = container_template("mpi", None, 4, None, false);
+    let job: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "MPIJob",
+        "metadata": {"name": "allreduce", "namespace": "team-a",
+                     "labels": {"arbiter.dev/queue-name": "research"}},
+        "spec": {"runPolicy": {"suspend": true}, "slotsPerWorker": 1,
+                 "mpiReplicaSpecs": {
+                     "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
+                     "Worker": {"replicas": 2, "restartPolicy": "Never", "template": worker}}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &job).await.unwrap();
+    wait_pods(
+        &client,
+        &cluster,
+        "training.kubeflow.org/job-name=allreduce",
+        "launcher and 2 workers on A100 Nodes",
+        |p| p.len() == 3 && p.iter().all(on_a100),
+    )
+    .await;
+    wait_usage(&client, 1, "8").await;
+    let started = std::time::Instant::now();
+    loop {
+        let now = serde_json::to_value(api.get("allreduce").await.unwrap()).unwrap();
+        if condition(&now, "Succeeded").as_deref() == Some("True") {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the MPIJob did not succeed: {now:#}\n{}",
+            cluster.logs_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (reason, _) = wait_condition(&client, "mpijob-allreduce", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
+    wait_usage(&client, 0, "0").await;
+}
+
+/// A flavor of Nodes with 4 shared cards (`example.com/gpu-milli`, 1000 a card).
+const SHARED: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: t4}
+spec:
+  nodeLabels: {gpu: t4}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: shared}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, example.com/gpu-milli]
+    flavors:
+    - name: t4
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: example.com/gpu-milli, nominalQuota: 100000}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: shared, namespace: team-a}
+spec: {clusterQueue: shared}
+"#;
+
+#[tokio::test]
+async fn pods_placed_per_card_are_ungated_and_bound_by_kube_scheduler() {
+    let (cluster, client) = full_cluster_setup(test_driver_options(), SHARED).await;
+    let mut t4 = NodeSpec::gpu("t4-node-1", 32, 0)
+        .label("gpu", "t4")
+        .annotation("arbiter.dev/devices", "example.com/gpu-milli=4");
+    t4.allocatable
+        .insert("example.com/gpu-milli".into(), "4000".into());
+    cluster.add_node(&t4).await.unwrap();
+    // Three pods of half a card each: gated at admission, each given its
+    // node and card by the operator, then bound by kube-scheduler.
+    let mut job =
+        serde_json::to_value(queued_job("shared", "halves", 3, 0, Some("3s"), false)).unwrap();
+    let container = &mut job["spec"]["template"]["spec"]["containers"][0];
+    container["resources"] = json!({"requests": {"cpu": "1", "example.com/gpu-milli": "500"},
+                                    "limits": {"example.com/gpu-milli": "500"}});
+    let job: Job = serde_json::from_value(job).unwrap();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let placed = wait_pods(
+        &client,
+        &cluster,
+        "job-name=halves",
+        "3 pods ungated and running on t4-node-1",
+        |p| {
+            p.len() == 3
+                && p.iter().all(|p| {
+                    node_of(p) == Some("t4-node-1")
+                        && phase_of(p) == Some("Running")
+                        && p.spec.as_ref().is_some_and(|s| {
+                            s.scheduling_gates.as_ref().is_none_or(|g| g.is_empty())
+                        })
+                })
+        },
+    )
+    .await;
+    let mut cards: Vec<String> = placed
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .annotations
+                .as_ref()?
+                .get("arbiter.dev/gpu-cards")
+                .cloned()
+        })
+        .collect();
+    cards.sort();
+    // Best fit: two halves share card 0, the third takes card 1.
+    assert_eq!(cards, ["0", "0", "1"]);
+    wait_for(&jobs, "halves", "completion", |j| {
+        j.status.as_ref().and_then(|s| s.succeeded) == Some(3)
+    })
+    .await;
+    let (reason, _) = wait_condition(&client, "job-halves", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
+}

@@ -82,11 +82,14 @@ pub struct NodeSpec {
 }
 
 impl NodeSpec {
-    /// A Node with `cpu` cores, 512 GiB and `gpus` of `nvidia.com/gpu`.
+    /// A Node with `cpu` cores, 512 GiB of memory, 1 TiB of ephemeral
+    /// storage (the training-operator's MPI launcher asks for some) and
+    /// `gpus` of `nvidia.com/gpu`.
     pub fn gpu(name: &str, cpu: u32, gpus: u32) -> NodeSpec {
         let mut allocatable = BTreeMap::new();
         allocatable.insert("cpu".to_string(), cpu.to_string());
         allocatable.insert("memory".to_string(), "512Gi".to_string());
+        allocatable.insert("ephemeral-storage".to_string(), "1Ti".to_string());
         if gpus > 0 {
             allocatable.insert("nvidia.com/gpu".to_string(), gpus.to_string());
         }
