@@ -125,15 +125,19 @@ impl Provisioner {
         let Some(store) = self.store() else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        let mut seen = Vec::new();
-        for request in store.state().iter().filter_map(|o| read(o)) {
-            if request.ended && !self.told.contains(&request.uid) {
-                seen.push(request.uid.clone());
-                out.push((request.flavor, request.nodes));
-            }
-        }
-        self.told.extend(seen);
+        let requests: Vec<Request> = store.state().iter().filter_map(|o| read(o)).collect();
+        let out = requests
+            .iter()
+            .filter(|r| r.ended && !self.told.contains(&r.uid))
+            .map(|r| (r.flavor.clone(), r.nodes))
+            .collect();
+        // The ended requests still there are remembered; a withdrawn one is
+        // forgotten, so this never grows past the requests that exist.
+        self.told = requests
+            .into_iter()
+            .filter(|r| r.ended)
+            .map(|r| r.uid)
+            .collect();
         out
     }
 
