@@ -311,6 +311,23 @@ async fn wait_usage(client: &Client, admitted: i64, gpus: &str) {
     }
 }
 
+/// Waits until the Kubeflow job `name` says `Succeeded=True`.
+async fn wait_succeeded(api: &Api<DynamicObject>, name: &str, cluster: &TestCluster) {
+    let started = std::time::Instant::now();
+    loop {
+        let now = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        if condition(&now, "Succeeded").as_deref() == Some("True") {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{name} did not succeed: {now:#}\n{}",
+            cluster.logs_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn condition(object: &Value, type_: &str) -> Option<String> {
     object["status"]["conditions"]
         .as_array()?
@@ -440,19 +457,7 @@ async fn a_pytorchjob_is_run_by_the_training_operator_on_its_flavor() {
     assert_eq!(running.len(), 3);
     wait_usage(&client, 1, "6").await;
 
-    let started = std::time::Instant::now();
-    loop {
-        let now = serde_json::to_value(api.get("bert").await.unwrap()).unwrap();
-        if condition(&now, "Succeeded").as_deref() == Some("True") {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the PyTorchJob did not succeed: {now:#}\ntraining-operator: {}",
-            cluster.component_log("training-operator")
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_succeeded(&api, "bert", &cluster).await;
     let (reason, _) = wait_condition(&client, "pytorchjob-bert", "Finished", "True").await;
     assert_eq!(reason, "Succeeded");
     wait_usage(&client, 0, "0").await;
@@ -833,6 +838,23 @@ fn fake_autoscaler(client: Client) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Waits until there are `count` A100 Nodes.
+async fn wait_a100_nodes(client: &Client, cluster: &TestCluster, count: usize) {
+    let started = std::time::Instant::now();
+    loop {
+        let names = a100_nodes(client).await;
+        if names.len() == count {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the pool did not come to {count} A100 Nodes: {names:?}\n{}",
+            cluster.logs_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn a100_nodes(client: &Client) -> Vec<String> {
     Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
         .list(&ListParams::default().labels(&format!("nvidia.com/gpu.product={A100}")))
@@ -860,19 +882,7 @@ async fn a_backlog_grows_the_pool_through_provisioning_requests_and_it_shrinks_a
     }
     // The operator asks for two more Nodes; the waiting work is admitted
     // onto them and runs there.
-    let started = std::time::Instant::now();
-    loop {
-        let names = a100_nodes(&client).await;
-        if names.len() == 4 {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the pool did not grow to 4 A100 Nodes: {names:?}\n{}",
-            cluster.logs_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_a100_nodes(&client, &cluster, 4).await;
     let running = wait_pods(&client, &cluster, "job-name", "4 pods on 4 Nodes", |p| {
         let on: std::collections::BTreeSet<_> = p.iter().filter_map(node_of).collect();
         p.len() == 4 && on.len() == 4 && p.iter().all(on_a100)
@@ -886,18 +896,7 @@ async fn a_backlog_grows_the_pool_through_provisioning_requests_and_it_shrinks_a
     for i in 0..4 {
         wait_condition(&client, &format!("job-big-{i}"), "Finished", "True").await;
     }
-    let started = std::time::Instant::now();
-    loop {
-        let names = a100_nodes(&client).await;
-        if names.len() == 2 {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the pool did not shrink back to 2 A100 Nodes: {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_a100_nodes(&client, &cluster, 2).await;
 }
 
 #[tokio::test]
@@ -932,54 +931,17 @@ async fn an_mpijob_is_run_by_the_training_operator_until_its_launcher_succeeds()
     )
     .await;
     wait_usage(&client, 1, "8").await;
-    let started = std::time::Instant::now();
-    loop {
-        let now = serde_json::to_value(api.get("allreduce").await.unwrap()).unwrap();
-        if condition(&now, "Succeeded").as_deref() == Some("True") {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the MPIJob did not succeed: {now:#}\n{}",
-            cluster.logs_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_succeeded(&api, "allreduce", &cluster).await;
     let (reason, _) = wait_condition(&client, "mpijob-allreduce", "Finished", "True").await;
     assert_eq!(reason, "Succeeded");
     wait_usage(&client, 0, "0").await;
 }
 
-/// A flavor of Nodes with 4 shared cards (`example.com/gpu-milli`, 1000 a card).
-const SHARED: &str = r#"
-apiVersion: arbiter.dev/v1alpha1
-kind: ResourceFlavor
-metadata: {name: t4}
-spec:
-  nodeLabels: {gpu: t4}
----
-apiVersion: arbiter.dev/v1alpha1
-kind: ClusterQueue
-metadata: {name: shared}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, example.com/gpu-milli]
-    flavors:
-    - name: t4
-      resources:
-      - {name: cpu, nominalQuota: 64}
-      - {name: example.com/gpu-milli, nominalQuota: 100000}
----
-apiVersion: arbiter.dev/v1alpha1
-kind: LocalQueue
-metadata: {name: shared, namespace: team-a}
-spec: {clusterQueue: shared}
-"#;
-
 #[tokio::test]
 async fn pods_placed_per_card_are_ungated_and_bound_by_kube_scheduler() {
-    let (cluster, client) = full_cluster_setup(test_driver_options(), SHARED).await;
+    // Nodes with 4 shared cards (`example.com/gpu-milli`, 1000 a card).
+    let (cluster, client) =
+        full_cluster_setup(test_driver_options(), &shared_gpu_setup("shared")).await;
     let mut t4 = NodeSpec::gpu("t4-node-1", 32, 0)
         .label("gpu", "t4")
         .annotation("arbiter.dev/devices", "example.com/gpu-milli=4");

@@ -19,32 +19,6 @@ use kube::Client;
 use serde_json::{json, Value};
 use support::*;
 
-const SETUP: &str = r#"
-apiVersion: arbiter.dev/v1alpha1
-kind: ResourceFlavor
-metadata: {name: t4}
-spec:
-  nodeLabels: {gpu: t4}
----
-apiVersion: arbiter.dev/v1alpha1
-kind: ClusterQueue
-metadata: {name: shared}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, example.com/gpu-milli]
-    flavors:
-    - name: t4
-      resources:
-      - {name: cpu, nominalQuota: 64}
-      - {name: example.com/gpu-milli, nominalQuota: 100000}
----
-apiVersion: arbiter.dev/v1alpha1
-kind: LocalQueue
-metadata: {name: research, namespace: team-a}
-spec: {clusterQueue: shared}
-"#;
-
 /// A Node of 4 T4 cards (4000 gpu-milli) whose hostname label is `host`.
 async fn add_t4(client: &Client, name: &str, host: &str) {
     add_t4_declaring(client, name, host, "example.com/gpu-milli=4").await
@@ -138,7 +112,7 @@ async fn wait_placed(pods: &Api<Pod>, name: &str) -> (String, String, String) {
 #[tokio::test]
 async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     let (_cluster, admin) = cluster_with_setup().await;
-    apply_yaml(&admin, SETUP).await;
+    apply_yaml(&admin, &shared_gpu_setup("research")).await;
     add_t4(&admin, "t4-a", "host-a").await;
     add_t4(&admin, "t4-b", "host-b").await;
     let operator = start_operator(admin.clone());
@@ -244,7 +218,7 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
 #[tokio::test]
 async fn a_pod_selecting_another_host_stays_gated_with_its_selector() {
     let (_cluster, admin) = cluster_with_setup().await;
-    apply_yaml(&admin, SETUP).await;
+    apply_yaml(&admin, &shared_gpu_setup("research")).await;
     add_t4(&admin, "t4-a", "host-a").await;
     let operator = start_operator(admin.clone());
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
@@ -287,7 +261,7 @@ async fn a_pod_selecting_another_host_stays_gated_with_its_selector() {
 #[tokio::test]
 async fn a_node_whose_devices_cannot_be_read_gets_a_warning_event() {
     let (_cluster, admin) = cluster_with_setup().await;
-    apply_yaml(&admin, SETUP).await;
+    apply_yaml(&admin, &shared_gpu_setup("research")).await;
     add_t4_declaring(&admin, "t4-odd", "host-odd", "example.com/gpu-milli=3").await;
     let operator = start_operator(admin.clone());
     let note = wait_event_in(&admin, "default", "t4-odd", "InvalidDevices", |_| true).await;

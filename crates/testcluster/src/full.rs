@@ -149,43 +149,21 @@ impl TestCluster {
 
         // kube-controller-manager: every controller, signing ServiceAccount
         // tokens with the API server's key.
-        let port = free_port()?;
-        let mut command = Command::new(bin.join("kube-controller-manager"));
+        let (mut command, port) =
+            control_plane_command(&bin, "kube-controller-manager", &kubeconfig, &root)?;
         command
-            .arg(format!("--kubeconfig={kubeconfig}"))
-            .arg(format!("--authentication-kubeconfig={kubeconfig}"))
-            .arg(format!("--authorization-kubeconfig={kubeconfig}"))
-            .arg("--authentication-skip-lookup=true")
-            .arg("--leader-elect=false")
             .arg("--controllers=*")
             .arg("--use-service-account-credentials=false")
             .arg(format!(
                 "--service-account-private-key-file={}",
                 root.join("sa.key").display()
             ))
-            .arg(format!("--root-ca-file={}", root.join("ca.crt").display()))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--secure-port={port}"))
-            .arg(format!("--cert-dir={}", root.join("kcm-certs").display()))
-            .arg("--v=1");
+            .arg(format!("--root-ca-file={}", root.join("ca.crt").display()));
         cluster.add_component("kube-controller-manager", &mut command)?;
         let controller_manager = format!("https://127.0.0.1:{port}");
 
-        let port = free_port()?;
-        let mut command = Command::new(bin.join("kube-scheduler"));
-        command
-            .arg(format!("--kubeconfig={kubeconfig}"))
-            .arg(format!("--authentication-kubeconfig={kubeconfig}"))
-            .arg(format!("--authorization-kubeconfig={kubeconfig}"))
-            .arg("--authentication-skip-lookup=true")
-            .arg("--leader-elect=false")
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--secure-port={port}"))
-            .arg(format!(
-                "--cert-dir={}",
-                root.join("scheduler-certs").display()
-            ))
-            .arg("--v=1");
+        let (mut command, port) =
+            control_plane_command(&bin, "kube-scheduler", &kubeconfig, &root)?;
         cluster.add_component("kube-scheduler", &mut command)?;
         let scheduler = format!("https://127.0.0.1:{port}");
 
@@ -400,6 +378,33 @@ pub async fn add_node(client: &Client, spec: &NodeSpec) -> Result<(), Error> {
         .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
     Ok(())
+}
+
+/// The command line kube-controller-manager and kube-scheduler share: the
+/// admin kubeconfig for everything, no leader election, serving on a free
+/// loopback port (returned) with a certificate made in its own directory.
+fn control_plane_command(
+    bin: &Path,
+    name: &str,
+    kubeconfig: &str,
+    root: &Path,
+) -> Result<(Command, u16), Error> {
+    let port = free_port()?;
+    let mut command = Command::new(bin.join(name));
+    command
+        .arg(format!("--kubeconfig={kubeconfig}"))
+        .arg(format!("--authentication-kubeconfig={kubeconfig}"))
+        .arg(format!("--authorization-kubeconfig={kubeconfig}"))
+        .arg("--authentication-skip-lookup=true")
+        .arg("--leader-elect=false")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!(
+            "--cert-dir={}",
+            root.join(format!("{name}-certs")).display()
+        ))
+        .arg("--v=1");
+    Ok((command, port))
 }
 
 /// What the training-operator needs before it starts: the `kubeflow`

@@ -48,9 +48,11 @@ mod configure;
 mod index;
 mod readback;
 mod scale;
+mod status;
 use carrier::{Carrier, JobWrite};
 use carry::{Backoff, Plan, Then};
 use index::JobIndex;
+use status::Signature;
 
 use crate::publish::Publisher;
 use crate::workloads::{desired, Owner};
@@ -148,53 +150,6 @@ const FULL_PUBLISH: Duration = Duration::from_millis(500);
 
 /// How long a graceful stop waits for the job writes handed over.
 const FINISH_WRITES: Duration = Duration::from_secs(10);
-
-/// Hands workload `tracked`'s status to the publisher if what it depends
-/// on changed, with a denial Event the first time a denial reads so.
-fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Tracked) {
-    let entry = scheduler.entry(tracked.id);
-    let reason = scheduler.reason(tracked.id);
-    // How it ended, once that is the end: a failure the scheduler retries
-    // is not.
-    let finished = tracked
-        .ended
-        .as_ref()
-        .filter(|e| matches!(e, Ended::Succeeded) || entry.status == Status::Finished);
-    let signature = Signature {
-        status: entry.status,
-        epoch: entry.epoch,
-        evictions: entry.evictions,
-        reason,
-        finished: finished.is_some(),
-        eviction: tracked.eviction.clone(),
-        awaiting_pods: scheduler.awaiting_pods(tracked.id),
-    };
-    if tracked.published.as_ref() == Some(&signature) {
-        return;
-    }
-    let status = desired(scheduler, tracked.id, finished, tracked.eviction.as_ref());
-    publisher.workload(&tracked.owner, None, Some(status));
-    if let Reason::Denied { policy, message } = &signature.reason {
-        let note = format!("admission policy {policy}: {message}");
-        if tracked.denied.as_ref() != Some(&note) {
-            publisher.event(&tracked.owner, true, "Denied", note.clone());
-            tracked.denied = Some(note);
-        }
-    }
-    tracked.published = Some(signature);
-}
-
-/// What a Workload's status depends on: computed again only when it changes.
-#[derive(Clone, Debug, PartialEq)]
-struct Signature {
-    status: Status,
-    epoch: u32,
-    evictions: u32,
-    reason: Reason,
-    finished: bool,
-    eviction: Option<(String, String)>,
-    awaiting_pods: bool,
-}
 
 /// Everything the loop owns.
 pub struct Driver {
@@ -791,37 +746,6 @@ impl Driver {
             name: key.name.clone(),
             uid,
         }
-    }
-
-    /// Workload statuses and denial Events handed to the publisher, for
-    /// the workloads whose state changed since they were last handed over.
-    /// Every workload is looked at at most every [`FULL_PUBLISH`] (a
-    /// pending one's reason changes without a decision); in between only
-    /// those the tick touched. Returns whether a full pass is still owed.
-    fn publish(&mut self, touched: &BTreeSet<WorkloadId>) -> bool {
-        let Some(scheduler) = &self.scheduler else {
-            return false;
-        };
-        let full = self
-            .published_at
-            .is_none_or(|at| at.elapsed() >= FULL_PUBLISH);
-        if full {
-            self.published_at = Some(std::time::Instant::now());
-            for tracked in self.tracked.values_mut() {
-                // A finished workload's status, once handed over, is final.
-                if tracked.published.as_ref().is_some_and(|p| p.finished) {
-                    continue;
-                }
-                publish_one(scheduler, &self.publisher, tracked);
-            }
-        } else {
-            for id in touched {
-                if let Some(tracked) = self.by_id.get(id).and_then(|k| self.tracked.get_mut(k)) {
-                    publish_one(scheduler, &self.publisher, tracked);
-                }
-            }
-        }
-        !full
     }
 
     /// A job that names a queue but cannot be queued: logged and told in

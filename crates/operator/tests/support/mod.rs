@@ -467,3 +467,36 @@ pub fn open_crd(
     }))
     .unwrap()
 }
+
+/// A flavor `t4` of Nodes labelled `gpu: t4` whose cards are shared
+/// (`example.com/gpu-milli`), a ClusterQueue `shared` with quota for
+/// plenty of them, and the LocalQueue `team-a/local_queue` onto it.
+pub fn shared_gpu_setup(local_queue: &str) -> String {
+    format!(
+        r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {{name: t4}}
+spec:
+  nodeLabels: {{gpu: t4}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {{name: shared}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu, example.com/gpu-milli]
+    flavors:
+    - name: t4
+      resources:
+      - {{name: cpu, nominalQuota: 64}}
+      - {{name: example.com/gpu-milli, nominalQuota: 100000}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {{name: {local_queue}, namespace: team-a}}
+spec: {{clusterQueue: shared}}
+"#
+    )
+}
