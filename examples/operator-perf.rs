@@ -1,7 +1,7 @@
 //! Kueue's scheduler-performance shapes through the operator, on a real
 //! kube-apiserver: a benchmark, not a test (issue 11, item 9).
 //!
-//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--json FILE]`
+//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--pods] [--json FILE]`
 //!
 //! It starts a `TestCluster` (etcd + kube-apiserver, `ARBITER_TEST_CLUSTER_BIN`),
 //! installs `deploy/crds.yaml`, and applies the queue configuration of
@@ -28,6 +28,17 @@
 //! and nominal quota; the minimum over ClusterQueues is reported. CPU seconds
 //! and peak RSS come from /proc of each process just before the operator is
 //! stopped. Measured only, never asserted. Linux only (it reads /proc).
+//!
+//! With `--pods` the same runs on the full test cluster
+//! (`TestCluster::start_full`: kube-controller-manager, kube-scheduler and
+//! kwok beside the API server) with real pods: kwok Nodes of 64 cores hold
+//! every ClusterQueue's nominal quota at once (plus one spare Node), each
+//! released Job's pod is made by the Job controller, bound by
+//! kube-scheduler and run by kwok for the Job's runtime (its
+//! `arbiter.test/run-for`), and the Job controller marks the Job Complete:
+//! the runner writes nothing but the creates. It also reports the time from
+//! the operator's admission (`admittedAt`) to the runner's pod watch seeing
+//! the Job's pod Running.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -38,10 +49,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context as _};
 use arbiter_core::model::{Amount, Millis};
 use arbiter_sim::generate::Shape;
-use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
+use arbiter_testcluster::{
+    add_node, crd_documents, workspace_root, NodeSpec, TestCluster, RUN_FOR_ANNOTATION,
+};
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
@@ -81,6 +95,10 @@ struct Args {
     /// Keep the operator's log here (default: the test cluster's directory, removed at the end).
     #[arg(long, value_name = "FILE")]
     operator_log: Option<PathBuf>,
+    /// Run real pods on the full test cluster (see above) instead of
+    /// marking Jobs Complete through their status.
+    #[arg(long)]
+    pods: bool,
     /// Extra arguments for `arbiter run` (repeatable).
     #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
     operator_args: Vec<String>,
@@ -263,17 +281,65 @@ async fn set_up(cluster: &TestCluster, admin: &Client, plan: &Plan) -> anyhow::R
     Ok(())
 }
 
-fn job_object(planned: &Planned) -> anyhow::Result<Job> {
+/// The Job the runner creates for `planned`; with `pods`, its pod is
+/// labelled with its class and runs for its runtime under kwok.
+fn job_object(planned: &Planned, pods: bool) -> anyhow::Result<Job> {
+    let pod_metadata = if pods {
+        json!({"labels": {CLASS_LABEL: planned.class},
+               "annotations": {RUN_FOR_ANNOTATION: format!("{}ms", planned.runtime.as_millis())}})
+    } else {
+        json!({})
+    };
     Ok(serde_json::from_value(json!({
         "metadata": {"name": planned.name, "namespace": planned.namespace,
                      "labels": {"arbiter.dev/queue-name": "lq",
                                 "arbiter.dev/priority-class": planned.priority_class,
                                 CLASS_LABEL: planned.class}},
-        "spec": {"suspend": true, "template": {"spec": {
+        "spec": {"suspend": true, "backoffLimit": 0, "template": {"metadata": pod_metadata, "spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "main", "image": "busybox",
                             "resources": {"requests": {"cpu": planned.cpu}}}]}}}
     }))?)
+}
+
+/// kwok Nodes of 64 cores (and room for 1,000 pods each) that hold every
+/// ClusterQueue's nominal CPU at once — the most a cohort can admit — plus
+/// one spare for packing.
+async fn add_nodes(admin: &Client, plan: &Plan) -> anyhow::Result<usize> {
+    let total: f64 = plan.nominal.values().sum();
+    let count = (total / 64.0).ceil() as usize + 1;
+    for i in 0..count {
+        let mut spec = NodeSpec::gpu(&format!("perf-node-{i}"), 64, 0);
+        spec.allocatable.insert("pods".into(), "1000".into());
+        add_node(admin, &spec).await?;
+    }
+    Ok(count)
+}
+
+/// One pod watch event (`--pods`): when each of a Job's pods is first seen
+/// running (matched to the admission it ran under at the end).
+fn observe_pod(run: &Shared, pod: Pod) {
+    let running = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Running" || p == "Succeeded");
+    let job = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("batch.kubernetes.io/job-name"))
+        .cloned();
+    let (Some(job), Some(uid), true) = (job, pod.metadata.uid.clone(), running) else {
+        return;
+    };
+    let key = (pod.metadata.namespace.clone().unwrap_or_default(), job);
+    let now = now_ms();
+    let mut guard = lock(run);
+    let run_ref = &mut *guard;
+    if let Some(&i) = run_ref.index.get(&key) {
+        run_ref.seen[i].running_ms.entry(uid).or_insert(now);
+    }
 }
 
 /// What the runner knows of one Job.
@@ -291,6 +357,11 @@ struct Seen {
     finished_ms: Option<i64>,
     /// When the runner saw the release in force.
     released_seen_ms: Option<i64>,
+    /// Every `admittedAt` the runner saw released.
+    admitted_ats: Vec<i64>,
+    /// When the runner's pod watch first saw each of the Job's pods
+    /// running (`--pods`), by pod uid.
+    running_ms: BTreeMap<String, i64>,
 }
 
 #[derive(Default)]
@@ -314,6 +385,8 @@ struct Counters {
 
 struct Run {
     plan: Plan,
+    /// Jobs run as real pods (`--pods`): the Job controller finishes them.
+    pods: bool,
     seen: Vec<Seen>,
     index: HashMap<(String, String), usize>,
     counters: Counters,
@@ -384,6 +457,7 @@ fn observe(run: &Shared, jobs: &Api<Job>, finishing: &Arc<Semaphore>, job: Job) 
                 seen.held_cpu_ms += cpu * (now - old).max(0) as f64;
             }
             seen.admissions += 1;
+            seen.admitted_ats.push(at);
             seen.released_seen_ms = Some(now);
             let lag = &mut run_ref.counters.release_lag;
             lag.0 += (now - at).max(0);
@@ -392,7 +466,11 @@ fn observe(run: &Shared, jobs: &Api<Job>, finishing: &Arc<Semaphore>, job: Job) 
                 seen.first_admitted_ms = Some(at);
                 run_ref.counters.admitted += 1;
             }
+            let pods = run_ref.pods;
             drop(guard);
+            if pods {
+                return;
+            }
             tokio::spawn(finish_after(
                 run.clone(),
                 jobs.clone(),
@@ -463,6 +541,7 @@ async fn finish_after(
 
 /// Creates every planned Job at its time, at most `in_flight` at once.
 async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant) {
+    let pods = lock(&run).pods;
     let creating = Arc::new(Semaphore::new(in_flight));
     let planned: Vec<Planned> = lock(&run).plan.jobs.clone();
     for (i, job) in planned.into_iter().enumerate() {
@@ -475,7 +554,7 @@ async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant
         let api: Api<Job> = Api::namespaced(admin.clone(), &job.namespace);
         tokio::spawn(async move {
             let _permit = permit;
-            let object = match job_object(&job) {
+            let object = match job_object(&job, pods) {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("{}: {e}", job.name);
@@ -563,10 +642,19 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    eprintln!("starting the test cluster");
-    let cluster = TestCluster::start().await?;
+    let cluster = if args.pods {
+        eprintln!("starting the full test cluster");
+        TestCluster::start_full().await?
+    } else {
+        eprintln!("starting the test cluster");
+        TestCluster::start().await?
+    };
     let admin = cluster.admin_client().await?;
     set_up(&cluster, &admin, &plan).await?;
+    if args.pods {
+        let nodes = add_nodes(&admin, &plan).await?;
+        eprintln!("{nodes} kwok Nodes of 64 cores");
+    }
     let token = cluster.token(OPERATOR_USER)?.to_string();
     let kubeconfig = cluster.write_kubeconfig("operator", &token)?;
     let log_path = args
@@ -607,6 +695,7 @@ async fn main() -> anyhow::Result<()> {
     let seen = (0..total).map(|_| Seen::default()).collect();
     let run: Shared = Arc::new(Mutex::new(Run {
         plan,
+        pods: args.pods,
         seen,
         index,
         counters: Counters::default(),
@@ -629,6 +718,22 @@ async fn main() -> anyhow::Result<()> {
             }
         })
     };
+    let watching_pods = args.pods.then(|| {
+        let run = run.clone();
+        let pods: Api<Pod> = Api::all(admin.clone());
+        let stream = watcher(pods, watcher::Config::default().labels(CLASS_LABEL))
+            .default_backoff()
+            .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(pod) => observe_pod(&run, pod),
+                    Err(e) => eprintln!("pod watch: {e}"),
+                }
+            }
+        })
+    });
     let before = ProcessStat::snapshot(operator_pid);
     let api_before = ApiCounts::read(&admin).await?;
     let start = Instant::now();
@@ -679,6 +784,9 @@ async fn main() -> anyhow::Result<()> {
     let operator_metrics = measure::http_get(admin_port, "/metrics").await;
     creating.abort();
     watching.abort();
+    if let Some(w) = watching_pods {
+        w.abort();
+    }
     drop(operator);
 
     let figures = Figures::compute(

@@ -104,7 +104,7 @@ async fn wait_leading(leases: &Api<Lease>, replica: &Replica) {
 
 #[tokio::test]
 async fn the_follower_takes_over_from_a_killed_leader_without_double_admission() {
-    let (cluster, admin) = cluster_with_setup().await;
+    let (cluster, admin) = full_cluster_with_setup().await;
     let token = cluster.token("admin").unwrap().to_string();
     let kubeconfig = cluster.write_kubeconfig("operator", &token).unwrap();
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "arbiter-system");

@@ -3,8 +3,9 @@
 //! kube-apiserver: it never has more admitted than quota and Nodes hold (no
 //! double admission across the restart), every job is admitted and
 //! finishes in the end (none lost), and the ClusterQueue's status agrees
-//! with what the jobs in the API say. The test plays the job controller:
-//! it finishes one released job per round, so several run at a time.
+//! with what the jobs in the API say. On the full cluster: the Job
+//! controller runs the released jobs' pods, and the test ends one running
+//! job per round (its pod told to succeed), so several run at a time.
 
 #[path = "../crates/operator/tests/support/mod.rs"]
 mod support;
@@ -41,7 +42,7 @@ async fn running_gpus(jobs: &Api<Job>) -> (u32, usize) {
 
 #[tokio::test]
 async fn a_killed_operator_restarts_without_double_admission_or_lost_jobs() {
-    let (cluster, admin) = cluster_with_setup().await;
+    let (cluster, admin) = full_cluster_with_setup().await;
     let token = cluster.token("admin").unwrap().to_string();
     let kubeconfig = cluster.write_kubeconfig("operator", &token).unwrap();
     let log = cluster.dir().join("operator.log");

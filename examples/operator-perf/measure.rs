@@ -80,6 +80,10 @@ impl ProcessStat {
             ("kube-apiserver", child_named("kube-apiserver")),
             ("etcd", child_named("etcd")),
             ("runner", Some(std::process::id())),
+            // The full cluster's (`--pods`); /proc's command names stop at 15 bytes.
+            ("kube-controller-manager", child_named("kube-controller")),
+            ("kube-scheduler", child_named("kube-scheduler")),
+            ("kwok", child_named("kwok")),
         ];
         for (name, pid) in pids {
             if let Some(figures) = pid.and_then(process) {
@@ -215,6 +219,22 @@ pub struct Figures {
     out: Value,
 }
 
+/// Mean, median, 99th percentile and maximum of `values` (sorted here).
+fn spread(values: &mut [f64]) -> Value {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let i = ((values.len() as f64 - 1.0) * q).round() as usize;
+        values.get(i).copied().unwrap_or(0.0)
+    };
+    json!({
+        "count": values.len(),
+        "mean": values.iter().sum::<f64>() / values.len().max(1) as f64,
+        "p50": at(0.5),
+        "p99": at(0.99),
+        "max": at(1.0),
+    })
+}
+
 fn metric_sum(text: &str, family: &str) -> f64 {
     samples(text, family).iter().map(|(_, v)| v).sum()
 }
@@ -234,6 +254,7 @@ impl Figures {
         let span_ms = (window.end_ms - window.start_ms).max(1) as f64;
         let mut held: BTreeMap<&str, f64> = BTreeMap::new();
         let mut waits: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+        let mut to_running: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let (mut admissions, mut evictions) = (0u64, 0u64);
         for (planned, seen) in run.plan.jobs.iter().zip(&run.seen) {
             let cq = run
@@ -249,6 +270,17 @@ impl Figures {
                 w.0 += (admitted - sent).max(0) as f64 / 1000.0;
                 w.1 += 1;
             }
+            // Each pod against the admission it ran under: the last one
+            // decided before it was seen running.
+            for &running in seen.running_ms.values() {
+                let under = seen.admitted_ats.iter().filter(|&&at| at <= running).max();
+                if let Some(&admitted) = under {
+                    to_running
+                        .entry(planned.class.as_str())
+                        .or_default()
+                        .push((running - admitted) as f64 / 1000.0);
+                }
+            }
         }
         let usage: BTreeMap<&str, f64> = run
             .plan
@@ -261,10 +293,18 @@ impl Figures {
             .collect();
         let min_usage = usage.values().copied().fold(f64::INFINITY, f64::min);
         let cpu = |name: &str| after.cpu(name) - before.cpu(name);
-        let ours: f64 = ["operator", "kube-apiserver", "etcd", "runner"]
-            .iter()
-            .map(|n| cpu(n))
-            .sum();
+        let ours: f64 = [
+            "operator",
+            "kube-apiserver",
+            "etcd",
+            "runner",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+        ]
+        .iter()
+        .map(|n| cpu(n))
+        .sum();
         let machine = after.machine_busy - before.machine_busy;
         let total_requests = api_after.total() - api_before.total();
         let operator_requests = api_after.operator - api_before.operator;
@@ -297,14 +337,19 @@ impl Figures {
             "minClusterQueueUsage": min_usage,
             "meanClusterQueueUsage": usage.values().sum::<f64>() / usage.len().max(1) as f64,
             "meanTimeToAdmissionSeconds": waits.iter().map(|(k, (s, n))| (k.to_string(), json!(s / *n as f64))).collect::<serde_json::Map<_, _>>(),
+            "admissionToPodRunningSeconds": to_running.iter_mut().map(|(k, v)| (k.to_string(), spread(v))).collect::<serde_json::Map<_, _>>(),
             "cpuSeconds": {
                 "operator": cpu("operator"), "kubeApiserver": cpu("kube-apiserver"),
                 "etcd": cpu("etcd"), "runner": cpu("runner"),
+                "kubeControllerManager": cpu("kube-controller-manager"),
+                "kubeScheduler": cpu("kube-scheduler"), "kwok": cpu("kwok"),
                 "machine": machine, "others": (machine - ours).max(0.0),
             },
             "peakRssMiB": {
                 "operator": after.hwm("operator"), "kubeApiserver": after.hwm("kube-apiserver"),
                 "etcd": after.hwm("etcd"), "runner": after.hwm("runner"),
+                "kubeControllerManager": after.hwm("kube-controller-manager"),
+                "kubeScheduler": after.hwm("kube-scheduler"), "kwok": after.hwm("kwok"),
             },
             "maxLoadAverage": window.max_load,
             "apiRequests": {
@@ -368,12 +413,31 @@ impl Figures {
             let wait = f(&format!("/meanTimeToAdmissionSeconds/{class}"));
             println!("mean time to admission       {class:<7} {wait:.2} s");
         }
+        for class in ["large", "medium", "small"] {
+            let at = |q: &str| f(&format!("/admissionToPodRunningSeconds/{class}/{q}"));
+            if at("mean").is_nan() {
+                continue;
+            }
+            println!(
+                "admission to pod running     {class:<7} {:.2} s mean, p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+                at("mean"),
+                at("p50"),
+                at("p99"),
+                at("max")
+            );
+        }
         for (label, key) in [
             ("operator", "operator"),
             ("kube-apiserver", "kubeApiserver"),
             ("etcd", "etcd"),
             ("runner", "runner"),
+            ("controller-mgr", "kubeControllerManager"),
+            ("kube-scheduler", "kubeScheduler"),
+            ("kwok", "kwok"),
         ] {
+            if label != "operator" && f(&format!("/peakRssMiB/{key}")) == 0.0 {
+                continue;
+            }
             println!(
                 "CPU s / peak RSS             {label:<15} {:>7.1} s  {:>6.0} MiB",
                 f(&format!("/cpuSeconds/{key}")),

@@ -3,8 +3,9 @@
 //! labels and tolerations and releases the job, quota and Node capacity
 //! bound what is admitted, a finished or deleted job frees its quota, and a
 //! restarted operator reads admissions back instead of admitting twice.
-//! The test plays the job controller (it marks jobs finished); nothing
-//! runs pods.
+//! The tests where a job runs to its end are on the full cluster (the Job
+//! controller makes its pod, kwok runs it, the test only says when it
+//! ends); the others need no pod and run on kube-apiserver + etcd alone.
 
 mod support;
 
@@ -20,7 +21,7 @@ use support::*;
 
 #[tokio::test]
 async fn jobs_are_held_until_admitted_and_released_onto_their_flavor() {
-    let (_cluster, admin) = cluster_with_setup().await;
+    let (_cluster, admin) = full_cluster_with_setup().await;
     let operator = start_operator(admin.clone());
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     for (name, gpus) in [("first", 4), ("second", 4), ("third", 4)] {
@@ -189,7 +190,7 @@ async fn a_job_created_unsuspended_is_held_first() {
 
 #[tokio::test]
 async fn a_restarted_operator_reads_admissions_back_and_admits_nothing_twice() {
-    let (_cluster, admin) = cluster_with_setup().await;
+    let (_cluster, admin) = full_cluster_with_setup().await;
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     let operator = start_operator(admin.clone());
     for (name, gpus) in [("one", 4), ("two", 4)] {

@@ -24,7 +24,7 @@ fn admission_record(job: &Job) -> Option<String> {
 
 #[tokio::test]
 async fn the_operator_survives_an_api_server_restart() {
-    let (mut cluster, admin) = cluster_with_setup().await;
+    let (mut cluster, admin) = full_cluster_with_setup().await;
     let _operator = start_operator(admin.clone());
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     jobs.create(&PostParams::default(), &job("before", 2))

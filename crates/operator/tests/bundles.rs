@@ -91,7 +91,7 @@ const PLATFORM_SOURCE: &str = r#"bundle="ConfigMap arbiter-system/gpu-cap""#;
 
 #[tokio::test]
 async fn a_platform_configmap_decides_a_new_version_decides_next_and_deleting_it_lifts_it() {
-    let (_cluster, admin) = cluster_with_setup().await;
+    let (_cluster, admin) = full_cluster_with_setup().await;
     create_namespace(&admin, PLATFORM_NAMESPACE).await;
     let cap4 = gpu_cap("platform", 1, 4);
     put_bundle(

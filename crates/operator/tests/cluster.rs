@@ -277,10 +277,10 @@ fn phase_of(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }
 
-/// The ClusterQueue's admitted count and GPU usage, as its status says.
-async fn queue_usage(client: &Client) -> (i64, String) {
+/// ClusterQueue `queue`'s admitted count and GPU usage, as its status says.
+async fn queue_usage(client: &Client, queue: &str) -> (i64, String) {
     let cq = Api::<ClusterQueue>::all(client.clone())
-        .get("research")
+        .get(queue)
         .await
         .unwrap();
     let status = serde_json::to_value(cq.status).unwrap();
@@ -296,16 +296,21 @@ async fn queue_usage(client: &Client) -> (i64, String) {
     (admitted, gpus)
 }
 
-/// Waits until the ClusterQueue's status shows `admitted` workloads using `gpus`.
+/// Waits until ClusterQueue `research`'s status shows `admitted` workloads using `gpus`.
 async fn wait_usage(client: &Client, admitted: i64, gpus: &str) {
+    wait_queue_usage(client, "research", admitted, gpus).await
+}
+
+/// [`wait_usage`] of ClusterQueue `queue`.
+async fn wait_queue_usage(client: &Client, queue: &str, admitted: i64, gpus: &str) {
     let started = std::time::Instant::now();
     loop {
-        let now = queue_usage(client).await;
+        let now = queue_usage(client, queue).await;
         if now == (admitted, gpus.to_string()) {
             return;
         }
         if started.elapsed() > PATIENCE {
-            panic!("ClusterQueue research: awaited {admitted} admitted using {gpus} GPUs; it says {now:?}");
+            panic!("ClusterQueue {queue}: awaited {admitted} admitted using {gpus} GPUs; it says {now:?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -569,6 +574,95 @@ async fn a_preempted_jobs_pods_go_and_come_back_when_it_is_admitted_again() {
     )
     .await;
     wait_usage(&client, 1, "16").await;
+}
+
+/// A ClusterQueue taking its GPUs back from any job admitted 4 s ago, and
+/// allowing one retry 4 s after.
+const RECLAIMING: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: reclaiming}
+spec:
+  namespaceSelector: {}
+  resourceReclaim: {enabled: true, reclaimTimeout: 4s}
+  retryPolicy: {maxRetries: 1, backoffDuration: 4s}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: reclaiming, namespace: team-a}
+spec: {clusterQueue: reclaiming}
+"#;
+
+#[tokio::test]
+async fn a_job_running_past_its_reclaim_timeout_is_evicted_run_again_and_deactivated() {
+    let (cluster, client) = full_cluster_setup(test_driver_options(), RECLAIMING).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    // It would run until deleted.
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("reclaiming", "long", 2, 2, None, false),
+    )
+    .await
+    .unwrap();
+    let running = |p: &[Pod]| {
+        p.len() == 2
+            && p.iter()
+                .all(|p| on_a100(p) && phase_of(p) == Some("Running"))
+    };
+    let first = wait_pods(&client, &cluster, "job-name=long", "2 running", running).await;
+
+    // Reclaimed after 4 s: held again, its pods gone, its template restored.
+    let (reason, message) = wait_condition(&client, "job-long", "Evicted", "True").await;
+    assert_eq!(reason, "Reclaimed", "{message}");
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=long",
+        "the reclaimed job's pods gone",
+        |p| p.is_empty(),
+    )
+    .await;
+    let held = jobs.get("long").await.unwrap();
+    assert!(suspended(&held), "{:?}", held.spec);
+    let template = serde_json::to_value(&held.spec.as_ref().unwrap().template).unwrap();
+    assert!(
+        template["spec"].get("nodeSelector").is_none(),
+        "the template must be restored: {template:#}"
+    );
+
+    // After its 4 s backoff it runs again (new pods) ...
+    let before: Vec<_> = first.iter().map(|p| p.metadata.uid.clone()).collect();
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=long",
+        "2 new pods running",
+        |p| running(p) && p.iter().all(|p| !before.contains(&p.metadata.uid)),
+    )
+    .await;
+    // ... and reclaimed once more is past maxRetries 1: deactivated, held,
+    // its pods gone and its quota free.
+    let note = wait_event(&client, "long", "Deactivated").await;
+    assert!(note.contains("maxRetries 1"), "{note}");
+    let (reason, _) = wait_condition(&client, "job-long", "Finished", "True").await;
+    assert_eq!(reason, "Deactivated");
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=long",
+        "the deactivated job's pods gone",
+        |p| p.is_empty(),
+    )
+    .await;
+    assert!(suspended(&jobs.get("long").await.unwrap()));
+    wait_queue_usage(&client, "reclaiming", 0, "0").await;
 }
 
 #[tokio::test]

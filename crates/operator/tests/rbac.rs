@@ -32,7 +32,7 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
 
 #[tokio::test]
 async fn the_operator_does_its_job_under_deploys_service_account_and_no_more() {
-    let (cluster, admin) = cluster_with_setup().await;
+    let (cluster, admin) = full_cluster_with_setup().await;
     let rbac = std::fs::read_to_string(workspace_root().join("deploy/rbac.yaml")).unwrap();
     apply_yaml(&admin, &rbac).await;
     let token = cluster

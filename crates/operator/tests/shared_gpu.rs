@@ -1,45 +1,42 @@
-//! Shared GPUs in a real cluster (kube-apiserver + etcd): Nodes declare
-//! their cards (`arbiter.dev/devices`), the pods of a pod set placed per
-//! card are gated at admission and each is given the core's node and cards
-//! (node selector, `arbiter.dev/gpu-cards`) and ungated; the places survive
-//! a Node added before them and an operator restart (read back from the
-//! job's record), and a pod replacing a failed one takes the place it
-//! left. The test plays the job controller (it creates the pods from the
-//! released template); nothing runs them.
+//! Shared GPUs on a cluster that runs pods: Nodes declare their cards
+//! (`arbiter.dev/devices`), the pods of a pod set placed per card are
+//! gated at admission, made by the Job controller, each given the core's
+//! node and cards (node selector, `arbiter.dev/gpu-cards`), ungated and
+//! bound there by kube-scheduler; the places survive a Node added before
+//! them and an operator restart (read back from the job's record), and the
+//! pod the Job controller makes in place of a failed one takes the place
+//! it left. A pod beyond the job's admission gets nothing.
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use arbiter_testcluster::{NodeSpec, FAIL_LABEL};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
 use support::*;
 
-/// A Node of 4 T4 cards (4000 gpu-milli) whose hostname label is `host`.
+/// A Node of 4 T4 cards (4000 gpu-milli) whose hostname label is `host`
+/// (kwok runs its pods on the full cluster).
 async fn add_t4(client: &Client, name: &str, host: &str) {
     add_t4_declaring(client, name, host, "example.com/gpu-milli=4").await
 }
 
 /// A T4 Node of 4000 gpu-milli whose device annotation is `devices`.
 async fn add_t4_declaring(client: &Client, name: &str, host: &str, devices: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name,
-            "labels": {"gpu": "t4", "kubernetes.io/hostname": host},
-            "annotations": {"arbiter.dev/devices": devices}},
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let resources = json!({"cpu": "32", "example.com/gpu-milli": "4000", "pods": "110"});
-    let status = json!({"status": {"allocatable": resources, "capacity": resources}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+    let mut spec = NodeSpec::gpu(name, 32, 0)
+        .label("gpu", "t4")
+        .label("kubernetes.io/hostname", host)
+        .annotation("arbiter.dev/devices", devices);
+    spec.allocatable
+        .insert("example.com/gpu-milli".into(), "4000".into());
+    arbiter_testcluster::add_node(client, &spec)
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("adding Node {name}: {e}"));
 }
 
 /// A queued Job of `pods` pods asking `milli` gpu-milli each.
@@ -60,17 +57,74 @@ fn shared_job(name: &str, pods: u32, milli: u32) -> Job {
     .unwrap()
 }
 
-/// A pod of `job` as the job controller makes it: the released template.
-async fn create_pod(pods: &Api<Pod>, job: &Job, name: &str) {
+/// A pod made by hand from `job`'s released template, without the labels
+/// by which the Job controller would adopt it: a pod beyond the job's
+/// admission that still names the job (`arbiter.dev/job-uid`).
+async fn create_stray_pod(pods: &Api<Pod>, job: &Job, name: &str) {
     let template = serde_json::to_value(&job.spec.as_ref().unwrap().template).unwrap();
-    let mut pod =
-        json!({"metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
-    pod["metadata"]["name"] = json!(name);
-    pod["metadata"]["namespace"] = json!("team-a");
+    let mut labels = template["metadata"]["labels"].clone();
+    for key in [
+        "controller-uid",
+        "batch.kubernetes.io/controller-uid",
+        "job-name",
+        "batch.kubernetes.io/job-name",
+    ] {
+        labels.as_object_mut().unwrap().remove(key);
+    }
+    let pod = json!({"metadata": {"name": name, "namespace": pods_namespace(pods), "labels": labels},
+                     "spec": template["spec"].clone()});
     let pod: Pod = serde_json::from_value(pod).unwrap();
     pods.create(&PostParams::default(), &pod)
         .await
         .unwrap_or_else(|e| panic!("creating pod {name}: {e}"));
+}
+
+fn pods_namespace(pods: &Api<Pod>) -> &str {
+    pods.namespace().expect("a namespaced Api")
+}
+
+/// The names of job `job`'s pods that satisfy `check`, once there are
+/// `count` of them.
+async fn wait_job_pods(
+    pods: &Api<Pod>,
+    job: &str,
+    count: usize,
+    what: &str,
+    check: impl Fn(&Pod) -> bool,
+) -> BTreeSet<String> {
+    let selector = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    let started = std::time::Instant::now();
+    loop {
+        let listed = pods.list(&selector).await.unwrap().items;
+        let found: BTreeSet<String> = listed
+            .iter()
+            .filter(|p| check(p))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        if found.len() == count {
+            return found;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "job {job}: awaited {count} pods {what} within {} s; its pods are {:#?}",
+            PATIENCE.as_secs(),
+            listed
+                .iter()
+                .map(|p| (
+                    &p.metadata.name,
+                    p.spec.as_ref().map(|s| &s.node_name),
+                    p.status.as_ref().map(|s| &s.phase)
+                ))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Bound by kube-scheduler to Node `node` and running there.
+fn running_on(pod: &Pod, node: &str) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
 fn gated(pod: &Pod) -> bool {
@@ -111,7 +165,7 @@ async fn wait_placed(pods: &Api<Pod>, name: &str) -> (String, String, String) {
 
 #[tokio::test]
 async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
-    let (_cluster, admin) = cluster_with_setup().await;
+    let (_cluster, admin) = full_cluster_with_setup().await;
     apply_yaml(&admin, &shared_gpu_setup("research")).await;
     add_t4(&admin, "t4-a", "host-a").await;
     add_t4(&admin, "t4-b", "host-b").await;
@@ -127,7 +181,7 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     jobs.create(&PostParams::default(), &shared_job("pair", 1, 2000))
         .await
         .unwrap();
-    let pair = wait_for(&jobs, "pair", "admission", released).await;
+    wait_for(&jobs, "pair", "admission", released).await;
 
     // The template is gated and its pods labelled with the job and pod set.
     let template = serde_json::to_value(&halves.spec.as_ref().unwrap().template).unwrap();
@@ -147,12 +201,14 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     .unwrap();
     assert_eq!(record["placements"][0]["node"], "t4-a", "{record}");
 
-    for name in ["halves-0", "halves-1", "halves-2"] {
-        create_pod(&pods, &halves, name).await;
-    }
-    create_pod(&pods, &pair, "pair-0").await;
+    // The Job controller makes the pods; each is given its place and
+    // kube-scheduler binds it there.
+    let halves_pods = wait_job_pods(&pods, "halves", 3, "running on t4-a", |p| {
+        running_on(p, "t4-a")
+    })
+    .await;
     let mut cards = Vec::new();
-    for name in ["halves-0", "halves-1", "halves-2"] {
+    for name in &halves_pods {
         let (host, node, card) = wait_placed(&pods, name).await;
         assert_eq!((host.as_str(), node.as_str()), ("host-a", "t4-a"));
         cards.push(card);
@@ -161,8 +217,13 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     // takes the two whole cards left on the same Node.
     cards.sort();
     assert_eq!(cards, ["0", "0", "1"]);
+    let pair_pods = wait_job_pods(&pods, "pair", 1, "running on t4-a", |p| {
+        running_on(p, "t4-a")
+    })
+    .await;
+    let pair_pod = pair_pods.first().unwrap();
     assert_eq!(
-        wait_placed(&pods, "pair-0").await,
+        wait_placed(&pods, pair_pod).await,
         ("host-a".into(), "t4-a".into(), "2,3".into())
     );
 
@@ -173,22 +234,28 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
     operator.abort();
     let operator = start_operator(admin.clone());
 
-    // halves-1 fails; its replacement takes the place it left.
-    let (_, _, left) = wait_placed(&pods, "halves-1").await;
-    let failed = json!({"status": {"phase": "Failed"}});
-    pods.patch_status("halves-1", &PatchParams::default(), &Patch::Merge(&failed))
+    // One of the halves fails (kwok ends it so); the pod the Job controller
+    // makes in its place takes the place it left.
+    let failing = halves_pods.first().unwrap().clone();
+    let (_, _, left) = wait_placed(&pods, &failing).await;
+    let fail = json!({"metadata": {"labels": {FAIL_LABEL: "true"}}});
+    pods.patch(&failing, &PatchParams::default(), &Patch::Merge(&fail))
         .await
         .unwrap();
-    let halves = jobs.get("halves").await.unwrap();
-    assert!(released(&halves), "halves was held again after the restart");
-    create_pod(&pods, &halves, "halves-3").await;
+    let replacement = wait_job_pods(&pods, "halves", 1, "made anew and running", |p| {
+        running_on(p, "t4-a") && !halves_pods.contains(p.metadata.name.as_deref().unwrap_or(""))
+    })
+    .await;
+    let replacement = replacement.first().unwrap();
     assert_eq!(
-        wait_placed(&pods, "halves-3").await,
+        wait_placed(&pods, replacement).await,
         ("host-a".into(), "t4-a".into(), left)
     );
+    let halves = jobs.get("halves").await.unwrap();
+    assert!(released(&halves), "halves was held again after the restart");
 
     // A fourth half has no place left in the job's admission: it stays gated.
-    create_pod(&pods, &halves, "halves-4").await;
+    create_stray_pod(&pods, &halves, "halves-4").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(gated(&pods.get("halves-4").await.unwrap()));
     // A pod in another namespace labelled with the job's uid gets nothing.
@@ -217,7 +284,7 @@ async fn pods_placed_per_card_are_given_their_node_and_card_and_keep_them() {
 /// selector.
 #[tokio::test]
 async fn a_pod_selecting_another_host_stays_gated_with_its_selector() {
-    let (_cluster, admin) = cluster_with_setup().await;
+    let (_cluster, admin) = full_cluster_with_setup().await;
     apply_yaml(&admin, &shared_gpu_setup("research")).await;
     add_t4(&admin, "t4-a", "host-a").await;
     let operator = start_operator(admin.clone());
@@ -240,15 +307,16 @@ async fn a_pod_selecting_another_host_stays_gated_with_its_selector() {
         .into(),
     );
     jobs.create(&PostParams::default(), &pinned).await.unwrap();
-    let pinned = wait_for(&jobs, "pinned", "admission", released).await;
-    create_pod(&pods, &pinned, "pinned-0").await;
-    let note = wait_event(&admin, "pinned-0", "PlacementRefused").await;
+    wait_for(&jobs, "pinned", "admission", released).await;
+    let made = wait_job_pods(&pods, "pinned", 1, "made", |_| true).await;
+    let pod_name = made.first().unwrap();
+    let note = wait_event(&admin, pod_name, "PlacementRefused").await;
     assert!(
         note.contains("only additions to spec.nodeSelector"),
         "{note}"
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let pod = pods.get("pinned-0").await.unwrap();
+    let pod = pods.get(pod_name).await.unwrap();
     assert!(gated(&pod));
     let selector = pod.spec.unwrap().node_selector.unwrap_or_default();
     assert_eq!(

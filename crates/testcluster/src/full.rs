@@ -342,7 +342,7 @@ impl TestCluster {
 
     /// Adds a Node that kwok manages: it turns Ready within a second and
     /// runs the pods kube-scheduler binds to it (`kwok-stages.yaml`). Its
-    /// `kubernetes.io/hostname` label is its name.
+    /// `kubernetes.io/hostname` label is its name unless `spec` sets one.
     pub async fn add_node(&self, spec: &NodeSpec) -> Result<(), Error> {
         add_node(&self.admin_client().await?, spec).await
     }
@@ -353,7 +353,9 @@ impl TestCluster {
 pub async fn add_node(client: &Client, spec: &NodeSpec) -> Result<(), Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let mut labels = spec.labels.clone();
-    labels.insert("kubernetes.io/hostname".into(), spec.name.clone());
+    labels
+        .entry("kubernetes.io/hostname".into())
+        .or_insert_with(|| spec.name.clone());
     labels.insert("kubernetes.io/os".into(), "linux".into());
     labels.insert("type".into(), "kwok".into());
     let mut annotations = spec.annotations.clone();
@@ -381,7 +383,8 @@ pub async fn add_node(client: &Client, spec: &NodeSpec) -> Result<(), Error> {
 }
 
 /// The command line kube-controller-manager and kube-scheduler share: the
-/// admin kubeconfig for everything, no leader election, serving on a free
+/// admin kubeconfig for everything, no leader election, no client rate
+/// limit, serving on a free
 /// loopback port (returned) with a certificate made in its own directory.
 fn control_plane_command(
     bin: &Path,
@@ -403,6 +406,10 @@ fn control_plane_command(
             "--cert-dir={}",
             root.join(format!("{name}-certs")).display()
         ))
+        // No client-side rate limit (kwokctl's "unlimited"): the test
+        // cluster should not hold a benchmark to 20 requests a second.
+        .arg("--kube-api-qps=5000")
+        .arg("--kube-api-burst=10000")
         .arg("--v=1");
     Ok((command, port))
 }

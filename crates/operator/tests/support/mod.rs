@@ -13,12 +13,14 @@ use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_policy::metrics::PolicyMetrics;
-use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
+use arbiter_testcluster::{
+    crd_documents, workspace_root, NodeSpec, TestCluster, RUN_FOR_ANNOTATION,
+};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -88,41 +90,52 @@ pub async fn apply_yaml(client: &Client, yaml: &str) {
     }
 }
 
+/// A bare test cluster (kube-apiserver and etcd: nothing runs a pod) with
+/// Arbiter's CRDs, [`SETUP`] and one 8-GPU A100 Node. For tests of what the
+/// operator writes; a test that needs jobs to run and end takes
+/// [`full_cluster_with_setup`].
 pub async fn cluster_with_setup() -> (TestCluster, Client) {
     let cluster = TestCluster::start()
         .await
         .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
-    let admin = cluster.admin_client().await.unwrap();
-    let crds = crd_documents(&workspace_root().join("deploy/crds.yaml")).unwrap();
-    cluster.install_crds(&crds).await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(admin.clone());
-    // team-a submits jobs; arbiter-system is the operator's own (its
-    // webhook certificate Secret and leader Lease).
-    for name in ["team-a", "arbiter-system"] {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-    }
-    apply_yaml(&admin, SETUP).await;
-    add_node(&admin, "gpu-node-1", 8).await;
+    let admin = setup(&cluster).await;
     (cluster, admin)
 }
 
-pub async fn add_node(client: &Client, name: &str, gpus: u32) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}},
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let status = json!({"status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus.to_string(), "pods": "110"},
-                                   "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus.to_string(), "pods": "110"}}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+/// [`cluster_with_setup`] on the full cluster
+/// ([`TestCluster::start_full`]): the Node is kwok's, so the Job
+/// controller makes the released jobs' pods, kube-scheduler binds them and
+/// they run until [`finish`] ends them.
+pub async fn full_cluster_with_setup() -> (TestCluster, Client) {
+    let cluster = TestCluster::start_full()
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
+    let admin = setup(&cluster).await;
+    (cluster, admin)
+}
+
+async fn setup(cluster: &TestCluster) -> Client {
+    let admin = cluster.admin_client().await.unwrap();
+    let crds = crd_documents(&workspace_root().join("deploy/crds.yaml")).unwrap();
+    cluster.install_crds(&crds).await.unwrap();
+    // team-a submits jobs; arbiter-system is the operator's own (its
+    // webhook certificate Secret and leader Lease).
+    for name in ["team-a", "arbiter-system"] {
+        create_namespace(&admin, name).await;
+    }
+    apply_yaml(&admin, SETUP).await;
+    add_node(&admin, "gpu-node-1", 8).await;
+    admin
+}
+
+/// An A100 Node with 64 cores and `gpus` GPUs (kwok runs its pods on the
+/// full cluster).
+pub async fn add_node(client: &Client, name: &str, gpus: u32) {
+    let spec =
+        NodeSpec::gpu(name, 64, gpus).label("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB");
+    arbiter_testcluster::add_node(client, &spec)
+        .await
+        .unwrap_or_else(|e| panic!("adding Node {name}: {e}"));
 }
 
 pub fn job(name: &str, gpus: u32) -> Job {
@@ -376,17 +389,61 @@ pub fn released(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend) == Some(false)
 }
 
-/// Marks a Job finished as the job controller would.
+/// Ends a released Job's run on the full cluster: its pods (made by the Job
+/// controller) are told to succeed now (`arbiter.test/run-for: 0s`, kwok's
+/// `pod-succeed` Stage), and this waits until the Job controller has marked
+/// the Job `Complete`. Nothing here writes the Job's status.
 pub async fn finish(jobs: &Api<Job>, name: &str) {
-    let now = "2026-12-01T00:00:00Z";
-    let status = json!({"status": {
-        "startTime": now, "completionTime": now, "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now, "lastProbeTime": now},
-            {"type": "Complete", "status": "True", "lastTransitionTime": now, "lastProbeTime": now}]}});
-    jobs.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+    let namespace = jobs
+        .get(name)
         .await
-        .unwrap_or_else(|e| panic!("marking {name} finished: {e}"));
+        .unwrap_or_else(|e| panic!("Job {name}: {e}"))
+        .metadata
+        .namespace
+        .expect("a namespaced Job");
+    let pods: Api<Pod> = Api::namespaced(jobs.clone().into_client(), &namespace);
+    let selector = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}"));
+    let started = std::time::Instant::now();
+    let now = PatchParams::default();
+    let annotate = Patch::Merge(json!({"metadata": {"annotations": {RUN_FOR_ANNOTATION: "0s"}}}));
+    loop {
+        let job = jobs.get(name).await.unwrap();
+        if job_complete(&job) {
+            return;
+        }
+        for pod in pods.list(&selector).await.unwrap().items {
+            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let told = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(RUN_FOR_ANNOTATION));
+            if !told {
+                // The pod may be going away (a conflict or a 404 is fine: the
+                // next round sees the pods there are then).
+                let _ = pods.patch(&pod_name, &now, &annotate).await;
+            }
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "Job {namespace}/{name} did not complete within {} s of its pods being told to \
+             succeed (is this the full cluster?); its status: {:?}",
+            PATIENCE.as_secs(),
+            job.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether the Job controller has marked `job` `Complete`.
+pub fn job_complete(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
 }
 
 /// Waits a while and checks `name` is still held: the operator had every
