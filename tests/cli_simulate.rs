@@ -71,12 +71,18 @@ spec:
 /// the failure: exit 1, the file and every `expected` fragment on stderr,
 /// nothing that looks like a panic. Returns stderr.
 fn fails_with(files: &[(&str, &str)], expected: &[&str]) -> String {
+    fails_with_args(&[], files, expected)
+}
+
+/// [`fails_with`] with `args` after `simulate` (`--strict`).
+fn fails_with_args(args: &[&str], files: &[(&str, &str)], expected: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for (name, text) in files {
         write(dir.path(), name, text);
     }
     let output = arbiter()
         .arg("simulate")
+        .args(args)
         .arg(dir.path())
         .assert()
         .code(1)
@@ -249,7 +255,8 @@ fn warnings_are_printed_when_the_scenario_does_not_build() {
             r#"{name: nvidia.com/gpu, nominalQuota: "8", borowingLimit: "4"}"#,
         )
         .replace("spec: {clusterQueue: ml}", "spec: {clusterQueue: mll}");
-    let stderr = fails_with(
+    let stderr = fails_with_args(
+        &["--strict"],
         &[("cluster.yaml", &text)],
         &[
             "ClusterQueue `mll` is not defined",
@@ -402,7 +409,8 @@ fn workloads_that_can_never_be_admitted_are_counted_apart_from_the_waits() {
 #[test]
 fn negative_quota() {
     let text = CLUSTER.replace(r#"nominalQuota: "8""#, r#"nominalQuota: "-8""#);
-    fails_with(
+    fails_with_args(
+        &["--strict"],
         &[("cluster.yaml", &text)],
         &[
             "(document 2)",
@@ -416,7 +424,8 @@ fn negative_quota() {
 #[test]
 fn unknown_flavor() {
     let text = CLUSTER.replace("    - name: a100\n", "    - name: h100\n");
-    fails_with(
+    fails_with_args(
+        &["--strict"],
         &[("cluster.yaml", &text)],
         &[
             "(document 2)",
@@ -431,7 +440,8 @@ fn cohort_cycle() {
     let text = format!(
         "{CLUSTER}---\napiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {{name: a}}\nspec: {{parent: b}}\n---\napiVersion: arbiter.dev/v1alpha1\nkind: Cohort\nmetadata: {{name: b}}\nspec: {{parent: a}}\n"
     );
-    fails_with(
+    fails_with_args(
+        &["--strict"],
         &[("cluster.yaml", &text)],
         &["(document 4)", "Cohort a", "spec.parent", "cycle"],
     );
@@ -440,7 +450,8 @@ fn cohort_cycle() {
 #[test]
 fn local_queue_pointing_at_a_missing_cluster_queue() {
     let text = CLUSTER.replace("spec: {clusterQueue: ml}", "spec: {clusterQueue: mll}");
-    fails_with(
+    fails_with_args(
+        &["--strict"],
         &[("cluster.yaml", &text)],
         &[
             "(document 3)",
@@ -830,4 +841,78 @@ fn shared_gpus_report_nodes_cards_allocation_and_fragmentation() {
             );
         }
     }
+}
+
+/// Without `--strict` a broken queue object is left out, as the operator
+/// leaves it out, and the rest is simulated: a ClusterQueue naming a flavor
+/// that does not exist (and its LocalQueue) beside the valid `ml`; `ml`'s
+/// job is admitted, the broken queue's job waits, told why, and both
+/// objects are named in the warnings. `--strict` refuses the same files
+/// (`unknown_flavor`).
+#[test]
+fn a_broken_queue_object_is_left_out_and_the_rest_is_simulated() {
+    let broken = r#"---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: h100s}
+spec:
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: "8"}]
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: h100s, namespace: ml}
+spec: {clusterQueue: h100s}
+"#;
+    let mut jobs = job(
+        "good",
+        "sim.arbiter.dev/runtime: 10m",
+        "nvidia.com/gpu: \"8\"",
+    );
+    jobs.push_str(
+        &job(
+            "stranded",
+            "sim.arbiter.dev/runtime: 10m",
+            "nvidia.com/gpu: \"8\"",
+        )
+        .replace(
+            "arbiter.dev/queue-name: team",
+            "arbiter.dev/queue-name: h100s",
+        ),
+    );
+    let cluster = format!("{CLUSTER}{broken}");
+    let report = report_of(&[("cluster.yaml", &cluster), ("jobs.yaml", &jobs)]);
+    let workloads = report["workloads"].as_array().unwrap();
+    let of = |name: &str| {
+        workloads
+            .iter()
+            .find(|w| w["name"] == name)
+            .unwrap_or_else(|| panic!("no workload {name}: {report:#}"))
+    };
+    assert!(of("good")["admittedSeconds"].is_number(), "{report:#}");
+    assert!(of("stranded")["admittedSeconds"].is_null(), "{report:#}");
+    let reason = of("stranded")["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("LocalQueue ml/h100s is inactive (ClusterQueueIsInactive)"),
+        "{reason}"
+    );
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("(document 4): ClusterQueue h100s is inactive (FlavorNotFound): spec.resourceGroups[0].flavors[0].name: ResourceFlavor `h100` is not defined")),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("LocalQueue ml/h100s is inactive (ClusterQueueIsInactive)")),
+        "{warnings:#?}"
+    );
 }

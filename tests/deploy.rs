@@ -823,6 +823,19 @@ mod api_server {
                 None,
                 Some("research"),
             ),
+            // The in-use finalizer.
+            (
+                "patch",
+                ("arbiter.dev", "clusterqueues"),
+                None,
+                Some("research"),
+            ),
+            (
+                "patch",
+                ("arbiter.dev", "resourceflavors"),
+                None,
+                Some("a100"),
+            ),
             (
                 "patch",
                 ("kubeflow.org", "pytorchjobs"),

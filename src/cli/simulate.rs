@@ -49,7 +49,9 @@ pub struct SimulateArgs {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Exit 1 on any warning (unknown fields, workloads that can never be admitted).
+    /// Exit 1 on any warning (unknown fields, workloads that can never be
+    /// admitted), and refuse a scenario with an invalid queue object
+    /// instead of simulating without it.
     #[arg(long)]
     pub strict: bool,
     /// Write 0 for the measured fields (`scheduler.cpuSeconds`, policy latencies), so reports are byte-identical across runs.
@@ -86,7 +88,14 @@ fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
 
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     let loaded = arbiter_sim::files::load_paths(&args.paths)?;
-    let scenario = match scenario::build(loaded) {
+    // A queue object with a problem is left out (and warned about) as the
+    // operator leaves it out; --strict refuses the scenario instead.
+    let built = if args.strict {
+        scenario::build(loaded)
+    } else {
+        scenario::build_lenient(loaded)
+    };
+    let scenario = match built {
         Ok(scenario) => scenario,
         Err(e) => {
             // What was ignored or read differently may be why it failed.

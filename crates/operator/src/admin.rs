@@ -42,6 +42,12 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjectLabels {
+    kind: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UsageLabels {
     cluster_queue: String,
     flavor: String,
@@ -63,6 +69,7 @@ pub struct OperatorMetrics {
     share: Family<QueueLabels, Gauge<f64, AtomicU64>>,
     leader: Gauge,
     publish_backlog: Gauge,
+    queue_objects: Family<ObjectLabels, Gauge>,
 }
 
 /// Admission wait buckets: 1 s to about 4.5 h, doubling.
@@ -85,6 +92,7 @@ impl OperatorMetrics {
             nominal: Family::default(),
             leader: Gauge::default(),
             publish_backlog: Gauge::default(),
+            queue_objects: Family::default(),
             share: Family::default(),
         };
         registry.register(
@@ -144,11 +152,32 @@ impl OperatorMetrics {
             m.leader.clone(),
         );
         registry.register(
+            "arbiter_queue_objects",
+            "Queue objects (ClusterQueue, LocalQueue, Cohort, ResourceFlavor, WorkloadPriorityClass) by kind and state: active (in force) or inactive (left out: invalid, or depending on one)",
+            m.queue_objects.clone(),
+        );
+        registry.register(
             "arbiter_publish_backlog",
             "Objects (Workloads, queue statuses) and Events decided but not yet written to the API",
             m.publish_backlog.clone(),
         );
         m
+    }
+
+    /// Sets the queue objects by kind and state from `counts` (kind →
+    /// (active, inactive)).
+    pub fn set_queue_objects(&self, counts: &std::collections::BTreeMap<String, (usize, usize)>) {
+        self.queue_objects.clear();
+        for (kind, (active, inactive)) in counts {
+            for (state, n) in [("active", active), ("inactive", inactive)] {
+                self.queue_objects
+                    .get_or_create(&ObjectLabels {
+                        kind: kind.clone(),
+                        state: state.into(),
+                    })
+                    .set(*n as i64);
+            }
+        }
     }
 
     /// The gauge the publisher keeps its backlog in.

@@ -15,9 +15,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arbiter_core::model::cluster::{Cluster, ClusterBuilder, FlavorId, Namespace, ResourceId};
+use arbiter_core::model::cluster::{
+    Cluster, ClusterBuilder, FlavorId, Inactive, Namespace, ResourceId,
+};
 use arbiter_core::model::limits::MAX_NODES_PER_POOL;
-use arbiter_core::model::load::{load_value, Manifest, Source};
+use arbiter_core::model::load::{load_value, Source};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::capacity::{DeviceSpec, PoolSpec};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
@@ -113,15 +115,13 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// Builds the `Cluster` from the configuration objects and namespaces.
-/// `resources` are resource names jobs or nodes use, so that a request
-/// nothing covers is a pending reason, not an unknown name. Errors name the
-/// object and field, as the simulator's do.
-pub fn build(
+/// The builder fed with the configuration objects and namespaces, the
+/// warnings, and the objects that could not be read (name, error).
+fn load(
     objects: &[ApiObject],
     namespaces: &BTreeMap<String, Namespace>,
     resources: impl IntoIterator<Item = String>,
-) -> Result<Built, Vec<Problem>> {
+) -> (ClusterBuilder, Vec<String>, Vec<(String, Problem)>) {
     let mut builder = ClusterBuilder::new();
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
@@ -133,6 +133,13 @@ pub fn build(
         if let Value::Object(map) = &mut object {
             map.remove("status");
         }
+        // A ClusterQueue being deleted (kept by its in-use finalizer until
+        // its admitted workloads are gone) admits nothing new, as in Kueue.
+        if deleting_cluster_queue(&object) {
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("stopPolicy".into(), Value::String("Hold".into()));
+            }
+        }
         let source = Source {
             file: PathBuf::from(&item.name),
             document: 1,
@@ -140,10 +147,11 @@ pub fn build(
         let loaded = match load_value(object, source) {
             Ok(loaded) => loaded,
             Err(e) => {
-                errors.push(Problem {
+                let problem = Problem {
                     at: item.name.clone(),
                     message: e.to_string(),
-                });
+                };
+                errors.push((item.name.clone(), problem));
                 continue;
             }
         };
@@ -156,13 +164,8 @@ pub fn build(
         );
         for document in loaded.documents {
             let source = item.name.clone();
-            match document.manifest {
-                Manifest::ResourceFlavor(x) => builder.flavor(source, x),
-                Manifest::Cohort(x) => builder.cohort(source, x),
-                Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
-                Manifest::LocalQueue(x) => builder.local_queue(source, x),
-                Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
-                _ => warnings.push(format!("{source}: not a queue configuration kind; ignored")),
+            if builder.add(source.clone(), document.manifest).is_some() {
+                warnings.push(format!("{source}: not a queue configuration kind; ignored"));
             }
         }
     }
@@ -172,8 +175,27 @@ pub fn build(
     for resource in resources {
         builder.resource(&resource);
     }
+    (builder, warnings, errors)
+}
+
+/// Whether `object` is a ClusterQueue being deleted.
+pub fn deleting_cluster_queue(object: &Value) -> bool {
+    object["kind"] == "ClusterQueue" && !object["metadata"]["deletionTimestamp"].is_null()
+}
+
+/// Builds the `Cluster` from the configuration objects and namespaces,
+/// strictly: any problem refuses all (the validating webhook's check).
+/// `resources` are resource names jobs or nodes use, so that a request
+/// nothing covers is a pending reason, not an unknown name. Errors name the
+/// object and field, as the simulator's do.
+pub fn build(
+    objects: &[ApiObject],
+    namespaces: &BTreeMap<String, Namespace>,
+    resources: impl IntoIterator<Item = String>,
+) -> Result<Built, Vec<Problem>> {
+    let (builder, warnings, errors) = load(objects, namespaces, resources);
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(errors.into_iter().map(|(_, p)| p).collect());
     }
     builder
         .build()
@@ -198,6 +220,43 @@ pub fn build(
                 .collect()
         })
 }
+
+/// Builds what is valid, as Kueue does: an object that cannot be read or
+/// has a problem of its own, and every object depending on one, is left
+/// out and listed in `cluster.inactive` with a reason; the rest is in
+/// force. This is what the operator runs on.
+pub fn build_lenient(
+    objects: &[ApiObject],
+    namespaces: &BTreeMap<String, Namespace>,
+    resources: impl IntoIterator<Item = String>,
+) -> Built {
+    let (builder, warnings, errors) = load(objects, namespaces, resources);
+    let unread = errors
+        .into_iter()
+        .filter_map(|(name, problem)| {
+            let (kind, name) = name.split_once(' ')?;
+            let kind = QUEUE_KINDS.iter().find(|k| **k == kind)?;
+            Some(Inactive {
+                kind,
+                name: name.to_string(),
+                reason: "InvalidSpec",
+                message: problem.message,
+                errors: Vec::new(),
+            })
+        })
+        .collect();
+    let (cluster, _) = builder.build_lenient_after(unread);
+    Built { cluster, warnings }
+}
+
+/// The queue objects' kinds, as `Inactive` names them.
+const QUEUE_KINDS: [&str; 5] = [
+    "ResourceFlavor",
+    "WorkloadPriorityClass",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+];
 
 /// The resource names Nodes report as allocatable.
 pub fn node_resources(nodes: &[Node]) -> impl Iterator<Item = String> + '_ {

@@ -12,13 +12,15 @@
 //! |---|---|
 //! | `admin` | the admin port: `/metrics` (`arbiter_*` families mirroring Kueue's, and the policy engine's), `/healthz`, `/readyz` |
 //! | `watch` | reflectors (stores + wake-ups) over the configuration kinds, Namespaces, Nodes and each integration's job kind |
-//! | `config` | API objects → `Cluster` (through `model::load`, as files are read) and node pools from Nodes |
+//! | `config` | API objects → `Cluster` (through `model::load`, as files are read; each object in force or left out on its own) and node pools from Nodes |
+//! | `finalizers` | Kueue's deletion in use: the `arbiter.dev/resource-in-use` finalizer on every ClusterQueue and ResourceFlavor, taken off a deleted one once it is free |
+//! | `activity` | which queue objects are in force: `Inactive`/`Active` Events on the objects, the `Active` condition with its transition time |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
 //! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
 //! | `jobs` | job reads (uid, creation time, template paths; whether it ended is its integration's) and the one way a job is written: modify-replace with its `resourceVersion`, from the reflector's copy |
 //! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason; the Event recorder |
 //! | `publish` | the writes that tell what was decided (Workloads, queue status, Events), on a task of their own, latest wish per object, concurrent, retried |
-//! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share |
+//! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share, the `Active` condition |
 //! | `webhook` | the admission webhooks over TLS: the mutating hold of new queued jobs, the validating check of queue configuration objects, the serving certificate (mounted or generated, CA patched into the configurations) |
 //! | `ungate` | pods of pod sets placed per card (gated at admission): each given its node and cards from the core's placement, then ungated |
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
@@ -26,10 +28,12 @@
 //! | `bundles` | policy bundles in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
 
+pub mod activity;
 pub mod admin;
 pub mod bundles;
 pub mod config;
 pub mod driver;
+pub mod finalizers;
 pub mod inject;
 pub mod integrations;
 pub mod jobs;

@@ -1,5 +1,6 @@
 //! The writes that tell what the scheduler decided — each job's `Workload`
-//! object and its status, ClusterQueue and LocalQueue status, Events on the
+//! object and its status, ClusterQueue, LocalQueue, Cohort and
+//! ResourceFlavor status, Events on the
 //! jobs — made by a task of their own, so admission never waits for them.
 //!
 //! The driver hands over what each object should say ([`Publisher`]); the
@@ -19,7 +20,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use arbiter_core::model::api::{self, ClusterQueueStatus, LocalQueueStatus, WorkloadStatus};
+use arbiter_core::model::api::{
+    self, ActiveStatus, ClusterQueueStatus, LocalQueueStatus, WorkloadStatus,
+};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -52,6 +55,8 @@ enum Target {
     Workload { namespace: String, name: String },
     ClusterQueue(String),
     LocalQueue { namespace: String, name: String },
+    Cohort(String),
+    ResourceFlavor(String),
 }
 
 impl std::fmt::Display for Target {
@@ -60,6 +65,8 @@ impl std::fmt::Display for Target {
             Target::Workload { namespace, name } => write!(f, "Workload {namespace}/{name}"),
             Target::ClusterQueue(name) => write!(f, "ClusterQueue {name}"),
             Target::LocalQueue { namespace, name } => write!(f, "LocalQueue {namespace}/{name}"),
+            Target::Cohort(name) => write!(f, "Cohort {name}"),
+            Target::ResourceFlavor(name) => write!(f, "ResourceFlavor {name}"),
         }
     }
 }
@@ -77,6 +84,8 @@ enum Wish {
     Delete,
     ClusterQueue(Box<ClusterQueueStatus>),
     LocalQueue(Box<LocalQueueStatus>),
+    /// A Cohort's or ResourceFlavor's status.
+    Active(Box<ActiveStatus>),
 }
 
 impl Wish {
@@ -190,6 +199,16 @@ impl Publisher {
             Target::ClusterQueue(name.to_string()),
             Wish::ClusterQueue(Box::new(status)),
         ));
+    }
+
+    /// The status of Cohort or ResourceFlavor (`kind`) `name`.
+    pub fn active(&self, kind: &str, name: &str, status: ActiveStatus) {
+        let target = match kind {
+            "Cohort" => Target::Cohort(name.to_string()),
+            "ResourceFlavor" => Target::ResourceFlavor(name.to_string()),
+            _ => return,
+        };
+        self.send(Message::Wish(target, Wish::Active(Box::new(status))));
     }
 
     pub fn local_queue(&self, namespace: &str, name: &str, status: LocalQueueStatus) {
@@ -472,6 +491,21 @@ async fn write(
         }
         (Target::LocalQueue { namespace, name }, Wish::LocalQueue(status)) => {
             let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), namespace);
+            match apply_status(&api, name, status.as_ref()).await {
+                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                other => outcome(other),
+            }
+        }
+        (Target::Cohort(name), Wish::Active(status)) => {
+            let api: Api<api::Cohort> = Api::all(client.clone());
+            match apply_status(&api, name, status.as_ref()).await {
+                // A Kueue Cohort has no arbiter.dev object to write to.
+                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                other => outcome(other),
+            }
+        }
+        (Target::ResourceFlavor(name), Wish::Active(status)) => {
+            let api: Api<api::ResourceFlavor> = Api::all(client.clone());
             match apply_status(&api, name, status.as_ref()).await {
                 Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
                 other => outcome(other),

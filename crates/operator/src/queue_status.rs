@@ -1,24 +1,31 @@
 //! ClusterQueue and LocalQueue status as `kubectl get cq,lq` shows it:
 //! pending and admitted workloads, quota in use per flavor and resource
 //! (and the part borrowed), a one-line usage summary, the weighted fair
-//! share. Computed from the scheduler after each step and written by
-//! `publish` with server-side apply on the status subresource, only when
-//! it changed.
+//! share, and the `Active` condition (`activity`; Cohorts and
+//! ResourceFlavors carry it too, alone); a queue left
+//! out of the configuration gets its condition (and nothing counted).
+//! Computed from the scheduler after each step and written by `publish`
+//! with server-side apply on the status subresource, only when it changed.
 
 use std::collections::BTreeMap;
 
 use arbiter_core::model::api::{
-    ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus, ResourceUsage,
+    ActiveStatus, ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus,
+    ResourceUsage,
 };
 use arbiter_core::model::cluster::{ClusterQueueId, FlavorResource};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::{Scheduler, Status};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::activity::Activity;
 use crate::publish::Publisher;
 
-/// Every ClusterQueue's status, by name.
-pub fn cluster_queues(scheduler: &Scheduler) -> BTreeMap<String, ClusterQueueStatus> {
+/// Every ClusterQueue's status, by name: those in force, then those left out.
+pub fn cluster_queues(
+    scheduler: &Scheduler,
+    activity: &mut Activity,
+) -> BTreeMap<String, ClusterQueueStatus> {
     let cluster = scheduler.cluster();
     let quota = scheduler.quota();
     let mut out = BTreeMap::new();
@@ -62,7 +69,21 @@ pub fn cluster_queues(scheduler: &Scheduler) -> BTreeMap<String, ClusterQueueSta
                 fair_sharing: cluster.fair_sharing_for(id).then_some(FairSharingStatus {
                     weighted_share: if share.is_finite() { share } else { f64::MAX },
                 }),
-                conditions: Vec::new(),
+                conditions: vec![activity.condition("ClusterQueue", &cq.name)],
+            },
+        );
+    }
+    let left_out: Vec<String> = activity
+        .inactive_of("ClusterQueue")
+        .map(|(name, _, _)| name.to_string())
+        .collect();
+    for name in left_out {
+        let conditions = vec![activity.condition("ClusterQueue", &name)];
+        out.insert(
+            name,
+            ClusterQueueStatus {
+                conditions,
+                ..ClusterQueueStatus::default()
             },
         );
     }
@@ -83,8 +104,12 @@ fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Every LocalQueue's status, by (namespace, name).
-pub fn local_queues(scheduler: &Scheduler) -> BTreeMap<(String, String), LocalQueueStatus> {
+/// Every LocalQueue's status, by (namespace, name): those in force, then
+/// those left out.
+pub fn local_queues(
+    scheduler: &Scheduler,
+    activity: &mut Activity,
+) -> BTreeMap<(String, String), LocalQueueStatus> {
     let cluster = scheduler.cluster();
     let mut pending = vec![0usize; cluster.local_queues.len()];
     let mut admitted = vec![0usize; cluster.local_queues.len()];
@@ -111,7 +136,7 @@ pub fn local_queues(scheduler: &Scheduler) -> BTreeMap<(String, String), LocalQu
             _ => {}
         }
     }
-    cluster
+    let mut out: BTreeMap<(String, String), LocalQueueStatus> = cluster
         .local_queues
         .iter()
         .enumerate()
@@ -137,10 +162,31 @@ pub fn local_queues(scheduler: &Scheduler) -> BTreeMap<(String, String), LocalQu
                         .into_iter()
                         .map(|(name, resources)| FlavorUsage { name, resources })
                         .collect(),
+                    conditions: vec![
+                        activity.condition("LocalQueue", &format!("{}/{}", lq.namespace, lq.name))
+                    ],
                 },
             )
         })
-        .collect()
+        .collect();
+    let left_out: Vec<String> = activity
+        .inactive_of("LocalQueue")
+        .map(|(name, _, _)| name.to_string())
+        .collect();
+    for full in left_out {
+        let Some((namespace, name)) = full.split_once('/') else {
+            continue;
+        };
+        let conditions = vec![activity.condition("LocalQueue", &full)];
+        out.insert(
+            (namespace.to_string(), name.to_string()),
+            LocalQueueStatus {
+                conditions,
+                ..LocalQueueStatus::default()
+            },
+        );
+    }
+    out
 }
 
 /// Hands the queue statuses that changed since the last step to the
@@ -149,20 +195,34 @@ pub fn local_queues(scheduler: &Scheduler) -> BTreeMap<(String, String), LocalQu
 pub struct QueueStatusWriter {
     cluster_queues: BTreeMap<String, ClusterQueueStatus>,
     local_queues: BTreeMap<(String, String), LocalQueueStatus>,
+    /// Cohorts' and ResourceFlavors' (kind, name).
+    others: BTreeMap<(&'static str, String), ActiveStatus>,
 }
 
 impl QueueStatusWriter {
-    pub fn write(&mut self, publisher: &Publisher, scheduler: &Scheduler) {
-        for (name, status) in cluster_queues(scheduler) {
+    pub fn write(&mut self, publisher: &Publisher, scheduler: &Scheduler, activity: &mut Activity) {
+        for (name, status) in cluster_queues(scheduler, activity) {
             if self.cluster_queues.get(&name) != Some(&status) {
                 publisher.cluster_queue(&name, status.clone());
                 self.cluster_queues.insert(name, status);
             }
         }
-        for (key, status) in local_queues(scheduler) {
+        for (key, status) in local_queues(scheduler, activity) {
             if self.local_queues.get(&key) != Some(&status) {
                 publisher.local_queue(&key.0, &key.1, status.clone());
                 self.local_queues.insert(key, status);
+            }
+        }
+        for kind in ["Cohort", "ResourceFlavor"] {
+            for name in activity.objects_of(kind) {
+                let status = ActiveStatus {
+                    conditions: vec![activity.condition(kind, &name)],
+                };
+                let key = (kind, name);
+                if self.others.get(&key) != Some(&status) {
+                    publisher.active(kind, &key.1, status.clone());
+                    self.others.insert(key, status);
+                }
             }
         }
     }

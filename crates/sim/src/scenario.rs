@@ -85,8 +85,23 @@ pub struct ScenarioError {
 
 const JOB_INTEGRATION_KIND: &str = "JobIntegration";
 
-/// Builds a scenario from loaded documents.
+/// Builds a scenario from loaded documents, strictly: any problem in a
+/// queue object refuses it (`arbiter simulate --strict`, and every caller
+/// that wants its input exactly as written).
 pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
+    build_with(loaded, false)
+}
+
+/// Builds a scenario as the operator builds its configuration: a queue
+/// object with a problem, and what depends on it, is left out with a
+/// warning naming it, the reason and the fix (`Scenario::inactive`), and
+/// the rest is simulated. Other errors (jobs, the Simulation) still refuse
+/// it.
+pub fn build_lenient(loaded: Loaded) -> Result<Scenario, ScenarioError> {
+    build_with(loaded, true)
+}
+
+fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> {
     let mut errors: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
 
@@ -156,12 +171,16 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
         ) {
             scenario_objects += 1;
         }
-        match doc.manifest {
-            Manifest::ResourceFlavor(x) => builder.flavor(source, x),
-            Manifest::Cohort(x) => builder.cohort(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
-            Manifest::LocalQueue(x) => builder.local_queue(source, x),
-            Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
+        let Some(manifest) = builder.add(source.clone(), doc.manifest) else {
+            continue;
+        };
+        match manifest {
+            // Taken by the builder above.
+            Manifest::ResourceFlavor(_)
+            | Manifest::Cohort(_)
+            | Manifest::ClusterQueue(_)
+            | Manifest::LocalQueue(_)
+            | Manifest::WorkloadPriorityClass(_) => {}
             Manifest::Namespace(ns) => {
                 let name = ns.metadata.name.clone().unwrap_or_default();
                 builder.namespace(
@@ -283,11 +302,17 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
             }
         }
     }
-    let cluster = match builder.build() {
-        Ok(c) => c,
-        Err(e) => {
-            errors.extend(e.0.iter().map(|e| e.to_string()));
-            return Err(ScenarioError { errors, warnings });
+    let cluster = if lenient {
+        let (cluster, inactive) = builder.build_lenient();
+        warnings.extend(inactive.iter().map(describe_inactive));
+        cluster
+    } else {
+        match builder.build() {
+            Ok(c) => c,
+            Err(e) => {
+                errors.extend(e.0.iter().map(|e| e.to_string()));
+                return Err(ScenarioError { errors, warnings });
+            }
         }
     };
     if let Some((source, sim)) = &simulation {
@@ -406,6 +431,32 @@ pub fn build(loaded: Loaded) -> Result<Scenario, ScenarioError> {
         warnings,
         policies,
     })
+}
+
+/// The warning for a queue object left out: where it is, why, and what
+/// its own errors say.
+fn describe_inactive(inactive: &arbiter_core::model::cluster::Inactive) -> String {
+    let source = inactive
+        .errors
+        .first()
+        .map(|e| format!("{}: ", e.source))
+        .unwrap_or_default();
+    let own: Vec<String> = inactive
+        .errors
+        .iter()
+        .filter(|e| !e.field.is_empty())
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect();
+    let detail = if own.is_empty() {
+        inactive.message.clone()
+    } else {
+        own.join("; ")
+    };
+    format!(
+        "{source}{} is inactive ({}): {detail}; it is left out and the rest is simulated (--strict refuses it)",
+        inactive.object(),
+        inactive.reason
+    )
 }
 
 /// Kueue's kinds that Arbiter has no counterpart for (any apiVersion).

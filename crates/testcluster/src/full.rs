@@ -365,20 +365,32 @@ pub async fn add_node(client: &Client, spec: &NodeSpec) -> Result<(), Error> {
         .iter()
         .map(|(key, value, effect)| json!({"key": key, "value": value, "effect": effect}))
         .collect();
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
-        "spec": {"taints": taints},
-    }))
-    .map_err(|e| Error::Other(format!("Node {}: {e}", spec.name)))?;
-    nodes.create(&PostParams::default(), &node).await?;
     let mut allocatable = spec.allocatable.clone();
     allocatable
         .entry("pods".into())
         .or_insert_with(|| "110".into());
-    let status = json!({"status": {"allocatable": allocatable, "capacity": allocatable}});
-    nodes
-        .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&status))
-        .await?;
+    // Created with its status, as a kubelet registers: kwok may read the
+    // Node the moment it exists, and its first status (from
+    // `node-initialize`) keeps the allocatable it read — a status written
+    // after the create could be overwritten by one made without it.
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
+        "spec": {"taints": taints},
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }))
+    .map_err(|e| Error::Other(format!("Node {}: {e}", spec.name)))?;
+    let created = nodes.create(&PostParams::default(), &node).await?;
+    if created
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .is_none_or(|a| a.is_empty())
+    {
+        let status = json!({"status": {"allocatable": allocatable, "capacity": allocatable}});
+        nodes
+            .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+    }
     Ok(())
 }
 

@@ -87,6 +87,15 @@ async fn pods_are_scheduled_run_and_finish_as_their_annotations_say() {
         (ready == 2).then_some(())
     })
     .await;
+    // Ready, the GPU Node still declares what it was created with (kwok's
+    // first status keeps the allocatable it read).
+    let gpu = nodes.get("gpu-1").await.unwrap();
+    let allocatable = gpu.status.unwrap().allocatable.unwrap_or_default();
+    assert_eq!(
+        allocatable.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+        Some("4"),
+        "{allocatable:?}"
+    );
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap();
     Api::<Namespace>::all(admin.clone())
         .create(&PostParams::default(), &ns)

@@ -30,8 +30,10 @@ pub const API_VERSION: &str = "arbiter.dev/v1alpha1";
     kind = "ResourceFlavor",
     doc = "A kind of node (GPU model, pool): the labels and taints that identify it.",
     plural = "resourceflavors",
+    status = "ActiveStatus",
     shortname = "rf",
-    category = "arbiter"
+    category = "arbiter",
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.conditions[?(@.type==\"Active\")].status"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceFlavorSpec {
@@ -56,10 +58,42 @@ pub struct ResourceGroup {
     pub flavors: Vec<FlavorQuotas>,
 }
 
+/// Kubernetes quantity syntax without a minus sign: what a quota may be
+/// (the API server's own quantity pattern, the sign left out).
+const NON_NEGATIVE_QUANTITY: &str = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// An object name (an RFC 1123 subdomain), as a reference to one must be.
+const OBJECT_NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// The CRD schema of a quota: an integer or a quantity string, never
+/// negative, so the API server refuses `-8` or `garbage` without the
+/// webhook (what it cannot see — a value too large to count — the
+/// operator still leaves out on its own).
+fn quota_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "A quantity, 0 or more (8, 500m, 64Gi, 1e3).",
+        // `minimum` holds for the integer form, `pattern` for the string.
+        "minimum": 0,
+        "pattern": NON_NEGATIVE_QUANTITY,
+        "x-kubernetes-int-or-string": true,
+    })
+}
+
+/// The CRD schema of a reference to another object by name.
+fn name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The name of the object referred to (lower-case letters, digits, '-' and '.').",
+        "type": "string",
+        "maxLength": 253,
+        "pattern": OBJECT_NAME,
+    })
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorQuotas {
     /// Name of a ResourceFlavor.
+    #[schemars(schema_with = "name_schema")]
     pub name: String,
     pub resources: Vec<ResourceQuota>,
 }
@@ -68,12 +102,15 @@ pub struct FlavorQuotas {
 #[serde(rename_all = "camelCase")]
 pub struct ResourceQuota {
     pub name: String,
+    #[schemars(schema_with = "quota_schema")]
     pub nominal_quota: Quantity,
     /// Most this queue may borrow from its cohort above its nominal quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quota_schema")]
     pub borrowing_limit: Option<Quantity>,
     /// Most of its nominal quota this queue lends to its cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quota_schema")]
     pub lending_limit: Option<Quantity>,
 }
 
@@ -83,6 +120,15 @@ pub struct FairSharing {
     /// Share weight (a quantity, as in Kueue); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<Quantity>,
+}
+
+/// The status of a ResourceFlavor or Cohort: whether it is in force.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveStatus {
+    /// `Active`: whether the object is in force, and why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 // ---------------------------------------------------------------- Cohort
@@ -95,13 +141,16 @@ pub struct FairSharing {
     kind = "Cohort",
     doc = "A cohort of ClusterQueues that borrow from and lend to each other; needed only for a parent or quota of its own.",
     plural = "cohorts",
+    status = "ActiveStatus",
     category = "arbiter",
-    printcolumn = r#"{"name":"Parent","type":"string","jsonPath":".spec.parent"}"#
+    printcolumn = r#"{"name":"Parent","type":"string","jsonPath":".spec.parent"}"#,
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.conditions[?(@.type==\"Active\")].status"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CohortSpec {
     /// Parent cohort (alias `parentName`, Kueue v1beta2).
     #[serde(default, alias = "parentName", skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "name_schema")]
     pub parent: Option<String>,
     /// Quota owned by the cohort itself, lent to its members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -351,6 +400,7 @@ pub struct ResourceReclaim {
     shortname = "cq",
     category = "arbiter",
     printcolumn = r#"{"name":"Cohort","type":"string","jsonPath":".spec.cohort"}"#,
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.conditions[?(@.type==\"Active\")].status"}"#,
     printcolumn = r#"{"name":"Strategy","type":"string","jsonPath":".spec.queueingStrategy","priority":1}"#,
     printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pendingWorkloads"}"#,
     printcolumn = r#"{"name":"Admitted","type":"integer","jsonPath":".status.admittedWorkloads"}"#,
@@ -361,6 +411,7 @@ pub struct ResourceReclaim {
 pub struct ClusterQueueSpec {
     /// Cohort this queue borrows from and lends to (alias `cohortName`).
     #[serde(default, alias = "cohortName", skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "name_schema")]
     pub cohort: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_groups: Vec<ResourceGroup>,
@@ -502,11 +553,13 @@ pub struct ResourceEstimation {
     shortname = "queues",
     category = "arbiter",
     printcolumn = r#"{"name":"ClusterQueue","type":"string","jsonPath":".spec.clusterQueue"}"#,
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.conditions[?(@.type==\"Active\")].status"}"#,
     printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pendingWorkloads"}"#,
     printcolumn = r#"{"name":"Admitted","type":"integer","jsonPath":".status.admittedWorkloads"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LocalQueueSpec {
+    #[schemars(schema_with = "name_schema")]
     pub cluster_queue: String,
     /// Priority of workloads that name no priority class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -535,6 +588,9 @@ pub struct LocalQueueStatus {
     /// Quota its admitted workloads use per flavor and resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flavors_usage: Vec<FlavorUsage>,
+    /// `Active` (Kueue's): whether the queue is in force, and why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 // ---------------------------------------------------------------- WorkloadPriorityClass

@@ -78,6 +78,14 @@ pub enum Unqueued {
     NoQueueLabel,
     /// Its queue-name label names no LocalQueue of its namespace.
     NoLocalQueue { namespace: String, name: String },
+    /// Its LocalQueue exists but is left out of the configuration in force
+    /// (invalid, or its ClusterQueue is missing or inactive).
+    InactiveLocalQueue {
+        namespace: String,
+        name: String,
+        reason: &'static str,
+        message: String,
+    },
     /// Its priority-class label names no WorkloadPriorityClass.
     NoPriorityClass { name: String },
     /// A pod set requests a resource no ClusterQueue covers.
@@ -97,6 +105,15 @@ impl fmt::Display for Unqueued {
             Unqueued::NoLocalQueue { namespace, name } => write!(
                 f,
                 "LocalQueue {namespace}/{name} does not exist; create it or fix the queue-name label"
+            ),
+            Unqueued::InactiveLocalQueue {
+                namespace,
+                name,
+                reason,
+                message,
+            } => write!(
+                f,
+                "LocalQueue {namespace}/{name} is inactive ({reason}): {message}; fix it or use another queue"
             ),
             Unqueued::NoPriorityClass { name } => write!(
                 f,
@@ -121,6 +138,19 @@ pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) 
         return Intake::Unqueued(Unqueued::NoQueueLabel);
     };
     let Some(lq_id) = cluster.local_queue_id(&job.namespace, queue_name) else {
+        let full = format!("{}/{queue_name}", job.namespace);
+        if let Some(inactive) = cluster
+            .inactive
+            .iter()
+            .find(|i| i.kind == "LocalQueue" && i.name == full)
+        {
+            return Intake::Unqueued(Unqueued::InactiveLocalQueue {
+                namespace: job.namespace.clone(),
+                name: queue_name.to_string(),
+                reason: inactive.reason,
+                message: inactive.message.clone(),
+            });
+        }
         return Intake::Unqueued(Unqueued::NoLocalQueue {
             namespace: job.namespace.clone(),
             name: queue_name.to_string(),

@@ -1,10 +1,14 @@
 //! The configuration as the stores hold it, built again only when it
 //! changed: the queue objects, Namespaces and Nodes (and the resources jobs
 //! ask) fingerprinted; a new one is the core's `reconfigure` (the first,
-//! `Scheduler::new` and the read-back); Nodes whose device annotation
-//! cannot be read are told in Events.
+//! `Scheduler::new` and the read-back). An object left out (invalid, or
+//! depending on one) is told on the object (`activity`); the rest is in
+//! force. Nodes whose device annotation cannot be read are told in Events.
+
+use std::collections::HashSet;
 
 use super::*;
+use crate::finalizers;
 
 impl Driver {
     /// Rebuilds the configuration when it changed: looked at only when a
@@ -63,17 +67,18 @@ impl Driver {
             return (self.scheduler.is_some(), false);
         }
         self.fingerprint = fingerprint;
-        let built = match config::build(&objects, &namespaces, resources) {
-            Ok(built) => built,
-            Err(errors) => {
-                for error in &errors {
-                    tracing::error!(%error, "the queue configuration is invalid; the last valid one stays in force");
-                }
-                return (self.scheduler.is_some(), false);
-            }
-        };
+        // Each object in force or not on its own (Kueue's rule): one bad
+        // object never holds back the others.
+        let built = config::build_lenient(&objects, &namespaces, resources);
         for warning in &built.warnings {
             tracing::warn!(%warning, "queue configuration");
+        }
+        let stored: Vec<_> = self.config.iter().flat_map(|w| w.store.state()).collect();
+        let counts = self
+            .activity
+            .update(&built.cluster, &stored, &self.publisher);
+        if let Some((_, metrics)) = &self.admin {
+            metrics.set_queue_objects(&counts);
         }
         let mut cluster = built.cluster;
         cluster.pods_ready = self.options.pods_ready;
@@ -114,5 +119,62 @@ impl Driver {
             }
         }
         (true, true)
+    }
+
+    /// Adds the in-use finalizer to every ClusterQueue and ResourceFlavor,
+    /// and takes it off one being deleted once it is free (`finalizers`);
+    /// the writes run off the driver's task, each sent once per version of
+    /// its object (again after `FINALIZE_RETRY` if it failed).
+    pub(super) fn finalize(&mut self) {
+        const FINALIZE_RETRY: Duration = Duration::from_secs(5);
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        let cluster = scheduler.cluster();
+        let stored: Vec<_> = self.config.iter().flat_map(|w| w.store.state()).collect();
+        let due = finalizers::due(&stored, |name| {
+            cluster
+                .cluster_queue_id(name)
+                .map_or(0, |id| scheduler.admitted_count(id))
+        });
+        let key = |c: &finalizers::Change| {
+            (
+                c.object.metadata.uid.clone().unwrap_or_default(),
+                c.add,
+                c.object
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .unwrap_or_default(),
+            )
+        };
+        let keys: HashSet<_> = due.iter().map(key).collect();
+        self.finalizing
+            .retain(|k, sent| keys.contains(k) && sent.elapsed() < FINALIZE_RETRY);
+        for change in due {
+            let k = key(&change);
+            if self.finalizing.contains_key(&k) {
+                continue;
+            }
+            self.finalizing.insert(k, std::time::Instant::now());
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                match finalizers::write(&client, &change).await {
+                    Ok(()) => tracing::info!(
+                        object = %change.name(),
+                        finalizer = finalizers::IN_USE_FINALIZER,
+                        added = change.add,
+                        "finalizer written"
+                    ),
+                    // Changed or gone meanwhile: the next look decides again.
+                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+                    Err(error) => tracing::warn!(
+                        object = %change.name(),
+                        %error,
+                        "could not write the in-use finalizer; tried again later"
+                    ),
+                }
+            });
+        }
     }
 }

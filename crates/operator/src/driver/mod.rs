@@ -184,6 +184,11 @@ pub struct Driver {
     by_id: BTreeMap<WorkloadId, JobKey>,
     publisher: Publisher,
     queue_status: QueueStatusWriter,
+    /// Which queue objects are in force, and since when.
+    activity: crate::activity::Activity,
+    /// Finalizer changes sent and not yet seen in the stores: (uid, add,
+    /// the resourceVersion they were made from).
+    finalizing: HashMap<(String, bool, String), std::time::Instant>,
     admin: Option<(Arc<AdminState>, OperatorMetrics)>,
     /// Events about jobs that cannot be queued, to publish after the step.
     unqueued_events: Vec<(Owner, &'static str, String)>,
@@ -278,6 +283,8 @@ impl Driver {
             unqueued_events: Vec::new(),
             publisher,
             queue_status: QueueStatusWriter::default(),
+            activity: crate::activity::Activity::default(),
+            finalizing: HashMap::new(),
             admin: None,
             carrier,
             backoff: Backoff::default(),
@@ -658,11 +665,13 @@ impl Driver {
             self.publisher.event(&owner, true, reason, message);
         }
         if let Some(scheduler) = &self.scheduler {
-            self.queue_status.write(&self.publisher, scheduler);
+            self.queue_status
+                .write(&self.publisher, scheduler, &mut self.activity);
             if let Some((_, metrics)) = &self.admin {
                 metrics.set_queues(scheduler);
             }
         }
+        self.finalize();
         tracing::debug!(
             jobs = self.index.len(),
             events = step.events.len(),

@@ -21,19 +21,20 @@ use super::checked::{
 use super::error::{ConfigError, ConfigErrors};
 use super::resource_groups::quota_table;
 
-struct Sourced<T> {
-    source: String,
-    item: T,
+#[derive(Clone)]
+pub(super) struct Sourced<T> {
+    pub(super) source: String,
+    pub(super) item: T,
 }
 
 /// Collects wire objects (with where they came from) and checks them.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct ClusterBuilder {
-    flavors: Vec<Sourced<api::ResourceFlavor>>,
-    cohorts: Vec<Sourced<api::Cohort>>,
-    cluster_queues: Vec<Sourced<api::ClusterQueue>>,
-    local_queues: Vec<Sourced<api::LocalQueue>>,
-    priority_classes: Vec<Sourced<api::WorkloadPriorityClass>>,
+    pub(super) flavors: Vec<Sourced<api::ResourceFlavor>>,
+    pub(super) cohorts: Vec<Sourced<api::Cohort>>,
+    pub(super) cluster_queues: Vec<Sourced<api::ClusterQueue>>,
+    pub(super) local_queues: Vec<Sourced<api::LocalQueue>>,
+    pub(super) priority_classes: Vec<Sourced<api::WorkloadPriorityClass>>,
     namespaces: Vec<Sourced<(String, Namespace)>>,
     fair_sharing_everywhere: bool,
     pods_ready: Option<PodsReadyPolicy>,
@@ -78,6 +79,25 @@ impl ClusterBuilder {
             source: source.into(),
             item,
         });
+    }
+    /// Takes `manifest` if it is a queue object (ResourceFlavor, Cohort,
+    /// ClusterQueue, LocalQueue, WorkloadPriorityClass); gives any other
+    /// kind back for the caller to place.
+    pub fn add(
+        &mut self,
+        source: impl Into<String>,
+        manifest: crate::model::load::Manifest,
+    ) -> Option<crate::model::load::Manifest> {
+        use crate::model::load::Manifest;
+        match manifest {
+            Manifest::ResourceFlavor(x) => self.flavor(source, x),
+            Manifest::Cohort(x) => self.cohort(source, x),
+            Manifest::ClusterQueue(x) => self.cluster_queue(source, *x),
+            Manifest::LocalQueue(x) => self.local_queue(source, x),
+            Manifest::WorkloadPriorityClass(x) => self.priority_class(source, x),
+            other => return Some(other),
+        }
+        None
     }
     pub fn namespace(&mut self, source: impl Into<String>, name: String, namespace: Namespace) {
         self.namespaces.push(Sourced {

@@ -264,6 +264,9 @@ pub struct Cluster {
     /// All-or-nothing admission (Simulation's `waitForPodsReady`, the
     /// operator's `--wait-for-pods-ready`); `None`: off, as in Kueue.
     pub pods_ready: Option<PodsReadyPolicy>,
+    /// The queue objects left out as invalid or depending on one
+    /// ([`super::ClusterBuilder::build_lenient`]); empty from `build`.
+    pub inactive: Vec<super::Inactive>,
     pub(super) resource_ids: BTreeMap<String, ResourceId>,
     pub(super) flavor_ids: BTreeMap<String, FlavorId>,
     pub(super) cluster_queue_ids: BTreeMap<String, ClusterQueueId>,

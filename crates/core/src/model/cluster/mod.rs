@@ -5,13 +5,15 @@
 //! every policy parsed; every problem a [`ConfigError`] naming source,
 //! object, field and fix. The scheduler core reads only the `Cluster`.
 //! Nothing here does I/O. `checked` holds the types and lookups,
-//! `builder` the checking, `resource_groups` the quota tables shared by
-//! Cohorts and ClusterQueues, `error` the error types; everything public
+//! `builder` the checking, `lenient` building what is valid (each object
+//! in force or not on its own, as Kueue does), `resource_groups` the quota
+//! tables shared by Cohorts and ClusterQueues, `error` the error types; everything public
 //! is re-exported here, so callers name `model::cluster::X`.
 
 mod builder;
 mod checked;
 mod error;
+mod lenient;
 mod resource_groups;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -23,3 +25,4 @@ pub use checked::{
     Namespace, PodsReadyPolicy, PriorityClass, Quota, ResourceBounds, ResourceId, RetryPolicy,
 };
 pub use error::{ConfigError, ConfigErrors};
+pub use lenient::Inactive;

@@ -19,13 +19,9 @@ pub(crate) fn builder(yaml: &str) -> ClusterBuilder {
     let mut builder = ClusterBuilder::new();
     for doc in loaded.documents {
         let source = doc.source.to_string();
-        match doc.manifest {
-            Manifest::ResourceFlavor(x) => builder.flavor(source, x),
-            Manifest::Cohort(x) => builder.cohort(source, x),
-            Manifest::ClusterQueue(x) => builder.cluster_queue(source, *x),
-            Manifest::LocalQueue(x) => builder.local_queue(source, x),
-            Manifest::WorkloadPriorityClass(x) => builder.priority_class(source, x),
-            Manifest::Namespace(ns) => builder.namespace(
+        match builder.add(source.clone(), doc.manifest) {
+            None => {}
+            Some(Manifest::Namespace(ns)) => builder.namespace(
                 source,
                 ns.metadata.name.clone().unwrap_or_default(),
                 Namespace {
@@ -33,7 +29,7 @@ pub(crate) fn builder(yaml: &str) -> ClusterBuilder {
                     annotations: ns.metadata.annotations.clone().unwrap_or_default(),
                 },
             ),
-            other => panic!("not a cluster object: {other:?}"),
+            Some(other) => panic!("not a cluster object: {other:?}"),
         }
     }
     builder
