@@ -112,6 +112,10 @@ impl Activity {
             .into_iter()
             .map(|(k, i)| (k, (i.reason, i.message.clone())))
             .collect();
+        // Nothing is kept of objects gone.
+        let objects = &self.objects;
+        self.since.retain(|k, _| objects.contains(k));
+        self.generations.retain(|k, _| objects.contains(k));
         counts
     }
 

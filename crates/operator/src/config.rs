@@ -230,21 +230,25 @@ pub fn build_lenient(
     namespaces: &BTreeMap<String, Namespace>,
     resources: impl IntoIterator<Item = String>,
 ) -> Built {
-    let (builder, warnings, errors) = load(objects, namespaces, resources);
-    let unread = errors
-        .into_iter()
-        .filter_map(|(name, problem)| {
-            let (kind, name) = name.split_once(' ')?;
+    let (builder, mut warnings, errors) = load(objects, namespaces, resources);
+    let mut unread = Vec::new();
+    for (object, problem) in errors {
+        let queue_kind = object.split_once(' ').and_then(|(kind, name)| {
             let kind = QUEUE_KINDS.iter().find(|k| **k == kind)?;
-            Some(Inactive {
+            Some((*kind, name.to_string()))
+        });
+        match queue_kind {
+            Some((kind, name)) => unread.push(Inactive {
                 kind,
-                name: name.to_string(),
+                name,
                 reason: "InvalidSpec",
                 message: problem.message,
                 errors: Vec::new(),
-            })
-        })
-        .collect();
+            }),
+            // Not a queue object (an article `Queue`, say): told, not kept.
+            None => warnings.push(format!("{problem}; ignored")),
+        }
+    }
     let (cluster, _) = builder.build_lenient_after(unread);
     Built { cluster, warnings }
 }

@@ -1,5 +1,5 @@
-//! Deletion in use, Kueue's rule: every ClusterQueue and ResourceFlavor
-//! carries the finalizer [`IN_USE_FINALIZER`], so deleting one that is in
+//! Deletion in use, Kueue's rule: every `arbiter.dev` ClusterQueue and
+//! ResourceFlavor carries the finalizer [`IN_USE_FINALIZER`], so deleting one that is in
 //! use only marks it: a ClusterQueue stays (admitting nothing new, its
 //! running work accounted as before) until it has no admitted workload, a
 //! ResourceFlavor until no ClusterQueue names it; then the finalizer is
@@ -41,6 +41,13 @@ fn kind(object: &DynamicObject) -> &str {
     object.types.as_ref().map_or("", |t| t.kind.as_str())
 }
 
+fn ours(object: &DynamicObject) -> bool {
+    object
+        .types
+        .as_ref()
+        .is_some_and(|t| t.api_version.starts_with("arbiter.dev/"))
+}
+
 fn has_finalizer(object: &DynamicObject) -> bool {
     object
         .metadata
@@ -63,20 +70,19 @@ fn flavors_named(object: &DynamicObject) -> impl Iterator<Item = String> + '_ {
 /// ResourceFlavor not being deleted that lacks it; taken off one being
 /// deleted once it is free — a ClusterQueue when `admitted(name)` is 0, a
 /// ResourceFlavor when no ClusterQueue names it.
+/// Called every tick: a pass over the objects' metadata, the flavors the
+/// ClusterQueues name read only while a flavor is being deleted.
 pub fn due(objects: &[Arc<DynamicObject>], admitted: impl Fn(&str) -> usize) -> Vec<Change> {
-    let named: BTreeSet<String> = objects
-        .iter()
-        .filter(|o| kind(o) == "ClusterQueue")
-        .flat_map(|o| flavors_named(o).collect::<Vec<_>>())
-        .collect();
+    let mut named: Option<BTreeSet<String>> = None;
     let mut changes = Vec::new();
     for object in objects {
-        let name = object.metadata.name.as_deref().unwrap_or_default();
-        let in_use = match kind(object) {
-            "ClusterQueue" => admitted(name) > 0,
-            "ResourceFlavor" => named.contains(name),
-            _ => continue,
-        };
+        let kind = kind(object);
+        // Arbiter's own objects only: a Kueue object read as configuration
+        // is Kueue's to protect (and would be stuck with a finalizer no one
+        // takes off once Arbiter is gone).
+        if (kind != "ClusterQueue" && kind != "ResourceFlavor") || !ours(object) {
+            continue;
+        }
         let deleting = object.metadata.deletion_timestamp.is_some();
         let has = has_finalizer(object);
         if !deleting && !has {
@@ -84,7 +90,26 @@ pub fn due(objects: &[Arc<DynamicObject>], admitted: impl Fn(&str) -> usize) -> 
                 object: object.clone(),
                 add: true,
             });
-        } else if deleting && has && !in_use {
+            continue;
+        }
+        if !(deleting && has) {
+            continue;
+        }
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        let in_use = if kind == "ClusterQueue" {
+            admitted(name) > 0
+        } else {
+            named
+                .get_or_insert_with(|| {
+                    objects
+                        .iter()
+                        .filter(|o| self::kind(o) == "ClusterQueue")
+                        .flat_map(|o| flavors_named(o).collect::<Vec<_>>())
+                        .collect()
+                })
+                .contains(name)
+        };
+        if !in_use {
             changes.push(Change {
                 object: object.clone(),
                 add: false,
@@ -214,5 +239,12 @@ mod tests {
         );
         // Not ours: a deleted object without our finalizer is left alone.
         assert!(changes(&[flavor("g", false, true)], &[]).is_empty());
+    }
+
+    #[test]
+    fn kueues_objects_are_left_to_kueue() {
+        let mut kueue = (*flavor("k", false, false)).clone();
+        kueue.types.as_mut().unwrap().api_version = "kueue.x-k8s.io/v1beta2".into();
+        assert!(changes(&[Arc::new(kueue)], &[]).is_empty());
     }
 }
