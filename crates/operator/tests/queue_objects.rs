@@ -152,6 +152,29 @@ where
     }
 }
 
+/// Waits until `name` (read through `api`, its conditions by `conditions`)
+/// has `Active` of `status` and `reason`; returns the message.
+async fn object_active<K>(
+    api: &Api<K>,
+    what: &str,
+    status: &str,
+    reason: &str,
+    conditions: fn(K) -> Option<Vec<Condition>>,
+) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = what.rsplit(['/', ' ']).next().unwrap_or(what);
+    wait_active(what, status, reason, || async {
+        api.get(name)
+            .await
+            .ok()
+            .and_then(conditions)
+            .unwrap_or_default()
+    })
+    .await
+}
+
 async fn local_queue_active(
     client: &Client,
     namespace: &str,
@@ -160,31 +183,36 @@ async fn local_queue_active(
     reason: &str,
 ) -> String {
     let api: Api<LocalQueue> = Api::namespaced(client.clone(), namespace);
-    wait_active(
-        &format!("LocalQueue {namespace}/{name}"),
-        status,
-        reason,
-        || async {
-            api.get(name)
-                .await
-                .ok()
-                .and_then(|lq| lq.status)
-                .map(|s| s.conditions)
-                .unwrap_or_default()
-        },
-    )
+    let what = format!("LocalQueue {namespace}/{name}");
+    object_active(&api, &what, status, reason, |o| {
+        o.status.map(|s| s.conditions)
+    })
     .await
 }
 
 async fn cluster_queue_active(client: &Client, name: &str, status: &str, reason: &str) -> String {
     let api: Api<ClusterQueue> = Api::all(client.clone());
-    wait_active(&format!("ClusterQueue {name}"), status, reason, || async {
-        api.get(name)
-            .await
-            .ok()
-            .and_then(|cq| cq.status)
-            .map(|s| s.conditions)
-            .unwrap_or_default()
+    let what = format!("ClusterQueue {name}");
+    object_active(&api, &what, status, reason, |o| {
+        o.status.map(|s| s.conditions)
+    })
+    .await
+}
+
+async fn cohort_active(client: &Client, name: &str, status: &str, reason: &str) -> String {
+    let api: Api<Cohort> = Api::all(client.clone());
+    let what = format!("Cohort {name}");
+    object_active(&api, &what, status, reason, |o| {
+        o.status.map(|s| s.conditions)
+    })
+    .await
+}
+
+async fn flavor_active(client: &Client, name: &str, status: &str, reason: &str) -> String {
+    let api: Api<ResourceFlavor> = Api::all(client.clone());
+    let what = format!("ResourceFlavor {name}");
+    object_active(&api, &what, status, reason, |o| {
+        o.status.map(|s| s.conditions)
     })
     .await
 }
@@ -193,37 +221,6 @@ async fn cluster_queue_active(client: &Client, name: &str, status: &str, reason:
 /// is wrong: a negative quota (integer or string), a quantity that is no
 /// quantity, a reference that is no object name. The API server's message
 /// names the field.
-async fn cohort_active(client: &Client, name: &str, status: &str, reason: &str) -> String {
-    let api: Api<Cohort> = Api::all(client.clone());
-    wait_active(&format!("Cohort {name}"), status, reason, || async {
-        api.get(name)
-            .await
-            .ok()
-            .and_then(|c| c.status)
-            .map(|s| s.conditions)
-            .unwrap_or_default()
-    })
-    .await
-}
-
-async fn flavor_active(client: &Client, name: &str, status: &str, reason: &str) -> String {
-    let api: Api<ResourceFlavor> = Api::all(client.clone());
-    wait_active(
-        &format!("ResourceFlavor {name}"),
-        status,
-        reason,
-        || async {
-            api.get(name)
-                .await
-                .ok()
-                .and_then(|f| f.status)
-                .map(|s| s.conditions)
-                .unwrap_or_default()
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn the_schema_refuses_what_one_object_can_say_is_wrong() {
     let (_cluster, admin) = cluster_with_setup().await;
