@@ -525,5 +525,5 @@ fn fewest(ps: &super::workload::PodSetRequest) -> u32 {
 }
 
 #[cfg(test)]
-#[path = "assign_tests.rs"]
+#[path = "assign_tests/mod.rs"]
 mod tests;
