@@ -3,8 +3,11 @@
 //! the job, its status carrying Kueue's conditions (`QuotaReserved`,
 //! `Admitted`, `Evicted`, `Finished`) with the core's typed reason as the
 //! condition's `reason` and its rendering — the deciding policy's name and
-//! message included — as the `message`; deleted when the job goes. Events
-//! on the job tell the same story to `kubectl describe`.
+//! message included — as the `message`; deleted when the job goes. A job
+//! that names a queue but cannot be queued (its LocalQueue missing or
+//! inactive, a resource no ClusterQueue covers, outside its queue's
+//! bounds) has one too, its conditions saying why with the reason of the
+//! job's Event. Events on the job tell the same story to `kubectl describe`.
 //!
 //! What the status says is computed from the scheduler's entry
 //! ([`desired`]); `publish` writes it, only when it changed, and a
@@ -15,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use arbiter_core::jobs::Ended;
+use arbiter_core::jobs::{Ended, JobInfo};
 use arbiter_core::model::api::{self, Admission, PodSet, PodSetAssignment, WorkloadSpec};
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Entry, Scheduler, Status, WorkloadId};
@@ -85,6 +88,68 @@ pub fn object(owner: &Owner, entry: &Entry, scheduler: &Scheduler) -> api::Workl
             ),
         })
         .collect();
+    owned(
+        owner,
+        WorkloadSpec {
+            queue_name: Some(workload.queue_name.clone()),
+            pod_sets,
+            priority_class_name: workload.priority_class.clone(),
+            priority: Some(workload.priority),
+            active: None,
+        },
+    )
+}
+
+/// The Workload object (spec) for a job that names a queue but cannot be
+/// queued: its pod sets as the job asks for them, so `kubectl get
+/// workloads` lists it with the reason ([`not_queued`]) beside the others.
+pub fn of_unqueued(owner: &Owner, job: &JobInfo) -> api::Workload {
+    let pod_sets = job
+        .pod_sets
+        .iter()
+        .map(|p| PodSet {
+            name: p.name.clone(),
+            count: p.count,
+            min_count: p.min_count,
+            template: None,
+            requests: Some(
+                p.requests
+                    .iter()
+                    .filter(|(_, a)| !a.is_zero())
+                    .map(|(r, a)| (r.clone(), Quantity(a.to_quantity_string())))
+                    .collect(),
+            ),
+        })
+        .collect();
+    owned(
+        owner,
+        WorkloadSpec {
+            queue_name: job.queue_name.clone(),
+            pod_sets,
+            priority_class_name: job.priority_class.clone(),
+            priority: None,
+            active: None,
+        },
+    )
+}
+
+/// What the Workload of a job that cannot be queued says: neither quota
+/// reserved nor admitted, for reason `code` (the same as the job's Event).
+pub fn not_queued(code: &str, message: &str) -> Desired {
+    let wanted = ["QuotaReserved", "Admitted"]
+        .into_iter()
+        .map(|type_| Wanted {
+            type_,
+            status: false,
+            reason: code.to_string(),
+            message: message.to_string(),
+        })
+        .collect();
+    (wanted, None, 0)
+}
+
+/// The Workload `spec` of the job `owner`, which owns it.
+fn owned(owner: &Owner, spec: WorkloadSpec) -> api::Workload {
     api::Workload {
         metadata: ObjectMeta {
             name: Some(workload_name(&owner.kind, &owner.name)),
@@ -99,13 +164,7 @@ pub fn object(owner: &Owner, entry: &Entry, scheduler: &Scheduler) -> api::Workl
             }]),
             ..ObjectMeta::default()
         },
-        spec: WorkloadSpec {
-            queue_name: Some(workload.queue_name.clone()),
-            pod_sets,
-            priority_class_name: workload.priority_class.clone(),
-            priority: Some(workload.priority),
-            active: None,
-        },
+        spec,
         status: None,
     }
 }
@@ -420,6 +479,69 @@ mod tests {
         let name = workload_name("Job", &long);
         assert_eq!(name.len(), MAX_NAME);
         assert_ne!(name, workload_name("Job", &format!("{long}y")));
+    }
+
+    #[test]
+    fn a_job_that_cannot_be_queued_has_a_workload_saying_why() {
+        use arbiter_core::jobs::PodSetInfo;
+        use arbiter_core::model::Amount;
+        let owner = Owner {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: "team-a".into(),
+            name: "lost".into(),
+            uid: "u-1".into(),
+        };
+        let job = JobInfo {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: "team-a".into(),
+            name: "lost".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            queue_name: Some("nowhere".into()),
+            priority_class: None,
+            pod_sets: vec![PodSetInfo {
+                name: "main".into(),
+                count: 2,
+                min_count: None,
+                requests: BTreeMap::from([
+                    ("cpu".to_string(), Amount::from_milli(1500)),
+                    ("memory".to_string(), Amount::from_units(0)),
+                ]),
+                node_selector: BTreeMap::new(),
+                required_node_affinity: None,
+                tolerations: Vec::new(),
+                template_path: None,
+            }],
+        };
+        let workload = of_unqueued(&owner, &job);
+        assert_eq!(workload.metadata.name.as_deref(), Some("job-lost"));
+        assert_eq!(workload.metadata.owner_references.unwrap()[0].uid, "u-1");
+        assert_eq!(workload.spec.queue_name.as_deref(), Some("nowhere"));
+        let pod_set = &workload.spec.pod_sets[0];
+        assert_eq!((pod_set.name.as_str(), pod_set.count), ("main", 2));
+        // A zero request says nothing.
+        assert_eq!(
+            pod_set.requests,
+            Some(BTreeMap::from([(
+                "cpu".to_string(),
+                Quantity("1500m".into())
+            )]))
+        );
+        let (wanted, admission, evictions) = not_queued("LocalQueueDoesNotExist", "no queue");
+        assert_eq!((admission, evictions), (None, 0));
+        let said: Vec<_> = wanted
+            .iter()
+            .map(|w| (w.type_, w.status, w.reason.as_str(), w.message.as_str()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("QuotaReserved", false, "LocalQueueDoesNotExist", "no queue"),
+                ("Admitted", false, "LocalQueueDoesNotExist", "no queue"),
+            ]
+        );
     }
 
     #[test]

@@ -458,9 +458,24 @@ async fn bad_jobs_are_held_and_told_and_the_operator_goes_on() {
     wait_for(&jobs, "huge", "being held", suspended).await;
     let note = wait_event(&admin, "huge", "InvalidJob").await;
     assert!(note.contains("200000") && note.contains("100000"), "{note}");
-    let note = wait_event(&admin, "lost", "Unqueued").await;
+    let note = wait_event(&admin, "lost", "LocalQueueDoesNotExist").await;
     assert!(note.contains("no-such-queue"), "{note}");
+    // Its Workload says the same, listed beside the others.
+    let (reason, message) = wait_condition(&admin, "job-lost", "QuotaReserved", "False").await;
+    assert_eq!(reason, "LocalQueueDoesNotExist");
+    assert_eq!(message, note);
     stays_held(&jobs, "lost").await;
     stays_held(&jobs, "huge").await;
+    // Deleted, its Workload goes with it (no garbage collector runs here).
+    jobs.delete("lost", &DeleteParams::default()).await.unwrap();
+    let workloads: Api<Workload> = Api::namespaced(admin.clone(), "team-a");
+    let started = std::time::Instant::now();
+    while workloads.get_opt("job-lost").await.unwrap().is_some() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the Workload of deleted job lost is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     operator.abort();
 }

@@ -17,7 +17,7 @@ mod support;
 use arbiter_core::model::api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::Client;
 use support::*;
 
@@ -278,6 +278,118 @@ async fn the_schema_refuses_what_one_object_can_say_is_wrong() {
         .await
         .unwrap_or_else(|e| panic!("quota {i}: {e}"));
     }
+    // Rules inside one object (`x-kubernetes-validations`), as Kueue's CRDs have them.
+    let group = |resources: serde_json::Value| {
+        serde_json::json!([{"coveredResources": ["cpu", "nvidia.com/gpu"],
+            "flavors": [{"name": "a100", "resources": resources}]}])
+    };
+    let raw_cqs: Api<DynamicObject> =
+        Api::all_with(admin.clone(), &ApiResource::erase::<ClusterQueue>(&()));
+    let both = serde_json::json!([{"name": "cpu", "nominalQuota": 8},
+        {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 2}]);
+    for (name, spec, says) in [
+        (
+            "limit-without-cohort",
+            serde_json::json!({"resourceGroups": group(both.clone())}),
+            "need a cohort",
+        ),
+        (
+            "short-flavor",
+            serde_json::json!({"cohort": "ok",
+                "resourceGroups": group(serde_json::json!([{"name": "cpu", "nominalQuota": 8}]))}),
+            "every covered resource",
+        ),
+        (
+            "preference",
+            serde_json::json!({"flavorFungibility": {"whenCanBorrow": "MayStopSearch",
+                "preference": "PreemptionOverBorrowing"}}),
+            "preference may only be set",
+        ),
+        (
+            "borrow-no-reclaim",
+            serde_json::json!({"cohort": "ok",
+                "preemption": {"borrowWithinCohort": {"policy": "LowerPriority"}}}),
+            "needs reclaimWithinCohort",
+        ),
+        (
+            "strategy",
+            serde_json::json!({"queueingStrategy": "Random"}),
+            "spec.queueingStrategy",
+        ),
+        (
+            "seventeen-groups",
+            serde_json::json!({"cohort": "ok", "resourceGroups": (0..17)
+                .map(|i| serde_json::json!({"coveredResources": [format!("r{i}")],
+                    "flavors": [{"name": "a100", "resources": [{"name": format!("r{i}"), "nominalQuota": 1}]}]}))
+                .collect::<Vec<_>>()}),
+            "spec.resourceGroups",
+        ),
+    ] {
+        // Untyped: some of these are not even a ClusterQueue to serde.
+        let queue: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "arbiter.dev/v1alpha1", "kind": "ClusterQueue",
+            "metadata": {"name": name}, "spec": spec
+        }))
+        .unwrap();
+        match raw_cqs.create(&PostParams::default(), &queue).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422, "{name}: {status:?}");
+                assert!(status.message.contains(says), "{name}: {}", status.message);
+            }
+            other => panic!("ClusterQueue {name} was not refused: {other:?}"),
+        }
+    }
+    let flavors: Api<ResourceFlavor> = Api::all(admin.clone());
+    for (name, spec, says) in [
+        (
+            "bad-effect",
+            serde_json::json!({"nodeTaints": [{"key": "gpu", "effect": "Sometimes"}]}),
+            "taint's effect",
+        ),
+        (
+            "exists-with-value",
+            serde_json::json!({"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]}),
+            "operator Exists has no value",
+        ),
+        (
+            "keyless",
+            serde_json::json!({"tolerations": [{"operator": "Equal", "value": "x"}]}),
+            "without a key",
+        ),
+    ] {
+        let flavor: ResourceFlavor =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+                .unwrap();
+        match flavors.create(&PostParams::default(), &flavor).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422, "{name}: {status:?}");
+                assert!(status.message.contains(says), "{name}: {}", status.message);
+            }
+            other => panic!("ResourceFlavor {name} was not refused: {other:?}"),
+        }
+    }
+    // What the rules allow still passes.
+    let allowed: ClusterQueue = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "allowed"},
+        "spec": {"cohort": "ok", "resourceGroups": group(both),
+            "flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor",
+                "preference": "PreemptionOverBorrowing"},
+            "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority"}}}
+    }))
+    .unwrap();
+    cqs.create(&PostParams::default(), &allowed).await.unwrap();
+    let tolerant: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "tolerant"},
+        "spec": {"nodeTaints": [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}],
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+                {"operator": "Exists"}]}
+    }))
+    .unwrap();
+    flavors
+        .create(&PostParams::default(), &tolerant)
+        .await
+        .unwrap();
+
     let lqs: Api<LocalQueue> = Api::namespaced(admin.clone(), "team-a");
     let lq: LocalQueue = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "bad", "namespace": "team-a"}, "spec": {"clusterQueue": "No Such Queue"}
@@ -354,10 +466,15 @@ async fn a_broken_queue_object_is_told_on_itself_and_the_others_go_on() {
         .create(&PostParams::default(), &queued("team-a", "old", "a-1"))
         .await
         .unwrap();
-    let note = wait_event(&admin, "a-1", "Unqueued").await;
+    let note = wait_event(&admin, "a-1", "LocalQueueInactive").await;
     assert!(
         note.contains("LocalQueue team-a/old is inactive (ClusterQueueDoesNotExist)"),
         "{note}"
+    );
+    let (reason, message) = wait_condition(&admin, "job-a-1", "QuotaReserved", "False").await;
+    assert_eq!(
+        (reason.as_str(), message.as_str()),
+        ("LocalQueueInactive", note.as_str())
     );
     stays_held(&team_a, "a-1").await;
 
@@ -374,6 +491,9 @@ async fn a_broken_queue_object_is_told_on_itself_and_the_others_go_on() {
         released,
     )
     .await;
+    // Its Workload is the scheduler's now: admitted, the reason gone.
+    let (reason, _) = wait_condition(&admin, "job-a-1", "QuotaReserved", "True").await;
+    assert_eq!(reason, "QuotaReserved");
 
     // Each other broken object fixed is in force again: the flavor created,
     // the quota made countable, the cycle broken.

@@ -42,9 +42,25 @@ pub struct ResourceFlavorSpec {
     pub node_labels: BTreeMap<String, String>,
     /// Taints the nodes carry; a pod set must tolerate them to use this flavor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])",
+         "message": "a taint's effect is NoSchedule, PreferNoSchedule or NoExecute"},
+    ]))]
     pub node_taints: Vec<Taint>,
     /// Tolerations injected into admitted pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, has(x.key) || (has(x.operator) && x.operator == 'Exists'))",
+         "message": "a toleration without a key must have operator Exists (it matches every taint)"},
+        {"rule": "self.all(x, !has(x.tolerationSeconds) || (has(x.effect) && x.effect == 'NoExecute'))",
+         "message": "tolerationSeconds needs effect NoExecute"},
+        {"rule": "self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])",
+         "message": "a toleration's operator is Equal (the default) or Exists"},
+        {"rule": "self.all(x, !has(x.operator) || x.operator != 'Exists' || !has(x.value))",
+         "message": "a toleration with operator Exists has no value"},
+        {"rule": "self.all(x, !has(x.effect) || x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])",
+         "message": "a toleration's effect is NoSchedule, PreferNoSchedule or NoExecute"},
+    ]))]
     pub tolerations: Vec<Toleration>,
 }
 
@@ -53,8 +69,14 @@ pub struct ResourceFlavorSpec {
 /// A set of resources whose quotas are assigned together, flavor by flavor.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.flavors.all(f, size(f.resources) == size(self.coveredResources))",
+     "message": "each flavor gives a quota for every covered resource: flavors[].resources lists as many resources as coveredResources (use nominalQuota: 0)"},
+]))]
 pub struct ResourceGroup {
+    #[schemars(length(max = 64))]
     pub covered_resources: Vec<String>,
+    #[schemars(length(max = 64))]
     pub flavors: Vec<FlavorQuotas>,
 }
 
@@ -95,6 +117,7 @@ pub struct FlavorQuotas {
     /// Name of a ResourceFlavor.
     #[schemars(schema_with = "name_schema")]
     pub name: String,
+    #[schemars(length(max = 64))]
     pub resources: Vec<ResourceQuota>,
 }
 
@@ -154,6 +177,7 @@ pub struct CohortSpec {
     pub parent: Option<String>,
     /// Quota owned by the cohort itself, lent to its members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub resource_groups: Vec<ResourceGroup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharing>,
@@ -182,6 +206,10 @@ pub enum FungibilityPolicy {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.preference) || (has(self.whenCanBorrow) && self.whenCanBorrow == 'TryNextFlavor' && (!has(self.whenCanPreempt) || self.whenCanPreempt == 'TryNextFlavor'))",
+     "message": "preference may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor"},
+]))]
 pub struct FlavorFungibility {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_can_borrow: Option<FungibilityPolicy>,
@@ -224,6 +252,10 @@ pub enum ReclaimWithinCohort {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.borrowWithinCohort) || !has(self.borrowWithinCohort.policy) || self.borrowWithinCohort.policy == 'Never' || (has(self.reclaimWithinCohort) && self.reclaimWithinCohort != 'Never')",
+     "message": "borrowWithinCohort.policy other than Never needs reclaimWithinCohort other than Never"},
+]))]
 pub struct Preemption {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub within_cluster_queue: Option<WithinClusterQueue>,
@@ -408,12 +440,17 @@ pub struct ResourceReclaim {
     printcolumn = r#"{"name":"Share","type":"number","jsonPath":".status.fairSharing.weightedShare","priority":1}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.cohort) || !has(self.resourceGroups) || self.resourceGroups.all(rg, rg.flavors.all(f, f.resources.all(r, !has(r.borrowingLimit) && !has(r.lendingLimit))))",
+     "message": "borrowingLimit and lendingLimit need a cohort to borrow from or lend to: set spec.cohort or remove the limit"},
+]))]
 pub struct ClusterQueueSpec {
     /// Cohort this queue borrows from and lends to (alias `cohortName`).
     #[serde(default, alias = "cohortName", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "name_schema")]
     pub cohort: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub resource_groups: Vec<ResourceGroup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queueing_strategy: Option<QueueingStrategy>,

@@ -45,6 +45,15 @@ pub enum Rejection {
     },
 }
 
+impl Rejection {
+    /// The reason's name, as a Workload condition and an Event say it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::OutOfBounds { .. } => "OutsideQueueBounds",
+        }
+    }
+}
+
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -94,6 +103,19 @@ pub enum Unqueued {
         resource: String,
         cluster_queue: String,
     },
+}
+
+impl Unqueued {
+    /// The reason's name, as a Workload condition and an Event say it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Unqueued::NoQueueLabel => "NoQueueLabel",
+            Unqueued::NoLocalQueue { .. } => "LocalQueueDoesNotExist",
+            Unqueued::InactiveLocalQueue { .. } => "LocalQueueInactive",
+            Unqueued::NoPriorityClass { .. } => "PriorityClassDoesNotExist",
+            Unqueued::Uncovered { .. } => "ResourceNotCovered",
+        }
+    }
 }
 
 impl fmt::Display for Unqueued {

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arbiter_core::jobs::{Ended, Integrations};
+use arbiter_core::jobs::{Ended, Integrations, JobInfo};
 use arbiter_core::model::cluster::PodsReadyPolicy;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
@@ -192,8 +192,9 @@ pub struct Driver {
     admin: Option<(Arc<AdminState>, OperatorMetrics)>,
     /// Events about jobs that cannot be queued, to publish after the step.
     unqueued_events: Vec<(Owner, &'static str, String)>,
-    /// Last message logged per job that cannot be queued, so it is logged once.
-    unqueued: BTreeMap<JobKey, String>,
+    /// Per job that cannot be queued, its owner and the last message told,
+    /// so it is told once.
+    unqueued: BTreeMap<JobKey, (Owner, String)>,
     /// The task writing the jobs.
     carrier: Carrier<Then>,
     /// Jobs whose writes failed, written again after a backoff.
@@ -456,7 +457,10 @@ impl Driver {
                             if !seen.held {
                                 before_step.push(key, [JobWrite::Hold]);
                             }
-                            unqueued.push((key.clone(), seen.uid.clone(), "InvalidJob", e.clone()));
+                            if self.unqueued_changed(key, &seen.uid, e) {
+                                let uid = seen.uid.clone();
+                                unqueued.push((key.clone(), uid, "InvalidJob", e.clone(), None));
+                            }
                         }
                         continue;
                     }
@@ -533,7 +537,6 @@ impl Driver {
                 }
                 match intake(&cluster, info, None) {
                     Intake::Queued(workload) => {
-                        self.unqueued.remove(key);
                         if !seen.held {
                             before_step.push(key, [JobWrite::Hold]);
                         }
@@ -553,18 +556,31 @@ impl Driver {
                         if !seen.held {
                             before_step.push(key, [JobWrite::Hold]);
                         }
-                        unqueued.push((
-                            key.clone(),
-                            seen.uid.clone(),
-                            "Rejected",
-                            rejection.to_string(),
-                        ));
+                        let message = rejection.to_string();
+                        if self.unqueued_changed(key, &seen.uid, &message) {
+                            unqueued.push((
+                                key.clone(),
+                                seen.uid.clone(),
+                                rejection.code(),
+                                message,
+                                Some(info.clone()),
+                            ));
+                        }
                     }
                     Intake::Unqueued(why) => {
                         if !seen.held {
                             before_step.push(key, [JobWrite::Hold]);
                         }
-                        unqueued.push((key.clone(), seen.uid.clone(), "Unqueued", why.to_string()));
+                        let message = why.to_string();
+                        if self.unqueued_changed(key, &seen.uid, &message) {
+                            unqueued.push((
+                                key.clone(),
+                                seen.uid.clone(),
+                                why.code(),
+                                message,
+                                Some(info.clone()),
+                            ));
+                        }
                     }
                 }
             }
@@ -581,9 +597,10 @@ impl Driver {
                 .and_then(|s| s.resource_version.as_ref())
                 == Some(version)
         });
-        for (key, uid, reason, message) in unqueued {
-            self.note_unqueued(&key, uid, reason, message);
+        for (key, uid, reason, message, job) in unqueued {
+            self.note_unqueued(&key, uid, reason, message, job.as_ref());
         }
+        self.forget_unqueued(sweep);
         // Gone, being deleted, or no longer naming a queue: only a job
         // read again or gone can have become so; every tracked job is
         // looked at every `SWEEP` all the same.
@@ -757,15 +774,63 @@ impl Driver {
         }
     }
 
-    /// A job that names a queue but cannot be queued: logged and told in
-    /// a Warning Event once per distinct message (published at the end of
-    /// the tick).
-    fn note_unqueued(&mut self, key: &JobKey, uid: String, reason: &'static str, message: String) {
-        if self.unqueued.get(key) != Some(&message) {
-            tracing::warn!(job = %key, %reason, %message, "job not queued");
-            self.unqueued.insert(key.clone(), message.clone());
-            let owner = self.owner(key, uid);
-            self.unqueued_events.push((owner, reason, message));
+    /// Whether what job `key` (`uid`) is told about not being queued
+    /// would change with `message` (it is told once per distinct message).
+    fn unqueued_changed(&self, key: &JobKey, uid: &str, message: &str) -> bool {
+        self.unqueued
+            .get(key)
+            .is_none_or(|(owner, told)| owner.uid != uid || told != message)
+    }
+
+    /// A job that names a queue but cannot be queued: logged, told in a
+    /// Warning Event (published at the end of the tick) and, when it could
+    /// be read (`job`), in its Workload's conditions with the same reason.
+    fn note_unqueued(
+        &mut self,
+        key: &JobKey,
+        uid: String,
+        reason: &'static str,
+        message: String,
+        job: Option<&JobInfo>,
+    ) {
+        tracing::warn!(job = %key, %reason, %message, "job not queued");
+        let owner = self.owner(key, uid);
+        if let Some(job) = job {
+            let spec = crate::workloads::of_unqueued(&owner, job);
+            let status = crate::workloads::not_queued(reason, &message);
+            self.publisher.workload(&owner, Some(spec), Some(status));
+        }
+        self.unqueued_events
+            .push((owner.clone(), reason, message.clone()));
+        self.unqueued.insert(key.clone(), (owner, message));
+    }
+
+    /// Jobs told they could not be queued and now queued, gone or no
+    /// longer naming a queue: forgotten, and the Workload of one gone or
+    /// unlabelled deleted (a queued one's Workload is the scheduler's now).
+    /// Only jobs read again or dropped can have changed so; all are looked
+    /// at on a `sweep`.
+    fn forget_unqueued(&mut self, sweep: bool) {
+        let keys: Vec<JobKey> = if sweep {
+            self.unqueued.keys().cloned().collect()
+        } else {
+            self.index
+                .changed
+                .iter()
+                .filter(|k| self.unqueued.contains_key(*k))
+                .cloned()
+                .collect()
+        };
+        for key in keys {
+            let seen = self.index.get(&key);
+            let (owner, _) = &self.unqueued[&key];
+            let same = seen.is_some_and(|s| s.uid == owner.uid);
+            if self.tracked.contains_key(&key) && same {
+                self.unqueued.remove(&key);
+            } else if !same || !seen.is_some_and(|s| s.queue_label && !s.deleting) {
+                let (owner, _) = self.unqueued.remove(&key).expect("looked up");
+                self.publisher.forget(&owner);
+            }
         }
     }
 }

@@ -454,6 +454,21 @@ impl ClusterBuilder {
                     "may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor; set them or drop preference".into(),
                 );
             }
+            if preemption
+                .borrow_within_cohort
+                .as_ref()
+                .is_some_and(|b| b.policy != api::BorrowWithinCohortPolicy::Never)
+                && preemption.reclaim_within_cohort.unwrap_or_default()
+                    == api::ReclaimWithinCohort::Never
+            {
+                // Kueue's API server refuses it the same way.
+                err(
+                    &s.source,
+                    object.clone(),
+                    "spec.preemption.borrowWithinCohort.policy".into(),
+                    "needs reclaimWithinCohort other than Never (preempting while borrowing is reclaiming); set reclaimWithinCohort or make the policy Never".into(),
+                );
+            }
             let priority_weight =
                 class_weight(spec.priority_class.as_ref(), &s.source, &object, &mut err)
                     .unwrap_or(1.0);

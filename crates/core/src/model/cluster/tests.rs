@@ -616,6 +616,57 @@ spec:
 }
 
 #[test]
+fn borrowing_within_cohort_needs_reclaiming_as_kueue_requires() {
+    let queue = |preemption: &str| {
+        format!(
+            r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {{name: a100}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {{name: ml}}
+spec:
+  cohort: gpu
+  preemption: {preemption}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - {{name: a100, resources: [{{name: cpu, nominalQuota: 8}}]}}
+"#
+        )
+    };
+    for refused in [
+        "{borrowWithinCohort: {policy: LowerPriority}}",
+        "{reclaimWithinCohort: Never, borrowWithinCohort: {policy: LowerPriority}}",
+    ] {
+        let errs = errors(&queue(refused));
+        assert_eq!(
+            located(&errs),
+            [(
+                "t.yaml (document 2)",
+                "ClusterQueue ml",
+                "spec.preemption.borrowWithinCohort.policy"
+            )],
+            "{refused}"
+        );
+        assert!(
+            errs[0].message.contains("reclaimWithinCohort"),
+            "{}",
+            errs[0].message
+        );
+    }
+    for allowed in [
+        "{reclaimWithinCohort: Any, borrowWithinCohort: {policy: LowerPriority}}",
+        "{borrowWithinCohort: {policy: Never}}",
+        "{}",
+    ] {
+        build(&queue(allowed));
+    }
+}
+
+#[test]
 fn duplicate_names_are_reported_per_kind_with_the_second_source() {
     let errs = errors(
         r#"

@@ -307,9 +307,9 @@ fn not_fit(pod_set: usize, problems: Vec<Problem>) -> Option<NotFit> {
     Some(NotFit { pod_set, problems })
 }
 
-mod order;
-mod node_constraints;
-mod quota;
-mod fungibility;
-mod pod_sets;
 mod capacity;
+mod fungibility;
+mod node_constraints;
+mod order;
+mod pod_sets;
+mod quota;
