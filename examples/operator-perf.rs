@@ -102,6 +102,43 @@ struct Args {
     /// Extra arguments for `arbiter run` (repeatable).
     #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
     operator_args: Vec<String>,
+    /// Measure Arbiter beside this peer, each on a fresh test cluster, one
+    /// after the other, and print them side by side with the ratios
+    /// (`kueue`: Kueue v0.17 at its shipped defaults and tuned).
+    #[arg(long, value_name = "PEER", value_parser = ["kueue"])]
+    against: Option<String>,
+    /// The one system to measure when there is no `--against`.
+    #[arg(long, value_enum, default_value_t = System::Arbiter)]
+    system: System,
+}
+
+/// A system the runner measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum System {
+    /// `arbiter run`.
+    Arbiter,
+    /// Kueue's manager at its shipped client limits (QPS 50, burst 100).
+    Kueue,
+    /// Kueue's manager with client QPS 5,000 and burst 10,000.
+    KueueTuned,
+}
+
+impl System {
+    fn title(self) -> &'static str {
+        match self {
+            System::Arbiter => "Arbiter",
+            System::Kueue => "Kueue v0.17.0 (shipped defaults)",
+            System::KueueTuned => "Kueue v0.17.0 (tuned: QPS 5000, burst 10000)",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            System::Arbiter => "arbiter",
+            System::Kueue => "kueue",
+            System::KueueTuned => "kueueTuned",
+        }
+    }
 }
 
 /// One Job the runner will create.
@@ -251,12 +288,33 @@ async fn apply(client: &Client, value: &Value) -> anyhow::Result<()> {
 }
 
 /// CRDs, Namespaces, the operator's identity (cluster-admin, its own
-/// FlowSchema) and the shape's queue configuration.
-async fn set_up(cluster: &TestCluster, admin: &Client, plan: &Plan) -> anyhow::Result<()> {
-    let crds = crd_documents(&workspace_root().join("deploy/crds.yaml"))?;
-    cluster.install_crds(&crds).await?;
+/// FlowSchema) and the shape's queue configuration, for `system` (Kueue's
+/// CRDs from `kueue_dir`).
+async fn set_up(
+    cluster: &TestCluster,
+    admin: &Client,
+    plan: &Plan,
+    system: System,
+    kueue_dir: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let config = match (system, kueue_dir) {
+        (System::Arbiter, _) => {
+            let crds = crd_documents(&workspace_root().join("deploy/crds.yaml"))?;
+            cluster.install_crds(&crds).await?;
+            plan.config.clone()
+        }
+        (_, Some(dir)) => {
+            kueue::install_crds(cluster, dir).await?;
+            plan.config
+                .iter()
+                .map(kueue::object)
+                .collect::<anyhow::Result<_>>()?
+        }
+        (_, None) => bail!("Kueue is not built"),
+    };
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "arbiter-system"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": "arbiter-operator-perf"},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
@@ -275,26 +333,30 @@ async fn set_up(cluster: &TestCluster, admin: &Client, plan: &Plan) -> anyhow::R
     for ns in &plan.namespaces {
         objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
     }
-    for object in objects.iter().chain(&plan.config) {
+    for object in objects.iter().chain(&config) {
         apply(admin, object).await?;
     }
     Ok(())
 }
 
-/// The Job the runner creates for `planned`; with `pods`, its pod is
-/// labelled with its class and runs for its runtime under kwok.
-fn job_object(planned: &Planned, pods: bool) -> anyhow::Result<Job> {
+/// The Job the runner creates for `planned`, queued in `system`; with
+/// `pods`, its pod is labelled with its class and runs for its runtime
+/// under kwok.
+fn job_object(planned: &Planned, pods: bool, system: System) -> anyhow::Result<Job> {
     let pod_metadata = if pods {
         json!({"labels": {CLASS_LABEL: planned.class},
                "annotations": {RUN_FOR_ANNOTATION: format!("{}ms", planned.runtime.as_millis())}})
     } else {
         json!({})
     };
+    let mut labels = match system {
+        System::Arbiter => json!({"arbiter.dev/queue-name": "lq",
+                                  "arbiter.dev/priority-class": planned.priority_class}),
+        System::Kueue | System::KueueTuned => kueue::job_labels(&planned.priority_class),
+    };
+    labels[CLASS_LABEL] = json!(planned.class);
     Ok(serde_json::from_value(json!({
-        "metadata": {"name": planned.name, "namespace": planned.namespace,
-                     "labels": {"arbiter.dev/queue-name": "lq",
-                                "arbiter.dev/priority-class": planned.priority_class,
-                                CLASS_LABEL: planned.class}},
+        "metadata": {"name": planned.name, "namespace": planned.namespace, "labels": labels},
         "spec": {"suspend": true, "backoffLimit": 0, "template": {"metadata": pod_metadata, "spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "main", "image": "busybox",
@@ -346,9 +408,13 @@ fn observe_pod(run: &Shared, pod: Pod) {
 #[derive(Debug, Default)]
 struct Seen {
     sent_ms: Option<i64>,
+    /// When the runner's watch first saw it released (the admission as
+    /// every system is measured).
     first_admitted_ms: Option<i64>,
-    /// `admittedAt` of the release in force.
+    /// When the runner saw the release in force.
     current: Option<i64>,
+    /// Arbiter's `admittedAt` of the release in force (none from Kueue).
+    record: Option<i64>,
     /// Releases seen (first and after preemptions).
     admissions: u32,
     evictions: u32,
@@ -357,7 +423,8 @@ struct Seen {
     finished_ms: Option<i64>,
     /// When the runner saw the release in force.
     released_seen_ms: Option<i64>,
-    /// Every `admittedAt` the runner saw released.
+    /// When each release was decided: Arbiter's `admittedAt`, else when
+    /// the runner saw it.
     admitted_ats: Vec<i64>,
     /// When the runner's pod watch first saw each of the Job's pods
     /// running (`--pods`), by pod uid.
@@ -384,6 +451,7 @@ struct Counters {
 }
 
 struct Run {
+    system: System,
     plan: Plan,
     /// Jobs run as real pods (`--pods`): the Job controller finishes them.
     pods: bool,
@@ -451,46 +519,54 @@ fn observe(run: &Shared, jobs: &Api<Job>, finishing: &Arc<Semaphore>, job: Job) 
         return;
     }
     let released = job.spec.as_ref().and_then(|s| s.suspend) == Some(false);
-    match (released, admitted_at(&job)) {
-        (true, Some(at)) if seen.current != Some(at) => {
-            if let Some(old) = seen.current.replace(at) {
-                seen.held_cpu_ms += cpu * (now - old).max(0) as f64;
-            }
-            seen.admissions += 1;
-            seen.admitted_ats.push(at);
-            seen.released_seen_ms = Some(now);
+    let record = admitted_at(&job);
+    // A new release: released after being held, or (Arbiter) released
+    // under another admission record than the one in force.
+    let new_release = released
+        && match record {
+            Some(at) => seen.record != Some(at),
+            None => seen.current.is_none(),
+        };
+    if new_release {
+        if let Some(old) = seen.current.replace(now) {
+            seen.held_cpu_ms += cpu * (now - old).max(0) as f64;
+        }
+        seen.record = record;
+        seen.admissions += 1;
+        seen.admitted_ats.push(record.unwrap_or(now));
+        seen.released_seen_ms = Some(now);
+        if let Some(at) = record {
             let lag = &mut run_ref.counters.release_lag;
             lag.0 += (now - at).max(0);
             lag.1 += 1;
-            if seen.first_admitted_ms.is_none() {
-                seen.first_admitted_ms = Some(at);
-                run_ref.counters.admitted += 1;
-            }
-            let pods = run_ref.pods;
-            drop(guard);
-            if pods {
-                return;
-            }
-            tokio::spawn(finish_after(
-                run.clone(),
-                jobs.clone(),
-                finishing.clone(),
-                i,
-                at,
-                runtime,
-            ));
         }
-        (false, _) => {
-            if let Some(at) = seen.current.take() {
-                seen.held_cpu_ms += cpu * (now - at).max(0) as f64;
-                seen.evictions += 1;
-            }
+        if seen.first_admitted_ms.is_none() {
+            seen.first_admitted_ms = Some(now);
+            run_ref.counters.admitted += 1;
         }
-        _ => {}
+        let pods = run_ref.pods;
+        drop(guard);
+        if pods {
+            return;
+        }
+        tokio::spawn(finish_after(
+            run.clone(),
+            jobs.clone(),
+            finishing.clone(),
+            i,
+            now,
+            runtime,
+        ));
+    } else if !released {
+        if let Some(at) = seen.current.take() {
+            seen.held_cpu_ms += cpu * (now - at).max(0) as f64;
+            seen.evictions += 1;
+        }
+        seen.record = None;
     }
 }
 
-/// Marks Job `i` Complete `runtime` after its release `at` was seen,
+/// Marks Job `i` Complete `runtime` after its release was seen (`at`),
 /// unless it was held again meanwhile.
 async fn finish_after(
     run: Shared,
@@ -541,7 +617,10 @@ async fn finish_after(
 
 /// Creates every planned Job at its time, at most `in_flight` at once.
 async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant) {
-    let pods = lock(&run).pods;
+    let (pods, system) = {
+        let r = lock(&run);
+        (r.pods, r.system)
+    };
     let creating = Arc::new(Semaphore::new(in_flight));
     let planned: Vec<Planned> = lock(&run).plan.jobs.clone();
     for (i, job) in planned.into_iter().enumerate() {
@@ -554,7 +633,7 @@ async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant
         let api: Api<Job> = Api::namespaced(admin.clone(), &job.namespace);
         tokio::spawn(async move {
             let _permit = permit;
-            let object = match job_object(&job, pods) {
+            let object = match job_object(&job, pods, system) {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("{}: {e}", job.name);
@@ -595,6 +674,8 @@ async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant
     }
 }
 
+#[path = "operator-perf/kueue.rs"]
+mod kueue;
 #[path = "operator-perf/measure.rs"]
 mod measure;
 use measure::{ApiCounts, Figures, ProcessStat};
@@ -608,14 +689,21 @@ fn arbiter_binary(args: &Args) -> PathBuf {
     })
 }
 
-/// The operator process, killed when dropped.
-struct Operator(Child);
+/// A process of the run (the system under test), killed when dropped.
+struct Process(Child);
 
-impl Drop for Operator {
+impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A free loopback port.
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 #[tokio::main]
@@ -632,16 +720,64 @@ async fn main() -> anyhow::Result<()> {
     for class in &mut shape.classes {
         class.count = ((class.count as f64 * args.scale).round() as u32).max(1);
     }
-    let plan = plan(&shape.to_yaml())?;
-    let total = plan.jobs.len();
+    let yaml = shape.to_yaml();
+    let systems = match args.against.as_deref() {
+        Some(_) => vec![System::Arbiter, System::Kueue, System::KueueTuned],
+        None => vec![args.system],
+    };
     let arbiter = arbiter_binary(&args);
-    if !arbiter.is_file() {
+    if systems.contains(&System::Arbiter) && !arbiter.is_file() {
         bail!(
             "{} not found; run `cargo build --release --bin arbiter` or pass --arbiter",
             arbiter.display()
         );
     }
+    let kueue_dir = if systems.iter().any(|s| *s != System::Arbiter) {
+        Some(kueue::build()?)
+    } else {
+        None
+    };
+    let mut results = Vec::new();
+    for system in systems {
+        eprintln!("== {}", system.title());
+        let figures = run_system(&args, &yaml, system, &arbiter, kueue_dir.as_deref()).await?;
+        println!("== {}", system.title());
+        figures.print(&args.shape, args.scale);
+        results.push((system, figures));
+    }
+    if results.len() > 1 {
+        measure::print_side_by_side(
+            &results
+                .iter()
+                .map(|(s, f)| (s.title(), f))
+                .collect::<Vec<_>>(),
+        );
+    }
+    if let Some(path) = &args.json {
+        let json = match results.as_slice() {
+            [(_, figures)] => figures.json().clone(),
+            all => json!({
+                "shape": args.shape, "scale": args.scale,
+                "systems": all.iter().map(|(s, f)| (s.key().to_string(), f.json().clone()))
+                    .collect::<serde_json::Map<_, _>>(),
+            }),
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
 
+/// One run of the shape through `system` on a fresh test cluster.
+async fn run_system(
+    args: &Args,
+    yaml: &str,
+    system: System,
+    arbiter: &std::path::Path,
+    kueue_dir: Option<&std::path::Path>,
+) -> anyhow::Result<Figures> {
+    let plan = plan(yaml)?;
+    let total = plan.jobs.len();
     let cluster = if args.pods {
         eprintln!("starting the full test cluster");
         TestCluster::start_full().await?
@@ -650,7 +786,7 @@ async fn main() -> anyhow::Result<()> {
         TestCluster::start().await?
     };
     let admin = cluster.admin_client().await?;
-    set_up(&cluster, &admin, &plan).await?;
+    set_up(&cluster, &admin, &plan, system, kueue_dir).await?;
     if args.pods {
         let nodes = add_nodes(&admin, &plan).await?;
         eprintln!("{nodes} kwok Nodes of 64 cores");
@@ -660,29 +796,41 @@ async fn main() -> anyhow::Result<()> {
     let log_path = args
         .operator_log
         .clone()
-        .unwrap_or_else(|| cluster.dir().join("operator.log"));
-    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let operator = Operator(
-        Command::new(&arbiter)
-            .args(["run", "--no-webhooks", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .arg(format!("--admin-address=127.0.0.1:{admin_port}"))
-            .args(&args.operator_args)
-            .env(
-                "ARBITER_LOG",
-                std::env::var("ARBITER_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log_path)?)
-            .spawn()
-            .with_context(|| format!("starting {}", arbiter.display()))?,
-    );
+        .map(|p| match system {
+            System::Arbiter => p,
+            other => p.with_extension(format!("{}.log", other.key())),
+        })
+        .unwrap_or_else(|| cluster.dir().join(format!("{}.log", system.key())));
+    let (operator, ready_port, admin_port) = match (system, kueue_dir) {
+        (System::Arbiter, _) => {
+            let admin_port = free_port()?;
+            let child = Command::new(arbiter)
+                .args(["run", "--no-webhooks", "--kubeconfig"])
+                .arg(&kubeconfig)
+                .arg(format!("--admin-address=127.0.0.1:{admin_port}"))
+                .args(&args.operator_args)
+                .env(
+                    "ARBITER_LOG",
+                    std::env::var("ARBITER_LOG").unwrap_or_else(|_| "info".into()),
+                )
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log_path)?)
+                .spawn()
+                .with_context(|| format!("starting {}", arbiter.display()))?;
+            (Process(child), admin_port, Some(admin_port))
+        }
+        (_, Some(dir)) => {
+            let tuned = system == System::KueueTuned;
+            let (process, health) = kueue::start(&cluster, dir, &kubeconfig, tuned, &log_path)?;
+            (process, health, None)
+        }
+        (_, None) => bail!("Kueue is not built"),
+    };
     let operator_pid = operator.0.id();
-    measure::wait_ready(admin_port).await?;
+    measure::wait_ready(ready_port).await?;
     eprintln!(
-        "operator ready (pid {operator_pid}, log {}); {total} jobs to run",
+        "{} ready (pid {operator_pid}, log {}); {total} jobs to run",
+        system.title(),
         log_path.display()
     );
 
@@ -694,13 +842,13 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let seen = (0..total).map(|_| Seen::default()).collect();
     let run: Shared = Arc::new(Mutex::new(Run {
+        system,
         plan,
         pods: args.pods,
         seen,
         index,
         counters: Counters::default(),
     }));
-
     let jobs: Api<Job> = Api::all(admin.clone());
     let finishing = Arc::new(Semaphore::new(args.in_flight));
     let watching = {
@@ -781,7 +929,10 @@ async fn main() -> anyhow::Result<()> {
     let wall = Duration::from_millis((end_ms - start_ms).max(0) as u64);
     let after = ProcessStat::snapshot(operator_pid);
     let api_after = ApiCounts::read(&admin).await?;
-    let operator_metrics = measure::http_get(admin_port, "/metrics").await;
+    let operator_metrics = match admin_port {
+        Some(port) => measure::http_get(port, "/metrics").await,
+        None => String::new(),
+    };
     creating.abort();
     watching.abort();
     if let Some(w) = watching_pods {
@@ -804,11 +955,6 @@ async fn main() -> anyhow::Result<()> {
         &api_after,
         &operator_metrics,
     );
-    figures.print(&args.shape, args.scale);
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&figures.json())?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
     drop(cluster);
-    Ok(())
+    Ok(figures)
 }

@@ -44,7 +44,8 @@ cache=${ARBITER_TEST_CLUSTER_CACHE:-$HOME/.cache/arbiter/test-cluster}
 dir="$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 bin="$dir/bin"
 
-log() { printf '==> %s\n' "$*" >&2; }
+# shellcheck source=scripts/go-module.sh
+. "$(dirname "$0")/go-module.sh"
 
 if [ "${1:-}" = "--print" ]; then
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok training-operator; do
@@ -66,21 +67,6 @@ fi
 staging_version() { # v1.37.2 -> v0.37.2
   local v=${1#v1.}
   echo "v0.$v"
-}
-
-# A fresh, writable copy of a module's source (the module cache is read-only).
-module_source() { # module version dest
-  local json src
-  json=$(go mod download -json "$1@$2")
-  src=$(printf '%s' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  if [ -z "$src" ] || [ ! -d "$src" ]; then
-    echo "go mod download $1@$2 gave no source directory:" >&2
-    printf '%s\n' "$json" >&2
-    exit 1
-  fi
-  rm -rf "$3"
-  cp -r "$src" "$3"
-  chmod -R u+w "$3"
 }
 
 mkdir -p "$bin"

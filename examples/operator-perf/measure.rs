@@ -332,7 +332,8 @@ impl Figures {
             "operatorEvictions": metric_sum(operator_metrics, "arbiter_evicted_workloads_total"),
             "admissionsPerSecond": admissions as f64 / wall,
             "maxCreationLagMs": c.max_lag_ms,
-            "meanReleaseLagMs": c.release_lag.0 as f64 / c.release_lag.1.max(1) as f64,
+            // Only Arbiter records when it decided.
+            "meanReleaseLagMs": (c.release_lag.1 > 0).then(|| c.release_lag.0 as f64 / c.release_lag.1 as f64),
             "meanFinishLagMs": c.finish_lag.0 as f64 / c.finish_lag.1.max(1) as f64,
             "minClusterQueueUsage": min_usage,
             "meanClusterQueueUsage": usage.values().sum::<f64>() / usage.len().max(1) as f64,
@@ -352,12 +353,13 @@ impl Figures {
                 "kubeScheduler": after.hwm("kube-scheduler"), "kwok": after.hwm("kwok"),
             },
             "maxLoadAverage": window.max_load,
+            "kubeApiserverCpuMsPerAdmission": cpu("kube-apiserver") * 1000.0 / (admissions as f64).max(1.0),
             "apiRequests": {
                 "total": total_requests,
                 "operator": operator_requests,
                 "runner": runner_requests,
                 "rest": total_requests - operator_requests - runner_requests,
-                "operatorPerAdmission": operator_requests / operator_admissions.max(1.0),
+                "operatorPerAdmission": operator_requests / (admissions as f64).max(1.0),
                 "finishErrors": c.finish_errors,
                 "byRequest": by_request.iter().take(16).map(|(k, v)| json!({"request": k, "count": v})).collect::<Vec<_>>(),
             },
@@ -385,23 +387,35 @@ impl Figures {
             }
         );
         println!("wall time                    {:.1} s", f("/wallSeconds"));
+        // Arbiter's own counts beside the runner's (Kueue's metrics need
+        // an authenticated scrape, so none for it).
+        let own = |key: &str| match o[key].as_f64() {
+            Some(n) if n > 0.0 => format!(" ({n} by the operator's metrics)"),
+            _ => String::new(),
+        };
         println!(
-            "admissions                   {} ({} by the operator's metrics), {:.1} /s",
+            "admissions                   {}{}, {:.1} /s",
             o["admissions"],
-            o["operatorAdmissions"],
+            own("operatorAdmissions"),
             f("/admissionsPerSecond")
         );
         println!(
-            "evictions                    {} ({} by the operator's metrics)",
-            o["evictions"], o["operatorEvictions"]
+            "evictions                    {}{}",
+            o["evictions"],
+            own("operatorEvictions")
         );
         println!(
             "creation lag behind pace     {} ms at most",
             o["maxCreationLagMs"]
         );
+        if !f("/meanReleaseLagMs").is_nan() {
+            println!(
+                "decision to release seen     {:.0} ms (mean)",
+                f("/meanReleaseLagMs")
+            );
+        }
         println!(
-            "decision to release seen     {:.0} ms (mean); runtime's end to Complete seen {:.0} ms",
-            f("/meanReleaseLagMs"),
+            "runtime's end to Complete    {:.0} ms (mean, as the runner's watch saw it)",
             f("/meanFinishLagMs")
         );
         println!(
@@ -470,5 +484,73 @@ impl Figures {
                 );
             }
         }
+    }
+}
+
+/// The systems' figures side by side, each peer's divided by the first's
+/// (Arbiter's): above 1 means the peer took more (time, CPU, requests) or,
+/// for rates and usage, did more.
+pub fn print_side_by_side(systems: &[(&str, &Figures)]) {
+    let Some((_, first)) = systems.first() else {
+        return;
+    };
+    let rows: &[(&str, &str)] = &[
+        ("wall time (s)", "/wallSeconds"),
+        ("admissions / s", "/admissionsPerSecond"),
+        (
+            "mean time to admission, large (s)",
+            "/meanTimeToAdmissionSeconds/large",
+        ),
+        (
+            "mean time to admission, medium (s)",
+            "/meanTimeToAdmissionSeconds/medium",
+        ),
+        (
+            "mean time to admission, small (s)",
+            "/meanTimeToAdmissionSeconds/small",
+        ),
+        ("min ClusterQueue usage", "/minClusterQueueUsage"),
+        ("evictions", "/evictions"),
+        ("system CPU (s)", "/cpuSeconds/operator"),
+        ("system peak RSS (MiB)", "/peakRssMiB/operator"),
+        (
+            "system API requests / admission",
+            "/apiRequests/operatorPerAdmission",
+        ),
+        ("kube-apiserver CPU (s)", "/cpuSeconds/kubeApiserver"),
+        (
+            "kube-apiserver CPU ms / admission",
+            "/kubeApiserverCpuMsPerAdmission",
+        ),
+        ("etcd CPU (s)", "/cpuSeconds/etcd"),
+        ("machine CPU (s)", "/cpuSeconds/machine"),
+    ];
+    let at = |f: &Figures, p: &str| f.out.pointer(p).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    println!();
+    println!(
+        "== side by side (ratio: the peer's figure divided by {}'s)",
+        systems[0].0
+    );
+    for (i, (name, _)) in systems.iter().enumerate() {
+        println!("  [{i}] {name}");
+    }
+    print!("{:<36}", "");
+    for i in 0..systems.len() {
+        print!("{:>12}", format!("[{i}]"));
+    }
+    for i in 1..systems.len() {
+        print!("{:>12}", format!("[{i}]/[0]"));
+    }
+    println!();
+    for (label, pointer) in rows {
+        print!("{label:<36}");
+        for (_, f) in systems {
+            print!("{:>12.2}", at(f, pointer));
+        }
+        let base = at(first, pointer);
+        for (_, f) in &systems[1..] {
+            print!("{:>11.2}x", at(f, pointer) / base);
+        }
+        println!();
     }
 }

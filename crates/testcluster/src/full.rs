@@ -452,14 +452,16 @@ async fn training_operator_prerequisites(client: &Client) -> Result<(), Error> {
         .map_err(|e| Error::Other(e.to_string()))?;
         secrets.create(&PostParams::default(), &secret).await?;
     }
-    write_serving_cert(Path::new(TRAINING_OPERATOR_CERT_DIR))
+    ensure_serving_cert(Path::new(TRAINING_OPERATOR_CERT_DIR))
 }
 
-/// A self-signed certificate in `dir` (`tls.crt`, `tls.key`), unless one
-/// is there: both written into a directory of their own that is then
-/// renamed to `dir`, so clusters starting side by side never read half a
-/// pair (the first rename wins; the others find `dir` there).
-fn write_serving_cert(dir: &Path) -> Result<(), Error> {
+/// A self-signed certificate in `dir` (`tls.crt`, `tls.key`, for
+/// `localhost`), unless one is there: both written into a directory of
+/// their own that is then renamed to `dir`, so clusters starting side by
+/// side never read half a pair (the first rename wins; the others find
+/// `dir` there). For a component that serves TLS from a fixed directory
+/// (the training-operator's webhooks, Kueue's metrics).
+pub fn ensure_serving_cert(dir: &Path) -> Result<(), Error> {
     if dir.join("tls.crt").is_file() && dir.join("tls.key").is_file() {
         return Ok(());
     }
@@ -483,7 +485,7 @@ fn write_serving_cert(dir: &Path) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::Other(format!(
-            "{} holds no tls.crt and tls.key for the training-operator; remove the directory and start again",
+            "{} holds no tls.crt and tls.key; remove the directory and start again",
             dir.display()
         )))
     }

@@ -43,7 +43,7 @@ mod crds;
 mod full;
 pub use crds::{crd_documents, wait_established};
 pub use full::{
-    add_node, NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL,
+    add_node, ensure_serving_cert, NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL,
     READY_AFTER_ANNOTATION, RUN_FOR_ANNOTATION,
 };
 
