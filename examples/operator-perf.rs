@@ -1,7 +1,7 @@
 //! Kueue's scheduler-performance shapes through the operator, on a real
 //! kube-apiserver: a benchmark, not a test (issue 11, item 9).
 //!
-//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--pods] [--json FILE]`
+//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--pods] [--against kueue] [--json FILE]`
 //!
 //! It starts a `TestCluster` (etcd + kube-apiserver, `ARBITER_TEST_CLUSTER_BIN`),
 //! installs `deploy/crds.yaml`, and applies the queue configuration of
@@ -21,13 +21,21 @@
 //! starts its runtime over. It ends when every Job is finished.
 //!
 //! The figures are those of `examples/kueue-perf.rs`, from the real run:
-//! time to admission is the admission record's `admittedAt` (first
-//! admission) minus when the runner sent the create; ClusterQueue usage is
-//! the CPU of its Jobs from release (`admittedAt`) until the runner saw them
-//! finished or held again, integrated over the run and divided by run time
-//! and nominal quota; the minimum over ClusterQueues is reported. CPU seconds
-//! and peak RSS come from /proc of each process just before the operator is
+//! time to admission is when the runner's watch first saw the Job released
+//! minus when the runner sent the create (the same for every system; for
+//! Arbiter, its admission record's `admittedAt` also gives the lag from
+//! decision to release seen); ClusterQueue usage is the CPU of its Jobs
+//! from the release seen until the runner saw them finished or held again,
+//! integrated over the run and divided by run time and nominal quota; the
+//! minimum over ClusterQueues is reported. CPU seconds and peak RSS come
+//! from /proc of each process just before the system under test is
 //! stopped. Measured only, never asserted. Linux only (it reads /proc).
+//!
+//! `--against kueue` runs the same shape three times, each on a fresh test
+//! cluster: through Arbiter, through Kueue v0.17.0 at its shipped client
+//! limits, and through Kueue tuned (see `operator-perf/kueue.rs`), then
+//! prints the three side by side with each Kueue figure divided by
+//! Arbiter's. `--system kueue` (or `kueue-tuned`) runs one of them alone.
 //!
 //! With `--pods` the same runs on the full test cluster
 //! (`TestCluster::start_full`: kube-controller-manager, kube-scheduler and
