@@ -450,11 +450,22 @@ async fn bad_jobs_are_held_and_told_and_the_operator_goes_on() {
         .unwrap()
         .insert("arbiter.dev/queue-name".into(), "no-such-queue".into());
     jobs.create(&PostParams::default(), &lost).await.unwrap();
+    // More GPUs than the queue could ever give.
+    jobs.create(&PostParams::default(), &job("too-big", 1000))
+        .await
+        .unwrap();
     jobs.create(&PostParams::default(), &job("fine", 1))
         .await
         .unwrap();
 
     wait_for(&jobs, "fine", "admission", released).await;
+    let note = wait_event(&admin, "too-big", "NeverFits").await;
+    let (reason, message) = wait_condition(&admin, "job-too-big", "QuotaReserved", "False").await;
+    assert_eq!(
+        (reason.as_str(), message.as_str()),
+        ("NeverFits", note.as_str())
+    );
+    assert!(note.contains("1000"), "{note}");
     wait_for(&jobs, "huge", "being held", suspended).await;
     let note = wait_event(&admin, "huge", "InvalidJob").await;
     assert!(note.contains("200000") && note.contains("100000"), "{note}");

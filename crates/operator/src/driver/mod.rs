@@ -108,8 +108,9 @@ struct Tracked {
     template_paths: Vec<Option<String>>,
     /// How the job ended, once told to the scheduler.
     ended: Option<Ended>,
-    /// The last denial an Event was recorded for.
-    denied: Option<String>,
+    /// The last warning (a denial, a workload that never fits) an Event
+    /// was recorded for.
+    warned: Option<String>,
     /// The last eviction: its code and sentence.
     eviction: Option<(String, String)>,
     /// What its Workload's status was last computed from.
@@ -126,7 +127,7 @@ impl Tracked {
             owner,
             template_paths,
             ended: None,
-            denied: None,
+            warned: None,
             eviction: None,
             published: None,
             recreate: None,

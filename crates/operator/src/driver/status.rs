@@ -1,13 +1,15 @@
 //! What the Workloads say: each tracked workload's status computed from
 //! the scheduler's entry and handed to `publish` only when what it
-//! depends on changed (`Signature`), with a denial Event the first time a
-//! denial reads so; every workload looked at at most every
+//! depends on changed (`Signature`), with a Warning Event the first time a
+//! denial, or a workload that can never fit or whose namespace its
+//! ClusterQueue does not select, reads so; every workload looked at at most every
 //! `FULL_PUBLISH`, those the tick touched in between.
 
 use super::*;
 
 /// Hands workload `tracked`'s status to the publisher if what it depends
-/// on changed, with a denial Event the first time a denial reads so.
+/// on changed, with a Warning Event the first time a denial (or a
+/// workload that never fits) reads so.
 pub(super) fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Tracked) {
     let entry = scheduler.entry(tracked.id);
     let reason = scheduler.reason(tracked.id);
@@ -31,11 +33,21 @@ pub(super) fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked:
     }
     let status = desired(scheduler, tracked.id, finished, tracked.eviction.as_ref());
     publisher.workload(&tracked.owner, None, Some(status));
-    if let Reason::Denied { policy, message } = &signature.reason {
-        let note = format!("admission policy {policy}: {message}");
-        if tracked.denied.as_ref() != Some(&note) {
-            publisher.event(&tracked.owner, true, "Denied", note.clone());
-            tracked.denied = Some(note);
+    // What will not pass as things stand is told on the job too, with the
+    // reason its Workload says, once per distinct message.
+    let warning = match &signature.reason {
+        Reason::Denied { policy, message } => {
+            Some(("Denied", format!("admission policy {policy}: {message}")))
+        }
+        Reason::NeverFits(_) | Reason::NamespaceNotSelected => {
+            Some((signature.reason.code(), scheduler.reason_text(tracked.id)))
+        }
+        _ => None,
+    };
+    if let Some((reason, note)) = warning {
+        if tracked.warned.as_ref() != Some(&note) {
+            publisher.event(&tracked.owner, true, reason, note.clone());
+            tracked.warned = Some(note);
         }
     }
     tracked.published = Some(signature);
