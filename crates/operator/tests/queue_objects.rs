@@ -249,16 +249,10 @@ async fn the_schema_refuses_what_one_object_can_say_is_wrong() {
             "spec.cohort",
         ),
     ] {
-        match cqs
+        let created = cqs
             .create(&PostParams::default(), &queue(name, quota, cohort))
-            .await
-        {
-            Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 422, "{name}: {status:?}");
-                assert!(status.message.contains(field), "{name}: {}", status.message);
-            }
-            other => panic!("ClusterQueue {name} was not refused: {other:?}"),
-        }
+            .await;
+        refused(&format!("ClusterQueue {name}"), created, field);
     }
     // Quantities in every spelling a quota may have still pass.
     for (i, quota) in [
@@ -331,13 +325,8 @@ async fn the_schema_refuses_what_one_object_can_say_is_wrong() {
             "metadata": {"name": name}, "spec": spec
         }))
         .unwrap();
-        match raw_cqs.create(&PostParams::default(), &queue).await {
-            Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 422, "{name}: {status:?}");
-                assert!(status.message.contains(says), "{name}: {}", status.message);
-            }
-            other => panic!("ClusterQueue {name} was not refused: {other:?}"),
-        }
+        let created = raw_cqs.create(&PostParams::default(), &queue).await;
+        refused(&format!("ClusterQueue {name}"), created, says);
     }
     let flavors: Api<ResourceFlavor> = Api::all(admin.clone());
     for (name, spec, says) in [
@@ -360,13 +349,8 @@ async fn the_schema_refuses_what_one_object_can_say_is_wrong() {
         let flavor: ResourceFlavor =
             serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
                 .unwrap();
-        match flavors.create(&PostParams::default(), &flavor).await {
-            Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 422, "{name}: {status:?}");
-                assert!(status.message.contains(says), "{name}: {}", status.message);
-            }
-            other => panic!("ResourceFlavor {name} was not refused: {other:?}"),
-        }
+        let created = flavors.create(&PostParams::default(), &flavor).await;
+        refused(&format!("ResourceFlavor {name}"), created, says);
     }
     // What the rules allow still passes.
     let allowed: ClusterQueue = serde_json::from_value(serde_json::json!({
@@ -395,13 +379,19 @@ async fn the_schema_refuses_what_one_object_can_say_is_wrong() {
         "metadata": {"name": "bad", "namespace": "team-a"}, "spec": {"clusterQueue": "No Such Queue"}
     }))
     .unwrap();
-    match lqs.create(&PostParams::default(), &lq).await {
-        Err(kube::Error::Api(status)) => assert!(
-            status.message.contains("spec.clusterQueue"),
-            "{}",
-            status.message
-        ),
-        other => panic!("LocalQueue bad was not refused: {other:?}"),
+    let created = lqs.create(&PostParams::default(), &lq).await;
+    refused("LocalQueue bad", created, "spec.clusterQueue");
+}
+
+/// Asserts the API server refused creating `what` as invalid (422) with a
+/// message that says `says`.
+fn refused<T: std::fmt::Debug>(what: &str, created: Result<T, kube::Error>, says: &str) {
+    match created {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{what}: {status:?}");
+            assert!(status.message.contains(says), "{what}: {}", status.message);
+        }
+        other => panic!("{what} was not refused: {other:?}"),
     }
 }
 
