@@ -1,9 +1,10 @@
 //! Reading and writing job objects: its uid, creation time and template
-//! paths (whether it ended is its integration's `ended`), and the one way
-//! a job is written — modify-replace
-//! with the object's `resourceVersion` (starting from the copy the
-//! reflector holds), read fresh and retried on a conflict — so a write
-//! lost or repeated changes nothing twice.
+//! paths (whether it ended is its integration's `ended`), and the writes
+//! of one step of a job's convergence (`driver::converge`): modify-replace
+//! from a copy with its `resourceVersion`, a status merge patch carrying
+//! it, or delete-with-uid-precondition and create. None reads the job: a
+//! conflict means the copy was stale, and the reflector's watch brings the
+//! newer one. Failures are typed ([`WriteError`]).
 
 use arbiter_core::jobs::{Integration, JobInfo};
 use arbiter_core::model::Millis;
@@ -14,9 +15,6 @@ use kube::api::{
 use serde_json::Value;
 
 use crate::inject::InjectError;
-
-/// Writes retried on a conflict before giving up until the next tick.
-const WRITE_ATTEMPTS: usize = 5;
 
 /// Does the job name a queue (Arbiter's or Kueue's label)?
 pub fn queue_label(object: &Value) -> bool {
@@ -48,123 +46,119 @@ pub fn template_paths(info: &JobInfo) -> Vec<Option<String>> {
         .collect()
 }
 
-/// What a write ended with.
-#[derive(Debug, Default)]
-pub struct Wrote {
-    /// The object as it now is, when known (a replace's answer, or the
-    /// fresh read that needed no change): the next write of the same job
-    /// starts from it.
-    pub object: Option<DynamicObject>,
-    /// The `resourceVersion` the write replaced (`None`: nothing written).
-    pub replaced: Option<String>,
+/// Why a job write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The copy written from is not the object's latest version (409): the
+    /// reflector's watch brings the newer one, and the write is made from it.
+    #[error("the job changed since it was read ({0})")]
+    Conflict(String),
+    /// Refused for good (400, 403, 422, or a change the object cannot
+    /// take): not tried again until the job or the decision changes.
+    #[error("{0}")]
+    Refused(String),
+    /// Worth trying again after a backoff (the API unreachable, overloaded,
+    /// timing out).
+    #[error("{0}")]
+    Transient(String),
 }
 
-/// Read-modify-replace of job `name` with its `resourceVersion`, retried on
-/// a conflict. The first attempt starts from `known` instead of reading:
-/// the reflector's copy (`fresh` false), or the API's answer to the write
-/// before (`fresh` true). A conflict, or a reflector's copy that already
-/// looks as wanted (it may be stale), reads the object fresh. A job gone (404) is not an error: its withdrawal follows. A
-/// change that changes nothing writes nothing.
-pub async fn write(
-    api: &Api<DynamicObject>,
-    name: &str,
-    integration: &Integration,
-    known: Option<(DynamicObject, bool)>,
-    change: impl Fn(&mut Value, &Integration) -> Result<(), InjectError>,
-) -> Result<Wrote, String> {
-    let mut known = known;
-    for _ in 0..WRITE_ATTEMPTS {
-        let (current, fresh) = match known.take() {
-            Some(start) => start,
-            None => match api.get_opt(name).await {
-                Ok(Some(o)) => (o, true),
-                Ok(None) => return Ok(Wrote::default()),
-                Err(e) => return Err(e.to_string()),
-            },
-        };
-        let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
-        let before = value.clone();
-        change(&mut value, integration).map_err(|e| e.to_string())?;
-        if value == before {
-            if fresh {
-                return Ok(Wrote {
-                    object: Some(current),
-                    replaced: None,
-                });
+impl From<kube::Error> for WriteError {
+    fn from(error: kube::Error) -> WriteError {
+        match error {
+            kube::Error::Api(status) if status.is_conflict() => {
+                WriteError::Conflict(status.message.clone())
             }
-            continue;
-        }
-        let mut object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        // Sent without them, the API server keeps the live object's
-        // managed fields (and has less to read).
-        object.metadata.managed_fields = None;
-        match api.replace(name, &PostParams::default(), &object).await {
-            Ok(now) => {
-                return Ok(Wrote {
-                    object: Some(now),
-                    replaced: current.metadata.resource_version,
-                })
+            kube::Error::Api(status) if matches!(status.code, 400 | 403 | 405 | 422) => {
+                WriteError::Refused(format!("{} ({})", status.message, status.code))
             }
-            Err(kube::Error::Api(status)) if status.is_conflict() => continue,
-            Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(Wrote::default()),
-            Err(e) => return Err(e.to_string()),
+            other => WriteError::Transient(other.to_string()),
         }
     }
-    Err(format!(
-        "the job kept changing under {WRITE_ATTEMPTS} attempts to write it; retried next tick"
-    ))
 }
 
-/// Clears the integration's `hold.clearStatus` fields that job `name` has
-/// set (a held `batch/v1 Job`'s `status.startTime`, so its template may
-/// change) through the status subresource, starting from `known` (or a
-/// fresh read). Returns the job as it then is, for the next write.
+fn is_gone(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.is_not_found())
+}
+
+/// Modify-replace of `current` (the reflector's copy, or the API's answer
+/// to the write before) with its `resourceVersion`: the write is refused
+/// with a conflict if the object changed since. Returns the object as it
+/// then is; `None`: the job is gone (its withdrawal follows). A change
+/// that changes nothing writes nothing.
+pub async fn replace(
+    api: &Api<DynamicObject>,
+    current: &DynamicObject,
+    integration: &Integration,
+    change: impl Fn(&mut Value, &Integration) -> Result<(), InjectError>,
+) -> Result<Option<DynamicObject>, WriteError> {
+    let name = current.metadata.name.as_deref().unwrap_or_default();
+    let mut value =
+        serde_json::to_value(current).map_err(|e| WriteError::Refused(e.to_string()))?;
+    let before = value.clone();
+    change(&mut value, integration).map_err(|e| WriteError::Refused(e.to_string()))?;
+    if value == before {
+        return Ok(Some(current.clone()));
+    }
+    let mut object: DynamicObject =
+        serde_json::from_value(value).map_err(|e| WriteError::Refused(e.to_string()))?;
+    // Sent without them, the API server keeps the live object's managed
+    // fields (and has less to read).
+    object.metadata.managed_fields = None;
+    match api.replace(name, &PostParams::default(), &object).await {
+        Ok(now) => Ok(Some(now)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether `job` has one of its integration's `hold.clearStatus` fields set.
+pub fn status_set(job: &Value, integration: &Integration) -> bool {
+    integration
+        .spec
+        .hold
+        .clear_status
+        .iter()
+        .any(|p| job.pointer(p).is_some_and(|v| !v.is_null()))
+}
+
+/// Clears the integration's `hold.clearStatus` fields of `current` (a held
+/// `batch/v1 Job`'s `status.startTime`, so its template may change) with a
+/// merge patch of its status subresource that carries the object's
+/// `resourceVersion` (a conflict if it changed since). Returns the job as
+/// it then is; `None`: gone.
 pub async fn clear_status(
     api: &Api<DynamicObject>,
-    name: &str,
+    current: &DynamicObject,
     integration: &Integration,
-    known: Option<(DynamicObject, bool)>,
-) -> Result<Option<(DynamicObject, bool)>, String> {
-    let pointers = &integration.spec.hold.clear_status;
-    if pointers.is_empty() {
-        return Ok(known);
-    }
-    let mut known = known;
-    for _ in 0..WRITE_ATTEMPTS {
-        let (current, fresh) = match known.take() {
-            Some(start) => start,
-            None => match api.get_opt(name).await {
-                Ok(Some(o)) => (o, true),
-                Ok(None) => return Ok(None),
-                Err(e) => return Err(e.to_string()),
-            },
-        };
-        let value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
-        let ops: Vec<Value> = pointers
-            .iter()
-            .filter(|p| value.pointer(p).is_some_and(|v| !v.is_null()))
-            .map(|p| serde_json::json!({"op": "remove", "path": p}))
-            .collect();
-        if ops.is_empty() {
-            return Ok(Some((current, fresh)));
-        }
-        let patch: json_patch::Patch =
-            serde_json::from_value(Value::Array(ops)).map_err(|e| e.to_string())?;
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-            .await
-        {
-            Ok(now) => return Ok(Some((now, true))),
-            Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(None),
-            // The copy was stale (a field gone meanwhile): read it fresh.
-            Err(kube::Error::Api(status)) if status.code == 422 || status.is_conflict() => {}
-            Err(e) => return Err(e.to_string()),
+) -> Result<Option<DynamicObject>, WriteError> {
+    let name = current.metadata.name.as_deref().unwrap_or_default();
+    let mut patch = serde_json::json!({
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+    });
+    for pointer in &integration.spec.hold.clear_status {
+        let mut at = &mut patch;
+        let segments: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+        for (i, segment) in segments.iter().enumerate() {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            let Value::Object(map) = at else { break };
+            if i + 1 == segments.len() {
+                map.insert(segment, Value::Null);
+                break;
+            }
+            at = map
+                .entry(segment)
+                .or_insert_with(|| Value::Object(Default::default()));
         }
     }
-    Err(format!(
-        "the job's status kept changing under {WRITE_ATTEMPTS} attempts to clear {}; retried next tick",
-        pointers.join(", ")
-    ))
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(now) => Ok(Some(now)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Runs failed job `name` (uid `replaces`) again by creating `fresh`
@@ -172,13 +166,14 @@ pub async fn clear_status(
 /// only while it is that one (a uid precondition), its pods and Workload
 /// going with it (background propagation) —, then `fresh` created. Made
 /// again after a partial failure, it finishes the work: a job already
-/// created anew (it names `replaces`) is taken as done.
+/// created anew (it names `replaces`) is taken as done. Returns the job
+/// created, when the API answered with it.
 pub async fn recreate(
     api: &Api<DynamicObject>,
     name: &str,
     fresh: &Value,
     replaces: &str,
-) -> Result<Wrote, String> {
+) -> Result<Option<DynamicObject>, WriteError> {
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: Some(Preconditions {
@@ -192,36 +187,31 @@ pub async fn recreate(
         // Gone already, or another object under the name (the one created
         // anew, when an earlier attempt got that far).
         Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {}
-        Err(e) => return Err(format!("deleting the failed job to run it again: {e}")),
-    }
-    let object: DynamicObject = serde_json::from_value(fresh.clone()).map_err(|e| e.to_string())?;
-    match api.create(&PostParams::default(), &object).await {
-        Ok(created) => Ok(Wrote {
-            object: Some(created),
-            replaced: None,
-        }),
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            let existing = api.get_opt(name).await.map_err(|e| e.to_string())?;
-            let retry_of = existing.as_ref().and_then(|o| {
-                o.metadata
-                    .annotations
-                    .as_ref()?
-                    .get(crate::inject::RETRY_OF_ANNOTATION)
-                    .cloned()
-            });
-            if retry_of.as_deref() == Some(replaces) {
-                Ok(Wrote {
-                    object: existing,
-                    replaced: None,
-                })
-            } else {
-                Err(
-                    "the failed job is still being deleted; it is created anew once it is gone"
-                        .into(),
-                )
-            }
+        Err(e) => {
+            return Err(match WriteError::from(e) {
+                WriteError::Refused(m) => {
+                    WriteError::Refused(format!("deleting the failed job to run it again: {m}"))
+                }
+                other => other,
+            })
         }
-        Err(e) => Err(format!("creating the job anew to run it again: {e}")),
+    }
+    let object: DynamicObject =
+        serde_json::from_value(fresh.clone()).map_err(|e| WriteError::Refused(e.to_string()))?;
+    match api.create(&PostParams::default(), &object).await {
+        Ok(created) => Ok(Some(created)),
+        // Already exists: the one created anew (the reflector shows it
+        // soon), or the failed one still being deleted (its finalizers):
+        // made again when the watch shows either.
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteError::Conflict(
+            "the failed job is still being deleted, or its replacement is not seen yet".into(),
+        )),
+        Err(e) => Err(match WriteError::from(e) {
+            WriteError::Refused(m) => {
+                WriteError::Refused(format!("creating the job anew to run it again: {m}"))
+            }
+            other => other,
+        }),
     }
 }
 

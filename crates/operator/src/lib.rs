@@ -17,7 +17,8 @@
 //! | `activity` | which queue objects are in force: `Inactive`/`Active` Events on the objects, the `Active` condition with its transition time |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
 //! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
-//! | `jobs` | job reads (uid, creation time, template paths; whether it ended is its integration's) and the one way a job is written: modify-replace with its `resourceVersion`, from the reflector's copy |
+//! | `jobs` | job reads (uid, creation time, template paths; whether it ended is its integration's) and the writes of one convergence step, each carrying the object's `resourceVersion` or a uid precondition, failures typed (`WriteError`) |
+//! | `retry` | the one backoff of the operator's writes (`backon`) |
 //! | `workloads` | the `Workload` object per queued job: spec, Kueue's status conditions with the typed reason; the Event recorder |
 //! | `publish` | the writes that tell what was decided (Workloads, queue status, Events), on a task of their own, latest wish per object, concurrent, retried |
 //! | `queue_status` | ClusterQueue and LocalQueue status: pending, admitted, quota in use per flavor (borrowed part), a usage line for `kubectl get`, the weighted share, the `Active` condition |
@@ -26,7 +27,7 @@
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
 //! | `provision` | the scale plan as cluster-autoscaler's ProvisioningRequests (one per scale-up, node-sized PodTemplates), withdrawn on scale-down; ended ones told back to the core |
 //! | `bundles` | policy bundles in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
-//! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, decisions written |
+//! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, each job's want set; the level-triggered writer (kube-runtime's `applier`) brings the jobs there |
 
 pub mod activity;
 pub mod admin;
@@ -41,6 +42,7 @@ pub mod leader;
 pub mod provision;
 pub mod publish;
 pub mod queue_status;
+pub mod retry;
 pub mod ungate;
 pub mod watch;
 pub mod webhook;

@@ -10,7 +10,7 @@
 //! finished within it has one status write, not three, and the API server
 //! spends itself on the jobs' own writes), up to [`CONCURRENCY`] objects
 //! at a time, never two writes of one object at once, and tries a failed
-//! write again after a backoff (0.5 s doubling to 30 s). When the API
+//! write again after a backoff (`retry::WRITES`: 0.5 s doubling to 30 s). When the API
 //! cannot keep up, the wishes wait (at most one per object) and the
 //! decisions go on; `arbiter_publish_backlog` shows how many wait, and
 //! Events beyond [`MAX_EVENTS`] are dropped, oldest first. A write the API refuses for good
@@ -45,9 +45,6 @@ pub const MAX_EVENTS: usize = 10_000;
 /// How long an object's wishes gather before they are written (Events are
 /// told at once).
 pub const SETTLE: Duration = Duration::from_secs(2);
-
-const FIRST_RETRY: Duration = Duration::from_millis(500);
-const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// An object the task writes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -455,10 +452,8 @@ impl Worker {
                 }
                 Outcome::Failed(error) => {
                     let attempts = self.attempts.entry(target.clone()).or_insert(0);
-                    let wait = FIRST_RETRY
-                        .saturating_mul(1 << (*attempts).min(6))
-                        .min(MAX_RETRY);
                     *attempts += 1;
+                    let wait = crate::retry::WRITES.delay(*attempts);
                     tracing::warn!(object = %target, %error, retry_in = ?wait, "could not write; trying again");
                     // No message is taken in while a batch is written, so
                     // no newer wish for it waits: it is tried again as is.

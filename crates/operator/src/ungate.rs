@@ -304,16 +304,15 @@ pub fn places_of(scheduler: &Scheduler, id: WorkloadId, pod_set: u32) -> Option<
     })
 }
 
-/// The first wait after a failed patch, doubled per failure in a row up
-/// to [`RETRY_MAX`].
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(60);
+/// How long a pod waits after failed patches in a row: 1 s, doubled per
+/// failure, up to a minute.
+const RETRY: crate::retry::Policy = crate::retry::Policy {
+    first: Duration::from_secs(1),
+    max: Duration::from_secs(60),
+};
 
-/// How long a pod waits after `failures` failed patches in a row.
 fn retry_delay(failures: u32) -> Duration {
-    RETRY_FIRST
-        .saturating_mul(1 << (failures.clamp(1, 7) - 1))
-        .min(RETRY_MAX)
+    RETRY.delay(failures)
 }
 
 /// The places of one pod set, as the driver knows them.
@@ -573,7 +572,7 @@ mod tests {
     fn a_refused_patch_is_tried_again_later_and_later() {
         let secs: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        assert_eq!(retry_delay(0), RETRY_FIRST);
+        assert_eq!(retry_delay(0), RETRY.first);
     }
 
     #[test]

@@ -184,12 +184,15 @@ pub type Desired = (Vec<Wanted>, Option<Admission>, u32);
 
 /// What the Workload's status should say now, from the scheduler's entry:
 /// the conditions, the admission, the eviction count.
-/// `eviction` is the (code, sentence) of the last eviction the driver saw.
+/// `eviction` is the (code, sentence) of the last eviction the driver saw;
+/// `refused`, what the API said to the last write of the job it refused
+/// (a `JobWriteRefused` condition until the job's writes go through).
 pub fn desired(
     scheduler: &Scheduler,
     id: WorkloadId,
     finished: Option<&Ended>,
     eviction: Option<&(String, String)>,
+    refused: Option<&str>,
 ) -> Desired {
     let cluster = scheduler.cluster();
     let entry = scheduler.entry(id);
@@ -272,6 +275,14 @@ pub fn desired(
             } else {
                 "All pods are ready or succeeded".to_string()
             },
+        });
+    }
+    if let Some(message) = refused {
+        wanted.push(Wanted {
+            type_: "JobWriteRefused",
+            status: true,
+            reason: "WriteRefused".to_string(),
+            message: message.to_string(),
         });
     }
     if entry.status == Status::Rejected || entry.status == Status::Deactivated {

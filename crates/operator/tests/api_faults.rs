@@ -2,15 +2,18 @@
 //! the API server killed and started again under it (every watch and
 //! connection broken) — the watches come back and the next job is
 //! admitted, nothing admitted twice; and writes refused for a while (a
-//! ValidatingAdmissionPolicy denies releasing jobs) — the admission is
-//! written again with backoff once the API accepts it, never lost.
+//! ValidatingAdmissionPolicy denies releasing jobs) — the refusal is told
+//! once (a `WriteRefused` Event, a `JobWriteRefused` Workload condition),
+//! and the admission is written once the API accepts it, never lost.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
+use arbiter_core::model::api::Workload;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::*;
 
@@ -119,6 +122,24 @@ async fn an_admission_refused_by_the_api_is_written_again_once_accepted() {
     // the release: the job stays held, the operator keeps running.
     wait_condition(&admin, "job-train", "QuotaReserved", "True").await;
     stays_held(&jobs, "train").await;
+    // The refusal is told once, on the job and in its Workload.
+    let note = wait_event(&admin, "train", "WriteRefused").await;
+    assert!(note.contains("releasing jobs is blocked"), "{note}");
+    let (reason, message) = wait_condition(&admin, "job-train", "JobWriteRefused", "True").await;
+    assert_eq!(reason, "WriteRefused");
+    assert!(message.contains("could not admit"), "{message}");
+    stays_held(&jobs, "train").await;
+    let events: Api<Event> = Api::namespaced(admin.clone(), "team-a");
+    let told: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WriteRefused"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert!(told[0].series.is_none(), "told again: {told:#?}");
 
     // The API accepts releases again: the admission is written, once.
     let bindings = kube::discovery::pinned_kind(
@@ -156,4 +177,19 @@ async fn an_admission_refused_by_the_api_is_written_again_once_accepted() {
         .and_then(|s| s.tolerations.clone())
         .unwrap_or_default();
     assert_eq!(tolerations.len(), 1, "injected once: {tolerations:?}");
+    // Its Workload no longer says the write is refused.
+    let workloads: Api<Workload> = Api::namespaced(admin.clone(), "team-a");
+    let started = Instant::now();
+    loop {
+        let workload = workloads.get("job-train").await.unwrap();
+        let conditions = workload.status.map(|s| s.conditions).unwrap_or_default();
+        if !conditions.iter().any(|c| c.type_ == "JobWriteRefused") {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "JobWriteRefused stayed: {conditions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

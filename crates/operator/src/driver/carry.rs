@@ -1,147 +1,22 @@
-//! Carrying out the step's decisions on the jobs (admission injected and
-//! released, eviction held and restored, Events told), and the retry of
-//! what a failed write left undone: each tick, before the step, a tracked
-//! job whose object disagrees with the scheduler (admitted but held,
-//! pending but released) is written again, once no write of it is on its
-//! way and its backoff (0.5 s doubling to 30 s while its writes keep
-//! failing) has passed. Every write changes nothing when the object
-//! already is as wanted.
-//!
-//! The writes themselves are made by the `carrier` task, so a tick hands
-//! them over and goes on; their results are read at the next tick. A job
-//! just written is not checked against the scheduler again until the
-//! reflector has seen a version after the one the write replaced, so a
-//! stale copy does not cause a second write.
-
-use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+//! Carrying out the step's decisions: each job's want set (`writer`
+//! makes the writes: admission injected and released, eviction held and
+//! restored, a failed job created anew), Events told, the Workload of a
+//! withdrawn job forgotten; and what the writer tells back (an admission
+//! written, a write refused).
 
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Event, Eviction, Status, WorkloadId};
 
-use super::carrier::{JobWrite, Order, Place};
+use super::converge::Want;
+use super::writer::Done;
 use super::{Driver, JobKey};
 use crate::inject::{self, PodSetAdmission, Recorded};
 use crate::workloads::Owner;
 
-/// The first wait before a job whose writes failed is written again; it
-/// doubles while they keep failing, up to `MAX_RETRY`.
-pub(super) const FIRST_RETRY: Duration = Duration::from_millis(500);
-pub(super) const MAX_RETRY: Duration = Duration::from_secs(30);
-
-/// What to tell once a job's writes are made: its admission Event.
-pub(super) type Then = Option<(Owner, String)>;
-
-/// Jobs whose last writes failed: when to write them again, and the wait
-/// that led there.
-#[derive(Default)]
-pub(super) struct Backoff {
-    jobs: HashMap<JobKey, (Instant, Duration)>,
-}
-
-impl Backoff {
-    fn failed(&mut self, key: &JobKey) -> Duration {
-        let wait = self
-            .jobs
-            .get(key)
-            .map_or(FIRST_RETRY, |(_, wait)| (*wait * 2).min(MAX_RETRY));
-        self.jobs.insert(key.clone(), (Instant::now() + wait, wait));
-        wait
-    }
-
-    pub fn forget(&mut self, key: &JobKey) {
-        self.jobs.remove(key);
-    }
-
-    /// Whether `key` may be written again now.
-    pub fn due(&self, key: &JobKey) -> bool {
-        self.jobs
-            .get(key)
-            .is_none_or(|(at, _)| *at <= Instant::now())
-    }
-
-    /// The jobs whose backoff passed.
-    pub fn passed(&self) -> impl Iterator<Item = JobKey> + '_ {
-        let now = Instant::now();
-        self.jobs
-            .iter()
-            .filter(move |(_, (at, _))| *at <= now)
-            .map(|(key, _)| key.clone())
-    }
-
-    /// The first retry still ahead.
-    pub fn next(&self) -> Option<Instant> {
-        let now = Instant::now();
-        self.jobs
-            .values()
-            .map(|(at, _)| *at)
-            .filter(|at| *at > now)
-            .min()
-    }
-}
-
-/// What a tracked job's object must be brought to.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Undone {
-    /// Admitted by the scheduler, still held in the API.
-    Admit,
-    /// Not admitted, released in the API after Arbiter admitted it: held and restored.
-    Evict,
-    /// Not admitted, released without an admission of Arbiter's: held.
-    Hold,
-    /// Not admitted, held, but still carrying what admission injected (an
-    /// eviction's second write failed): restored.
-    Restore,
-}
-
-/// Whether the object agrees with the scheduler (`admitted`: the entry has
-/// an admission; `recorded`: the object carries Arbiter's admission record).
-pub(super) fn undone(admitted: bool, held: bool, recorded: bool) -> Option<Undone> {
-    match (admitted, held) {
-        (true, true) => Some(Undone::Admit),
-        (false, false) if recorded => Some(Undone::Evict),
-        (false, false) => Some(Undone::Hold),
-        (false, true) if recorded => Some(Undone::Restore),
-        _ => None,
-    }
-}
-
-/// Writes to make, per job, in order.
-#[derive(Default)]
-pub(super) struct Plan {
-    jobs: Vec<(JobKey, Vec<JobWrite>, Then)>,
-    at: BTreeMap<JobKey, usize>,
-}
-
-impl Plan {
-    pub fn push(&mut self, key: &JobKey, writes: impl IntoIterator<Item = JobWrite>) {
-        let i = self.entry(key);
-        self.jobs[i].1.extend(writes);
-    }
-
-    /// An admission Event to tell once `key`'s writes are made.
-    fn then(&mut self, key: &JobKey, event: (Owner, String)) {
-        let i = self.entry(key);
-        self.jobs[i].2 = Some(event);
-    }
-
-    fn entry(&mut self, key: &JobKey) -> usize {
-        match self.at.get(key) {
-            Some(&i) => i,
-            None => {
-                self.at.insert(key.clone(), self.jobs.len());
-                self.jobs.push((key.clone(), Vec::new(), None));
-                self.jobs.len() - 1
-            }
-        }
-    }
-}
-
 impl Driver {
-    /// The step's decisions: job writes handed over, Events told, the
-    /// Workload of a withdrawn job forgotten.
+    /// The step's decisions: jobs' wants set, Events told, the Workload
+    /// of a withdrawn job forgotten.
     pub(super) fn carry_out(&mut self, events: &[Event]) {
-        let mut plan = Plan::default();
         for event in events {
             let id = event.workload();
             let Some(key) = self.by_id.get(&id).cloned() else {
@@ -150,9 +25,9 @@ impl Driver {
             match event {
                 Event::Admitted { .. } => {
                     if let Some((pod_sets, record)) = self.admission(id, &key) {
-                        plan.push(&key, [JobWrite::Admit(pod_sets, record)]);
+                        self.writer.want(&key, Want::Released { pod_sets, record });
                         if let Some(note) = self.admitted_note(id, &key) {
-                            plan.then(&key, note);
+                            self.announce.insert(key.clone(), note);
                         }
                     }
                 }
@@ -164,17 +39,21 @@ impl Driver {
                         self.publisher
                             .event(&tracked.owner, false, cause.code(), sentence);
                     }
+                    self.announce.remove(&key);
                     if matches!(cause, Eviction::Failed { .. }) {
                         // A failed job cannot be held and run again: it is
                         // created anew, unless it is not to run again.
-                        if let Some(write) = self.recreate(id, &key) {
-                            tracing::info!(job = %key, %reason, "failed; creating it anew to run again after its backoff");
-                            plan.push(&key, [write]);
+                        match self.recreate(id, &key) {
+                            Some(want) => {
+                                tracing::info!(job = %key, %reason, "failed; creating it anew to run again after its backoff");
+                                self.writer.want(&key, want);
+                            }
+                            None => self.writer.forget(&key),
                         }
                         continue;
                     }
                     tracing::info!(job = %key, %reason, "evicted; holding it again");
-                    plan.push(&key, [JobWrite::Hold, JobWrite::Restore]);
+                    self.writer.want(&key, Want::Held);
                 }
                 Event::Rejected {
                     policy, message, ..
@@ -200,23 +79,28 @@ impl Driver {
                 }
                 Event::Withdrawn { .. } => {
                     self.by_id.remove(&id);
-                    self.written_over.remove(&key);
-                    self.backoff.forget(&key);
+                    self.writer.forget(&key);
+                    self.announce.remove(&key);
+                    self.refused.remove(&key);
                     if let Some(tracked) = self.tracked.remove(&key) {
                         self.publisher.forget(&tracked.owner);
                     }
                 }
-                Event::Requeued { .. } | Event::Finished { .. } => {}
+                Event::Finished { .. } => {
+                    // A finished job is left as it is.
+                    self.writer.forget(&key);
+                    self.announce.remove(&key);
+                }
+                Event::Requeued { .. } => {}
             }
         }
-        self.write_jobs(plan);
     }
 
-    /// The write that runs failed workload `id`'s job again, and the job
+    /// The want that runs failed workload `id`'s job again, and the job
     /// to create remembered until it is seen (`Tracked::recreate`); none
     /// when the workload is deactivated (the failed job stays as it is, to
     /// be looked at) or the job is gone.
-    fn recreate(&mut self, id: WorkloadId, key: &JobKey) -> Option<JobWrite> {
+    fn recreate(&mut self, id: WorkloadId, key: &JobKey) -> Option<Want> {
         let scheduler = self.scheduler.as_ref()?;
         let entry = scheduler.entry(id);
         if entry.status == Status::Deactivated {
@@ -234,7 +118,7 @@ impl Driver {
         let tracked = self.tracked.get_mut(key)?;
         let replaces = tracked.owner.uid.clone();
         tracked.recreate = Some((fresh.clone(), replaces.clone()));
-        Some(JobWrite::Recreate { fresh, replaces })
+        Some(Want::Replaced { fresh, replaces })
     }
 
     /// The admission Event of workload `id`, told once its job is released.
@@ -260,76 +144,50 @@ impl Driver {
         inject::admission_of(self.scheduler.as_ref()?, id, paths)
     }
 
-    /// Hands the planned writes to the carrier (see the module's note).
-    pub(super) fn write_jobs(&mut self, plan: Plan) {
-        for (key, writes, then) in plan.jobs {
-            if writes.is_empty() {
-                continue;
-            }
-            let watch = &self.jobs[key.watch];
-            let place = Place {
-                resource: watch.resource.clone(),
-                store: watch.watched.store.clone(),
-                integration: watch.integration,
-            };
-            self.carrier.send(Order {
-                key,
-                place,
-                writes,
-                then,
-            });
-        }
-    }
-
-    /// Reads what became of the writes handed over: a job written is not
-    /// looked at again until the reflector has its new version, a failed
-    /// one is written again after its backoff, an admission made is told.
+    /// Reads what the writer told: an admission written is told in an
+    /// Event; a refused write in a Warning Event and the Workload's
+    /// `JobWriteRefused` condition, once per message, and the condition
+    /// taken off once the job's writes go through again.
     pub(super) fn written(&mut self) {
-        for done in self.carrier.results() {
-            match done.result {
-                Ok(()) => {
-                    self.backoff.forget(&done.key);
-                    if let Some((owner, note)) = done.then {
-                        tracing::info!(job = %done.key, "admitted");
+        for done in self.writer.results() {
+            match done {
+                Done::Admitted(key) => {
+                    self.refused.remove(&key);
+                    if let Some((owner, note)) = self.announce.remove(&key) {
+                        tracing::info!(job = %key, "admitted");
                         self.publisher.event(&owner, false, "Admitted", note);
                     }
                 }
-                Err(error) => {
-                    let retry_in = self.backoff.failed(&done.key);
-                    tracing::warn!(job = %done.key, %error, ?retry_in, "could not write the job; it is written again after a backoff");
+                Done::Refused { key, step, message } => {
+                    if self.refused.get(&key) == Some(&message) {
+                        continue;
+                    }
+                    tracing::warn!(job = %key, %step, %message, "the API refused a write of the job; tried again when the job or its decision changes");
+                    let owner = match self.tracked.get_mut(&key) {
+                        Some(tracked) => {
+                            tracked.refused =
+                                Some(format!("Arbiter could not {step} this job: {message}"));
+                            tracked.published = None;
+                            tracked.owner.clone()
+                        }
+                        None => match self.index.get(&key) {
+                            Some(seen) => self.owner(&key, seen.uid.clone()),
+                            None => continue,
+                        },
+                    };
+                    let note = format!("Arbiter could not {step} this job: {message}; tried again when the job or its decision changes");
+                    self.publisher.event(&owner, true, "WriteRefused", note);
+                    self.refused.insert(key, message);
+                }
+                Done::Cleared(key) => {
+                    self.refused.remove(&key);
+                    if let Some(tracked) = self.tracked.get_mut(&key) {
+                        if tracked.refused.take().is_some() {
+                            tracked.published = None;
+                        }
+                    }
                 }
             }
-            if let Some(version) = done.over {
-                self.written_over.insert(done.key, version);
-            }
         }
-    }
-
-    /// The writes that bring a job that disagrees with the scheduler back in line.
-    pub(super) fn redo_writes(&self, id: WorkloadId, key: &JobKey, what: &Undone) -> Vec<JobWrite> {
-        match what {
-            Undone::Admit => match self.admission(id, key) {
-                Some((pod_sets, record)) => vec![JobWrite::Admit(pod_sets, record)],
-                None => Vec::new(),
-            },
-            Undone::Evict => vec![JobWrite::Hold, JobWrite::Restore],
-            Undone::Hold => vec![JobWrite::Hold],
-            Undone::Restore => vec![JobWrite::Restore],
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_job_that_disagrees_with_the_scheduler_is_written_again() {
-        assert_eq!(undone(true, true, false), Some(Undone::Admit));
-        assert_eq!(undone(true, false, true), None);
-        assert_eq!(undone(false, true, false), None);
-        assert_eq!(undone(false, true, true), Some(Undone::Restore));
-        assert_eq!(undone(false, false, true), Some(Undone::Evict));
-        assert_eq!(undone(false, false, false), Some(Undone::Hold));
     }
 }

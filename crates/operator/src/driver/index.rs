@@ -22,7 +22,6 @@ use crate::watch::JobWatch;
 /// One job, as last read.
 #[derive(Clone, Debug)]
 pub(super) struct Seen {
-    pub resource_version: Option<String>,
     /// Its pod sets and queue, or why they cannot be read.
     pub info: Result<JobInfo, String>,
     pub held: bool,
@@ -44,14 +43,12 @@ pub(super) struct Seen {
 
 impl Seen {
     fn read(object: &DynamicObject, integrations: &Integrations, watch: &JobWatch) -> Seen {
-        let resource_version = object.metadata.resource_version.clone();
         let value = match serde_json::to_value(object) {
             Ok(v) => v,
             Err(e) => Value::String(e.to_string()),
         };
         let integration = integration(integrations, watch);
         Seen {
-            resource_version,
             info: integration.extract(&value).map_err(|e| e.to_string()),
             held: integration.is_held(&value),
             ended: integration.ended(&value).unwrap_or_else(|e| {
@@ -301,7 +298,6 @@ mod tests {
         let (key, seen) = index.iter().next().unwrap();
         assert_eq!(key.name, "a");
         assert!(!seen.held);
-        assert_eq!(seen.resource_version.as_deref(), Some("2"));
         let resources: Vec<_> = index.resources().cloned().collect();
         assert_eq!(resources, ["cpu"], "a resource no job asks for is dropped");
 

@@ -3,18 +3,19 @@
 //! jobs a watch noted as changed: `index`), rebuilds the configuration
 //! when the queue objects, Namespaces or Nodes changed (the core's
 //! `reconfigure`), turns what happened to jobs into `Input`s, calls
-//! `Scheduler::step` with the wall clock, hands the job writes that carry
-//! out the decisions to a task of their own (`carry`, `carrier`, `inject`)
-//! and what the Workloads and queues should say to `publish`; neither is
-//! waited for. It makes no decision itself.
+//! `Scheduler::step` with the wall clock, sets what each job must be
+//! (`carry`: its want, `converge`) for the writer to bring it there
+//! (`writer`, `inject`), and hands what the Workloads and queues should say
+//! to `publish`; neither is waited for. It makes no decision itself.
 //!
 //! Restart: on its first configuration the driver reads back every
 //! released job that carries an `arbiter.dev/admission` record and hands
 //! them to `Scheduler::restore` (no policy asked, nothing admitted twice);
 //! a job whose record no longer fits the configuration is held again and
-//! queued as new. Every job write is a modify-replace carrying the
-//! object's `resourceVersion`, read fresh and retried on conflict, so a
-//! write lost or repeated changes nothing twice.
+//! queued as new. Every job write carries the object's `resourceVersion`
+//! (or a uid precondition), so a write lost or repeated changes nothing
+//! twice, and what is still to write follows from the wants again after a
+//! restart or a failover.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -42,18 +43,19 @@ use crate::queue_status::QueueStatusWriter;
 use crate::ungate::{self, places_of, Ungater};
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
-mod carrier;
 mod carry;
 mod configure;
+mod converge;
 mod index;
 mod readback;
 mod scale;
 mod status;
 mod unqueued;
-use carrier::{Carrier, JobWrite};
-use carry::{Backoff, Plan, Then};
+mod writer;
+use converge::Want;
 use index::JobIndex;
 use status::Signature;
+use writer::JobWriter;
 
 use crate::publish::Publisher;
 use crate::workloads::{desired, Owner};
@@ -117,8 +119,11 @@ struct Tracked {
     /// What its Workload's status was last computed from.
     published: Option<Signature>,
     /// While a failed job is being created anew to run again: the job to
-    /// create and the uid of the failed one (`JobWrite::Recreate`).
+    /// create and the uid of the failed one (`Want::Replaced`).
     recreate: Option<(Box<Value>, String)>,
+    /// What the API said to the last write of the job it refused, until
+    /// its writes go through.
+    refused: Option<String>,
 }
 
 impl Tracked {
@@ -132,6 +137,7 @@ impl Tracked {
             eviction: None,
             published: None,
             recreate: None,
+            refused: None,
         }
     }
 }
@@ -178,9 +184,6 @@ pub struct Driver {
     published_at: Option<std::time::Instant>,
     index: JobIndex,
     tracked: HashMap<JobKey, Tracked>,
-    /// Jobs written whose new version the reflector has not shown yet: the
-    /// version of its copy the write replaced.
-    written_over: HashMap<JobKey, String>,
     /// When every tracked job was last checked for being gone.
     swept_at: std::time::Instant,
     by_id: BTreeMap<WorkloadId, JobKey>,
@@ -197,10 +200,12 @@ pub struct Driver {
     /// Per job that cannot be queued, its owner and the last message told,
     /// so it is told once.
     unqueued: BTreeMap<JobKey, (Owner, String)>,
-    /// The task writing the jobs.
-    carrier: Carrier<Then>,
-    /// Jobs whose writes failed, written again after a backoff.
-    backoff: Backoff,
+    /// Brings each job to its want.
+    writer: JobWriter,
+    /// Admission Events to tell once the job's admission is written.
+    announce: HashMap<JobKey, (Owner, String)>,
+    /// Per job, what the API said to its last refused write (told once).
+    refused: HashMap<JobKey, String>,
     /// Gives the pods of pod sets placed per card their node and cards.
     ungater: Ungater,
     /// Carries out the scale plan (ProvisioningRequests).
@@ -260,7 +265,10 @@ impl Driver {
             jobs.iter().map(|j| j.resource.clone()).collect(),
         ));
         let publisher = Publisher::start(client.clone());
-        let carrier = Carrier::start(client.clone(), integrations.clone(), wake.clone());
+        let mut writer = JobWriter::new(client.clone(), integrations.clone(), wake.clone());
+        for job in &jobs {
+            writer.add(job);
+        }
         Driver {
             client,
             options,
@@ -279,7 +287,6 @@ impl Driver {
             published_at: None,
             index: JobIndex::default(),
             tracked: HashMap::new(),
-            written_over: HashMap::new(),
             swept_at: std::time::Instant::now(),
             by_id: BTreeMap::new(),
             unqueued: BTreeMap::new(),
@@ -289,8 +296,9 @@ impl Driver {
             activity: crate::activity::Activity::default(),
             finalizing: HashMap::new(),
             admin: None,
-            carrier,
-            backoff: Backoff::default(),
+            writer,
+            announce: HashMap::new(),
+            refused: HashMap::new(),
             ungater,
             provisioner,
             pools: Vec::new(),
@@ -354,9 +362,8 @@ impl Driver {
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
                 _ = &mut shutdown => {
-                    let unwritten = self.carrier.finish(FINISH_WRITES).await;
-                    if unwritten > 0 {
-                        tracing::warn!(unwritten, "stopping with job writes unmade; the next leader makes them");
+                    if !self.writer.finish(FINISH_WRITES).await {
+                        tracing::warn!("stopping with job writes under way; the next leader makes what is left");
                     }
                     return;
                 }
@@ -392,6 +399,7 @@ impl Driver {
             discover_jobs(&self.client, &self.integrations, &self.unserved, &self.wake).await;
         for job in &found {
             let _ = job.watched.store.wait_until_ready().await;
+            self.writer.add(job);
             tracing::info!(kind = %job.watched.what, "the API serves this job kind now; watching its jobs");
         }
         self.jobs.extend(found);
@@ -423,15 +431,12 @@ impl Driver {
         let mut inputs = Vec::new();
         let mut withdrawn = BTreeSet::new();
         let mut submits: Vec<(JobKey, String, Vec<Option<String>>)> = Vec::new();
-        let mut before_step = Plan::default();
         let mut unqueued = Vec::new();
-        let mut redo = Vec::new();
         let mut touched = BTreeSet::new();
         let mut adopted = Vec::new();
-        let mut recreate_again = Vec::new();
         // Every job is looked at after a new configuration (one that could
         // not be queued may be now) and every `SWEEP`; in between only the
-        // jobs that changed and those whose backoff passed.
+        // jobs that changed.
         let sweep = rebuilt || self.swept_at.elapsed() >= SWEEP;
         if sweep {
             self.swept_at = std::time::Instant::now();
@@ -439,9 +444,7 @@ impl Driver {
         let keys: Vec<JobKey> = if sweep {
             self.index.iter().map(|(k, _)| k.clone()).collect()
         } else {
-            let mut keys: BTreeSet<JobKey> = self.index.changed.iter().cloned().collect();
-            keys.extend(self.backoff.passed());
-            keys.into_iter().collect()
+            self.index.changed.clone()
         };
         {
             let scheduler = self.scheduler.as_ref().expect("configured");
@@ -456,9 +459,7 @@ impl Driver {
                         // Arbiter's job (it names a queue) that cannot be
                         // read: held, so it never runs unadmitted, and told.
                         if seen.queue_label && !self.tracked.contains_key(key) {
-                            if !seen.held {
-                                before_step.push(key, [JobWrite::Hold]);
-                            }
+                            self.writer.want(key, Want::Held);
                             if self.unqueued_changed(key, &seen.uid, e) {
                                 let uid = seen.uid.clone();
                                 unqueued.push((key.clone(), uid, "InvalidJob", e.clone(), None));
@@ -490,19 +491,14 @@ impl Driver {
                         }
                         continue;
                     }
-                    if let Some((fresh, replaces)) = &tracked.recreate {
-                        // The failed job is still there: its deletion or
-                        // the creation after it failed; made again.
-                        if !self.carrier.busy(key) && self.backoff.due(key) {
-                            let write = JobWrite::Recreate {
-                                fresh: fresh.clone(),
-                                replaces: replaces.clone(),
-                            };
-                            recreate_again.push((key.clone(), write));
-                        }
+                    if tracked.recreate.is_some() {
+                        // The failed job is still there: the writer
+                        // deletes it and creates it anew.
                         continue;
                     }
                     if let (None, Some(ended)) = (&tracked.ended, &seen.ended) {
+                        // An ended job is left as it is.
+                        self.writer.forget(key);
                         tracked.ended = Some(ended.clone());
                         inputs.push(match ended {
                             Ended::Succeeded => Input::Finish(tracked.id),
@@ -513,24 +509,10 @@ impl Driver {
                         });
                         touched.insert(tracked.id);
                     }
-                    // A job just written is looked at again once the
-                    // reflector has its new version.
-                    let stale = self
-                        .written_over
-                        .get(key)
-                        .is_some_and(|v| seen.resource_version.as_ref() == Some(v));
-                    let waiting = self.carrier.busy(key) || !self.backoff.due(key);
                     // Its pods are ready (a kind that cannot say: at once).
                     if scheduler.awaiting_pods(tracked.id) && seen.pods_ready != Some(false) {
                         inputs.push(Input::PodsReady(tracked.id));
                         touched.insert(tracked.id);
-                    }
-                    if tracked.ended.is_none() && !stale && !waiting {
-                        let admitted = scheduler.entry(tracked.id).admission.is_some();
-                        match carry::undone(admitted, seen.held, seen.recorded) {
-                            Some(what) => redo.push((key.clone(), tracked.id, what)),
-                            None => self.backoff.forget(key),
-                        }
                     }
                     continue;
                 }
@@ -539,9 +521,7 @@ impl Driver {
                 }
                 match intake(&cluster, info, None) {
                     Intake::Queued(workload) => {
-                        if !seen.held {
-                            before_step.push(key, [JobWrite::Hold]);
-                        }
+                        self.writer.want(key, Want::Held);
                         submits.push((key.clone(), seen.uid.clone(), template_paths(info)));
                         // Queued as of the job's creation (Kueue orders by
                         // it too), so jobs created while the operator was
@@ -555,9 +535,7 @@ impl Driver {
                         });
                     }
                     Intake::Rejected(rejection) => {
-                        if !seen.held {
-                            before_step.push(key, [JobWrite::Hold]);
-                        }
+                        self.writer.want(key, Want::Held);
                         let message = rejection.to_string();
                         if self.unqueued_changed(key, &seen.uid, &message) {
                             unqueued.push((
@@ -570,9 +548,7 @@ impl Driver {
                         }
                     }
                     Intake::Unqueued(why) => {
-                        if !seen.held {
-                            before_step.push(key, [JobWrite::Hold]);
-                        }
+                        self.writer.want(key, Want::Held);
                         let message = why.to_string();
                         if self.unqueued_changed(key, &seen.uid, &message) {
                             unqueued.push((
@@ -587,18 +563,6 @@ impl Driver {
                 }
             }
         }
-        for (key, id, what) in redo {
-            before_step.push(&key, self.redo_writes(id, &key, &what));
-        }
-        for (key, write) in recreate_again {
-            before_step.push(&key, [write]);
-        }
-        self.written_over.retain(|key, version| {
-            self.index
-                .get(key)
-                .and_then(|s| s.resource_version.as_ref())
-                == Some(version)
-        });
         for (key, uid, reason, message, job) in unqueued {
             self.note_unqueued(&key, uid, reason, message, job.as_ref());
         }
@@ -611,38 +575,34 @@ impl Driver {
         } else {
             Box::new(self.index.changed.iter())
         };
-        let mut recreate = Vec::new();
         for key in candidates {
             let Some(tracked) = self.tracked.get(key) else {
                 continue;
             };
-            if self.index.get(key).is_some_and(queued) || withdrawn.contains(&tracked.id) {
+            // Gone while being created anew: not withdrawn; the writer
+            // makes the creation.
+            if self.index.get(key).is_some_and(queued)
+                || withdrawn.contains(&tracked.id)
+                || tracked.recreate.is_some()
+            {
                 continue;
             }
-            match &tracked.recreate {
-                // Gone while being created anew: not withdrawn; the
-                // creation is made again if it failed.
-                Some((fresh, replaces)) => {
-                    if !self.carrier.busy(key) && self.backoff.due(key) {
-                        let write = JobWrite::Recreate {
-                            fresh: fresh.clone(),
-                            replaces: replaces.clone(),
-                        };
-                        recreate.push((key.clone(), write));
-                    }
-                }
-                None => {
-                    inputs.push(Input::Withdraw(tracked.id));
-                    withdrawn.insert(tracked.id);
-                }
-            }
+            inputs.push(Input::Withdraw(tracked.id));
+            withdrawn.insert(tracked.id);
         }
-        for (key, write) in recreate {
-            before_step.push(&key, [write]);
+        // A job of no one's queue any more, gone or being deleted is left
+        // as it is (a tracked one once its withdrawal is stepped).
+        for key in &self.index.changed {
+            let ours = self
+                .index
+                .get(key)
+                .is_some_and(|s| s.queue_label && !s.deleting);
+            if !ours && !self.tracked.contains_key(key) {
+                self.writer.forget(key);
+            }
         }
         self.provisioning_inputs(&mut inputs);
         let read = started.elapsed();
-        self.write_jobs(before_step);
         let step = {
             let scheduler = self.scheduler.as_mut().expect("configured");
             let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
@@ -660,6 +620,7 @@ impl Driver {
                 );
                 self.publisher.workload(&tracked.owner, Some(spec), None);
                 touched.insert(tracked.id);
+                self.writer.want(&key, Want::Held);
             }
         }
         for (id, (key, uid, template_paths)) in step.submitted.iter().zip(submits) {
@@ -674,6 +635,10 @@ impl Driver {
             metrics.observe(scheduler, &step.events);
         }
         self.carry_out(&step.events);
+        // Every job seen changed is compared with its want again.
+        for key in &self.index.changed {
+            self.writer.touch(key);
+        }
         self.scale(&step.scale);
         self.ungate(sweep);
         let carried = started.elapsed();
@@ -703,21 +668,12 @@ impl Driver {
             total_ms = started.elapsed().as_millis() as u64,
             "tick"
         );
-        let next_wake = match owed {
+        match owed {
             true => {
                 let at = Millis(now + FULL_PUBLISH.as_millis() as i64);
                 Some(step.next_wake.map_or(at, |w| w.min(at)))
             }
             false => step.next_wake,
-        };
-        // A job whose writes failed is written again once its backoff passed.
-        let retry = self.backoff.next().map(|at| {
-            let wait = at.saturating_duration_since(std::time::Instant::now());
-            Millis(now_millis() + wait.as_millis() as i64 + 1)
-        });
-        match (next_wake, retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
         }
     }
 

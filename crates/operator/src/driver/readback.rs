@@ -65,7 +65,12 @@ impl Driver {
                     // operator stopped with it waiting): created if absent.
                     let spec = crate::workloads::object(&owner, scheduler.entry(id), scheduler);
                     self.publisher.workload(&owner, Some(spec), None);
-                    self.tracked.insert(key, Tracked::new(id, owner, paths));
+                    self.tracked
+                        .insert(key.clone(), Tracked::new(id, owner, paths));
+                    // Released as recorded: kept so.
+                    if let Some((pod_sets, record)) = self.admission(id, &key) {
+                        self.writer.want(&key, Want::Released { pod_sets, record });
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(job = %key, error = %e, "admission read back does not fit; holding the job again");
@@ -74,10 +79,8 @@ impl Driver {
             }
         }
         tracing::info!(restored = count, "admissions read back from the jobs");
-        let mut plan = Plan::default();
         for key in &unreadable {
-            plan.push(key, [JobWrite::Hold, JobWrite::Restore]);
+            self.writer.want(key, Want::Held);
         }
-        self.write_jobs(plan);
     }
 }

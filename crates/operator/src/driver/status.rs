@@ -27,11 +27,18 @@ pub(super) fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked:
         finished: finished.is_some(),
         eviction: tracked.eviction.clone(),
         awaiting_pods: scheduler.awaiting_pods(tracked.id),
+        refused: tracked.refused.clone(),
     };
     if tracked.published.as_ref() == Some(&signature) {
         return;
     }
-    let status = desired(scheduler, tracked.id, finished, tracked.eviction.as_ref());
+    let status = desired(
+        scheduler,
+        tracked.id,
+        finished,
+        tracked.eviction.as_ref(),
+        tracked.refused.as_deref(),
+    );
     publisher.workload(&tracked.owner, None, Some(status));
     // What will not pass as things stand is told on the job too, with the
     // reason its Workload says, once per distinct message.
@@ -63,6 +70,7 @@ pub(super) struct Signature {
     finished: bool,
     eviction: Option<(String, String)>,
     awaiting_pods: bool,
+    refused: Option<String>,
 }
 
 impl Driver {
