@@ -116,6 +116,16 @@ impl Scheduler {
                 failure: None,
             }];
         }
+        if matches!(
+            entry.status,
+            Status::Scoring
+                | Status::Queued
+                | Status::Inadmissible
+                | Status::Backoff
+                | Status::Orphaned
+        ) {
+            return self.finish_waiting(id, failure);
+        }
         if entry.status != Status::Admitted {
             return Vec::new();
         }
@@ -136,6 +146,34 @@ impl Scheduler {
         vec![Event::Finished {
             workload: id,
             released,
+            failure,
+        }]
+    }
+
+    /// A waiting workload whose job ended anyway — it finished or failed as
+    /// it was evicted, its end seen after the eviction: finished, as Kueue
+    /// marks the Workload of a finished job whatever its admission, and out
+    /// of its queue (admitted again, it would hold quota for a job that
+    /// never runs). It holds nothing to release.
+    fn finish_waiting(&mut self, id: WorkloadId, failure: Option<String>) -> Vec<Event> {
+        match self.entries[id.index()].status {
+            Status::Queued | Status::Inadmissible => self.dequeue(id),
+            Status::Scoring => self.to_score.retain(|&w| w != id),
+            Status::Orphaned => {
+                self.orphans.remove(&id);
+            }
+            // Its timer no longer matches once the epoch moves.
+            _ => {}
+        }
+        let entry = &mut self.entries[id.index()];
+        entry.epoch = entry.epoch.wrapping_add(1);
+        entry.status = Status::Finished;
+        entry.reason = Reason::None;
+        entry.admission = None;
+        entry.tenant_score = None;
+        vec![Event::Finished {
+            workload: id,
+            released: Vec::new(),
             failure,
         }]
     }
@@ -172,6 +210,14 @@ impl Scheduler {
                     released: Vec::new(),
                 }];
             }
+            // Failed while waiting (as it was evicted): not run again.
+            Some(
+                Status::Scoring
+                | Status::Queued
+                | Status::Inadmissible
+                | Status::Backoff
+                | Status::Orphaned,
+            ) => return self.finish_waiting(id, Some(message.to_string())),
             _ => return Vec::new(),
         }
         let cq = self.entries[id.index()].workload.cluster_queue;

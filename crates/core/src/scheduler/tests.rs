@@ -189,6 +189,43 @@ fn one_step_admits_what_fits_and_names_its_next_wake() {
 }
 
 #[test]
+fn a_job_that_ends_while_its_workload_waits_finishes_it_and_it_is_never_admitted() {
+    // A job that finished (or failed) as it was evicted: its end is seen
+    // after the eviction, while its workload waits in the queue.
+    let (_c, mut s, ids) = started(&[
+        ("ns-a", "running", 4),
+        ("ns-a", "ended", 4),
+        ("ns-a", "failed", 4),
+    ]);
+    assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
+    let step = s.step(
+        Millis::from_secs(5),
+        vec![
+            Input::Finish(ids[1]),
+            Input::Fail {
+                workload: ids[2],
+                message: "BackoffLimitExceeded".into(),
+            },
+        ],
+        &mut DefaultHooks,
+    );
+    assert!(step.events.iter().any(|e| matches!(e,
+        Event::Finished { workload, released, failure: None } if *workload == ids[1] && released.is_empty())));
+    assert!(step.events.iter().any(|e| matches!(e,
+        Event::Finished { workload, failure: Some(_), .. } if *workload == ids[2])));
+    assert_eq!(s.entry(ids[1]).status, Status::Finished);
+    assert_eq!(s.entry(ids[2]).status, Status::Finished);
+    // The quota freed next goes to no one: both are out of the queue.
+    let step = s.step(
+        Millis::from_secs(10),
+        vec![Input::Finish(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert!(admitted(&step).is_empty(), "{:?}", step.events);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::ZERO);
+}
+
+#[test]
 fn withdraw_releases_quota_frees_the_slot_and_ignores_stale_inputs() {
     let (c, mut s, ids) = started(&[("ns-a", "running", 4), ("ns-a", "waiting", 4)]);
     assert_eq!(s.entry(ids[0]).status, Status::Admitted);

@@ -159,7 +159,10 @@ impl Driver {
                     }
                 }
                 Done::Refused { key, step, message } => {
-                    if self.refused.get(&key) == Some(&message) {
+                    // Told once per message; a job that ended meanwhile
+                    // (its last write raced its end) is left as it is.
+                    let ended = self.tracked.get(&key).is_some_and(|t| t.ended.is_some());
+                    if ended || self.refused.get(&key) == Some(&message) {
                         continue;
                     }
                     tracing::warn!(job = %key, %step, %message, "the API refused a write of the job; tried again when the job or its decision changes");

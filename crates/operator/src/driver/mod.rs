@@ -153,8 +153,9 @@ fn queued(seen: &index::Seen) -> bool {
 /// the jobs that changed are).
 const SWEEP: Duration = Duration::from_secs(5);
 
-/// How often every Workload's status is looked at (see `Driver::publish`).
-const FULL_PUBLISH: Duration = Duration::from_millis(500);
+/// How often every Workload's status is looked at (see `Driver::publish`):
+/// as often as `publish` writes an object at most (`publish::SETTLE`).
+const FULL_PUBLISH: Duration = crate::publish::SETTLE;
 
 /// How long a graceful stop waits for the job writes handed over.
 const FINISH_WRITES: Duration = Duration::from_secs(10);
@@ -682,15 +683,21 @@ impl Driver {
         let Some(scheduler) = &self.scheduler else {
             return;
         };
-        let by_uid: HashMap<&str, (&str, WorkloadId)> = self
-            .tracked
-            .values()
-            .map(|t| (t.owner.uid.as_str(), (t.owner.namespace.as_str(), t.id)))
-            .collect();
+        // Built only when a pass looks up a pod's job (most ticks have no
+        // gated pod to look at).
+        let by_uid: std::cell::OnceCell<HashMap<&str, (&str, WorkloadId)>> =
+            std::cell::OnceCell::new();
+        let tracked = &self.tracked;
         let nodes = &self.nodes.store;
         let refused = self.ungater.pass(
             force,
             |namespace, job_uid, pod_set| {
+                let by_uid = by_uid.get_or_init(|| {
+                    tracked
+                        .values()
+                        .map(|t| (t.owner.uid.as_str(), (t.owner.namespace.as_str(), t.id)))
+                        .collect()
+                });
                 let &(job_namespace, id) = by_uid.get(job_uid)?;
                 (job_namespace == namespace).then(|| places_of(scheduler, id, pod_set))?
             },

@@ -16,6 +16,9 @@
 //!   Workload condition, once per message) and tried again when the job or
 //!   its want changes — and, since what refused it (an admission policy,
 //!   RBAC) can change unseen, after [`REFUSED`] (5 s doubling to a minute);
+//!   a refused template write (restore, admit) is told only from the
+//!   [`TOLD_AFTER`]th refusal in a row, since a started Job's template may
+//!   change only once its pods are gone, which the job's next version shows;
 //! - anything else is tried again after `retry::WRITES` (0.5 s doubling to
 //!   30 s), through the applier's `error_policy`.
 //!
@@ -60,6 +63,11 @@ const REFUSED: crate::retry::Policy = crate::retry::Policy {
     first: Duration::from_secs(5),
     max: Duration::from_secs(60),
 };
+
+/// Refusals in a row of a template write (restore, admit) before they are
+/// told: one refused just after a hold is usually the Job's pods still
+/// going, and goes through once the job changes.
+const TOLD_AFTER: u32 = 3;
 
 /// Writes one call makes at most (a running job evicted: hold, clear its
 /// status, restore).
@@ -378,7 +386,10 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
         let mut written_over = lock(&ctx.written_over);
         match (written_over.get(&key), &version) {
             // The copy is the version the last writes replaced.
-            (Some(over), Some(now)) if over == now => return Ok(Action::requeue(STALE)),
+            (Some(over), Some(now)) if over == now => {
+                tracing::debug!(job = %key, "the copy is older than the last write; waiting for the watch");
+                return Ok(Action::requeue(STALE));
+            }
             (Some(_), _) => {
                 written_over.remove(&key);
             }
@@ -411,6 +422,7 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
         };
         match write(&api, &key.name, Some((&current, integration)), &want, step).await {
             Ok(Some(now)) => {
+                tracing::debug!(job = %key, %step, "written");
                 wrote = true;
                 if step == Step::Admit {
                     ctx.tell(Done::Admitted(key.clone()));
@@ -419,7 +431,8 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
             }
             // Gone: its withdrawal follows.
             Ok(None) => break,
-            Err(WriteError::Conflict(_)) => {
+            Err(WriteError::Conflict(message)) => {
+                tracing::debug!(job = %key, %step, %message, "the copy was stale; written from the watch's newer one");
                 outcome = Ok(Action::requeue(STALE));
                 break;
             }
@@ -430,11 +443,19 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
                     *count += 1;
                     *count
                 };
-                ctx.tell(Done::Refused {
-                    key: key.clone(),
-                    step,
-                    message,
-                });
+                // Kubernetes lets a started Job's template change only
+                // once its pods are gone: a template write refused just
+                // after a hold is told only if it stays refused.
+                let template = matches!(step, Step::Restore | Step::Admit);
+                if !template || refusals >= TOLD_AFTER {
+                    ctx.tell(Done::Refused {
+                        key: key.clone(),
+                        step,
+                        message,
+                    });
+                } else {
+                    tracing::debug!(job = %key, %step, %message, "refused for now; tried again when the job changes");
+                }
                 outcome = Ok(Action::requeue(REFUSED.delay(refusals)));
                 break;
             }

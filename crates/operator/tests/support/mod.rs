@@ -220,7 +220,10 @@ pub fn start_operator_with_bundles(
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ARBITER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
         .try_init();
 }
 
