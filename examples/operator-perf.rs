@@ -1,7 +1,7 @@
 //! Kueue's scheduler-performance shapes through the operator, on a real
 //! kube-apiserver: a benchmark, not a test (issue 11, item 9).
 //!
-//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--pods] [--against kueue] [--json FILE]`
+//! `cargo build --release --bin arbiter && cargo run --release --example operator-perf -- baseline [--scale 0.1] [--pods] [--against kueue|kueue-tuned] [--json FILE]`
 //!
 //! It starts a `TestCluster` (etcd + kube-apiserver, `ARBITER_TEST_CLUSTER_BIN`),
 //! installs `deploy/crds.yaml`, and applies the queue configuration of
@@ -35,7 +35,8 @@
 //! cluster: through Arbiter, through Kueue v0.17.0 at its shipped client
 //! limits, and through Kueue tuned (see `operator-perf/kueue.rs`), then
 //! prints the three side by side with each Kueue figure divided by
-//! Arbiter's. `--system kueue` (or `kueue-tuned`) runs one of them alone.
+//! Arbiter's; `--against kueue-tuned` runs Arbiter and tuned Kueue only.
+//! `--system kueue` (or `kueue-tuned`) runs one of them alone.
 //!
 //! With `--pods` the same runs on the full test cluster
 //! (`TestCluster::start_full`: kube-controller-manager, kube-scheduler and
@@ -112,8 +113,9 @@ struct Args {
     operator_args: Vec<String>,
     /// Measure Arbiter beside this peer, each on a fresh test cluster, one
     /// after the other, and print them side by side with the ratios
-    /// (`kueue`: Kueue v0.17 at its shipped defaults and tuned).
-    #[arg(long, value_name = "PEER", value_parser = ["kueue"])]
+    /// (`kueue`: Kueue v0.17 at its shipped defaults and tuned;
+    /// `kueue-tuned`: tuned only, the peer the comparison must hold against).
+    #[arg(long, value_name = "PEER", value_parser = ["kueue", "kueue-tuned"])]
     against: Option<String>,
     /// The one system to measure when there is no `--against`.
     #[arg(long, value_enum, default_value_t = System::Arbiter)]
@@ -730,6 +732,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let yaml = shape.to_yaml();
     let systems = match args.against.as_deref() {
+        Some("kueue-tuned") => vec![System::Arbiter, System::KueueTuned],
         Some(_) => vec![System::Arbiter, System::Kueue, System::KueueTuned],
         None => vec![args.system],
     };
