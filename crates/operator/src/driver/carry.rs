@@ -1,8 +1,11 @@
 //! Carrying out the step's decisions: each job's want set (`writer`
 //! makes the writes: admission injected and released, eviction held and
-//! restored, a failed job created anew), Events told, the Workload of a
-//! withdrawn job forgotten; and what the writer tells back (an admission
-//! written, a write refused).
+//! restored, a failed job created anew) — a preemptor's release only once
+//! its victims are held —, Events told, the Workload of a withdrawn job
+//! forgotten; and what the writer tells back (an admission written, a
+//! write refused).
+
+use std::collections::HashMap;
 
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Event, Eviction, Status, WorkloadId};
@@ -17,6 +20,20 @@ impl Driver {
     /// The step's decisions: jobs' wants set, Events told, the Workload
     /// of a withdrawn job forgotten.
     pub(super) fn carry_out(&mut self, events: &[Event]) {
+        // The jobs each preemptor displaced: its release waits for their hold.
+        let mut victims: HashMap<&str, Vec<JobKey>> = HashMap::new();
+        for event in events {
+            if let Event::Evicted {
+                workload,
+                by: Some(by),
+                ..
+            } = event
+            {
+                if let Some(key) = self.by_id.get(workload) {
+                    victims.entry(by.as_str()).or_default().push(key.clone());
+                }
+            }
+        }
         for event in events {
             let id = event.workload();
             let Some(key) = self.by_id.get(&id).cloned() else {
@@ -25,7 +42,20 @@ impl Driver {
             match event {
                 Event::Admitted { .. } => {
                     if let Some((pod_sets, record)) = self.admission(id, &key) {
-                        self.writer.want(&key, Want::Released { pod_sets, record });
+                        let uid = self.uid_of(&key);
+                        let want = Want::Released { pod_sets, record };
+                        let displaced = self.scheduler.as_ref().and_then(|s| {
+                            let workload = &s.entry(id).workload;
+                            victims
+                                .get(format!("{}/{}", workload.namespace, workload.name).as_str())
+                        });
+                        match displaced {
+                            Some(displaced) => {
+                                self.deferred
+                                    .insert(key.clone(), (uid, want, displaced.clone()));
+                            }
+                            None => self.writer.want(&key, &uid, want),
+                        }
                         if let Some(note) = self.admitted_note(id, &key) {
                             self.announce.insert(key.clone(), note);
                         }
@@ -40,20 +70,23 @@ impl Driver {
                             .event(&tracked.owner, false, cause.code(), sentence);
                     }
                     self.announce.remove(&key);
+                    self.deferred.remove(&key);
                     if matches!(cause, Eviction::Failed { .. }) {
                         // A failed job cannot be held and run again: it is
                         // created anew, unless it is not to run again.
                         match self.recreate(id, &key) {
                             Some(want) => {
                                 tracing::info!(job = %key, %reason, "failed; creating it anew to run again after its backoff");
-                                self.writer.want(&key, want);
+                                let uid = self.uid_of(&key);
+                                self.writer.want(&key, &uid, want);
                             }
                             None => self.writer.forget(&key),
                         }
                         continue;
                     }
                     tracing::info!(job = %key, %reason, "evicted; holding it again");
-                    self.writer.want(&key, Want::Held);
+                    let uid = self.uid_of(&key);
+                    self.writer.want(&key, &uid, Want::Held);
                 }
                 Event::Rejected {
                     policy, message, ..
@@ -81,6 +114,7 @@ impl Driver {
                     self.by_id.remove(&id);
                     self.writer.forget(&key);
                     self.announce.remove(&key);
+                    self.deferred.remove(&key);
                     self.refused.remove(&key);
                     if let Some(tracked) = self.tracked.remove(&key) {
                         self.publisher.forget(&tracked.owner);
@@ -90,6 +124,7 @@ impl Driver {
                     // A finished job is left as it is.
                     self.writer.forget(&key);
                     self.announce.remove(&key);
+                    self.deferred.remove(&key);
                 }
                 Event::Requeued { .. } => {}
             }
@@ -119,6 +154,38 @@ impl Driver {
         let replaces = tracked.owner.uid.clone();
         tracked.recreate = Some((fresh.clone(), replaces.clone()));
         Some(Want::Replaced { fresh, replaces })
+    }
+
+    /// Releases the preemptors whose victims are held (or gone, or ended):
+    /// a job is never released onto capacity its victims still run on, as
+    /// Kueue admits a preemptor only once its victims are evicted.
+    pub(super) fn release_deferred(&mut self) {
+        let index = &self.index;
+        let ready: Vec<JobKey> = self
+            .deferred
+            .iter()
+            .filter(|(_, (_, _, victims))| {
+                victims.iter().all(|v| {
+                    index
+                        .get(v)
+                        .is_none_or(|s| s.held || s.ended.is_some() || s.deleting)
+                })
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in ready {
+            if let Some((uid, want, _)) = self.deferred.remove(&key) {
+                self.writer.want(&key, &uid, want);
+            }
+        }
+    }
+
+    /// The uid of tracked job `key`'s object.
+    fn uid_of(&self, key: &JobKey) -> String {
+        self.tracked
+            .get(key)
+            .map(|t| t.owner.uid.clone())
+            .unwrap_or_default()
     }
 
     /// The admission Event of workload `id`, told once its job is released.

@@ -207,6 +207,9 @@ pub struct Driver {
     announce: HashMap<JobKey, (Owner, String)>,
     /// Per job, what the API said to its last refused write (told once).
     refused: HashMap<JobKey, String>,
+    /// Admitted preemptors whose release waits for their victims' hold:
+    /// the uid, the want, the victims (`Driver::release_deferred`).
+    deferred: HashMap<JobKey, (String, Want, Vec<JobKey>)>,
     /// Gives the pods of pod sets placed per card their node and cards.
     ungater: Ungater,
     /// Carries out the scale plan (ProvisioningRequests).
@@ -300,6 +303,7 @@ impl Driver {
             writer,
             announce: HashMap::new(),
             refused: HashMap::new(),
+            deferred: HashMap::new(),
             ungater,
             provisioner,
             pools: Vec::new(),
@@ -417,6 +421,7 @@ impl Driver {
         self.written();
         self.rediscover().await;
         self.index.refresh(&self.jobs, &self.integrations);
+        self.release_deferred();
         let indexed = started.elapsed();
         let (configured, rebuilt) = self.refresh_config().await;
         let reconfigured = started.elapsed();
@@ -460,7 +465,7 @@ impl Driver {
                         // Arbiter's job (it names a queue) that cannot be
                         // read: held, so it never runs unadmitted, and told.
                         if seen.queue_label && !self.tracked.contains_key(key) {
-                            self.writer.want(key, Want::Held);
+                            self.writer.want(key, &seen.uid, Want::Held);
                             if self.unqueued_changed(key, &seen.uid, e) {
                                 let uid = seen.uid.clone();
                                 unqueued.push((key.clone(), uid, "InvalidJob", e.clone(), None));
@@ -522,7 +527,7 @@ impl Driver {
                 }
                 match intake(&cluster, info, None) {
                     Intake::Queued(workload) => {
-                        self.writer.want(key, Want::Held);
+                        self.writer.want(key, &seen.uid, Want::Held);
                         submits.push((key.clone(), seen.uid.clone(), template_paths(info)));
                         // Queued as of the job's creation (Kueue orders by
                         // it too), so jobs created while the operator was
@@ -536,7 +541,7 @@ impl Driver {
                         });
                     }
                     Intake::Rejected(rejection) => {
-                        self.writer.want(key, Want::Held);
+                        self.writer.want(key, &seen.uid, Want::Held);
                         let message = rejection.to_string();
                         if self.unqueued_changed(key, &seen.uid, &message) {
                             unqueued.push((
@@ -549,7 +554,7 @@ impl Driver {
                         }
                     }
                     Intake::Unqueued(why) => {
-                        self.writer.want(key, Want::Held);
+                        self.writer.want(key, &seen.uid, Want::Held);
                         let message = why.to_string();
                         if self.unqueued_changed(key, &seen.uid, &message) {
                             unqueued.push((
@@ -621,7 +626,7 @@ impl Driver {
                 );
                 self.publisher.workload(&tracked.owner, Some(spec), None);
                 touched.insert(tracked.id);
-                self.writer.want(&key, Want::Held);
+                self.writer.want(&key, &tracked.owner.uid, Want::Held);
             }
         }
         for (id, (key, uid, template_paths)) in step.submitted.iter().zip(submits) {
@@ -636,6 +641,7 @@ impl Driver {
             metrics.observe(scheduler, &step.events);
         }
         self.carry_out(&step.events);
+        self.release_deferred();
         // Every job seen changed is compared with its want again.
         for key in &self.index.changed {
             self.writer.touch(key);

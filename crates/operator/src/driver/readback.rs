@@ -69,7 +69,9 @@ impl Driver {
                         .insert(key.clone(), Tracked::new(id, owner, paths));
                     // Released as recorded: kept so.
                     if let Some((pod_sets, record)) = self.admission(id, &key) {
-                        self.writer.want(&key, Want::Released { pod_sets, record });
+                        let uid = self.tracked[&key].owner.uid.clone();
+                        self.writer
+                            .want(&key, &uid, Want::Released { pod_sets, record });
                     }
                 }
                 Err(e) => {
@@ -80,7 +82,9 @@ impl Driver {
         }
         tracing::info!(restored = count, "admissions read back from the jobs");
         for key in &unreadable {
-            self.writer.want(key, Want::Held);
+            if let Some(seen) = self.index.get(key) {
+                self.writer.want(key, &seen.uid, Want::Held);
+            }
         }
     }
 }

@@ -88,7 +88,8 @@ pub(super) enum Done {
     Cleared(JobKey),
 }
 
-type Wants = Arc<Mutex<HashMap<JobKey, Want>>>;
+/// Per job: the uid of the object the want is for, and the want.
+type Wants = Arc<Mutex<HashMap<JobKey, (String, Want)>>>;
 
 type ApplierError = controller::Error<WriteError, std::convert::Infallible>;
 
@@ -131,7 +132,7 @@ impl Ctx {
         }
     }
 
-    fn want(&self, key: &JobKey) -> Option<Want> {
+    fn want(&self, key: &JobKey) -> Option<(String, Want)> {
         lock(&self.wants).get(key).cloned()
     }
 
@@ -246,14 +247,16 @@ impl JobWriter {
         let _ = queue.unbounded_send(reference);
     }
 
-    /// Job `key` must be `want`: its writes are made if it is not.
-    pub fn want(&self, key: &JobKey, want: Want) {
+    /// Job `key`, the object of uid `uid`, must be `want`: its writes are
+    /// made if it is not. Another object under the name (the job deleted
+    /// and created again) is not written to until it has a want of its own.
+    pub fn want(&self, key: &JobKey, uid: &str, want: Want) {
         let changed = {
             let mut wants = lock(&self.wants);
             match wants.get(key) {
-                Some(now) if *now == want => false,
+                Some((now_uid, now)) if now_uid == uid && *now == want => false,
                 _ => {
-                    wants.insert(key.clone(), want);
+                    wants.insert(key.clone(), (uid.to_string(), want));
                     true
                 }
             }
@@ -317,7 +320,7 @@ async fn drive(
                 Some(Ok(_)) => {}
                 Some(Err(controller::Error::ObjectNotFound(reference))) => {
                     let key = ctx.key(reference.namespace.as_deref(), &reference.name);
-                    if matches!(ctx.want(&key), Some(Want::Replaced { .. })) && creating.insert(key.clone()) {
+                    if matches!(ctx.want(&key), Some((_, Want::Replaced { .. }))) && creating.insert(key.clone()) {
                         absent.spawn(create_absent(ctx.clone(), key));
                     }
                 }
@@ -339,7 +342,7 @@ async fn create_absent(ctx: Arc<Ctx>, key: JobKey) -> JobKey {
         if let Some(wait) = ctx.backing_off(&key) {
             tokio::time::sleep(wait).await;
         }
-        let Some(want @ Want::Replaced { .. }) = ctx.want(&key) else {
+        let Some((_, want @ Want::Replaced { .. })) = ctx.want(&key) else {
             break;
         };
         if converge::next(&want, None).is_none() {
@@ -407,9 +410,15 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
     let mut wrote = false;
     let mut outcome = Ok(Action::await_change());
     for _ in 0..MAX_STEPS {
-        let Some(want) = ctx.want(&key) else {
+        let Some((uid, want)) = ctx.want(&key) else {
             break;
         };
+        // Wanted of another object under the name (a failed job's
+        // replacement is the converge function's to tell apart).
+        let other = current.metadata.uid.as_deref() != Some(uid.as_str());
+        if other && !matches!(want, Want::Replaced { .. }) {
+            break;
+        }
         let observed = match serde_json::to_value(&current) {
             Ok(value) => Observed::of(&value, integration),
             Err(_) => break,
