@@ -476,6 +476,14 @@ pub fn restore(object: &mut Value, _integration: &Integration) -> Result<(), Inj
 /// Annotation on a job Arbiter created anew to run a failed one again
 /// (`retryPolicy`): the uid of the job it replaces.
 pub const RETRY_OF_ANNOTATION: &str = "arbiter.dev/retry-of";
+/// The uid of the failed job `job` was created anew in place of, if it was.
+pub fn retry_of(job: &Value) -> Option<String> {
+    job.pointer("/metadata/annotations")?
+        .get(RETRY_OF_ANNOTATION)?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Annotation beside [`RETRY_OF_ANNOTATION`]: the how-manieth run again it is.
 pub const RETRIES_ANNOTATION: &str = "arbiter.dev/retries";
 

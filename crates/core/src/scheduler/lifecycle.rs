@@ -116,14 +116,7 @@ impl Scheduler {
                 failure: None,
             }];
         }
-        if matches!(
-            entry.status,
-            Status::Scoring
-                | Status::Queued
-                | Status::Inadmissible
-                | Status::Backoff
-                | Status::Orphaned
-        ) {
+        if waiting(entry.status) {
             return self.finish_waiting(id, failure);
         }
         if entry.status != Status::Admitted {
@@ -156,26 +149,38 @@ impl Scheduler {
     /// of its queue (admitted again, it would hold quota for a job that
     /// never runs). It holds nothing to release.
     fn finish_waiting(&mut self, id: WorkloadId, failure: Option<String>) -> Vec<Event> {
+        self.leave_waiting(id);
+        self.retire(id, Status::Finished);
+        vec![Event::Finished {
+            workload: id,
+            released: Vec::new(),
+            failure,
+        }]
+    }
+
+    /// Takes a waiting workload out of where it waits (its queue, the list
+    /// to score, the orphans); a backoff's timer goes stale with the epoch
+    /// (`retire`).
+    fn leave_waiting(&mut self, id: WorkloadId) {
         match self.entries[id.index()].status {
             Status::Queued | Status::Inadmissible => self.dequeue(id),
             Status::Scoring => self.to_score.retain(|&w| w != id),
             Status::Orphaned => {
                 self.orphans.remove(&id);
             }
-            // Its timer no longer matches once the epoch moves.
             _ => {}
         }
+    }
+
+    /// The workload's end in `status`: its timers (backoff, reclaim) no
+    /// longer match, and it holds no admission or tenant score.
+    fn retire(&mut self, id: WorkloadId, status: Status) {
         let entry = &mut self.entries[id.index()];
         entry.epoch = entry.epoch.wrapping_add(1);
-        entry.status = Status::Finished;
+        entry.status = status;
         entry.reason = Reason::None;
         entry.admission = None;
         entry.tenant_score = None;
-        vec![Event::Finished {
-            workload: id,
-            released: Vec::new(),
-            failure,
-        }]
     }
 
     /// The workload failed while running: evicted and retried per its
@@ -211,13 +216,9 @@ impl Scheduler {
                 }];
             }
             // Failed while waiting (as it was evicted): not run again.
-            Some(
-                Status::Scoring
-                | Status::Queued
-                | Status::Inadmissible
-                | Status::Backoff
-                | Status::Orphaned,
-            ) => return self.finish_waiting(id, Some(message.to_string())),
+            Some(status) if waiting(status) => {
+                return self.finish_waiting(id, Some(message.to_string()))
+            }
             _ => return Vec::new(),
         }
         let cq = self.entries[id.index()].workload.cluster_queue;
@@ -247,27 +248,12 @@ impl Scheduler {
                 self.orphans.remove(&id);
                 self.release_detached(id)
             }
-            Status::Queued | Status::Inadmissible => {
-                self.dequeue(id);
+            _ => {
+                self.leave_waiting(id);
                 Vec::new()
             }
-            Status::Scoring => {
-                self.to_score.retain(|&w| w != id);
-                Vec::new()
-            }
-            Status::Orphaned => {
-                self.orphans.remove(&id);
-                Vec::new()
-            }
-            _ => Vec::new(),
         };
-        let entry = &mut self.entries[id.index()];
-        // Stale timers (backoff, reclaim) no longer match.
-        entry.epoch = entry.epoch.wrapping_add(1);
-        entry.status = Status::Withdrawn;
-        entry.reason = Reason::None;
-        entry.admission = None;
-        entry.tenant_score = None;
+        self.retire(id, Status::Withdrawn);
         self.free.insert(id);
         vec![Event::Withdrawn {
             workload: id,
@@ -438,4 +424,17 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// Whether a workload in `status` waits for admission (queued, set aside,
+/// backing off, to be scored, or its queue gone).
+fn waiting(status: Status) -> bool {
+    matches!(
+        status,
+        Status::Scoring
+            | Status::Queued
+            | Status::Inadmissible
+            | Status::Backoff
+            | Status::Orphaned
+    )
 }

@@ -53,13 +53,7 @@ impl Observed {
             record: inject::recorded(job),
             status_set: crate::jobs::status_set(job, integration),
             uid: crate::jobs::uid(job),
-            retry_of: job
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    inject::RETRY_OF_ANNOTATION.replace('/', "~1")
-                ))
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            retry_of: inject::retry_of(job),
         }
     }
 }

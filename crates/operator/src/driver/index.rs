@@ -98,13 +98,7 @@ impl Seen {
             created: jobs::created_at(&value),
             queue_label: queue_label(&value),
             recorded: inject::recorded(&value).is_some(),
-            retry_of: value
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    inject::RETRY_OF_ANNOTATION.replace('/', "~1")
-                ))
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            retry_of: inject::retry_of(&value),
         }
     }
 }
@@ -284,15 +278,14 @@ mod tests {
         .unwrap()
     }
 
-    #[tokio::test]
-    async fn pod_sets_are_extracted_again_only_when_the_spec_labels_or_annotations_change() {
-        let integrations = Integrations::builtin();
+    /// One watch of batch/v1 Jobs over a store the test writes.
+    fn batch_jobs(integrations: &Integrations) -> (Vec<JobWatch>, Writer<DynamicObject>) {
         let index_of_job = integrations
             .kinds()
             .position(|(a, k)| a == "batch/v1" && k == "Job")
             .unwrap();
         let resource = ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&());
-        let mut writer = Writer::new(resource.clone());
+        let writer = Writer::new(resource.clone());
         let watches = vec![JobWatch {
             integration: index_of_job,
             resource,
@@ -303,6 +296,13 @@ mod tests {
                 changes: Default::default(),
             },
         }];
+        (watches, writer)
+    }
+
+    #[tokio::test]
+    async fn pod_sets_are_extracted_again_only_when_the_spec_labels_or_annotations_change() {
+        let integrations = Integrations::builtin();
+        let (watches, mut writer) = batch_jobs(&integrations);
         let mut apply = |event: watcher::Event<DynamicObject>| {
             writer.apply_watcher_event(&event);
             watches[0].watched.changes.note(&event);
@@ -351,22 +351,7 @@ mod tests {
     #[tokio::test]
     async fn only_new_and_changed_jobs_are_read_and_gone_ones_are_dropped() {
         let integrations = Integrations::builtin();
-        let index_of_job = integrations
-            .kinds()
-            .position(|(a, k)| a == "batch/v1" && k == "Job")
-            .unwrap();
-        let resource = ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&());
-        let mut writer = Writer::new(resource.clone());
-        let watches = vec![JobWatch {
-            integration: index_of_job,
-            resource,
-            watched: Watched {
-                store: writer.as_reader(),
-                task: tokio::spawn(async {}),
-                what: "Job".into(),
-                changes: Default::default(),
-            },
-        }];
+        let (watches, mut writer) = batch_jobs(&integrations);
         let mut apply = |event: watcher::Event<DynamicObject>| {
             writer.apply_watcher_event(&event);
             watches[0].watched.changes.note(&event);
