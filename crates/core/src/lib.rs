@@ -8,6 +8,7 @@
 //! (`tests/dependencies.rs` at the workspace root) keeps it so.
 
 pub mod cel_bounds;
+pub mod cel_json;
 pub mod jobs;
 pub mod model;
 pub mod scheduler;

@@ -9,7 +9,9 @@
 //! wishes once the first of them is [`SETTLE`] old (so a job admitted and
 //! finished within it has one status write, not three, and the API server
 //! spends itself on the jobs' own writes), up to [`CONCURRENCY`] objects
-//! at a time, never two writes of one object at once, and tries a failed
+//! at a time (each write started as one ends), never two writes of one
+//! object at once (one wished again while it is written settles anew),
+//! and tries a failed
 //! write again after a backoff (`retry::WRITES`: 0.5 s doubling to 30 s). When the API
 //! cannot keep up, the wishes wait (at most one per object) and the
 //! decisions go on; `arbiter_publish_backlog` shows how many wait, and
@@ -23,6 +25,7 @@ use std::time::Duration;
 use arbiter_core::model::api::{
     self, ActiveStatus, ClusterQueueStatus, LocalQueueStatus, WorkloadStatus,
 };
+use futures::stream::{FuturesUnordered, StreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -35,8 +38,9 @@ use tokio::time::Instant;
 
 use crate::workloads::{self, apply_status, record_event, workload_name, Desired, Owner};
 
-/// Objects written at once.
-pub const CONCURRENCY: usize = 4;
+/// Objects written at once, and Events told at once: each write starts as
+/// one ends.
+pub const CONCURRENCY: usize = 8;
 
 /// Events waiting beyond this many are dropped, oldest first (Kubernetes
 /// treats Events as best effort too; the Workloads' conditions say the same).
@@ -162,6 +166,7 @@ impl Publisher {
             written: HashMap::new(),
             backlog: None,
             dropped_events: 0,
+            in_flight: HashSet::new(),
         };
         Publisher {
             tx,
@@ -278,6 +283,8 @@ struct Worker {
     backlog: Option<Gauge>,
     /// Events dropped so far (see [`MAX_EVENTS`]).
     dropped_events: u64,
+    /// Objects whose write is under way.
+    in_flight: HashSet<Target>,
 }
 
 /// How one write ended.
@@ -299,55 +306,110 @@ fn outcome(result: Result<(), kube::Error>) -> Outcome {
     }
 }
 
+/// An object's write under way: what it ends with.
+type Writing = futures::future::BoxFuture<'static, (Target, Wish, Written, Outcome)>;
+
 impl Worker {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Message>) {
+        let mut writing: FuturesUnordered<Writing> = FuturesUnordered::new();
+        let mut telling: FuturesUnordered<futures::future::BoxFuture<'static, ()>> =
+            FuturesUnordered::new();
         loop {
-            let settled = self
-                .order
-                .front()
-                .is_some_and(|(since, _)| since.elapsed() >= SETTLE);
-            if !settled && self.events.is_empty() {
-                let settling = self.order.front().map(|(since, _)| *since + SETTLE);
-                let retry = self.delayed.first().map(|(at, _)| *at);
-                let due = match (settling, retry) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                let message = match due {
-                    Some(at) => tokio::select! {
-                        m = rx.recv() => m,
-                        _ = tokio::time::sleep_until(at) => None,
-                    },
-                    None => match rx.recv().await {
-                        Some(m) => Some(m),
-                        None => return,
-                    },
-                };
-                if let Some(m) = message {
-                    self.absorb(m);
-                }
+            self.promote_due();
+            self.start(&mut writing, &mut telling);
+            if let Some(gauge) = &self.backlog {
+                gauge.set((self.wishes.len() + self.events.len()) as i64);
+            }
+            // A settled wish waits for a write to end, not for time.
+            let settling = (writing.len() < CONCURRENCY)
+                .then(|| self.order.front().map(|(since, _)| *since + SETTLE))
+                .flatten();
+            let retry = self.delayed.first().map(|(at, _)| *at);
+            let due = match (settling, retry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            tokio::select! {
+                message = rx.recv() => match message {
+                    Some(m) => self.absorb(m),
+                    // The handle is gone: so is the lease, or the process.
+                    None => return,
+                },
+                Some(done) = writing.next(), if !writing.is_empty() => self.written_one(done),
+                Some(()) = telling.next(), if !telling.is_empty() => {}
+                _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {}
             }
             while let Ok(m) = rx.try_recv() {
                 self.absorb(m);
             }
-            self.promote_due();
-            self.write_batch().await;
-            if let Some(gauge) = &self.backlog {
-                gauge.set((self.wishes.len() + self.events.len()) as i64);
+        }
+    }
+
+    /// Starts the settled wishes' writes and the waiting Events, up to
+    /// [`CONCURRENCY`] of each under way; an object's next write waits
+    /// for the one under way.
+    fn start(
+        &mut self,
+        writing: &mut FuturesUnordered<Writing>,
+        telling: &mut FuturesUnordered<futures::future::BoxFuture<'static, ()>>,
+    ) {
+        while writing.len() < CONCURRENCY {
+            if self
+                .order
+                .front()
+                .is_none_or(|(since, _)| since.elapsed() < SETTLE)
+            {
+                break;
             }
+            let Some((_, target)) = self.order.pop_front() else {
+                break;
+            };
+            let Some(wish) = self.wishes.remove(&target) else {
+                continue;
+            };
+            let written = match &target {
+                Target::Workload { namespace, name } => self
+                    .written
+                    .remove(&(namespace.clone(), name.clone()))
+                    .unwrap_or_default(),
+                _ => Written::default(),
+            };
+            self.in_flight.insert(target.clone());
+            let client = self.client.clone();
+            writing.push(Box::pin(async move {
+                write(&client, target, wish, written).await
+            }));
+        }
+        while telling.len() < CONCURRENCY {
+            let Some(Message::Event {
+                regarding,
+                warning,
+                reason,
+                note,
+            }) = self.events.pop_front()
+            else {
+                break;
+            };
+            let recorder = self.recorder.clone();
+            telling.push(Box::pin(async move {
+                record_event(&recorder, &regarding, warning, &reason, "Schedule", &note).await;
+            }));
         }
     }
 
     fn absorb(&mut self, message: Message) {
         match message {
             Message::Wish(target, wish) => {
-                let delayed = self.delayed_targets.contains(&target);
+                // One waiting out a failure, or being written, is queued
+                // again once that is over.
+                let later =
+                    self.delayed_targets.contains(&target) || self.in_flight.contains(&target);
                 match self.wishes.remove(&target) {
                     Some(before) => {
                         self.wishes.insert(target, before.then(wish));
                     }
                     None => {
-                        if !delayed {
+                        if !later {
                             self.order.push_back((Instant::now(), target.clone()));
                         }
                         self.wishes.insert(target, wish);
@@ -384,84 +446,40 @@ impl Worker {
         }
     }
 
-    async fn write_batch(&mut self) {
-        let mut writes = Vec::new();
-        while writes.len() < CONCURRENCY {
-            if self
-                .order
-                .front()
-                .is_none_or(|(since, _)| since.elapsed() < SETTLE)
-            {
-                break;
+    /// One write ended.
+    fn written_one(&mut self, (target, wish, written, outcome): (Target, Wish, Written, Outcome)) {
+        self.in_flight.remove(&target);
+        if let Target::Workload { namespace, name } = &target {
+            if !matches!(wish, Wish::Delete) || !matches!(outcome, Outcome::Done) {
+                self.written
+                    .insert((namespace.clone(), name.clone()), written);
             }
-            let Some((_, target)) = self.order.pop_front() else {
-                break;
-            };
-            let Some(wish) = self.wishes.remove(&target) else {
-                continue;
-            };
-            let written = match &target {
-                Target::Workload { namespace, name } => self
-                    .written
-                    .remove(&(namespace.clone(), name.clone()))
-                    .unwrap_or_default(),
-                _ => Written::default(),
-            };
-            writes.push((target, wish, written));
         }
-        let mut events = Vec::new();
-        while events.len() < CONCURRENCY {
-            let Some(event) = self.events.pop_front() else {
-                break;
-            };
-            events.push(event);
-        }
-        let client = &self.client;
-        let recorder = &self.recorder;
-        let writing = futures::future::join_all(
-            writes
-                .into_iter()
-                .map(|(target, wish, written)| write(client, target, wish, written)),
-        );
-        let telling = futures::future::join_all(events.into_iter().map(|event| async move {
-            if let Message::Event {
-                regarding,
-                warning,
-                reason,
-                note,
-            } = event
-            {
-                record_event(recorder, &regarding, warning, &reason, "Schedule", &note).await;
-            }
-        }));
-        let (results, _) = futures::future::join(writing, telling).await;
-        for (target, wish, written, outcome) in results {
-            if let Target::Workload { namespace, name } = &target {
-                if !matches!(wish, Wish::Delete) || !matches!(outcome, Outcome::Done) {
-                    self.written
-                        .insert((namespace.clone(), name.clone()), written);
-                }
-            }
-            match outcome {
-                Outcome::Done => {
-                    self.attempts.remove(&target);
-                }
-                Outcome::Refused(error) => {
-                    self.attempts.remove(&target);
+        match outcome {
+            Outcome::Done | Outcome::Refused(_) => {
+                self.attempts.remove(&target);
+                if let Outcome::Refused(error) = &outcome {
                     tracing::error!(object = %target, %error, "the API refused the write; not tried again until it changes");
                 }
-                Outcome::Failed(error) => {
-                    let attempts = self.attempts.entry(target.clone()).or_insert(0);
-                    *attempts += 1;
-                    let wait = crate::retry::WRITES.delay(*attempts);
-                    tracing::warn!(object = %target, %error, retry_in = ?wait, "could not write; trying again");
-                    // No message is taken in while a batch is written, so
-                    // no newer wish for it waits: it is tried again as is.
-                    let at = Instant::now() + wait;
-                    self.wishes.insert(target.clone(), wish);
-                    self.delayed_targets.insert(target.clone());
-                    self.delayed.insert((at, target));
+                if self.wishes.contains_key(&target) {
+                    // Wished again while it was written: settles anew.
+                    self.order.push_back((Instant::now(), target));
                 }
+            }
+            Outcome::Failed(error) => {
+                let attempts = self.attempts.entry(target.clone()).or_insert(0);
+                *attempts += 1;
+                let wait = crate::retry::WRITES.delay(*attempts);
+                tracing::warn!(object = %target, %error, retry_in = ?wait, "could not write; trying again");
+                // Tried again as it is, with what was wished since on top.
+                let wish = match self.wishes.remove(&target) {
+                    Some(newer) => wish.then(newer),
+                    None => wish,
+                };
+                let at = Instant::now() + wait;
+                self.wishes.insert(target.clone(), wish);
+                self.delayed_targets.insert(target.clone());
+                self.delayed.insert((at, target));
             }
         }
     }

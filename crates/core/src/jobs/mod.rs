@@ -26,8 +26,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use cel::common::value::Val;
-use cel::objects::{Key, Map};
 use cel::parser::Expression;
 use cel::{Context, Env};
 use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
@@ -216,18 +214,22 @@ impl Integration {
     /// `None` when the kind cannot say. An expression that fails on the
     /// job is an error; the pods are then best taken as not ready.
     pub fn pods_ready(&self, object: &Value) -> Result<Option<bool>, JobError> {
+        let job = describe_job(&self.spec.kind, object);
+        self.pods_ready_in(&job, &self.context(object))
+    }
+
+    fn pods_ready_in(&self, job: &str, context: &Context) -> Result<Option<bool>, JobError> {
         let Some(expression) = &self.pods_ready else {
             return Ok(None);
         };
-        let job = describe_job(&self.spec.kind, object);
-        let problem = match self.run(&job, expression, object) {
+        let problem = match self.run(job, expression, context) {
             Ok(Value::Bool(ready)) => return Ok(Some(ready)),
             Ok(other) => format!("it yielded {other}, not a bool"),
             Err(JobError::Evaluate { message, .. }) => message,
             Err(other) => other.to_string(),
         };
         Err(JobError::Finished {
-            job,
+            job: job.to_string(),
             integration: self.spec.gvk(),
             field: "spec.podsReady",
             message: problem,
@@ -238,15 +240,30 @@ impl Integration {
     /// fails on the job is an error; the job is then best taken as running.
     pub fn ended(&self, object: &Value) -> Result<Option<Ended>, JobError> {
         let job = describe_job(&self.spec.kind, object);
+        self.ended_in(&job, &self.context(object))
+    }
+
+    /// [`Integration::ended`] and [`Integration::pods_ready`] of one
+    /// version of a job, which is made a CEL value once for both.
+    pub fn progress(&self, object: &Value) -> Progress {
+        let job = describe_job(&self.spec.kind, object);
+        let context = self.context(object);
+        Progress {
+            ended: self.ended_in(&job, &context),
+            pods_ready: self.pods_ready_in(&job, &context),
+        }
+    }
+
+    fn ended_in(&self, job: &str, context: &Context) -> Result<Option<Ended>, JobError> {
         let truth = |field: &'static str, expression: &Expression| {
-            let problem = match self.run(&job, expression, object) {
+            let problem = match self.run(job, expression, context) {
                 Ok(Value::Bool(b)) => return Ok(b),
                 Ok(other) => format!("it yielded {other}, not a bool"),
                 Err(JobError::Evaluate { message, .. }) => message,
                 Err(other) => other.to_string(),
             };
             Err(JobError::Finished {
-                job: job.clone(),
+                job: job.to_string(),
                 integration: self.spec.gvk(),
                 field,
                 message: problem,
@@ -256,7 +273,7 @@ impl Integration {
             let said = self
                 .failure_message
                 .as_ref()
-                .and_then(|e| self.run(&job, e, object).ok());
+                .and_then(|e| self.run(job, e, context).ok());
             let message = match said {
                 Some(Value::String(m)) if !m.is_empty() => m,
                 _ => "the job failed".to_string(),
@@ -323,7 +340,7 @@ impl Integration {
             Some(name) if !name.is_empty() => name,
             _ => return Err(job_error("has no `metadata.name`".into())),
         };
-        let output = self.run(&job, &self.expression, object)?;
+        let output = self.run(&job, &self.expression, &self.context(object))?;
         let pod_sets = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
         Ok(JobInfo::new(
             self.spec.api_version.clone(),
@@ -336,20 +353,28 @@ impl Integration {
         ))
     }
 
+    /// The job as the expressions' `object`: made a CEL value once, its
+    /// strings borrowed, for as many expressions as read it.
+    fn context<'a>(&self, object: &'a Value) -> Context<'a, 'a> {
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.add_variable_as_val("object", crate::cel_json::borrowed(object));
+        context
+    }
+
     /// One of the integration's expressions on the job, metered.
-    fn run(&self, job: &str, expression: &Expression, object: &Value) -> Result<Value, JobError> {
+    fn run(
+        &self,
+        job: &str,
+        expression: &Expression,
+        context: &Context,
+    ) -> Result<Value, JobError> {
         let failed = |message: String| JobError::Evaluate {
             job: job.to_string(),
             integration: self.spec.gvk(),
             message,
         };
-        let object: Box<dyn Val> = json_to_cel(object)
-            .try_into()
-            .map_err(|e: cel::ExecutionError| failed(e.to_string()))?;
-        let mut context = Context::with_env(Arc::clone(&self.env));
-        context.add_variable_as_val("object", object);
         let (output, overrun) = cel_bounds::metered(cel_bounds::DEFAULT_BUDGET, || {
-            cel::Value::resolve(expression, &context)
+            cel::Value::resolve(expression, context)
         });
         if let Some(overrun) = overrun {
             return Err(failed(overrun.to_string()));
@@ -357,6 +382,15 @@ impl Integration {
         let output = output.map_err(|e| failed(e.to_string()))?;
         output.json().map_err(|e| failed(e.to_string()))
     }
+}
+
+/// How far a job has got, as its integration reads one version of it.
+#[derive(Debug)]
+pub struct Progress {
+    /// [`Integration::ended`].
+    pub ended: Result<Option<Ended>, JobError>,
+    /// [`Integration::pods_ready`].
+    pub pods_ready: Result<Option<bool>, JobError>,
 }
 
 /// Every known job kind, compiled, by (apiVersion, kind). Cloning shares the compiled kinds.
@@ -587,30 +621,5 @@ fn describe(value: &Value) -> String {
         Value::String(s) => format!("the string {s:?}"),
         Value::Array(_) => "a list".into(),
         Value::Object(_) => "a map".into(),
-    }
-}
-
-/// The job as a CEL value. JSON integers become CEL `int` (as Kubernetes'
-/// own CEL does), so `object.spec.replicas * 2` works without `uint` casts.
-fn json_to_cel(value: &Value) -> cel::Value {
-    match value {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(int), _, _) => cel::Value::Int(int),
-            (None, Some(uint), _) => cel::Value::UInt(uint),
-            (None, None, Some(float)) => cel::Value::Float(float),
-            (None, None, None) => cel::Value::Null,
-        },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
-        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(json_to_cel).collect())),
-        Value::Object(fields) => cel::Value::Map(Map {
-            map: Arc::new(
-                fields
-                    .iter()
-                    .map(|(k, v)| (Key::String(Arc::new(k.clone())), json_to_cel(v)))
-                    .collect(),
-            ),
-        }),
     }
 }

@@ -1292,3 +1292,40 @@ fn pods_ready_is_read_as_kueue_reads_each_kind() {
         None
     );
 }
+
+#[test]
+fn progress_reads_a_version_as_ended_and_pods_ready_do() {
+    let integrations = Integrations::builtin();
+    let job = integrations.find("batch/v1", "Job").unwrap();
+    let statuses = [
+        json!({}),
+        json!({"ready": 3}),
+        json!({"ready": 1, "succeeded": 2}),
+        json!({"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 3}),
+        json!({"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]}),
+        // Numbers of every JSON kind: an int, one past i64, a float.
+        json!({"ready": 18446744073709551615u64, "active": 1.5}),
+    ];
+    for status in statuses {
+        let object = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": status});
+        let progress = job.progress(&object);
+        assert_eq!(
+            progress.ended.map_err(|e| e.to_string()),
+            job.ended(&object).map_err(|e| e.to_string()),
+            "{status}"
+        );
+        assert_eq!(
+            progress.pods_ready.map_err(|e| e.to_string()),
+            job.pods_ready(&object).map_err(|e| e.to_string()),
+            "{status}"
+        );
+    }
+    let object = |status: Value| json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": status});
+    let running = job.progress(&object(json!({"ready": 3})));
+    assert_eq!(running.ended.unwrap(), None);
+    assert_eq!(running.pods_ready.unwrap(), Some(true));
+    let done = job.progress(&object(
+        json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+    ));
+    assert_eq!(done.ended.unwrap(), Some(Ended::Succeeded));
+}

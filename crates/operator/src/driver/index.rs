@@ -78,6 +78,7 @@ impl Seen {
                     .map_or(info.annotations.is_empty(), |a| *a == info.annotations);
             same.then(|| info.clone())
         });
+        let progress = integration.progress(&value);
         Seen {
             generation,
             info: match unchanged {
@@ -85,11 +86,11 @@ impl Seen {
                 None => integration.extract(&value).map_err(|e| e.to_string()),
             },
             held: integration.is_held(&value),
-            ended: integration.ended(&value).unwrap_or_else(|e| {
+            ended: progress.ended.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cannot tell whether the job ended; taken as running");
                 None
             }),
-            pods_ready: integration.pods_ready(&value).unwrap_or_else(|e| {
+            pods_ready: progress.pods_ready.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cannot tell whether the job's pods are ready; taken as not ready");
                 Some(false)
             }),

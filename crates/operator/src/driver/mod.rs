@@ -157,6 +157,11 @@ const SWEEP: Duration = Duration::from_secs(5);
 /// as often as `publish` writes an object at most (`publish::SETTLE`).
 const FULL_PUBLISH: Duration = crate::publish::SETTLE;
 
+/// How often queue statuses and metrics are computed at most (each pass
+/// reads every queue and every live workload): after a change, within
+/// this or `FULL_PUBLISH`, whichever the next tick comes at.
+const QUEUE_STATUS: Duration = Duration::from_secs(1);
+
 /// How long a graceful stop waits for the job writes handed over.
 const FINISH_WRITES: Duration = Duration::from_secs(10);
 
@@ -190,6 +195,11 @@ pub struct Driver {
     by_id: BTreeMap<WorkloadId, JobKey>,
     publisher: Publisher,
     queue_status: QueueStatusWriter,
+    /// When queue statuses were last computed, and whether anything that
+    /// changes them (a step's inputs or decisions, a new configuration)
+    /// happened since.
+    queues_at: Option<std::time::Instant>,
+    queues_changed: bool,
     /// Which queue objects are in force, and since when.
     activity: crate::activity::Activity,
     /// Finalizer changes sent and not yet seen in the stores: (uid, add,
@@ -220,7 +230,7 @@ pub struct Driver {
     served: Arc<std::sync::Mutex<Vec<kube::api::ApiResource>>>,
 }
 
-fn now_millis() -> i64 {
+pub(super) fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -297,6 +307,8 @@ impl Driver {
             unqueued_events: Vec::new(),
             publisher,
             queue_status: QueueStatusWriter::default(),
+            queues_at: None,
+            queues_changed: false,
             activity: crate::activity::Activity::default(),
             finalizing: HashMap::new(),
             admin: None,
@@ -609,6 +621,7 @@ impl Driver {
         }
         self.provisioning_inputs(&mut inputs);
         let read = started.elapsed();
+        self.queues_changed |= rebuilt || !inputs.is_empty();
         let step = {
             let scheduler = self.scheduler.as_mut().expect("configured");
             let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
@@ -655,13 +668,8 @@ impl Driver {
         for (owner, reason, message) in std::mem::take(&mut self.unqueued_events) {
             self.publisher.event(&owner, true, reason, message);
         }
-        if let Some(scheduler) = &self.scheduler {
-            self.queue_status
-                .write(&self.publisher, scheduler, &mut self.activity);
-            if let Some((_, metrics)) = &self.admin {
-                metrics.set_queues(scheduler);
-            }
-        }
+        self.queues_changed |= !step.events.is_empty() || !step.submitted.is_empty();
+        let queues_due = self.queue_statuses();
         self.finalize();
         tracing::debug!(
             jobs = self.index.len(),
@@ -675,13 +683,36 @@ impl Driver {
             total_ms = started.elapsed().as_millis() as u64,
             "tick"
         );
-        match owed {
-            true => {
-                let at = Millis(now + FULL_PUBLISH.as_millis() as i64);
-                Some(step.next_wake.map_or(at, |w| w.min(at)))
-            }
-            false => step.next_wake,
+        let publish_due = owed.then(|| Millis(now + FULL_PUBLISH.as_millis() as i64));
+        [step.next_wake, publish_due, queues_due]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Queue statuses and metrics, computed again if something changed
+    /// them and they were not computed within `QUEUE_STATUS`. Returns when
+    /// they are due, if a change is not shown yet.
+    fn queue_statuses(&mut self) -> Option<Millis> {
+        let scheduler = self.scheduler.as_ref()?;
+        if !self.queues_changed {
+            return None;
         }
+        if let Some(wait) = self
+            .queues_at
+            .and_then(|at| QUEUE_STATUS.checked_sub(at.elapsed()))
+            .filter(|wait| !wait.is_zero())
+        {
+            return Some(Millis(now_millis() + wait.as_millis() as i64 + 1));
+        }
+        self.queue_status
+            .write(&self.publisher, scheduler, &mut self.activity);
+        if let Some((_, metrics)) = &self.admin {
+            metrics.set_queues(scheduler);
+        }
+        self.queues_at = Some(std::time::Instant::now());
+        self.queues_changed = false;
+        None
     }
 
     /// Gated pods of admitted workloads get their places (`ungate`).

@@ -51,7 +51,7 @@ use crate::jobs::{self, WriteError};
 use crate::watch::JobWatch;
 
 /// Jobs written at once, per job kind.
-pub const CONCURRENCY: u16 = 32;
+pub const CONCURRENCY: u16 = 256;
 
 /// How long a call that found a stale copy waits before looking again if
 /// the watch brings nothing sooner (it normally does, within milliseconds).
@@ -431,7 +431,12 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
         };
         match write(&api, &key.name, Some((&current, integration)), &want, step).await {
             Ok(Some(now)) => {
-                tracing::debug!(job = %key, %step, "written");
+                // For a release: how long after the decision it is written.
+                let decided_ms_ago = match &want {
+                    Want::Released { record, .. } => super::now_millis() - record.admitted_at,
+                    _ => 0,
+                };
+                tracing::debug!(job = %key, %step, decided_ms_ago, "written");
                 wrote = true;
                 if step == Step::Admit {
                     ctx.tell(Done::Admitted(key.clone()));

@@ -4,12 +4,8 @@
 //! them up. Called by the bundle loader; `resolve` hands [`Params`] to an
 //! evaluation. Folding never changes a result or an error.
 
-use std::collections::HashMap;
-
 use cel::common::ast::{Expr, LiteralValue};
-use cel::common::types::{
-    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
-};
+use cel::common::types::{CelBool, CelDouble, CelInt, CelString, CelUInt};
 use cel::common::value::Val;
 use cel::parser::Expression;
 
@@ -24,41 +20,15 @@ pub struct Params {
 impl Params {
     pub fn new(config: &serde_json::Value) -> Params {
         Params {
-            value: json_to_val(config),
+            value: arbiter_core::cel_json::owned(config),
         }
-    }
-}
-
-/// JSON as a CEL value: integers as `int` (else `uint`), other numbers as
-/// `double`, as the job integrations do.
-fn json_to_val(value: &serde_json::Value) -> Box<dyn Val> {
-    use serde_json::Value as Json;
-    match value {
-        Json::Null => Box::new(CelNull),
-        Json::Bool(b) => Box::new(CelBool::from(*b)),
-        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(int), _, _) => Box::new(CelInt::from(int)),
-            (None, Some(uint), _) => Box::new(CelUInt::from(uint)),
-            (None, None, Some(float)) => Box::new(CelDouble::from(float)),
-            (None, None, None) => Box::new(CelNull),
-        },
-        Json::String(s) => Box::new(CelString::from(s.clone())),
-        Json::Array(items) => Box::new(CelList::from(
-            items.iter().map(json_to_val).collect::<Vec<_>>(),
-        )),
-        Json::Object(fields) => Box::new(CelMap::from(
-            fields
-                .iter()
-                .map(|(k, v)| (CelMapKey::from(k.clone()), json_to_val(v)))
-                .collect::<HashMap<_, _>>(),
-        )),
     }
 }
 
 /// Folds `params.<field>` into the literal of that field of the policy's
 /// `config` where it is a scalar (params are constants of the policy), so an
 /// evaluation does not look them up. The literal is the value `params`
-/// would have resolved to at run time (`json_to_val`): the result and its
+/// would have resolved to at run time (`arbiter_core::cel_json::owned`): the result and its
 /// errors are unchanged. Lists, maps, missing fields and `has(params.x)` are
 /// left as they are, and so is anything inside a comprehension that binds a
 /// variable named `params`.
@@ -89,7 +59,7 @@ pub(super) fn fold_params(
     children_mut(node, |child| fold_params(child, config));
 }
 
-/// A scalar of `config` as the literal `json_to_val` would make of it.
+/// A scalar of `config` as the literal `arbiter_core::cel_json::owned` would make of it.
 fn json_literal(value: &serde_json::Value) -> Option<LiteralValue> {
     use serde_json::Value as Json;
     Some(match value {
