@@ -9,7 +9,8 @@
 //! wishes once the first of them is [`SETTLE`] old (so a job admitted and
 //! finished within it has one status write, not three, and the API server
 //! spends itself on the jobs' own writes), up to [`CONCURRENCY`] objects
-//! at a time (each write started as one ends), never two writes of one
+//! at a time (each write started as one ends; Workloads and the other
+//! objects taken in turn), never two writes of one
 //! object at once (one wished again while it is written settles anew),
 //! and tries a failed
 //! write again after a backoff (`retry::WRITES`: 0.5 s doubling to 30 s). When the API
@@ -158,7 +159,7 @@ impl Publisher {
             recorder: workloads::recorder(client.clone()),
             client,
             wishes: HashMap::new(),
-            order: VecDeque::new(),
+            order: Order::default(),
             delayed: BTreeSet::new(),
             delayed_targets: HashSet::new(),
             attempts: HashMap::new(),
@@ -255,6 +256,59 @@ fn workload_target(owner: &Owner) -> Target {
     }
 }
 
+/// Targets with a wish, by when their first wish came, oldest first (each
+/// once; delayed ones and ones being written are not here): Workloads in
+/// one line, queue and other statuses in the other, settled ones taken
+/// from each in turn, so neither waits behind the other (a thousand
+/// queues' statuses at start-up do not hold back every Workload).
+#[derive(Default)]
+struct Order {
+    workloads: VecDeque<(Instant, Target)>,
+    others: VecDeque<(Instant, Target)>,
+    /// Whether a Workload is taken next when both lines have a settled one.
+    workload_next: bool,
+}
+
+impl Order {
+    fn push(&mut self, since: Instant, target: Target) {
+        match target {
+            Target::Workload { .. } => self.workloads.push_back((since, target)),
+            _ => self.others.push_back((since, target)),
+        }
+    }
+
+    /// When the first wish settles.
+    fn first_settling(&self) -> Option<Instant> {
+        let first = |line: &VecDeque<(Instant, Target)>| line.front().map(|(since, _)| *since);
+        match (first(&self.workloads), first(&self.others)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(|since| since + SETTLE)
+    }
+
+    /// The next target whose first wish is settled.
+    fn next_settled(&mut self) -> Option<Target> {
+        let settled = |line: &VecDeque<(Instant, Target)>| {
+            line.front()
+                .is_some_and(|(since, _)| since.elapsed() >= SETTLE)
+        };
+        let take_workload = match (settled(&self.workloads), settled(&self.others)) {
+            (true, true) => self.workload_next,
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => return None,
+        };
+        self.workload_next = !take_workload;
+        let line = if take_workload {
+            &mut self.workloads
+        } else {
+            &mut self.others
+        };
+        line.pop_front().map(|(_, target)| target)
+    }
+}
+
 /// What was last written for one Workload.
 #[derive(Clone, Default)]
 struct Written {
@@ -270,9 +324,7 @@ struct Worker {
     client: Client,
     recorder: Recorder,
     wishes: HashMap<Target, Wish>,
-    /// Targets with a wish, by when their first wish came, oldest first
-    /// (each once; delayed ones are not here).
-    order: VecDeque<(Instant, Target)>,
+    order: Order,
     /// Targets whose last write failed, by when they are tried again.
     delayed: BTreeSet<(Instant, Target)>,
     /// The targets in `delayed`.
@@ -322,7 +374,7 @@ impl Worker {
             }
             // A settled wish waits for a write to end, not for time.
             let settling = (writing.len() < CONCURRENCY)
-                .then(|| self.order.front().map(|(since, _)| *since + SETTLE))
+                .then(|| self.order.first_settling())
                 .flatten();
             let retry = self.delayed.first().map(|(at, _)| *at);
             let due = match (settling, retry) {
@@ -354,14 +406,7 @@ impl Worker {
         telling: &mut FuturesUnordered<futures::future::BoxFuture<'static, ()>>,
     ) {
         while writing.len() < CONCURRENCY {
-            if self
-                .order
-                .front()
-                .is_none_or(|(since, _)| since.elapsed() < SETTLE)
-            {
-                break;
-            }
-            let Some((_, target)) = self.order.pop_front() else {
+            let Some(target) = self.order.next_settled() else {
                 break;
             };
             let Some(wish) = self.wishes.remove(&target) else {
@@ -410,7 +455,7 @@ impl Worker {
                     }
                     None => {
                         if !later {
-                            self.order.push_back((Instant::now(), target.clone()));
+                            self.order.push(Instant::now(), target.clone());
                         }
                         self.wishes.insert(target, wish);
                     }
@@ -441,7 +486,7 @@ impl Worker {
             if self.wishes.contains_key(&target) {
                 // Tried again at once: it settled before it failed.
                 self.order
-                    .push_back((now.checked_sub(SETTLE).unwrap_or(now), target));
+                    .push(now.checked_sub(SETTLE).unwrap_or(now), target);
             }
         }
     }
@@ -463,7 +508,7 @@ impl Worker {
                 }
                 if self.wishes.contains_key(&target) {
                     // Wished again while it was written: settles anew.
-                    self.order.push_back((Instant::now(), target));
+                    self.order.push(Instant::now(), target);
                 }
             }
             Outcome::Failed(error) => {
@@ -618,6 +663,36 @@ async fn write_workload(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settled_workloads_and_queue_statuses_are_taken_in_turn() {
+        let settled = Instant::now() - SETTLE - Duration::from_millis(1);
+        let workload = |n: u32| Target::Workload {
+            namespace: "ns".into(),
+            name: format!("w{n}"),
+        };
+        let mut order = Order::default();
+        for n in 0..3 {
+            order.push(settled, Target::ClusterQueue(format!("cq{n}")));
+        }
+        for n in 0..2 {
+            order.push(settled, workload(n));
+        }
+        // Not settled yet: never taken, whatever its line.
+        order.push(Instant::now(), workload(9));
+        let taken: Vec<Target> = std::iter::from_fn(|| order.next_settled()).collect();
+        assert_eq!(
+            taken,
+            vec![
+                Target::ClusterQueue("cq0".into()),
+                workload(0),
+                Target::ClusterQueue("cq1".into()),
+                workload(1),
+                Target::ClusterQueue("cq2".into()),
+            ]
+        );
+        assert!(order.first_settling().is_some_and(|at| at > Instant::now()));
+    }
 
     fn status(n: u32) -> Option<Desired> {
         Some((Vec::new(), None, n))
