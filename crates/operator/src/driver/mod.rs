@@ -158,8 +158,8 @@ const SWEEP: Duration = Duration::from_secs(5);
 const FULL_PUBLISH: Duration = crate::publish::SETTLE;
 
 /// How often queue statuses and metrics are computed at most (each pass
-/// reads every queue and every live workload): after a change, within
-/// this or `FULL_PUBLISH`, whichever the next tick comes at.
+/// reads every queue and every live workload): a change is shown within
+/// this (the tick wakes when they come due).
 const QUEUE_STATUS: Duration = Duration::from_secs(1);
 
 /// How long a graceful stop waits for the job writes handed over.
@@ -230,7 +230,7 @@ pub struct Driver {
     served: Arc<std::sync::Mutex<Vec<kube::api::ApiResource>>>,
 }
 
-pub(super) fn now_millis() -> i64 {
+fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
