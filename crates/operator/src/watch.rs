@@ -5,8 +5,10 @@
 //! wakes the driver; watch errors are retried with kube-runtime's default
 //! backoff, never ending the operator.
 
-use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use indexmap::IndexMap;
 
 use arbiter_core::jobs::Integrations;
 use futures::StreamExt;
@@ -37,12 +39,20 @@ where
 #[derive(Debug)]
 pub struct Changes(Mutex<Changed>);
 
+/// Counts changes seen by every watch, for [`Changed::objects`].
+static SEEN: AtomicU64 = AtomicU64::new(0);
+
 /// What [`Changes::take`] returns.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changed {
     /// Every object may have changed (the first list, a relist).
     pub all: bool,
-    pub objects: HashSet<(String, String)>,
+    /// `(namespace, name)` with when it was first seen changed (a count
+    /// shared by every watch of the process), in that order: jobs created
+    /// in the same second (creation times have seconds) are queued in the
+    /// order the operator saw them created, across kinds too, never in a
+    /// hash's order.
+    pub objects: IndexMap<(String, String), u64>,
 }
 
 impl Changed {
@@ -56,7 +66,7 @@ impl Default for Changes {
     fn default() -> Self {
         Changes(Mutex::new(Changed {
             all: true,
-            objects: HashSet::new(),
+            objects: IndexMap::new(),
         }))
     }
 }
@@ -70,7 +80,10 @@ impl Changes {
                 if !changed.all {
                     let namespace = o.namespace().map(|n| n.into_owned()).unwrap_or_default();
                     let name = o.name().map(|n| n.into_owned()).unwrap_or_default();
-                    changed.objects.insert((namespace, name));
+                    changed
+                        .objects
+                        .entry((namespace, name))
+                        .or_insert_with(|| SEEN.fetch_add(1, Ordering::Relaxed));
                 }
             }
             watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {
@@ -296,4 +309,42 @@ pub async fn config_kinds(client: &Client, wake: &Arc<Notify>) -> Vec<Watched<Dy
         }
     }
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::Job;
+
+    fn job(name: &str) -> Job {
+        let mut job = Job::default();
+        job.metadata.namespace = Some("team-a".into());
+        job.metadata.name = Some(name.into());
+        job
+    }
+
+    #[test]
+    fn changes_come_back_in_the_order_first_seen() {
+        let changes = Changes::default();
+        assert!(
+            changes.take().all,
+            "everything is new before the first look"
+        );
+        for name in ["b", "a", "b", "c"] {
+            changes.note(&watcher::Event::Apply(job(name)));
+        }
+        changes.note(&watcher::Event::Delete(job("a")));
+        let taken = changes.take();
+        assert!(!taken.all);
+        let names: Vec<&str> = taken.objects.keys().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        let seen: Vec<u64> = taken.objects.values().copied().collect();
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert!(changes.take().is_empty());
+
+        changes.note(&watcher::Event::Apply(job("d")));
+        changes.note(&watcher::Event::<Job>::Init);
+        let relisted = changes.take();
+        assert!(relisted.all && relisted.objects.is_empty());
+    }
 }

@@ -137,11 +137,15 @@ impl JobIndex {
     /// changed looked up, new versions read, gone ones dropped.
     pub fn refresh(&mut self, watches: &[JobWatch], integrations: &Integrations) {
         let mut changed = Vec::new();
+        // Changes of every kind in the order they were seen, so jobs
+        // created in the same second are queued in that order.
+        let mut noted_objects = Vec::new();
         for (index, watch) in watches.iter().enumerate() {
             let store = &watch.watched.store;
             let noted = watch.watched.changes.take();
             if noted.all {
                 let mut present = HashSet::new();
+                let mut read = Vec::new();
                 for object in store.state() {
                     let key = JobKey {
                         watch: index,
@@ -150,9 +154,12 @@ impl JobIndex {
                     };
                     present.insert(key.clone());
                     if self.look(&key, object, integrations, watch) {
-                        changed.push(key);
+                        read.push(key);
                     }
                 }
+                // A store lists in no order; by name, the same every time.
+                read.sort();
+                changed.extend(read);
                 let gone: Vec<JobKey> = self
                     .read_from
                     .keys()
@@ -165,24 +172,32 @@ impl JobIndex {
                 }
                 continue;
             }
-            for (namespace, name) in noted.objects {
-                let key = JobKey {
-                    watch: index,
-                    namespace,
-                    name,
-                };
-                let mut reference =
-                    ObjectRef::<DynamicObject>::new_with(&key.name, watch.resource.clone());
-                if !key.namespace.is_empty() {
-                    reference = reference.within(&key.namespace);
-                }
-                let touched = match store.get(&reference) {
-                    Some(object) => self.look(&key, object, integrations, watch),
-                    None => self.drop_job(&key),
-                };
-                if touched {
-                    changed.push(key);
-                }
+            noted_objects.extend(
+                noted
+                    .objects
+                    .into_iter()
+                    .map(|((namespace, name), seen)| (seen, index, namespace, name)),
+            );
+        }
+        noted_objects.sort_unstable_by_key(|(seen, ..)| *seen);
+        for (_, index, namespace, name) in noted_objects {
+            let watch = &watches[index];
+            let key = JobKey {
+                watch: index,
+                namespace,
+                name,
+            };
+            let mut reference =
+                ObjectRef::<DynamicObject>::new_with(&key.name, watch.resource.clone());
+            if !key.namespace.is_empty() {
+                reference = reference.within(&key.namespace);
+            }
+            let touched = match watch.watched.store.get(&reference) {
+                Some(object) => self.look(&key, object, integrations, watch),
+                None => self.drop_job(&key),
+            };
+            if touched {
+                changed.push(key);
             }
         }
         self.changed = changed;

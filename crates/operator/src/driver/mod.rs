@@ -17,7 +17,7 @@
 //! twice, and what is still to write follows from the wants again after a
 //! restart or a failover.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -459,11 +459,19 @@ impl Driver {
         if sweep {
             self.swept_at = std::time::Instant::now();
         }
-        let keys: Vec<JobKey> = if sweep {
-            self.index.iter().map(|(k, _)| k.clone()).collect()
-        } else {
-            self.index.changed.clone()
-        };
+        // The changed ones first, in the order they were seen, so jobs new
+        // in this tick are queued in that order even in a sweep.
+        let mut keys: Vec<JobKey> = self.index.changed.clone();
+        if sweep {
+            let changed: HashSet<&JobKey> = self.index.changed.iter().collect();
+            keys.extend(
+                self.index
+                    .iter()
+                    .map(|(k, _)| k)
+                    .filter(|k| !changed.contains(k))
+                    .cloned(),
+            );
+        }
         {
             let scheduler = self.scheduler.as_ref().expect("configured");
             let cluster = scheduler.cluster_arc().clone();
