@@ -180,8 +180,18 @@ impl Scheduler {
                 cycle.progress = true;
             }
         }
+        // The reserved quota released. A tree nothing else changed since
+        // its first reservation has its usage as before, and so its version.
+        let untouched: Vec<(ClusterQueueId, u64)> = std::mem::take(&mut cycle.reserved_trees)
+            .into_iter()
+            .filter(|t| t.only_reserved && self.quota.version(t.cq) == t.after)
+            .map(|t| (t.cq, t.before))
+            .collect();
         for (cq, fr, amount) in std::mem::take(&mut cycle.reserved) {
             self.quota.add_usage(cq, fr, -amount);
+        }
+        for (cq, version) in untouched {
+            self.quota.restore_version(cq, version);
         }
         cycle
     }

@@ -146,6 +146,23 @@ pub struct Cycle {
     /// but have no candidates (Kueue's reservation for unreclaimable
     /// preemption); released when the cycle ends.
     pub(super) reserved: Vec<(ClusterQueueId, FlavorResource, Amount)>,
+    /// Per cohort tree that holds reserved quota: its usage version before
+    /// the first reservation and after the last, and whether nothing but
+    /// reservations changed it in between — so when they are released the
+    /// tree gets its old version back and what was computed from its
+    /// usage before (the queues' reused assignments) holds again.
+    pub(super) reserved_trees: Vec<ReservedTree>,
+}
+
+/// See [`Cycle::reserved_trees`].
+#[derive(Debug)]
+pub(super) struct ReservedTree {
+    /// A ClusterQueue of the tree.
+    pub cq: ClusterQueueId,
+    pub before: u64,
+    pub after: u64,
+    /// Only reservations changed the tree's usage since `before`.
+    pub only_reserved: bool,
 }
 
 /// An `f64` ordered totally, for sort keys.

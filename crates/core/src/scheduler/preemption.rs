@@ -28,7 +28,7 @@ use super::assign::{Assignment, Mode, Possibility, Victims};
 use super::hooks::{AdmissionVerdict, Hooks};
 use super::reason::{Eviction, NotFit, Reason, Requeue};
 use super::workload::{Admission, WorkloadId};
-use super::{Cycle, Event, Scheduler};
+use super::{Cycle, Event, ReservedTree, Scheduler};
 
 /// How a candidate may be preempted (Kueue's `preemptionVariant`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -516,6 +516,7 @@ impl Scheduler {
         if self.cluster.cluster_queue(cq).reclaim_within_cohort == ReclaimWithinCohort::Any {
             return;
         }
+        let version = self.quota.version(cq);
         for &(fr, usage) in &assignment.usage {
             let used = self.quota.usage(cq, fr);
             let nominal = self.quota.nominal(cq, fr);
@@ -531,6 +532,27 @@ impl Scheduler {
                 self.quota.add_usage(cq, fr, amount);
                 cycle.reserved.push((cq, fr, amount));
             }
+        }
+        let after = self.quota.version(cq);
+        if after == version {
+            return;
+        }
+        let tree = self.tree_of[cq.index()];
+        match cycle
+            .reserved_trees
+            .iter_mut()
+            .find(|t| self.tree_of[t.cq.index()] == tree)
+        {
+            Some(t) => {
+                t.only_reserved &= t.after == version;
+                t.after = after;
+            }
+            None => cycle.reserved_trees.push(ReservedTree {
+                cq,
+                before: version,
+                after,
+                only_reserved: true,
+            }),
         }
     }
 

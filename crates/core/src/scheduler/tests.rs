@@ -1083,3 +1083,37 @@ fn block_admission_admits_nothing_until_the_admitted_pods_are_ready() {
     );
     assert_eq!(admitted(&step), vec![ids[1]]);
 }
+
+#[test]
+fn quota_reserved_for_a_cycle_gives_its_tree_back_its_usage_version_unless_more_changed() {
+    // cq-a (4 GPUs, preempts only lower priorities, reclaims never) runs
+    // 2; `big` asks 4 of the same priority: no victims, so it holds the 2
+    // free GPUs for the rest of its cycle (Kueue's reservation for
+    // unreclaimable preemption), released when the cycle ends.
+    let (c, mut s, _) = started(&[("ns-a", "running", 2)]);
+    let cq_a = c.cluster_queue_id("cq-a").unwrap();
+    let version = s.quota().version(cq_a);
+    let (ids, step) = submit(&mut s, 1, vec![workload(&c, "ns-a", "big", 4, 0)]);
+    assert!(admitted(&step).is_empty());
+    assert_eq!(s.entry(ids[0]).status, Status::Inadmissible);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(2));
+    // Nothing but the reservation changed cq-a's tree: the usage is what
+    // `version` stood for, so what was computed from it still holds.
+    assert_eq!(s.quota().version(cq_a), version);
+
+    // In the same cycle cq-b (same cohort) admits after the reservation:
+    // the tree's usage changed, and so does its version.
+    let (c, mut s, _) = started(&[("ns-a", "running", 2)]);
+    let version = s.quota().version(cq_a);
+    let (ids, step) = submit(
+        &mut s,
+        1,
+        vec![
+            workload(&c, "ns-a", "big", 4, 0),
+            workload(&c, "ns-b", "small", 1, 0),
+        ],
+    );
+    assert_eq!(admitted(&step), vec![ids[1]]);
+    assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(2));
+    assert_ne!(s.quota().version(cq_a), version);
+}
