@@ -4,13 +4,19 @@
 //! admitted, nothing admitted twice; and writes refused for a while (a
 //! ValidatingAdmissionPolicy denies releasing jobs) — the refusal is told
 //! once (a `WriteRefused` Event, a `JobWriteRefused` Workload condition),
-//! and the admission is written once the API accepts it, never lost.
+//! and the admission is written once the API accepts it, never lost; and
+//! the API answering 429 (on writes) and 500 (on everything, watches cut)
+//! for a while, through the test cluster's fault proxy — the jobs created
+//! meanwhile are released once it answers again, nothing is told as
+//! refused, nothing is admitted twice and the ClusterQueue's usage is what
+//! the API holds.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use arbiter_core::model::api::Workload;
+use arbiter_testcluster::proxy::{Fault, Requests};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -192,4 +198,105 @@ async fn an_admission_refused_by_the_api_is_written_again_once_accepted() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until `name` is released, returning how long it took from `since`.
+async fn released_after(jobs: &Api<Job>, name: &str, since: Instant) -> Duration {
+    wait_for(jobs, name, "released once the API answers again", released).await;
+    since.elapsed()
+}
+
+#[tokio::test]
+async fn the_operator_rides_out_the_api_answering_429_and_500_for_a_while() {
+    let (cluster, admin) = full_cluster_with_setup().await;
+    // The operator talks to the API through the fault proxy; the test
+    // (creating jobs, reading what happened) talks to it directly.
+    let proxy = cluster.fault_proxy().await.unwrap();
+    let operator = start_operator(proxy.client_for("admin").await.unwrap());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("first", 2))
+        .await
+        .unwrap();
+    wait_for(&jobs, "first", "admitted", released).await;
+
+    // API Priority and Fairness shedding load: every write answered 429
+    // (with Retry-After) for 5 s. The job created meanwhile is admitted
+    // but cannot be released; it stays held, and the 429s are transient,
+    // not a refusal to tell.
+    proxy.inject(Fault::Status {
+        code: 429,
+        requests: Requests::Writes,
+    });
+    let before = proxy.counts();
+    jobs.create(&PostParams::default(), &job("during-429", 2))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        proxy.counts().injected > before.injected,
+        "the operator's writes never met the 429s: {:?}",
+        proxy.counts()
+    );
+    assert!(suspended(&jobs.get("during-429").await.unwrap()));
+    let healed = Instant::now();
+    proxy.heal();
+    let after_429 = released_after(&jobs, "during-429", healed).await;
+
+    // The API failing outright: every request, reads and watches
+    // included, answered 500 for 5 s, and every open connection (the
+    // watches) cut so they must come back through the failures.
+    proxy.inject(Fault::Status {
+        code: 500,
+        requests: Requests::All,
+    });
+    proxy.reset_connections();
+    let before = proxy.counts();
+    jobs.create(&PostParams::default(), &job("during-500", 2))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        proxy.counts().injected > before.injected,
+        "the operator met no 500s: {:?}",
+        proxy.counts()
+    );
+    assert!(suspended(&jobs.get("during-500").await.unwrap()));
+    let healed = Instant::now();
+    proxy.heal();
+    let after_500 = released_after(&jobs, "during-500", healed).await;
+    eprintln!(
+        "recovery (fault healed to the waiting job released): 429 on writes {after_429:?}, \
+         500 on everything with connections cut {after_500:?}; proxy {:?}",
+        proxy.counts()
+    );
+
+    // Nothing lost, nothing admitted twice: three jobs, each released
+    // once with one admission record, and the ClusterQueue's usage is
+    // what the API holds.
+    for name in ["first", "during-429", "during-500"] {
+        let job = jobs.get(name).await.unwrap();
+        assert!(released(&job), "{name}");
+        assert!(admission_record(&job).is_some(), "{name}");
+        wait_condition(&admin, &format!("job-{name}"), "Admitted", "True").await;
+    }
+    wait_queue_usage(&admin, "research", 3, "6").await;
+    // A transient error is retried, never told as a refusal.
+    let events: Api<Event> = Api::namespaced(admin.clone(), "team-a");
+    let refused: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WriteRefused"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    // And the loop still frees and reuses quota.
+    finish(&jobs, "first").await;
+    jobs.create(&PostParams::default(), &job("last", 4))
+        .await
+        .unwrap();
+    wait_for(&jobs, "last", "admitted once `first` finished", released).await;
+    wait_queue_usage(&admin, "research", 3, "8").await;
+    assert!(!operator.is_finished(), "the operator stopped");
 }

@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use arbiter_core::model::api::{ClusterQueue, Workload};
+use arbiter_core::model::api::Workload;
 use arbiter_testcluster::{
     NodeSpec, TestCluster, FAIL_LABEL, NEVER_READY_LABEL, RUN_FOR_ANNOTATION,
 };
@@ -277,43 +277,9 @@ fn phase_of(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }
 
-/// ClusterQueue `queue`'s admitted count and GPU usage, as its status says.
-async fn queue_usage(client: &Client, queue: &str) -> (i64, String) {
-    let cq = Api::<ClusterQueue>::all(client.clone())
-        .get(queue)
-        .await
-        .unwrap();
-    let status = serde_json::to_value(cq.status).unwrap();
-    let admitted = status["admittedWorkloads"].as_i64().unwrap_or(0);
-    let gpus = status["flavorsUsage"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|f| f["resources"].as_array().cloned().unwrap_or_default())
-        .find(|r| r["name"] == "nvidia.com/gpu")
-        .map(|r| r["total"].as_str().unwrap_or("0").to_string())
-        .unwrap_or_else(|| "0".into());
-    (admitted, gpus)
-}
-
 /// Waits until ClusterQueue `research`'s status shows `admitted` workloads using `gpus`.
 async fn wait_usage(client: &Client, admitted: i64, gpus: &str) {
     wait_queue_usage(client, "research", admitted, gpus).await
-}
-
-/// [`wait_usage`] of ClusterQueue `queue`.
-async fn wait_queue_usage(client: &Client, queue: &str, admitted: i64, gpus: &str) {
-    let started = std::time::Instant::now();
-    loop {
-        let now = queue_usage(client, queue).await;
-        if now == (admitted, gpus.to_string()) {
-            return;
-        }
-        if started.elapsed() > PATIENCE {
-            panic!("ClusterQueue {queue}: awaited {admitted} admitted using {gpus} GPUs; it says {now:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Waits until the Kubeflow job `name` says `Succeeded=True`.

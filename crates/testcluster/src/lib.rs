@@ -41,6 +41,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 
 mod crds;
 mod full;
+pub mod proxy;
 pub use crds::{crd_documents, wait_established};
 pub use full::{
     add_node, ensure_serving_cert, NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL,

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use arbiter_core::jobs::Integrations;
-use arbiter_core::model::api::Workload;
+use arbiter_core::model::api::{ClusterQueue, Workload};
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::{Driver, DriverOptions};
@@ -559,4 +559,38 @@ metadata: {{name: {local_queue}, namespace: team-a}}
 spec: {{clusterQueue: shared}}
 "#
     )
+}
+
+/// ClusterQueue `queue`'s admitted count and GPU usage, as its status says.
+pub async fn queue_usage(client: &Client, queue: &str) -> (i64, String) {
+    let cq = Api::<ClusterQueue>::all(client.clone())
+        .get(queue)
+        .await
+        .unwrap();
+    let status = serde_json::to_value(cq.status).unwrap();
+    let admitted = status["admittedWorkloads"].as_i64().unwrap_or(0);
+    let gpus = status["flavorsUsage"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|f| f["resources"].as_array().cloned().unwrap_or_default())
+        .find(|r| r["name"] == "nvidia.com/gpu")
+        .map(|r| r["total"].as_str().unwrap_or("0").to_string())
+        .unwrap_or_else(|| "0".into());
+    (admitted, gpus)
+}
+
+/// Waits until ClusterQueue `queue`'s status shows `admitted` workloads using `gpus`.
+pub async fn wait_queue_usage(client: &Client, queue: &str, admitted: i64, gpus: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let now = queue_usage(client, queue).await;
+        if now == (admitted, gpus.to_string()) {
+            return;
+        }
+        if started.elapsed() > PATIENCE {
+            panic!("ClusterQueue {queue}: awaited {admitted} admitted using {gpus} GPUs; it says {now:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
