@@ -1,7 +1,8 @@
 //! The operator when the API misbehaves, against a real kube-apiserver:
 //! the API server killed and started again under it (every watch and
 //! connection broken) — the watches come back and the next job is
-//! admitted, nothing admitted twice; and writes refused for a while (a
+//! admitted, nothing admitted twice; etcd killed and started again under
+//! the API server — the same; and writes refused for a while (a
 //! ValidatingAdmissionPolicy denies releasing jobs) — the refusal is told
 //! once (a `WriteRefused` Event, a `JobWriteRefused` Workload condition),
 //! and the admission is written once the API accepts it, never lost; and
@@ -84,6 +85,49 @@ spec:
   policyName: block-releases
   validationActions: [Deny]
 "#;
+
+#[tokio::test]
+async fn the_operator_survives_an_etcd_restart() {
+    let (mut cluster, admin) = full_cluster_with_setup().await;
+    let operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("before", 2))
+        .await
+        .unwrap();
+    let before = wait_for(&jobs, "before", "admitted", released).await;
+    let record = admission_record(&before).expect("an admission record");
+
+    // A job created just before etcd goes: its release may meet the
+    // outage (the API server up, answering errors, its watches quiet).
+    jobs.create(&PostParams::default(), &job("during", 2))
+        .await
+        .unwrap();
+    cluster.restart_etcd(Duration::from_secs(3)).await.unwrap();
+    let back = Instant::now();
+    wait_for(&jobs, "during", "admitted after etcd came back", released).await;
+    jobs.create(&PostParams::default(), &job("after", 2))
+        .await
+        .unwrap();
+    wait_for(&jobs, "after", "admitted after etcd came back", released).await;
+    eprintln!(
+        "etcd back (API server ready) to both jobs released: {:?}",
+        back.elapsed()
+    );
+    // Nothing admitted twice, nothing lost, the usage as the API holds.
+    let before = jobs.get("before").await.unwrap();
+    assert_eq!(admission_record(&before).as_deref(), Some(record.as_str()));
+    for name in ["during", "after"] {
+        assert!(admission_record(&jobs.get(name).await.unwrap()).is_some());
+    }
+    wait_queue_usage(&admin, "research", 3, "6").await;
+    finish(&jobs, "before").await;
+    jobs.create(&PostParams::default(), &job("big", 4))
+        .await
+        .unwrap();
+    wait_for(&jobs, "big", "admitted once `before` finished", released).await;
+    wait_queue_usage(&admin, "research", 3, "8").await;
+    assert!(!operator.is_finished(), "the operator stopped");
+}
 
 #[tokio::test]
 async fn an_admission_refused_by_the_api_is_written_again_once_accepted() {

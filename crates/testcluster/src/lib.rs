@@ -100,7 +100,8 @@ pub struct TestCluster {
     dir: tempfile::TempDir,
     etcd: Child,
     apiserver: Child,
-    /// How the API server was started, to start it again.
+    /// How etcd and the API server were started, to start them again.
+    etcd_command: Command,
     apiserver_command: Command,
     /// `https://127.0.0.1:PORT` of the API server.
     pub server: String,
@@ -198,27 +199,25 @@ impl TestCluster {
         let etcd_client = free_port()?;
         let etcd_peer = free_port()?;
         let etcd_log = root.join("etcd.log");
-        let mut etcd = spawn(
-            Command::new(bin.join("etcd"))
-                .arg(format!("--data-dir={}", root.join("etcd").display()))
-                .arg(format!(
-                    "--listen-client-urls=http://127.0.0.1:{etcd_client}"
-                ))
-                .arg(format!(
-                    "--advertise-client-urls=http://127.0.0.1:{etcd_client}"
-                ))
-                .arg(format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"))
-                .arg(format!(
-                    "--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"
-                ))
-                .arg(format!(
-                    "--initial-cluster=default=http://127.0.0.1:{etcd_peer}"
-                ))
-                .arg("--unsafe-no-fsync")
-                .arg("--log-level=warn"),
-            &etcd_log,
-            "etcd",
-        )?;
+        let mut etcd_command = Command::new(bin.join("etcd"));
+        etcd_command
+            .arg(format!("--data-dir={}", root.join("etcd").display()))
+            .arg(format!(
+                "--listen-client-urls=http://127.0.0.1:{etcd_client}"
+            ))
+            .arg(format!(
+                "--advertise-client-urls=http://127.0.0.1:{etcd_client}"
+            ))
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"
+            ))
+            .arg(format!(
+                "--initial-cluster=default=http://127.0.0.1:{etcd_peer}"
+            ))
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn");
+        let mut etcd = spawn(&mut etcd_command, &etcd_log, "etcd")?;
 
         let secure = free_port()?;
         let apiserver_log = root.join("kube-apiserver.log");
@@ -271,6 +270,7 @@ impl TestCluster {
             dir,
             etcd,
             apiserver,
+            etcd_command,
             apiserver_command,
             server: format!("https://127.0.0.1:{secure}"),
             ca_pem,
@@ -290,16 +290,36 @@ impl TestCluster {
     pub async fn restart_apiserver(&mut self, down: std::time::Duration) -> Result<(), Error> {
         let _ = self.apiserver.kill();
         let _ = self.apiserver.wait();
-        let log = self.dir.path().join("kube-apiserver.log");
+        let log = self.keep_log("kube-apiserver.log")?;
+        tokio::time::sleep(down).await;
+        self.apiserver = spawn(&mut self.apiserver_command, &log, "kube-apiserver")?;
+        self.wait_ready().await
+    }
+
+    /// Stops etcd (SIGKILL, as in a storage failure: the API server stays
+    /// up and answers errors, its watches quiet), waits `down`, starts it
+    /// again on the same ports and data, and waits until the API server is
+    /// ready again. Its earlier log is kept as `etcd.log.N`.
+    pub async fn restart_etcd(&mut self, down: std::time::Duration) -> Result<(), Error> {
+        let _ = self.etcd.kill();
+        let _ = self.etcd.wait();
+        let log = self.keep_log("etcd.log")?;
+        tokio::time::sleep(down).await;
+        self.etcd = spawn(&mut self.etcd_command, &log, "etcd")?;
+        self.wait_ready().await
+    }
+
+    /// Renames the log `name` to `name.N` (the first N free) and returns
+    /// its path, for a restarted process to write anew.
+    fn keep_log(&self, name: &str) -> Result<PathBuf, Error> {
+        let log = self.dir.path().join(name);
         let mut n = 1;
         while log.with_extension(format!("log.{n}")).exists() {
             n += 1;
         }
         std::fs::rename(&log, log.with_extension(format!("log.{n}")))
-            .map_err(io("keeping the API server's log"))?;
-        tokio::time::sleep(down).await;
-        self.apiserver = spawn(&mut self.apiserver_command, &log, "kube-apiserver")?;
-        self.wait_ready().await
+            .map_err(io(format!("keeping {name}")))?;
+        Ok(log)
     }
 
     /// Polls `/readyz` until it answers `ok`, failing with the log's tail
