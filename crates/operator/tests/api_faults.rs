@@ -10,15 +10,23 @@
 //! for a while, through the test cluster's fault proxy — the jobs created
 //! meanwhile are released once it answers again, nothing is told as
 //! refused, nothing is admitted twice and the ClusterQueue's usage is what
-//! the API holds.
+//! the API holds; and a leader cut off from the API (its requests and
+//! watches hanging) stops on its own before a follower takes its lease.
 
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use arbiter_core::jobs::Integrations;
 use arbiter_core::model::api::Workload;
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_operator::admin::{AdminState, OperatorMetrics};
+use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
+use arbiter_operator::Driver;
 use arbiter_testcluster::proxy::{Fault, Requests};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -343,4 +351,125 @@ async fn the_operator_rides_out_the_api_answering_429_and_500_for_a_while() {
     wait_for(&jobs, "last", "admitted once `first` finished", released).await;
     wait_queue_usage(&admin, "research", 3, "8").await;
     assert!(!operator.is_finished(), "the operator stopped");
+}
+
+/// The leader Lease's holder and when it was acquired.
+async fn lease_holder(admin: &kube::Client) -> (Option<String>, Option<std::time::SystemTime>) {
+    let lease = Api::<Lease>::namespaced(admin.clone(), "arbiter-system")
+        .get_opt("arbiter-leader")
+        .await
+        .unwrap();
+    let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+    (
+        spec.holder_identity,
+        spec.acquire_time.map(|t| std::time::SystemTime::from(t.0)),
+    )
+}
+
+async fn wait_holder(admin: &kube::Client, identity: &str) -> std::time::SystemTime {
+    let started = Instant::now();
+    loop {
+        if let (Some(holder), Some(acquired)) = lease_holder(admin).await {
+            if holder == identity {
+                return acquired;
+            }
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{identity} never held the lease: {:?}",
+            lease_holder(admin).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_stops_before_another_takes_its_lease() {
+    let (cluster, admin) = cluster_with_setup().await;
+    let proxy = cluster.fault_proxy().await.unwrap();
+    let lease = |identity: &str| LeaseOptions {
+        namespace: "arbiter-system".into(),
+        name: "arbiter-leader".into(),
+        identity: identity.into(),
+        duration_seconds: 4,
+        grace_seconds: 1,
+    };
+    // Each replica's admin state says when it follows (its driver stopped).
+    let replica = |client: kube::Client, identity: &'static str| {
+        let options = lease(identity);
+        let mut registry = Default::default();
+        let metrics = OperatorMetrics::register(&mut registry);
+        let state = AdminState::new(registry);
+        let admin_state = Some((state.clone(), metrics));
+        let task = tokio::spawn(async move {
+            let driver = Driver::start(
+                client.clone(),
+                Integrations::builtin(),
+                Box::new(DefaultHooks),
+                test_driver_options(),
+            )
+            .await;
+            run_as_leader(
+                client,
+                &options,
+                driver,
+                admin_state,
+                std::future::pending(),
+            )
+            .await
+            .unwrap()
+        });
+        (task, state)
+    };
+    // Replica a talks to the API through the proxy, and leads.
+    let (a, a_state) = replica(proxy.client_for("admin").await.unwrap(), "a");
+    wait_holder(&admin, "a").await;
+    // When a's driver stops (it follows again, having led).
+    let a_stopped = tokio::spawn(async move {
+        while a_state.following.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        while !a_state.following.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        std::time::SystemTime::now()
+    });
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("first", 2))
+        .await
+        .unwrap();
+    let first = wait_for(&jobs, "first", "admitted by a", released).await;
+    let record = admission_record(&first).expect("an admission record");
+    // Replica b talks to it directly, and follows.
+    let (b, _) = replica(admin.clone(), "b");
+
+    // a cut off: its requests and watches hang; it cannot renew the lease
+    // nor learn that it expired.
+    proxy.inject(Fault::Partition);
+    jobs.create(&PostParams::default(), &job("second", 2))
+        .await
+        .unwrap();
+    // It stops on its own, still cut off…
+    let a_stopped = tokio::time::timeout(PATIENCE, a_stopped)
+        .await
+        .expect("the leader cut off from the API never stopped")
+        .unwrap();
+    let ended = tokio::time::timeout(PATIENCE, a).await.unwrap().unwrap();
+    assert_eq!(ended, Ended::LostLease);
+    // …before b takes the lease, which then admits what waits.
+    let b_acquired = wait_holder(&admin, "b").await;
+    assert!(
+        a_stopped < b_acquired,
+        "a stopped at {a_stopped:?}, after b took the lease at {b_acquired:?}"
+    );
+    wait_for(&jobs, "second", "admitted by b", released).await;
+    let first = jobs.get("first").await.unwrap();
+    assert_eq!(admission_record(&first).as_deref(), Some(record.as_str()));
+    wait_queue_usage(&admin, "research", 2, "4").await;
+    // What a's requests held goes nowhere once the network is back: a is gone.
+    proxy.heal();
+    let first = jobs.get("first").await.unwrap();
+    assert_eq!(admission_record(&first).as_deref(), Some(record.as_str()));
+    assert!(!b.is_finished(), "b stopped");
+    b.abort();
 }
