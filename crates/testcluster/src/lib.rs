@@ -574,10 +574,36 @@ fn write(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(io(format!("writing {}", path.display())))
 }
 
-/// A free loopback port (the OS picks it; the listener is closed again, so
-/// another process could take it before ours does — start-up then fails
-/// with the log saying so, and the test is re-run).
+/// Ports handed out so far by this process ([`free_port`]).
+static PORTS_GIVEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A free loopback port for a component to listen on. Taken below the
+/// kernel's ephemeral range (`ip_local_port_range`, 32768 and up by
+/// default), where a port the kernel would give out (`127.0.0.1:0`) could
+/// become an outgoing connection's local port between this check and the
+/// component's own bind — a test cluster's components once failed to start
+/// that way; and never the same port twice in a process, since the tests
+/// of one binary start clusters side by side. Each candidate is checked
+/// free by binding it. Falls back to a kernel-given port where the
+/// ephemeral range leaves no room below it.
 fn free_port() -> Result<u16, Error> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    const LOW: u32 = 10_000;
+    if ephemeral_low > LOW + 1_000 {
+        let span = ephemeral_low - LOW;
+        // Processes start at different places, so two at once rarely meet.
+        let start = std::process::id().wrapping_mul(7_919) % span;
+        for _ in 0..span {
+            let n = PORTS_GIVEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let port = (LOW + (start + n) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
     Ok(listener
         .local_addr()
