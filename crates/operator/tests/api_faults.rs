@@ -24,7 +24,7 @@ use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
 use arbiter_operator::Driver;
-use arbiter_testcluster::proxy::{Fault, Requests};
+use arbiter_testcluster::proxy::{Fault, FaultProxy, Requests};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
@@ -252,10 +252,36 @@ async fn an_admission_refused_by_the_api_is_written_again_once_accepted() {
     }
 }
 
-/// Waits until `name` is released, returning how long it took from `since`.
-async fn released_after(jobs: &Api<Job>, name: &str, since: Instant) -> Duration {
+/// Creates job `name` (2 GPUs) while the proxy answers with `fault` for
+/// 5 s (every open connection cut first when `cut`): the operator must
+/// meet the fault, and the job must stay held. Heals the proxy and returns
+/// how long the job then took to be released.
+async fn job_through_fault(
+    proxy: &FaultProxy,
+    jobs: &Api<Job>,
+    name: &str,
+    fault: Fault,
+    cut: bool,
+) -> Duration {
+    proxy.inject(fault.clone());
+    if cut {
+        proxy.reset_connections();
+    }
+    let before = proxy.counts();
+    jobs.create(&PostParams::default(), &job(name, 2))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        proxy.counts().injected > before.injected,
+        "the operator never met {fault:?}: {:?}",
+        proxy.counts()
+    );
+    assert!(suspended(&jobs.get(name).await.unwrap()), "{name}");
+    let healed = Instant::now();
+    proxy.heal();
     wait_for(jobs, name, "released once the API answers again", released).await;
-    since.elapsed()
+    healed.elapsed()
 }
 
 #[tokio::test]
@@ -275,47 +301,19 @@ async fn the_operator_rides_out_the_api_answering_429_and_500_for_a_while() {
     // (with Retry-After) for 5 s. The job created meanwhile is admitted
     // but cannot be released; it stays held, and the 429s are transient,
     // not a refusal to tell.
-    proxy.inject(Fault::Status {
+    let writes_429 = Fault::Status {
         code: 429,
         requests: Requests::Writes,
-    });
-    let before = proxy.counts();
-    jobs.create(&PostParams::default(), &job("during-429", 2))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(
-        proxy.counts().injected > before.injected,
-        "the operator's writes never met the 429s: {:?}",
-        proxy.counts()
-    );
-    assert!(suspended(&jobs.get("during-429").await.unwrap()));
-    let healed = Instant::now();
-    proxy.heal();
-    let after_429 = released_after(&jobs, "during-429", healed).await;
-
+    };
+    let after_429 = job_through_fault(&proxy, &jobs, "during-429", writes_429, false).await;
     // The API failing outright: every request, reads and watches
     // included, answered 500 for 5 s, and every open connection (the
     // watches) cut so they must come back through the failures.
-    proxy.inject(Fault::Status {
+    let all_500 = Fault::Status {
         code: 500,
         requests: Requests::All,
-    });
-    proxy.reset_connections();
-    let before = proxy.counts();
-    jobs.create(&PostParams::default(), &job("during-500", 2))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(
-        proxy.counts().injected > before.injected,
-        "the operator met no 500s: {:?}",
-        proxy.counts()
-    );
-    assert!(suspended(&jobs.get("during-500").await.unwrap()));
-    let healed = Instant::now();
-    proxy.heal();
-    let after_500 = released_after(&jobs, "during-500", healed).await;
+    };
+    let after_500 = job_through_fault(&proxy, &jobs, "during-500", all_500, true).await;
     eprintln!(
         "recovery (fault healed to the waiting job released): 429 on writes {after_429:?}, \
          500 on everything with connections cut {after_500:?}; proxy {:?}",
