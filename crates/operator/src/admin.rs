@@ -48,6 +48,11 @@ struct ObjectLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WatchLabels {
+    watch: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UsageLabels {
     cluster_queue: String,
     flavor: String,
@@ -70,6 +75,7 @@ pub struct OperatorMetrics {
     leader: Gauge,
     publish_backlog: Gauge,
     queue_objects: Family<ObjectLabels, Gauge>,
+    watch_lists: Family<WatchLabels, Counter>,
 }
 
 /// Admission wait buckets: 1 s to about 4.5 h, doubling.
@@ -94,6 +100,7 @@ impl OperatorMetrics {
             publish_backlog: Gauge::default(),
             queue_objects: Family::default(),
             share: Family::default(),
+            watch_lists: Family::default(),
         };
         registry.register(
             "arbiter_pending_workloads",
@@ -161,7 +168,23 @@ impl OperatorMetrics {
             "Objects (Workloads, queue statuses) and Events decided but not yet written to the API",
             m.publish_backlog.clone(),
         );
+        registry.register(
+            "arbiter_watch_lists",
+            "Lists per watch: its first, and one each time the API expired the watch (410 Gone: the resourceVersion it would resume from was compacted away) or a list failed",
+            m.watch_lists.clone(),
+        );
         m
+    }
+
+    /// Brings the watch `watch`'s list count up to `lists`.
+    pub fn set_watch_lists(&self, watch: &str, lists: u64) {
+        let counter = self.watch_lists.get_or_create(&WatchLabels {
+            watch: watch.to_string(),
+        });
+        let shown = counter.get();
+        if lists > shown {
+            counter.inc_by(lists - shown);
+        }
     }
 
     /// Sets the queue objects by kind and state from `counts` (kind →

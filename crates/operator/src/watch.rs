@@ -35,9 +35,16 @@ where
 }
 
 /// Which objects of a watch changed (their store already shows it) since
-/// last taken: by namespace and name, or all of them after a relist.
+/// last taken: by namespace and name, or all of them after a relist; and
+/// how many times the watch has listed.
 #[derive(Debug)]
-pub struct Changes(Mutex<Changed>);
+pub struct Changes {
+    changed: Mutex<Changed>,
+    /// Lists begun: the first, and one after each watch the API expired
+    /// (`410 Gone`: it no longer holds the resourceVersion the watch
+    /// would resume from, as after etcd compacted it) or a list that failed.
+    lists: AtomicU64,
+}
 
 /// Counts changes seen by every watch, for [`Changed::objects`].
 static SEEN: AtomicU64 = AtomicU64::new(0);
@@ -64,17 +71,23 @@ impl Changed {
 impl Default for Changes {
     /// Everything is new to a reader that has not looked yet.
     fn default() -> Self {
-        Changes(Mutex::new(Changed {
-            all: true,
-            objects: IndexMap::new(),
-        }))
+        Changes {
+            changed: Mutex::new(Changed {
+                all: true,
+                objects: IndexMap::new(),
+            }),
+            lists: AtomicU64::new(0),
+        }
     }
 }
 
 impl Changes {
     /// Notes what a watch event (already applied to the store) changed.
     pub fn note<K: reflector::Lookup>(&self, event: &watcher::Event<K>) {
-        let mut changed = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let watcher::Event::Init = event {
+            self.lists.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut changed = self.changed.lock().unwrap_or_else(|p| p.into_inner());
         match event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                 if !changed.all {
@@ -95,7 +108,12 @@ impl Changes {
 
     /// What changed since last taken.
     pub fn take(&self) -> Changed {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.changed.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// How many lists the watch has begun.
+    pub fn lists(&self) -> u64 {
+        self.lists.load(Ordering::Relaxed)
     }
 }
 
@@ -343,8 +361,12 @@ mod tests {
         assert!(changes.take().is_empty());
 
         changes.note(&watcher::Event::Apply(job("d")));
+        assert_eq!(changes.lists(), 0);
         changes.note(&watcher::Event::<Job>::Init);
+        changes.note(&watcher::Event::InitApply(job("d")));
+        changes.note(&watcher::Event::<Job>::InitDone);
         let relisted = changes.take();
         assert!(relisted.all && relisted.objects.is_empty());
+        assert_eq!(changes.lists(), 1, "a list counts once");
     }
 }

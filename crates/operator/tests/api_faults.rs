@@ -11,7 +11,14 @@
 //! meanwhile are released once it answers again, nothing is told as
 //! refused, nothing is admitted twice and the ClusterQueue's usage is what
 //! the API holds; and a leader cut off from the API (its requests and
-//! watches hanging) stops on its own before a follower takes its lease.
+//! watches hanging) stops on its own before a follower takes its lease;
+//! and watches expired (cut off while a job is deleted and another
+//! created, etcd compacted past what they saw): each is told 410 Gone and
+//! lists again, the deleted job's quota is given back and the new job
+//! admitted; and the job-hold webhook slow (jobs created late, held),
+//! slower than its timeout or down (failing closed: the API refuses the
+//! job, naming the webhook) or failing open (the job escapes the hold:
+//! the operator holds it on sight, its pods go, it is admitted in turn).
 
 mod support;
 
@@ -23,10 +30,14 @@ use arbiter_core::model::api::Workload;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
+use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
 use arbiter_operator::Driver;
 use arbiter_testcluster::proxy::{Fault, FaultProxy, Requests};
+use arbiter_testcluster::tcp::{Reach, TcpProxy};
+use arbiter_testcluster::Options;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -470,4 +481,248 @@ async fn a_leader_cut_off_from_the_api_stops_before_another_takes_its_lease() {
     assert_eq!(admission_record(&first).as_deref(), Some(record.as_str()));
     assert!(!b.is_finished(), "b stopped");
     b.abort();
+}
+
+/// How many lists the operator's watch `watch` has made, as its
+/// `arbiter_watch_lists_total` says.
+fn watch_lists(state: &AdminState, watch: &str) -> u64 {
+    let text = {
+        let registry = state.registry.lock().unwrap();
+        arbiter_policy::metrics::encode(&registry)
+    };
+    let series = format!("arbiter_watch_lists_total{{watch=\"{watch}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn wait_watch_lists(state: &AdminState, watch: &str, at_least: u64) {
+    let started = Instant::now();
+    while watch_lists(state, watch) < at_least {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the {watch} watch made {} lists, not {at_least}",
+            watch_lists(state, watch)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn watches_expired_by_etcd_compaction_are_listed_again_and_nothing_is_missed() {
+    // Every watch and list reads etcd directly, so a watch resuming from a
+    // compacted resourceVersion is answered 410 Gone.
+    let options = Options {
+        apiserver_args: vec!["--watch-cache=false".into()],
+    };
+    let (cluster, admin) = cluster_with_setup_using(&options).await;
+    let proxy = cluster.fault_proxy().await.unwrap();
+    let mut registry = Default::default();
+    let metrics = OperatorMetrics::register(&mut registry);
+    let state = AdminState::new(registry);
+    let driver = Driver::start(
+        proxy.client_for("admin").await.unwrap(),
+        Integrations::builtin(),
+        Box::new(DefaultHooks),
+        test_driver_options(),
+    )
+    .await
+    .with_admin(state.clone(), metrics);
+    let operator = tokio::spawn(driver.run(std::future::pending()));
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    for name in ["kept", "deleted"] {
+        jobs.create(&PostParams::default(), &job(name, 2))
+            .await
+            .unwrap();
+    }
+    let kept = wait_for(&jobs, "kept", "admitted", released).await;
+    let record = admission_record(&kept).expect("an admission record");
+    wait_for(&jobs, "deleted", "admitted", released).await;
+    const JOBS: &str = "batch/v1 Job";
+    wait_watch_lists(&state, JOBS, 1).await;
+    let lists = watch_lists(&state, JOBS);
+
+    // The operator cut off while a job is deleted and another created,
+    // then etcd compacted past everything it saw.
+    proxy.inject(Fault::Partition);
+    jobs.delete("deleted", &DeleteParams::default())
+        .await
+        .unwrap();
+    jobs.create(&PostParams::default(), &job("created", 2))
+        .await
+        .unwrap();
+    let revision = cluster.compact_etcd().await.unwrap();
+    eprintln!("etcd compacted at revision {revision}");
+    // Back, every connection new: each watch resumes from a compacted
+    // resourceVersion, is told 410 Gone, and lists again.
+    proxy.reset_connections();
+    proxy.heal();
+    let back = Instant::now();
+    wait_watch_lists(&state, JOBS, lists + 1).await;
+    wait_for(&jobs, "created", "admitted after the relist", released).await;
+    eprintln!(
+        "reconnected to the job created meanwhile released: {:?}",
+        back.elapsed()
+    );
+    // The job deleted unseen gave its quota back: 2 + 2 + 4 of 8 GPUs.
+    wait_queue_usage(&admin, "research", 2, "4").await;
+    jobs.create(&PostParams::default(), &job("big", 4))
+        .await
+        .unwrap();
+    wait_for(
+        &jobs,
+        "big",
+        "admitted in the deleted job's quota",
+        released,
+    )
+    .await;
+    wait_queue_usage(&admin, "research", 3, "8").await;
+    // Nothing admitted twice.
+    let kept = jobs.get("kept").await.unwrap();
+    assert_eq!(admission_record(&kept).as_deref(), Some(record.as_str()));
+    assert!(!operator.is_finished(), "the operator stopped");
+}
+
+/// A job as a user writes it: not suspended (the webhook holds it).
+fn unsuspended(name: &str, gpus: u32) -> Job {
+    let mut job = job(name, gpus);
+    job.spec.as_mut().unwrap().suspend = Some(false);
+    job
+}
+
+async fn pods_of(admin: &kube::Client, job: &str) -> usize {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
+    let selector = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    pods.list(&selector).await.unwrap().items.len()
+}
+
+#[tokio::test]
+async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
+    let (_cluster, admin) = full_cluster_with_setup().await;
+    let driver = Driver::start(
+        admin.clone(),
+        Integrations::builtin(),
+        Box::new(DefaultHooks),
+        test_driver_options(),
+    )
+    .await;
+    let options = WebhookOptions {
+        certs: CertSource::Secret {
+            namespace: "arbiter-system".into(),
+            name: "arbiter-webhook-tls".into(),
+            names: certs::service_names("arbiter", "arbiter-system"),
+        },
+        configuration: None,
+    };
+    let served = webhook::start(
+        &admin,
+        "127.0.0.1:0".parse().unwrap(),
+        &options,
+        driver.integrations().clone(),
+        driver.config_view(),
+    )
+    .await
+    .unwrap();
+    let operator = tokio::spawn(driver.run(std::future::pending()));
+    // The API server calls the webhook through a forwarder that can slow
+    // it down or cut it off; it waits 2 s for an answer.
+    let proxy = TcpProxy::start(served.address).await.unwrap();
+    let (mut mutating, validating) =
+        webhook_configurations(proxy.address.port(), Some(&served.ca_pem));
+    for hook in mutating["webhooks"].as_array_mut().unwrap() {
+        hook["timeoutSeconds"] = json!(2);
+    }
+    apply_webhooks(&admin, &mutating, &validating).await;
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+
+    // Healthy: held at creation, admitted, running; it fills the quota.
+    let started = Instant::now();
+    let first = loop {
+        match jobs
+            .create(&PostParams::default(), &unsuspended("first", 8))
+            .await
+        {
+            Ok(created) => break created,
+            Err(e) => {
+                assert!(
+                    started.elapsed() < PATIENCE,
+                    "the webhook never answered: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    assert!(suspended(&first), "not held at creation: {:?}", first.spec);
+    wait_for(&jobs, "first", "admitted", released).await;
+
+    // Slow, within the API server's timeout: created late, and held.
+    let slow = Duration::from_secs(1);
+    proxy.set(Reach::Delay(slow));
+    let asked = Instant::now();
+    let created = jobs
+        .create(&PostParams::default(), &unsuspended("slow", 2))
+        .await
+        .unwrap();
+    assert!(asked.elapsed() >= slow, "the webhook was not slowed");
+    assert!(
+        suspended(&created),
+        "not held at creation: {:?}",
+        created.spec
+    );
+
+    // Slower than the timeout, or down: failing closed, the API refuses
+    // the job, naming the webhook; nothing is created.
+    for (name, reach) in [
+        ("too-slow", Reach::Delay(Duration::from_secs(3))),
+        ("refused", Reach::Down),
+    ] {
+        proxy.set(reach);
+        let tried = proxy.accepted();
+        let error = jobs
+            .create(&PostParams::default(), &unsuspended(name, 2))
+            .await
+            .expect_err("created while the webhook could not answer");
+        assert!(error.to_string().contains("jobs.arbiter.dev"), "{error}");
+        if reach == Reach::Down {
+            assert!(proxy.accepted() > tried, "the API server never called");
+        }
+        assert!(jobs.get_opt(name).await.unwrap().is_none());
+    }
+
+    // An administrator who chose to fail open: a job created while the
+    // webhook is down escapes the hold and the Job controller starts its
+    // pods; the operator holds it on sight and its pods go.
+    for hook in mutating["webhooks"].as_array_mut().unwrap() {
+        hook["failurePolicy"] = json!("Ignore");
+    }
+    apply_webhooks(&admin, &mutating, &validating).await;
+    let created = jobs
+        .create(&PostParams::default(), &unsuspended("escaped", 2))
+        .await
+        .unwrap();
+    assert!(
+        released(&created),
+        "the webhook held it: {:?}",
+        created.spec
+    );
+    wait_for(&jobs, "escaped", "held by the operator", suspended).await;
+    let started = Instant::now();
+    while pods_of(&admin, "escaped").await > 0 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the escaped job's pods stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_queue_usage(&admin, "research", 1, "8").await;
+
+    // Back: once `first` ends, both waiting jobs are admitted, nothing else.
+    proxy.set(Reach::Forward);
+    finish(&jobs, "first").await;
+    for name in ["slow", "escaped"] {
+        wait_for(&jobs, name, "admitted once `first` finished", released).await;
+    }
+    wait_queue_usage(&admin, "research", 2, "4").await;
+    assert!(!operator.is_finished(), "the operator stopped");
 }

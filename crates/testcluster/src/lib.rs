@@ -42,6 +42,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 mod crds;
 mod full;
 pub mod proxy;
+pub mod tcp;
 pub use crds::{crd_documents, wait_established};
 pub use full::{
     add_node, ensure_serving_cert, NodeSpec, FAIL_LABEL, KWOK_NODE_ANNOTATION, NEVER_READY_LABEL,
@@ -103,6 +104,8 @@ pub struct TestCluster {
     /// How etcd and the API server were started, to start them again.
     etcd_command: Command,
     apiserver_command: Command,
+    /// `http://127.0.0.1:PORT` of etcd's client port.
+    etcd_url: String,
     /// `https://127.0.0.1:PORT` of the API server.
     pub server: String,
     ca_pem: String,
@@ -146,9 +149,23 @@ const USERS: &[TokenUser] = &[
     },
 ];
 
+/// What a test may change about how the control plane starts.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Flags added after the harness's own to kube-apiserver's (a later
+    /// flag wins), e.g. `--watch-cache=false` to have every watch and list
+    /// read etcd directly.
+    pub apiserver_args: Vec<String>,
+}
+
 impl TestCluster {
     /// Starts etcd and kube-apiserver and waits until `/readyz` says ok.
     pub async fn start() -> Result<TestCluster, Error> {
+        Self::start_with(&Options::default()).await
+    }
+
+    /// [`TestCluster::start`] with `options`.
+    pub async fn start_with(options: &Options) -> Result<TestCluster, Error> {
         let bin = binaries()?;
         let dir = tempfile::Builder::new()
             .prefix("arbiter-test-cluster-")
@@ -255,7 +272,8 @@ impl TestCluster {
             .arg("--allow-privileged=true")
             // No `kubernetes` Service endpoints for a loopback address.
             .arg("--endpoint-reconciler-type=none")
-            .arg("--v=1");
+            .arg("--v=1")
+            .args(&options.apiserver_args);
         let apiserver = spawn(&mut apiserver_command, &apiserver_log, "kube-apiserver");
         let apiserver = match apiserver {
             Ok(child) => child,
@@ -272,6 +290,7 @@ impl TestCluster {
             apiserver,
             etcd_command,
             apiserver_command,
+            etcd_url: format!("http://127.0.0.1:{etcd_client}"),
             server: format!("https://127.0.0.1:{secure}"),
             ca_pem,
             ca,
@@ -307,6 +326,61 @@ impl TestCluster {
         tokio::time::sleep(down).await;
         self.etcd = spawn(&mut self.etcd_command, &log, "etcd")?;
         self.wait_ready().await
+    }
+
+    /// Compacts etcd's history up to its current revision (physically, as
+    /// the API server's own periodic compaction does) and returns that
+    /// revision. A watch resuming from an older resourceVersion is then
+    /// answered `410 Gone` by an API server that reads etcd directly
+    /// (started with `--watch-cache=false`, see [`Options`]) and has to
+    /// list again.
+    pub async fn compact_etcd(&self) -> Result<i64, Error> {
+        // Any range read answers the current revision in its header.
+        let range = self
+            .etcd_call("/v3/kv/range", serde_json::json!({"key": "Lw=="}))
+            .await?;
+        let revision = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse::<i64>().ok())
+            .ok_or_else(|| Error::Other(format!("etcd's range answer has no revision: {range}")))?;
+        self.etcd_call(
+            "/v3/kv/compaction",
+            serde_json::json!({"revision": revision.to_string(), "physical": true}),
+        )
+        .await?;
+        Ok(revision)
+    }
+
+    /// Calls etcd's JSON gateway: POST `path` with `body`.
+    async fn etcd_call(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> Result<serde_json::Value, Error> {
+        use http_body_util::{BodyExt, Full};
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<bytes::Bytes>>();
+        let failed = |e: &dyn fmt::Display| Error::Other(format!("etcd {path}: {e}"));
+        let request = http::Request::post(format!("{}{path}", self.etcd_url))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(bytes::Bytes::from(body.to_string())))
+            .map_err(|e| failed(&e))?;
+        let response = client.request(request).await.map_err(|e| failed(&e))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| failed(&e))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(failed(&format!(
+                "{status}: {}",
+                String::from_utf8_lossy(&body)
+            )));
+        }
+        serde_json::from_slice(&body).map_err(|e| failed(&e))
     }
 
     /// Renames the log `name` to `name.N` (the first N free) and returns

@@ -437,10 +437,23 @@ impl Driver {
         let indexed = started.elapsed();
         let (configured, rebuilt) = self.refresh_config().await;
         let reconfigured = started.elapsed();
-        if let Some((state, _)) = &self.admin {
+        if let Some((state, metrics)) = &self.admin {
             state
                 .configured
                 .store(configured, std::sync::atomic::Ordering::Relaxed);
+            let watches = (self.config.iter().map(|w| (&w.what, &w.changes)))
+                .chain([
+                    (&self.namespaces.what, &self.namespaces.changes),
+                    (&self.nodes.what, &self.nodes.changes),
+                ])
+                .chain(
+                    self.jobs
+                        .iter()
+                        .map(|j| (&j.watched.what, &j.watched.changes)),
+                );
+            for (what, changes) in watches {
+                metrics.set_watch_lists(what, changes.lists());
+            }
         }
         if !configured {
             return None;

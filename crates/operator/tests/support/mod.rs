@@ -14,7 +14,7 @@ use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_testcluster::{
-    crd_documents, workspace_root, NodeSpec, TestCluster, RUN_FOR_ANNOTATION,
+    crd_documents, workspace_root, NodeSpec, Options, TestCluster, RUN_FOR_ANNOTATION,
 };
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -95,7 +95,12 @@ pub async fn apply_yaml(client: &Client, yaml: &str) {
 /// operator writes; a test that needs jobs to run and end takes
 /// [`full_cluster_with_setup`].
 pub async fn cluster_with_setup() -> (TestCluster, Client) {
-    let cluster = TestCluster::start()
+    cluster_with_setup_using(&Options::default()).await
+}
+
+/// [`cluster_with_setup`] with the control plane started with `options`.
+pub async fn cluster_with_setup_using(options: &Options) -> (TestCluster, Client) {
+    let cluster = TestCluster::start_with(options)
         .await
         .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
     let admin = setup(&cluster).await;
