@@ -266,10 +266,16 @@ pub fn desired(
     // `waitForPodsReady`: whether the admitted workload's pods are all ready.
     if cluster.pods_ready.is_some() && admitted {
         let waiting = scheduler.awaiting_pods(id);
+        let recovering = scheduler.recovering_pods(id);
         wanted.push(Wanted {
             type_: "PodsReady",
             status: !waiting,
-            reason: if waiting { "WaitForStart" } else { "PodsReady" }.to_string(),
+            reason: match (waiting, recovering) {
+                (true, true) => "WaitForRecovery",
+                (true, false) => "WaitForStart",
+                (false, _) => "PodsReady",
+            }
+            .to_string(),
             message: if waiting {
                 "Not all pods are ready or succeeded".to_string()
             } else {

@@ -1048,3 +1048,138 @@ async fn pods_placed_per_card_are_ungated_and_bound_by_kube_scheduler() {
     let (reason, _) = wait_condition(&client, "job-halves", "Finished", "True").await;
     assert_eq!(reason, "Succeeded");
 }
+
+/// A ClusterQueue over both flavors: A100 first (as much quota as its two
+/// Nodes hold), then V100.
+const SPILL: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: spill}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+    - name: v100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: spill, namespace: team-a}
+spec: {clusterQueue: spill}
+"#;
+
+#[tokio::test]
+async fn a_node_deleted_under_a_running_job_sends_it_to_what_remains() {
+    // Kueue's waitForPodsReady with recoveryTimeout: pods ready once must
+    // be ready again within 5 s of one going, or the job is evicted and
+    // queued again after 1 s.
+    let configuration = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
+        waitForPodsReady:\n  timeout: 30s\n  recoveryTimeout: 5s\n  \
+        requeuingStrategy: {backoffBaseSeconds: 1}\n";
+    let source = arbiter_core::model::load::Source {
+        file: "kueue-config.yaml".into(),
+        document: 1,
+    };
+    let read = arbiter_core::model::configuration::read(configuration, &source).unwrap();
+    let options = arbiter_operator::DriverOptions {
+        pods_ready: read.pods_ready,
+        ..test_driver_options()
+    };
+    let (cluster, client) = full_cluster_setup(options, SPILL).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    // A job that may run again after a pod fails, as most do.
+    let mut moved = serde_json::to_value(queued_job("spill", "moved", 1, 8, None, false)).unwrap();
+    moved["spec"]["backoffLimit"] = json!(6);
+    jobs.create(
+        &PostParams::default(),
+        &serde_json::from_value(moved).unwrap(),
+    )
+    .await
+    .unwrap();
+    let running = wait_pods(
+        &client,
+        &cluster,
+        "job-name=moved",
+        "running on A100",
+        |p| p.len() == 1 && on_a100(&p[0]) && phase_of(&p[0]) == Some("Running"),
+    )
+    .await;
+    let (reason, _) = wait_condition(&client, "job-moved", "PodsReady", "True").await;
+    assert_eq!(reason, "PodsReady");
+    let record = jobs
+        .get("moved")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("arbiter.dev/admission")
+        .cloned();
+
+    // Its Node goes, as when a cloud deletes an instance. Pod garbage
+    // collection deletes the pod left on no Node (after its 40 s
+    // quarantine); the Job controller makes another, which no Node can
+    // hold. The job's pods are not all ready again within 5 s: evicted.
+    let gone = node_of(&running[0]).unwrap().to_string();
+    Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .delete(&gone, &Default::default())
+        .await
+        .unwrap();
+    let (reason, _) = wait_condition_within(
+        &client,
+        "job-moved",
+        "PodsReady",
+        "False",
+        Duration::from_secs(180),
+    )
+    .await;
+    assert_eq!(reason, "WaitForRecovery");
+    // Told on the job (the Workload's Evicted condition may go by unseen:
+    // it is admitted again a second later).
+    let note = wait_event(&client, "moved", "PodsReadyTimeout").await;
+    assert!(note.contains("recoveryTimeout"), "{note}");
+    // Queued again, it runs on the A100 Node that remains.
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=moved",
+        "running on the other A100 Node",
+        |p| {
+            p.iter().any(|p| {
+                on_a100(p) && node_of(p) != Some(gone.as_str()) && phase_of(p) == Some("Running")
+            })
+        },
+    )
+    .await;
+    let again = jobs.get("moved").await.unwrap();
+    assert!(released(&again));
+    assert_ne!(
+        again
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("arbiter.dev/admission"),
+        record.as_ref(),
+        "not admitted anew"
+    );
+    // The A100 pool is one Node now: the next 8-GPU job goes to V100,
+    // though A100 quota is left.
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("spill", "next", 1, 8, None, false),
+    )
+    .await
+    .unwrap();
+    wait_pods(&client, &cluster, "job-name=next", "running on V100", |p| {
+        p.len() == 1 && node_of(&p[0]) == Some("v100-node-1") && phase_of(&p[0]) == Some("Running")
+    })
+    .await;
+    wait_queue_usage(&client, "spill", 2, "8").await;
+}

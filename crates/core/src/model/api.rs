@@ -388,6 +388,11 @@ pub struct WaitForPodsReady {
     /// Admit nothing while an admitted workload's pods are not all ready (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_admission: Option<bool>,
+    /// From an admitted workload's pods no longer all ready (once they
+    /// were: a pod failed, its node went away) to all ready again
+    /// (duration; absent: waited for without end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeuing_strategy: Option<RequeuingStrategy>,
 }

@@ -91,12 +91,14 @@ mod tests {
         let text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
                     manageJobsWithoutQueueName: false\n\
                     waitForPodsReady:\n  timeout: 10m\n  blockAdmission: true\n  \
+                    recoveryTimeout: 2m\n  \
                     requeuingStrategy: {backoffLimitCount: 5, timestamp: Creation}\n";
         let read = read(text, &source()).unwrap();
         assert_eq!(
             read.pods_ready,
             Some(PodsReadyPolicy {
                 timeout: Millis::from_secs(600),
+                recovery_timeout: Some(Millis::from_secs(120)),
                 block_admission: true,
                 requeue_at_creation: true,
                 backoff_limit: Some(5),

@@ -20,6 +20,8 @@ pub enum TimerKind {
     Reclaim,
     /// `waitForPodsReady.timeout` after an admission.
     PodsReady,
+    /// `waitForPodsReady.recoveryTimeout` after pods all ready once were not.
+    PodsRecovery,
 }
 
 impl Scheduler {
@@ -284,9 +286,16 @@ impl Scheduler {
                     });
                 }
                 TimerKind::PodsReady
-                    if entry.status == Status::Admitted && self.unready.contains(&id) =>
+                    if entry.status == Status::Admitted
+                        && self.unready.contains(&id)
+                        && !self.recovering.contains_key(&id) =>
                 {
-                    self.pods_ready_timeout(id, now, &mut events);
+                    self.pods_ready_timeout(id, false, now, &mut events);
+                }
+                TimerKind::PodsRecovery
+                    if entry.status == Status::Admitted && self.recovery_due(id, at) =>
+                {
+                    self.pods_ready_timeout(id, true, now, &mut events);
                 }
                 TimerKind::Reclaim if entry.status == Status::Admitted => {
                     let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
@@ -310,6 +319,7 @@ impl Scheduler {
 
     /// Gives back an admitted workload's quota and nodes; wakes what may now fit.
     pub(super) fn release(&mut self, id: WorkloadId) -> Option<Admission> {
+        self.recovering.remove(&id);
         if self.unready.remove(&id) && self.block_admission() {
             self.wake_all();
         }

@@ -237,6 +237,9 @@ pub struct Scheduler {
     /// Admitted workloads whose pods are not all ready yet, while
     /// `waitForPodsReady` is on (`pods_ready`).
     unready: BTreeSet<WorkloadId>,
+    /// Of `unready`, those whose pods were all ready once: since when they
+    /// are not (`recoveryTimeout` counts from then).
+    recovering: BTreeMap<WorkloadId, Millis>,
 }
 
 impl Scheduler {
@@ -288,6 +291,7 @@ impl Scheduler {
             active: BTreeSet::new(),
             timers: BTreeSet::new(),
             unready: BTreeSet::new(),
+            recovering: BTreeMap::new(),
             to_score: Vec::new(),
             fair,
             lendable,

@@ -1,6 +1,8 @@
 //! All-or-nothing admission, Kueue's `waitForPodsReady`
 //! (`Cluster::pods_ready`): an admitted workload's pods must all be ready
-//! within the timeout (the driver says so with `Input::PodsReady`), or it
+//! within the timeout (the driver says so with `Input::PodsReady`), and,
+//! with `recoveryTimeout`, all ready again within it once they are not
+//! (`Input::PodsNotReady`: a pod failed, its node went away), or it
 //! is evicted (`PodsReadyTimeout`) and queued again after a backoff that
 //! doubles with each requeue, deactivated past the requeuing limit; with
 //! `blockAdmission`, nothing is admitted while an admitted workload's pods
@@ -32,6 +34,45 @@ impl Scheduler {
         ));
     }
 
+    /// After pods all ready once were not (since `since`): watch for them,
+    /// until the recovery timeout. Without one, nothing waits: Kueue's
+    /// rule, the workload stays admitted.
+    pub(super) fn await_recovery(&mut self, id: WorkloadId, since: Millis) {
+        let Some(recovery) = self.cluster.pods_ready.and_then(|p| p.recovery_timeout) else {
+            return;
+        };
+        self.unready.insert(id);
+        self.recovering.insert(id, since);
+        let epoch = self.entries[id.index()].epoch;
+        self.timers.insert((
+            since.saturating_add(recovery),
+            TimerKind::PodsRecovery,
+            id,
+            epoch,
+        ));
+    }
+
+    /// The driver saw the pods of admitted workload `id`, all ready once,
+    /// no longer all ready. Whether that changed anything.
+    pub(super) fn pods_not_ready(&mut self, id: WorkloadId, now: Millis) -> bool {
+        let admitted = self.get(id).is_some_and(|e| e.status == Status::Admitted);
+        if !admitted || self.unready.contains(&id) || self.cluster.pods_ready.is_none() {
+            return false;
+        }
+        self.await_recovery(id, now);
+        self.unready.contains(&id)
+    }
+
+    /// Whether the recovery timer of `id` due `at` is the one in force
+    /// (not one of an earlier time its pods were not ready).
+    pub(super) fn recovery_due(&self, id: WorkloadId, at: Millis) -> bool {
+        let recovery = self.cluster.pods_ready.and_then(|p| p.recovery_timeout);
+        match (self.recovering.get(&id), recovery) {
+            (Some(since), Some(recovery)) => since.saturating_add(recovery) == at,
+            _ => false,
+        }
+    }
+
     /// The driver saw every pod of admitted workload `id` ready (or done).
     /// Whether that changed anything.
     pub(super) fn pods_ready(&mut self, id: WorkloadId) -> bool {
@@ -39,27 +80,32 @@ impl Scheduler {
         if !admitted || !self.unready.remove(&id) {
             return false;
         }
+        self.recovering.remove(&id);
         if self.block_admission() && self.unready.is_empty() {
             self.wake_all();
         }
         true
     }
 
-    /// Its pods were not all ready in time: evicted, and queued again after
+    /// Its pods were not all ready in time (`recovery`: again, within
+    /// `recoveryTimeout`): evicted, and queued again after
     /// `backoffBaseSeconds` doubling with each requeue (at most
     /// `backoffMaxSeconds`), or deactivated past `backoffLimitCount`.
     pub(super) fn pods_ready_timeout(
         &mut self,
         id: WorkloadId,
+        recovery: bool,
         now: Millis,
         events: &mut Vec<Event>,
     ) {
         let Some(policy) = self.cluster.pods_ready else {
             return;
         };
-        let cause = Eviction::PodsReadyTimeout {
-            timeout: policy.timeout,
+        let timeout = match (recovery, policy.recovery_timeout) {
+            (true, Some(recovery)) => recovery,
+            _ => policy.timeout,
         };
+        let cause = Eviction::PodsReadyTimeout { timeout, recovery };
         self.evict(id, cause, None, events);
         let entry = &mut self.entries[id.index()];
         entry.pods_ready_requeues += 1;
@@ -88,7 +134,8 @@ impl Scheduler {
         let until = now.saturating_add(policy.backoff(requeues));
         entry.status = Status::Backoff;
         entry.reason = Reason::PodsReadyBackoff {
-            timeout: policy.timeout,
+            timeout,
+            recovery,
             requeue: requeues,
             limit: policy.backoff_limit,
             until,
@@ -117,5 +164,11 @@ impl Scheduler {
     /// (`waitForPodsReady` on, not yet said ready).
     pub fn awaiting_pods(&self, id: WorkloadId) -> bool {
         self.unready.contains(&id)
+    }
+
+    /// Whether admitted workload `id` waits for its pods to be all ready
+    /// again (`recoveryTimeout`), having had them all ready once.
+    pub fn recovering_pods(&self, id: WorkloadId) -> bool {
+        self.recovering.contains_key(&id)
     }
 }

@@ -90,8 +90,10 @@ pub enum Eviction {
         priority: i32,
         reclaimed_by: Option<String>,
     },
-    /// Its pods were not all ready within `waitForPodsReady.timeout`.
-    PodsReadyTimeout { timeout: Millis },
+    /// Its pods were not all ready within `waitForPodsReady.timeout` of
+    /// its admission, or (`recovery`) not all ready again within
+    /// `recoveryTimeout` of one failing.
+    PodsReadyTimeout { timeout: Millis, recovery: bool },
 }
 
 impl Eviction {
@@ -128,9 +130,19 @@ impl fmt::Display for Eviction {
                     Some(cq) => write!(f, "reclaimed by ClusterQueue {cq}"),
                 }
             }
-            Eviction::PodsReadyTimeout { timeout } => write!(
+            Eviction::PodsReadyTimeout {
+                timeout,
+                recovery: false,
+            } => write!(
                 f,
                 "its pods were not all ready within waitForPodsReady.timeout {timeout} of its admission"
+            ),
+            Eviction::PodsReadyTimeout {
+                timeout,
+                recovery: true,
+            } => write!(
+                f,
+                "its pods, all ready once, were not all ready again within waitForPodsReady.recoveryTimeout {timeout} (a pod failed or its node went away)"
             ),
         }
     }
@@ -228,6 +240,8 @@ pub enum Reason {
     /// were not all ready within `timeout` (`limit`: `backoffLimitCount`).
     PodsReadyBackoff {
         timeout: Millis,
+        /// The timeout was `recoveryTimeout` (not `timeout`).
+        recovery: bool,
         requeue: u32,
         limit: Option<u32>,
         until: Millis,
@@ -379,11 +393,14 @@ impl Reason {
             ),
             Reason::PodsReadyBackoff {
                 timeout,
+                recovery,
                 requeue,
                 limit,
                 until,
             } => format!(
-                "its pods were not all ready within waitForPodsReady.timeout {timeout}; requeue {requeue}{} after backoff until {}s",
+                "its pods were not all ready {}within waitForPodsReady.{} {timeout}; requeue {requeue}{} after backoff until {}s",
+                if *recovery { "again " } else { "" },
+                if *recovery { "recoveryTimeout" } else { "timeout" },
                 limit.map(|l| format!(" of {l}")).unwrap_or_default(),
                 until.as_secs_f64()
             ),

@@ -544,8 +544,12 @@ impl Scheduler {
         // their timeout counted from their admission, under the policy now
         // in force.
         for &id in &old.unready {
-            if next.entries[id.index()].status == Status::Admitted {
-                next.await_pods_ready(id);
+            if next.entries[id.index()].status != Status::Admitted {
+                continue;
+            }
+            match old.recovering.get(&id) {
+                Some(&since) => next.await_recovery(id, since),
+                None => next.await_pods_ready(id),
             }
         }
         for id in detached {

@@ -34,6 +34,10 @@ pub enum Input {
     /// Every pod of an admitted workload is ready (or has run to its end):
     /// `waitForPodsReady` stops waiting for it.
     PodsReady(WorkloadId),
+    /// The pods of an admitted workload said ready before are no longer
+    /// all ready (a pod failed, its node went away): with
+    /// `waitForPodsReady.recoveryTimeout`, they must be again within it.
+    PodsNotReady(WorkloadId),
     /// An admitted workload failed; `message` is what the driver saw.
     Fail {
         workload: WorkloadId,
@@ -102,6 +106,9 @@ impl Scheduler {
                 Input::Withdraw(id) => step.events.extend(self.withdraw(id, now)),
                 Input::PodsReady(id) => {
                     self.pods_ready(id);
+                }
+                Input::PodsNotReady(id) => {
+                    self.pods_not_ready(id, now);
                 }
                 Input::NodeReady(flavor) => {
                     self.node_ready(flavor);

@@ -994,6 +994,7 @@ fn waiting_cluster(block: bool, limit: Option<u32>) -> Arc<Cluster> {
     let mut c = build(&CLUSTER.replace("QUOTA_A", "8"));
     c.pods_ready = Some(crate::model::cluster::PodsReadyPolicy {
         timeout: Millis::from_secs(60),
+        recovery_timeout: Some(Millis::from_secs(20)),
         block_admission: block,
         requeue_at_creation: false,
         backoff_limit: limit,
@@ -1052,6 +1053,80 @@ fn pods_ready_in_time_keep_their_admission() {
     );
     assert!(!s.awaiting_pods(ids[0]));
     let step = s.step(Millis::from_secs(61), Vec::new(), &mut DefaultHooks);
+    assert!(step.events.is_empty(), "{:?}", step.events);
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+}
+
+#[test]
+fn pods_ready_once_must_be_ready_again_within_the_recovery_timeout() {
+    // waiting_cluster: timeout 60 s, recoveryTimeout 20 s, backoff 10 s.
+    let c = waiting_cluster(false, None);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-a", "gang", 4, 0)]);
+    let at = |secs| Millis::from_secs(secs);
+    s.step(at(5), vec![Input::PodsReady(ids[0])], &mut DefaultHooks);
+    // A pod fails at 10 s and its replacement is ready at 25 s: kept.
+    let step = s.step(at(10), vec![Input::PodsNotReady(ids[0])], &mut DefaultHooks);
+    assert!(s.awaiting_pods(ids[0]));
+    assert_eq!(step.next_wake, Some(at(30)));
+    s.step(at(25), vec![Input::PodsReady(ids[0])], &mut DefaultHooks);
+    assert!(!s.awaiting_pods(ids[0]));
+    // Again at 40 s; the first episode's deadline (30 s) and the admission
+    // timeout (60 s) pass by; 20 s after the second, it is evicted.
+    s.step(at(40), vec![Input::PodsNotReady(ids[0])], &mut DefaultHooks);
+    let step = s.step(at(59), Vec::new(), &mut DefaultHooks);
+    assert!(step.events.is_empty(), "{:?}", step.events);
+    assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+    let step = s.step(at(60), Vec::new(), &mut DefaultHooks);
+    assert!(
+        matches!(
+            &step.events[0],
+            Event::Evicted {
+                cause: Eviction::PodsReadyTimeout { recovery: true, .. },
+                ..
+            }
+        ),
+        "{:?}",
+        step.events
+    );
+    assert_eq!(s.entry(ids[0]).status, Status::Backoff);
+    assert!(
+        s.reason_text(ids[0]).contains("recoveryTimeout 20s"),
+        "{}",
+        s.reason_text(ids[0])
+    );
+    // Queued again after the backoff, it waits for its start as at first.
+    let step = s.step(at(70), Vec::new(), &mut DefaultHooks);
+    assert_eq!(admitted(&step), ids);
+    assert!(s.awaiting_pods(ids[0]));
+    // Not ready before it was ever ready: that is the start's timeout, not
+    // a recovery.
+    s.step(at(75), vec![Input::PodsNotReady(ids[0])], &mut DefaultHooks);
+    let step = s.step(at(96), Vec::new(), &mut DefaultHooks);
+    assert!(step.events.is_empty(), "{:?}", step.events);
+}
+
+#[test]
+fn without_a_recovery_timeout_pods_not_ready_again_keep_their_admission() {
+    let mut c = (*waiting_cluster(false, None)).clone();
+    if let Some(policy) = c.pods_ready.as_mut() {
+        policy.recovery_timeout = None;
+    }
+    let c = Arc::new(c);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (ids, _) = submit(&mut s, 0, vec![workload(&c, "ns-a", "gang", 4, 0)]);
+    s.step(
+        Millis::from_secs(5),
+        vec![Input::PodsReady(ids[0])],
+        &mut DefaultHooks,
+    );
+    s.step(
+        Millis::from_secs(10),
+        vec![Input::PodsNotReady(ids[0])],
+        &mut DefaultHooks,
+    );
+    assert!(!s.awaiting_pods(ids[0]));
+    let step = s.step(Millis::from_secs(1000), Vec::new(), &mut DefaultHooks);
     assert!(step.events.is_empty(), "{:?}", step.events);
     assert_eq!(s.entry(ids[0]).status, Status::Admitted);
 }

@@ -548,9 +548,18 @@ impl Driver {
                         });
                         touched.insert(tracked.id);
                     }
-                    // Its pods are ready (a kind that cannot say: at once).
-                    if scheduler.awaiting_pods(tracked.id) && seen.pods_ready != Some(false) {
+                    // Its pods are ready (a kind that cannot say: at once),
+                    // or, ready once, no longer all are (a pod failed, its
+                    // node went away: `recoveryTimeout`).
+                    let awaiting = scheduler.awaiting_pods(tracked.id);
+                    if awaiting && seen.pods_ready != Some(false) {
                         inputs.push(Input::PodsReady(tracked.id));
+                        touched.insert(tracked.id);
+                    } else if !awaiting
+                        && seen.pods_ready == Some(false)
+                        && scheduler.entry(tracked.id).status == Status::Admitted
+                    {
+                        inputs.push(Input::PodsNotReady(tracked.id));
                         touched.insert(tracked.id);
                     }
                     continue;

@@ -316,6 +316,18 @@ pub async fn wait_condition(
     type_: &str,
     status: &str,
 ) -> (String, String) {
+    wait_condition_within(client, workload, type_, status, PATIENCE).await
+}
+
+/// [`wait_condition`] for what takes a controller's period longer than
+/// [`PATIENCE`] (pod garbage collection).
+pub async fn wait_condition_within(
+    client: &Client,
+    workload: &str,
+    type_: &str,
+    status: &str,
+    patience: Duration,
+) -> (String, String) {
     let api: Api<Workload> = Api::namespaced(client.clone(), "team-a");
     let started = std::time::Instant::now();
     loop {
@@ -332,10 +344,10 @@ pub async fn wait_condition(
         {
             return found;
         }
-        if started.elapsed() > PATIENCE {
+        if started.elapsed() > patience {
             panic!(
                 "Workload {workload}: condition {type_}={status} did not appear within {} s; it is now {}",
-                PATIENCE.as_secs(),
+                patience.as_secs(),
                 serde_json::to_string_pretty(&current).unwrap()
             );
         }

@@ -94,6 +94,10 @@ impl RetryPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodsReadyPolicy {
     pub timeout: Millis,
+    /// `recoveryTimeout`: how long an admitted workload whose pods were
+    /// all ready may have them not all ready before it is evicted as at
+    /// the timeout; `None`: without end.
+    pub recovery_timeout: Option<Millis>,
     pub block_admission: bool,
     /// Requeued at its old place (`timestamp: Creation`) rather than from its eviction.
     pub requeue_at_creation: bool,
@@ -123,6 +127,20 @@ impl PodsReadyPolicy {
                 spec.timeout.as_deref().unwrap_or_default()
             ));
         }
+        let recovery_timeout = match &spec.recovery_timeout {
+            Some(text) => {
+                let recovery = Millis::parse(text)
+                    .map_err(|e| format!("waitForPodsReady.recoveryTimeout: {e}"))?;
+                if recovery < Millis::ZERO {
+                    return Err(format!(
+                        "waitForPodsReady.recoveryTimeout: {text} is negative"
+                    ));
+                }
+                // Kueue's rule: zero is the same as not set.
+                (recovery > Millis::ZERO).then_some(recovery)
+            }
+            None => None,
+        };
         let strategy = spec.requeuing_strategy.clone().unwrap_or_default();
         let requeue_at_creation = match strategy.timestamp.as_deref() {
             None | Some("Eviction") => false,
@@ -137,6 +155,7 @@ impl PodsReadyPolicy {
         let max = strategy.backoff_max_seconds.unwrap_or(3600);
         Ok(Some(PodsReadyPolicy {
             timeout,
+            recovery_timeout,
             block_admission: spec.block_admission.unwrap_or(false),
             requeue_at_creation,
             backoff_limit: strategy.backoff_limit_count,
