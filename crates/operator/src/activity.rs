@@ -27,8 +27,9 @@ type Key = (String, String);
 pub struct Activity {
     /// Objects left out now: (reason, message).
     inactive: BTreeMap<Key, (&'static str, String)>,
-    /// When each object's `Active` condition last changed, and to what.
-    since: BTreeMap<Key, (bool, &'static str, Time)>,
+    /// When each object's `Active` condition last changed, and to what
+    /// (first read from the object's status: a restart keeps the time).
+    since: BTreeMap<Key, (bool, String, Time)>,
     /// Each object's `metadata.generation` as last seen.
     generations: BTreeMap<Key, i64>,
     /// Objects being deleted, kept by their in-use finalizer.
@@ -66,6 +67,11 @@ impl Activity {
             }
             if let Some(generation) = object.metadata.generation {
                 self.generations.insert(key.clone(), generation);
+            }
+            if !self.since.contains_key(&key) {
+                if let Some(written) = written_active(object) {
+                    self.since.insert(key.clone(), written);
+                }
             }
             let count = counts.entry(owner.kind.clone()).or_default();
             match now.get(&key) {
@@ -163,10 +169,11 @@ impl Activity {
             None => (true, READY.0, READY.1.to_string()),
         };
         let since = match self.since.get(&key) {
-            Some((a, r, at)) if *a == active && *r == reason => at.clone(),
+            Some((a, r, at)) if *a == active && r == reason => at.clone(),
             _ => {
                 let at = Time(k8s_openapi::jiff::Timestamp::now());
-                self.since.insert(key.clone(), (active, reason, at.clone()));
+                self.since
+                    .insert(key.clone(), (active, reason.to_string(), at.clone()));
                 at
             }
         };
@@ -179,6 +186,24 @@ impl Activity {
             observed_generation: self.generations.get(&key).copied(),
         }
     }
+}
+
+/// The `Active` condition `object`'s status says (written by this
+/// operator before it restarted, or by another replica): its state,
+/// reason and transition time.
+fn written_active(object: &DynamicObject) -> Option<(bool, String, Time)> {
+    let condition = object
+        .data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Active")?;
+    let condition: Condition = serde_json::from_value(condition.clone()).ok()?;
+    Some((
+        condition.status == "True",
+        condition.reason,
+        condition.last_transition_time,
+    ))
 }
 
 /// The Event owner of a queue object of the configuration stores.

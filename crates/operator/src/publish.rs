@@ -23,9 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use arbiter_core::model::api::{
-    self, ActiveStatus, ClusterQueueStatus, LocalQueueStatus, WorkloadStatus,
-};
+use arbiter_core::model::api::{self, ActiveStatus, ClusterQueueStatus, LocalQueueStatus};
 use futures::stream::{FuturesUnordered, StreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -131,6 +129,12 @@ enum Message {
     Wish(Target, Wish),
     /// Where to report the backlog from now on.
     Backlog(Gauge),
+    /// A Workload's conditions as the API holds them.
+    Seed {
+        namespace: String,
+        name: String,
+        conditions: Vec<Condition>,
+    },
     Event {
         regarding: ObjectReference,
         warning: bool,
@@ -222,6 +226,17 @@ impl Publisher {
             },
             Wish::LocalQueue(Box::new(status)),
         ));
+    }
+
+    /// The conditions the Workload `namespace/name` has in the API (read
+    /// back after a start): a condition written again with the same status
+    /// keeps its `lastTransitionTime`.
+    pub fn seed_conditions(&self, namespace: &str, name: &str, conditions: Vec<Condition>) {
+        self.send(Message::Seed {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            conditions,
+        });
     }
 
     /// Reports the number of objects and Events waiting to be written in `gauge`.
@@ -472,6 +487,19 @@ impl Worker {
                 self.events.push_back(event)
             }
             Message::Backlog(gauge) => self.backlog = Some(gauge),
+            Message::Seed {
+                namespace,
+                name,
+                conditions,
+            } => {
+                let written = self.written.entry((namespace, name)).or_default();
+                if written.conditions.is_empty() {
+                    written.conditions = conditions
+                        .into_iter()
+                        .map(|c| (c.type_.clone(), c))
+                        .collect();
+                }
+            }
         }
     }
 
@@ -631,13 +659,8 @@ async fn write_workload(
     if written.last.as_ref() == Some(now) {
         return Outcome::Done;
     }
-    let (wanted, admission, evictions) = now;
-    let conditions = workloads::conditions(wanted, &written.conditions, Timestamp::now());
-    let body = WorkloadStatus {
-        admission: admission.clone(),
-        conditions: conditions.clone(),
-        evictions: (*evictions > 0).then_some(*evictions),
-    };
+    let conditions = workloads::conditions(&now.wanted, &written.conditions, Timestamp::now());
+    let body = now.status(conditions.clone());
     let api: Api<api::Workload> = Api::namespaced(client.clone(), namespace);
     match apply_status(&api, name, &body).await {
         Ok(()) => {
@@ -695,7 +718,10 @@ mod tests {
     }
 
     fn status(n: u32) -> Option<Desired> {
-        Some((Vec::new(), None, n))
+        Some(Desired {
+            evictions: n,
+            ..Desired::default()
+        })
     }
 
     #[test]

@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 
 use arbiter_core::jobs::{Ended, JobInfo};
 use arbiter_core::model::api::{self, Admission, PodSet, PodSetAssignment, WorkloadSpec};
+use arbiter_core::model::Millis;
 use arbiter_core::scheduler::reason::render_admission;
-use arbiter_core::scheduler::{Entry, Scheduler, Status, WorkloadId};
+use arbiter_core::scheduler::{Backoff, Carried, Entry, Reason, Scheduler, Status, WorkloadId};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
@@ -145,7 +146,10 @@ pub fn not_queued(code: &str, message: &str) -> Desired {
             message: message.to_string(),
         })
         .collect();
-    (wanted, None, 0)
+    Desired {
+        wanted,
+        ..Desired::default()
+    }
 }
 
 /// The Workload `spec` of the job `owner`, which owns it.
@@ -178,9 +182,62 @@ pub struct Wanted {
     pub message: String,
 }
 
-/// What a Workload's status should say, times aside: the conditions, the
-/// admission, the eviction count.
-pub type Desired = (Vec<Wanted>, Option<Admission>, u32);
+/// What a Workload's status should say, times aside (conditions' times
+/// are kept by [`conditions`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    pub wanted: Vec<Wanted>,
+    pub admission: Option<Admission>,
+    pub evictions: u32,
+    /// Requeues after its pods' timeout, and the end of the backoff after one.
+    pub requeues: u32,
+    pub requeue_at: Option<Millis>,
+    /// Runs again after a failed run, and the end of the backoff before one.
+    pub retries: u32,
+    pub retry_at: Option<Millis>,
+}
+
+impl Desired {
+    /// The status to write, with the conditions `conditions` made.
+    pub fn status(&self, conditions: Vec<Condition>) -> api::WorkloadStatus {
+        let time =
+            |at: Millis| Time(Timestamp::from_millisecond(at.0).unwrap_or(Timestamp::UNIX_EPOCH));
+        api::WorkloadStatus {
+            admission: self.admission.clone(),
+            conditions,
+            evictions: (self.evictions > 0).then_some(self.evictions),
+            requeue_state: (self.requeues > 0 || self.requeue_at.is_some()).then(|| {
+                api::RequeueState {
+                    count: (self.requeues > 0).then_some(self.requeues),
+                    requeue_at: self.requeue_at.map(time),
+                }
+            }),
+            retries: (self.retries > 0).then_some(self.retries),
+            retry_at: self.retry_at.map(time),
+        }
+    }
+}
+
+/// What a Workload's status says a job carried from before a restart:
+/// its counters, and a backoff if one was under way.
+pub fn carried(status: &api::WorkloadStatus) -> Carried {
+    let millis = |t: &Time| Millis(t.0.as_millisecond());
+    let requeue = status.requeue_state.as_ref();
+    let backoff = match (
+        requeue.and_then(|r| r.requeue_at.as_ref()),
+        status.retry_at.as_ref(),
+    ) {
+        (Some(at), _) => Some((millis(at), Backoff::PodsReady)),
+        (None, Some(at)) => Some((millis(at), Backoff::Retry)),
+        (None, None) => None,
+    };
+    Carried {
+        retries: status.retries.unwrap_or(0),
+        pods_ready_requeues: requeue.and_then(|r| r.count).unwrap_or(0),
+        evictions: status.evictions.unwrap_or(0),
+        backoff,
+    }
+}
 
 /// What the Workload's status should say now, from the scheduler's entry:
 /// the conditions, the admission, the eviction count.
@@ -336,7 +393,22 @@ pub fn desired(
             })
             .collect(),
     });
-    (wanted, admission, entry.evictions)
+    let (requeue_at, retry_at) = match reason {
+        Reason::PodsReadyBackoff { until, .. } if entry.status == Status::Backoff => {
+            (Some(until), None)
+        }
+        Reason::Backoff { until, .. } if entry.status == Status::Backoff => (None, Some(until)),
+        _ => (None, None),
+    };
+    Desired {
+        wanted,
+        admission,
+        evictions: entry.evictions,
+        requeues: entry.pods_ready_requeues,
+        requeue_at,
+        retries: entry.retries,
+        retry_at,
+    }
 }
 
 /// The conditions with their transition times: a condition whose status is
@@ -546,7 +618,12 @@ mod tests {
                 Quantity("1500m".into())
             )]))
         );
-        let (wanted, admission, evictions) = not_queued("LocalQueueDoesNotExist", "no queue");
+        let Desired {
+            wanted,
+            admission,
+            evictions,
+            ..
+        } = not_queued("LocalQueueDoesNotExist", "no queue");
         assert_eq!((admission, evictions), (None, 0));
         let said: Vec<_> = wanted
             .iter()

@@ -10,6 +10,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use arbiter_core::model::api::Workload;
@@ -106,6 +107,15 @@ async fn full_cluster_setup(
     options: arbiter_operator::DriverOptions,
     extra: &str,
 ) -> (TestCluster, Client) {
+    let (cluster, admin, _operator) = full_cluster_and_operator(options, extra).await;
+    (cluster, admin)
+}
+
+/// [`full_cluster_setup`], with the operator's task (to stop it).
+async fn full_cluster_and_operator(
+    options: arbiter_operator::DriverOptions,
+    extra: &str,
+) -> (TestCluster, Client, tokio::task::JoinHandle<()>) {
     let cluster = TestCluster::start_full()
         .await
         .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
@@ -140,12 +150,12 @@ async fn full_cluster_setup(
         .add_node(&NodeSpec::gpu("v100-node-1", 64, 8).label("nvidia.com/gpu.product", V100))
         .await
         .unwrap();
-    start_operator_configured(
+    let operator = start_operator_configured(
         admin.clone(),
         Box::new(arbiter_core::scheduler::hooks::DefaultHooks),
         options,
     );
-    (cluster, admin)
+    (cluster, admin, operator)
 }
 
 /// A pod template running `run_for` (a Go duration; `None`: until deleted)
@@ -1182,4 +1192,163 @@ async fn a_node_deleted_under_a_running_job_sends_it_to_what_remains() {
     })
     .await;
     wait_queue_usage(&client, "spill", 2, "8").await;
+}
+
+/// A ClusterQueue that runs a failed job again after 20 s.
+const PATIENT: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: patient}
+spec:
+  namespaceSelector: {}
+  retryPolicy: {maxRetries: 3, backoffDuration: 20s}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: v100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: patient, namespace: team-a}
+spec: {clusterQueue: patient}
+"#;
+
+/// The `lastTransitionTime` of each condition of `object`'s status.
+fn condition_times(object: &Value) -> BTreeMap<String, String> {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let time = c["lastTransitionTime"].as_str().unwrap_or_default();
+            (
+                c["type"].as_str().unwrap_or_default().to_string(),
+                time.to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn workload_status(client: &Client, name: &str) -> Value {
+    let workload = Api::<Workload>::namespaced(client.clone(), "team-a")
+        .get(name)
+        .await
+        .unwrap();
+    serde_json::to_value(workload).unwrap()["status"].clone()
+}
+
+#[tokio::test]
+async fn a_restart_keeps_condition_times_retry_counts_and_backoffs() {
+    let (cluster, client, operator) =
+        full_cluster_and_operator(test_driver_options(), PATIENT).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("research", "steady", 1, 2, None, false),
+    )
+    .await
+    .unwrap();
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("patient", "flaky", 1, 2, Some("1s"), true),
+    )
+    .await
+    .unwrap();
+    let flaky_uid = jobs.get("flaky").await.unwrap().metadata.uid.unwrap();
+    wait_condition(&client, "job-steady", "Admitted", "True").await;
+    let steady = json!({"status": workload_status(&client, "job-steady").await});
+    let steady_times = condition_times(&steady);
+    let queues: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "arbiter.dev",
+            "v1alpha1",
+            "ClusterQueue",
+        )),
+    );
+    let queue_times =
+        condition_times(&serde_json::to_value(queues.get("research").await.unwrap()).unwrap());
+    assert!(queue_times.contains_key("Active"), "{queue_times:?}");
+
+    // `flaky` fails: created anew, held, backing off 20 s; its Workload
+    // says so. It will succeed when run again.
+    let again = wait_for(&jobs, "flaky", "created anew", |j| {
+        j.metadata.uid.as_ref() != Some(&flaky_uid)
+    })
+    .await;
+    assert!(suspended(&again));
+    let patch = json!({"spec": {"template": {"metadata": {"labels": {FAIL_LABEL: null}}}}});
+    jobs.patch(
+        "flaky",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let retry_at = loop {
+        let status = workload_status(&client, "job-flaky").await;
+        if let (Some(at), Some(1)) = (status["retryAt"].as_str(), status["retries"].as_u64()) {
+            break at.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "no retry recorded: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    // The operator stops (as a crash would) and starts again.
+    operator.abort();
+    let _ = operator.await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _operator = start_operator_configured(
+        client.clone(),
+        Box::new(arbiter_core::scheduler::hooks::DefaultHooks),
+        test_driver_options(),
+    );
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("research", "after", 1, 2, None, false),
+    )
+    .await
+    .unwrap();
+    wait_for(&jobs, "after", "admitted after the restart", released).await;
+
+    // `flaky` waits out the rest of its backoff (the recorded time has
+    // seconds), then runs; its Workload still counts the retry.
+    let started = std::time::Instant::now();
+    loop {
+        if released(&jobs.get("flaky").await.unwrap()) {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "flaky never ran again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        k8s_openapi::jiff::Timestamp::now() >= retry_at,
+        "released before its backoff ended at {retry_at}"
+    );
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=flaky",
+        "a pod that succeeded",
+        |p| p.iter().any(|p| phase_of(p) == Some("Succeeded")),
+    )
+    .await;
+    let (reason, _) = wait_condition(&client, "job-flaky", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
+    assert_eq!(workload_status(&client, "job-flaky").await["retries"], 1);
+
+    // What did not change kept its time: the running job's conditions and
+    // the ClusterQueue's `Active`.
+    let steady = json!({"status": workload_status(&client, "job-steady").await});
+    assert_eq!(condition_times(&steady), steady_times);
+    let now =
+        condition_times(&serde_json::to_value(queues.get("research").await.unwrap()).unwrap());
+    assert_eq!(now["Active"], queue_times["Active"]);
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -739,4 +739,24 @@ pub struct WorkloadStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evictions: Option<u32>,
+    /// Kueue's: requeues after its pods were not all ready in time
+    /// (`waitForPodsReady`), and until when it backs off before the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_state: Option<RequeueState>,
+    /// Runs again after a failed run (`retryPolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Until when it backs off before running again (`retryPolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Time>,
+}
+
+/// Kueue's `Workload.status.requeueState`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequeueState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_at: Option<Time>,
 }

@@ -7,6 +7,26 @@ use crate::model::Millis;
 use super::reason::Reason;
 use super::workload::{Admission, Seq, Slot, Status, Workload};
 
+/// What a workload brings from before a driver restarted, read back from
+/// the API: its counters and, if it was backing off, until when and why.
+/// A new workload carries nothing (`Carried::default()`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    pub retries: u32,
+    pub pods_ready_requeues: u32,
+    pub evictions: u32,
+    pub backoff: Option<(Millis, Backoff)>,
+}
+
+/// Why a workload backs off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backoff {
+    /// Before running again after a failed run (`retryPolicy`).
+    Retry,
+    /// Before being queued again after its pods' timeout (`waitForPodsReady`).
+    PodsReady,
+}
+
 /// The scheduler's record of one workload.
 #[derive(Clone, Debug)]
 pub struct Entry {

@@ -7,7 +7,7 @@ use crate::model::cluster::{FlavorResource, RetryPolicy};
 use crate::model::{Amount, Millis};
 
 use super::assign;
-use super::entry::Entry;
+use super::entry::{Backoff, Carried, Entry};
 use super::hooks::Hooks;
 use super::reason::{Eviction, Reason, Requeue};
 use super::workload::{Admission, Seq, Slot, Status, Workload, WorkloadId};
@@ -96,6 +96,63 @@ impl Scheduler {
             self.to_score.push(id);
         }
         id
+    }
+
+    /// Gives a just-submitted workload what it carried from before the
+    /// driver restarted: its counters, and its backoff if that has not
+    /// ended (it then backs off once scored, its score and slot its own).
+    pub(super) fn carry(&mut self, id: WorkloadId, carried: Carried, now: Millis) {
+        let entry = &mut self.entries[id.index()];
+        entry.retries = carried.retries;
+        entry.pods_ready_requeues = carried.pods_ready_requeues;
+        entry.evictions = carried.evictions;
+        match carried.backoff {
+            Some((until, why)) if until > now && entry.status == Status::Scoring => {
+                self.carried_backoff.insert(id, (until, why));
+            }
+            _ => {}
+        }
+    }
+
+    /// A scored workload that carried a backoff from before the restart
+    /// backs off until then instead of being queued. Whether it does.
+    pub(super) fn back_off_carried(&mut self, id: WorkloadId, now: Millis) -> bool {
+        let Some((until, why)) = self.carried_backoff.remove(&id) else {
+            return false;
+        };
+        if until <= now {
+            return false;
+        }
+        let entry = &self.entries[id.index()];
+        let reason = match why {
+            Backoff::Retry => Reason::Backoff {
+                after: Box::new(Reason::None),
+                retry: entry.retries,
+                max_retries: self
+                    .cluster
+                    .cluster_queue(entry.workload.cluster_queue)
+                    .retry
+                    .unwrap_or(RetryPolicy::DEFAULT)
+                    .max_retries,
+                until,
+            },
+            Backoff::PodsReady => {
+                let policy = self.cluster.pods_ready;
+                Reason::PodsReadyBackoff {
+                    timeout: policy.map_or(Millis::ZERO, |p| p.timeout),
+                    recovery: false,
+                    requeue: entry.pods_ready_requeues,
+                    limit: policy.and_then(|p| p.backoff_limit),
+                    until,
+                }
+            }
+        };
+        let entry = &mut self.entries[id.index()];
+        entry.status = Status::Backoff;
+        entry.reason = reason;
+        self.timers
+            .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+        true
     }
 
     /// The workload ran to completion at `now`: release its quota and nodes.

@@ -57,7 +57,7 @@ use queues::{ClusterQueueState, TenantGroup};
 use quota::QuotaTree;
 
 pub use autoscale::{ScaleKind, ScaleRequest};
-pub use entry::Entry;
+pub use entry::{Backoff, Carried, Entry};
 pub use lifecycle::TimerKind;
 pub use reason::{Eviction, NeverFits, Reason, Requeue};
 pub use restore::{PlacedPods, Reconfigured, RestoreError, Restored};
@@ -240,6 +240,9 @@ pub struct Scheduler {
     /// Of `unready`, those whose pods were all ready once: since when they
     /// are not (`recoveryTimeout` counts from then).
     recovering: BTreeMap<WorkloadId, Millis>,
+    /// Submitted workloads that were backing off before the driver
+    /// restarted: they back off until then once scored (`carry`).
+    carried_backoff: BTreeMap<WorkloadId, (Millis, Backoff)>,
 }
 
 impl Scheduler {
@@ -292,6 +295,7 @@ impl Scheduler {
             timers: BTreeSet::new(),
             unready: BTreeSet::new(),
             recovering: BTreeMap::new(),
+            carried_backoff: BTreeMap::new(),
             to_score: Vec::new(),
             fair,
             lendable,

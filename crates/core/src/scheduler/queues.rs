@@ -120,7 +120,9 @@ impl Scheduler {
             entry.score = finite(weight.score);
             entry.slot.score = entry.score;
             entry.tenant_score = weight.tenant.map(finite);
-            self.enqueue(id);
+            if !self.back_off_carried(id, now) {
+                self.enqueue(id);
+            }
         }
     }
 

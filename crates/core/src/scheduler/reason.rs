@@ -377,11 +377,14 @@ impl Reason {
                 retry,
                 max_retries,
                 until,
-            } => format!(
-                "{}; retry {retry} of {max_retries} after backoff until {}s",
-                after.render(cluster, workload),
-                until.as_secs_f64()
-            ),
+            } => {
+                let after = after.render(cluster, workload);
+                format!(
+                    "{after}{}retry {retry} of {max_retries} after backoff until {}s",
+                    if after.is_empty() { "" } else { "; " },
+                    until.as_secs_f64()
+                )
+            }
             Reason::Deactivated {
                 retries,
                 max_retries,

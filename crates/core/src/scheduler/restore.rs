@@ -407,6 +407,8 @@ impl Scheduler {
         next.next_seq = old.next_seq;
         next.now = old.now;
         next.history_at = old.history_at;
+        // Workloads not scored yet keep the backoff they carried.
+        next.carried_backoff = old.carried_backoff.clone();
         for (i, cq) in old.cluster.cluster_queues.iter().enumerate() {
             if let Some(new) = next.cluster.cluster_queue_id(&cq.name) {
                 next.decayed[new.index()] = old.decayed[i].clone();

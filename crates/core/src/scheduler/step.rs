@@ -11,6 +11,7 @@ use crate::model::cluster::FlavorId;
 use crate::model::Millis;
 
 use super::autoscale::ScaleRequest;
+use super::entry::Carried;
 use super::hooks::Hooks;
 use super::workload::{Workload, WorkloadId};
 use super::{Event, Scheduler, MAX_CYCLES_PER_STEP};
@@ -28,6 +29,8 @@ pub enum Input {
     SubmitQueued {
         workload: Workload,
         queue_time: Millis,
+        /// What it brings from before the driver restarted.
+        carried: Carried,
     },
     /// An admitted workload ran to completion.
     Finish(WorkloadId),
@@ -98,7 +101,12 @@ impl Scheduler {
                 Input::SubmitQueued {
                     workload,
                     queue_time,
-                } => step.submitted.push(self.submit(workload, now, queue_time)),
+                    carried,
+                } => {
+                    let id = self.submit(workload, now, queue_time);
+                    self.carry(id, carried, now);
+                    step.submitted.push(id);
+                }
                 Input::Finish(id) => step.events.extend(self.finish(id, now)),
                 Input::Fail { workload, message } => {
                     step.events.extend(self.fail(workload, &message, now))

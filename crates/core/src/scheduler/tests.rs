@@ -797,6 +797,7 @@ fn a_workload_submitted_late_keeps_its_place_by_queue_time() {
             Input::SubmitQueued {
                 workload: workload(&c, "ns-b", "earlier", 8, 0),
                 queue_time: Millis(2_000),
+                carried: Default::default(),
             },
         ],
         &mut DefaultHooks,
@@ -812,6 +813,7 @@ fn a_workload_submitted_late_keeps_its_place_by_queue_time() {
         vec![Input::SubmitQueued {
             workload: workload(&c, "ns-a", "future", 1, 0),
             queue_time: Millis(99_000),
+            carried: Default::default(),
         }],
         &mut DefaultHooks,
     );
@@ -1129,6 +1131,64 @@ fn without_a_recovery_timeout_pods_not_ready_again_keep_their_admission() {
     let step = s.step(Millis::from_secs(1000), Vec::new(), &mut DefaultHooks);
     assert!(step.events.is_empty(), "{:?}", step.events);
     assert_eq!(s.entry(ids[0]).status, Status::Admitted);
+}
+
+#[test]
+fn a_workload_carried_over_a_restart_keeps_its_counters_and_backoff() {
+    // waiting_cluster: backoff 10 s doubling to 30 s, at most 1 requeue.
+    let c = waiting_cluster(false, Some(1));
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let at = |secs| Millis::from_secs(secs);
+    let carried = Carried {
+        retries: 0,
+        pods_ready_requeues: 1,
+        evictions: 1,
+        backoff: Some((at(130), Backoff::PodsReady)),
+    };
+    let step = s.step(
+        at(100),
+        vec![Input::SubmitQueued {
+            workload: workload(&c, "ns-a", "gang", 4, 0),
+            queue_time: at(50),
+            carried,
+        }],
+        &mut DefaultHooks,
+    );
+    let id = step.submitted[0];
+    // Backing off until 130 s, as before the restart, with quota free.
+    assert!(admitted(&step).is_empty());
+    assert_eq!(s.entry(id).status, Status::Backoff);
+    assert!(
+        s.reason_text(id).contains("requeue 1 of 1"),
+        "{}",
+        s.reason_text(id)
+    );
+    assert_eq!(step.next_wake, Some(at(130)));
+    let step = s.step(at(130), Vec::new(), &mut DefaultHooks);
+    assert_eq!(admitted(&step), vec![id]);
+    assert_eq!(s.entry(id).evictions, 1);
+    // Its pods' timeout again: past the limit counted from before the
+    // restart, deactivated.
+    s.step(at(190), Vec::new(), &mut DefaultHooks);
+    assert_eq!(s.entry(id).status, Status::Deactivated);
+
+    // A backoff that ended while the operator was down: queued at once.
+    let carried = Carried {
+        retries: 2,
+        backoff: Some((at(150), Backoff::Retry)),
+        ..Carried::default()
+    };
+    let step = s.step(
+        at(200),
+        vec![Input::SubmitQueued {
+            workload: workload(&c, "ns-a", "retried", 4, 0),
+            queue_time: at(60),
+            carried,
+        }],
+        &mut DefaultHooks,
+    );
+    assert_eq!(admitted(&step), step.submitted);
+    assert_eq!(s.entry(step.submitted[0]).retries, 2);
 }
 
 #[test]

@@ -228,6 +228,10 @@ pub struct Driver {
     pools: Vec<arbiter_core::scheduler::capacity::PoolSpec>,
     /// The job kinds watched (served by the API), for the webhook's rules.
     served: Arc<std::sync::Mutex<Vec<kube::api::ApiResource>>>,
+    /// What each job's Workload carried when read back after a start
+    /// (counters, a backoff under way), by (namespace, Workload name), with
+    /// the uid of the job owning it; taken when the job is queued.
+    read_back: HashMap<(String, String), (String, arbiter_core::scheduler::Carried)>,
 }
 
 fn now_millis() -> i64 {
@@ -320,6 +324,7 @@ impl Driver {
             provisioner,
             pools: Vec::new(),
             served,
+            read_back: HashMap::new(),
         }
     }
 
@@ -574,10 +579,26 @@ impl Driver {
                         // Queued as of the job's creation (Kueue orders by
                         // it too), so jobs created while the operator was
                         // down keep their order.
+                        // What its Workload carried from before a restart,
+                        // if it is this job's (or the failed one's it
+                        // runs again in place of).
+                        let name = crate::workloads::workload_name(
+                            &self.jobs[key.watch].resource.kind,
+                            &key.name,
+                        );
+                        let carried = self
+                            .read_back
+                            .remove(&(key.namespace.clone(), name))
+                            .filter(|(owner, _)| {
+                                *owner == seen.uid || Some(owner) == seen.retry_of.as_ref()
+                            })
+                            .map(|(_, carried)| carried)
+                            .unwrap_or_default();
                         inputs.push(match seen.created {
                             Some(queue_time) => Input::SubmitQueued {
                                 workload,
                                 queue_time,
+                                carried,
                             },
                             None => Input::Submit(workload),
                         });

@@ -2,13 +2,76 @@
 //! carries an `arbiter.dev/admission` record goes to `Scheduler::restore`
 //! with its flavors, counts, times and the places of its pods (no policy
 //! asked, nothing admitted twice); a job whose record no longer fits the
-//! configuration is held again and queued as new.
+//! configuration is held again and queued as new. And the Workloads: what
+//! each says a waiting job carried (retry and requeue counts, a backoff
+//! under way) is given to the job when it is queued, and the publisher
+//! starts from their conditions, so a condition's `lastTransitionTime`
+//! stays when its status does.
 
 use super::*;
+use arbiter_core::model::api;
+use kube::api::{Api, ListParams};
+
+/// Workloads read per list request.
+const PAGE: u32 = 500;
 
 impl Driver {
+    /// Reads every Workload once (paged): keeps what each carried for its
+    /// job and tells the publisher its conditions. A failure is logged and
+    /// leaves the counters to start again (nothing is decided from them
+    /// but backoffs and limits).
+    pub(super) async fn read_back_workloads(&mut self) {
+        let api: Api<api::Workload> = Api::all(self.client.clone());
+        let mut params = ListParams::default().limit(PAGE);
+        let mut read = 0usize;
+        loop {
+            let page = match api.list(&params).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(error = %e, read, "reading the Workloads back failed; waiting jobs start their retry and requeue counts again");
+                    return;
+                }
+            };
+            for workload in page.items {
+                read += 1;
+                let (Some(namespace), Some(name)) =
+                    (workload.metadata.namespace, workload.metadata.name)
+                else {
+                    continue;
+                };
+                let owner = workload
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| o.uid.clone())
+                    .unwrap_or_default();
+                let Some(status) = workload.status else {
+                    continue;
+                };
+                self.publisher
+                    .seed_conditions(&namespace, &name, status.conditions.clone());
+                let carried = crate::workloads::carried(&status);
+                if carried != Default::default() {
+                    self.read_back.insert((namespace, name), (owner, carried));
+                }
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+        tracing::info!(
+            workloads = read,
+            carried = self.read_back.len(),
+            "Workloads read back"
+        );
+    }
+
     /// Reads back the admitted jobs after a start (see the module docs).
     pub(super) async fn restore(&mut self) {
+        self.read_back_workloads().await;
         let Some(cluster) = self.scheduler.as_ref().map(|s| s.cluster_arc().clone()) else {
             return;
         };
