@@ -539,12 +539,13 @@ fn no_cluster_role_grants_secrets() {
                     "deploy/{file}: Secrets only in the operator's namespace"
                 );
                 let verbs = strings(&rule["verbs"]);
+                let own = strings(&rule["resourceNames"]) == ["arbiter-webhook-tls"];
+                assert!(verbs == ["create"] || own, "deploy/{file}: {rule}");
+                // List and watch only of the certificate's own Secret, by name.
                 assert!(
-                    verbs == ["create"]
-                        || strings(&rule["resourceNames"]) == ["arbiter-webhook-tls"],
-                    "deploy/{file}: {rule}"
+                    own || !verbs.iter().any(|v| v == "list" || v == "watch"),
+                    "{rule}"
                 );
-                assert!(!verbs.iter().any(|v| v == "list" || v == "watch"), "{rule}");
             }
         }
     }
@@ -808,6 +809,11 @@ mod api_server {
             ("create", lease, ns, None),
             ("get", secret, ns, Some("arbiter-webhook-tls")),
             ("patch", secret, ns, Some("arbiter-webhook-tls")),
+            ("update", secret, ns, Some("arbiter-webhook-tls")),
+            // Its certificate's Secret watched by name (a field selector on
+            // metadata.name, authorized as that name).
+            ("list", secret, ns, Some("arbiter-webhook-tls")),
+            ("watch", secret, ns, Some("arbiter-webhook-tls")),
             ("create", secret, ns, None),
             ("patch", mutating, None, Some("arbiter")),
             ("get", validating, None, Some("arbiter")),
@@ -856,6 +862,7 @@ mod api_server {
             ("get", secret, ns, Some("other")),
             ("list", secret, ns, None),
             ("watch", secret, ns, None),
+            ("watch", secret, ns, Some("other")),
             ("get", secret, Some("team-a"), Some("arbiter-webhook-tls")),
             ("create", secret, Some("team-a"), None),
             ("update", lease, ns, Some("other")),

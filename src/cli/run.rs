@@ -14,7 +14,7 @@ use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::bundles::{BundleOptions, Bundles};
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
-use arbiter_operator::webhook::{CertSource, WebhookOptions};
+use arbiter_operator::webhook::{CertSource, Rotation, WebhookOptions};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_policy::metrics::PolicyMetrics;
 use clap::{Args, ValueEnum};
@@ -254,6 +254,7 @@ fn webhook_options(args: &RunArgs, namespace: &str) -> Option<WebhookOptions> {
                 &args.webhook_service,
                 namespace,
             ),
+            rotation: Rotation::default(),
         },
     };
     Some(WebhookOptions {

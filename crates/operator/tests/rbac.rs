@@ -1,8 +1,9 @@
 //! `deploy/rbac.yaml` is enough and no more: the operator, running under
 //! the real token of the ServiceAccount it installs (TokenRequest API),
 //! holds, admits and records Workloads and Events as in `admission.rs`,
-//! serves its webhooks (its certificate Secret made in its namespace, the
-//! CA written into the webhook configurations), holds the leader Lease,
+//! serves its webhooks (its certificate Secret made in its namespace and
+//! watched by name — deleted, it is made again — the CA written into the
+//! webhook configurations), holds the leader Lease,
 //! loads a platform bundle ConfigMap and writes its status annotation and
 //! Events, and is refused what it has no business doing — reading Secrets
 //! outside its namespace (or other Secrets in it), changing the queue
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use arbiter_core::jobs::Integrations;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
-use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
+use arbiter_operator::webhook::{self, certs, CertSource, Rotation, WebhookOptions};
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_testcluster::workspace_root;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -110,6 +111,7 @@ spec:
             namespace: "arbiter-system".into(),
             name: "arbiter-webhook-tls".into(),
             names: certs::service_names("arbiter", "arbiter-system"),
+            rotation: Rotation::default(),
         },
         configuration: Some("arbiter".into()),
     };
@@ -152,6 +154,32 @@ spec:
         .await
         .unwrap();
     assert!(suspended(&created), "the webhook held it");
+    // Its certificate's Secret watched under that RBAC (list and watch by
+    // name): deleted, it is made again, with a new CA, long before the
+    // hourly check could have noticed.
+    let own: Api<Secret> = Api::namespaced(admin.clone(), "arbiter-system");
+    let ca_of = |secret: Option<Secret>| {
+        secret
+            .and_then(|s| s.data)
+            .and_then(|d| d.get("ca.crt").cloned())
+    };
+    let before = ca_of(own.get_opt("arbiter-webhook-tls").await.unwrap());
+    assert!(before.is_some(), "the operator made no certificate Secret");
+    own.delete("arbiter-webhook-tls", &Default::default())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let now = ca_of(own.get_opt("arbiter-webhook-tls").await.unwrap());
+        if now.is_some() && now != before {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the deleted certificate Secret was not made again (can the operator watch it?)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Its Lease: taken, and released when it stops.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "arbiter-system");

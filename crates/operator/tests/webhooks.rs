@@ -4,15 +4,20 @@
 //! the validating one refuses bad configuration objects with the
 //! simulator's messages; the generated certificate's CA is written into
 //! the configurations' `caBundle`; a mounted certificate is reloaded when
-//! its files change.
+//! its files change; the generated one is rotated while jobs are created
+//! through the webhook (a new serving certificate from the same CA, a new
+//! CA after the Secret is deleted, and a Secret an older Arbiter wrote,
+//! without `ca.key`, moved to a new CA with no job refused).
 
 mod support;
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arbiter_core::jobs::Integrations;
 use arbiter_core::scheduler::hooks::DefaultHooks;
-use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
+use arbiter_operator::webhook::{self, certs, CertSource, Rotation, WebhookOptions};
 use arbiter_operator::{Driver, DriverOptions};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -21,6 +26,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::Client;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
 use support::*;
 
@@ -61,11 +68,17 @@ async fn create_when_served(jobs: &Api<Job>, job: &Job) -> Job {
 /// The webhooks served with a generated certificate, its CA kept in the
 /// configurations named `arbiter`, as `arbiter run` does by default.
 async fn serve_generated(admin: &Client, driver: &Driver) -> webhook::Webhook {
+    serve_rotated(admin, driver, Rotation::default()).await
+}
+
+/// [`serve_generated`] with the certificate rotated as `rotation` says.
+async fn serve_rotated(admin: &Client, driver: &Driver, rotation: Rotation) -> webhook::Webhook {
     let options = WebhookOptions {
         certs: CertSource::Secret {
             namespace: "arbiter-system".into(),
             name: "arbiter-webhook-tls".into(),
             names: certs::service_names("arbiter", "arbiter-system"),
+            rotation,
         },
         configuration: Some("arbiter".into()),
     };
@@ -112,7 +125,7 @@ async fn the_webhooks_hold_new_jobs_and_refuse_bad_configuration() {
                     .flatten()
                     .map(|w| &w.client_config.ca_bundle),
             )
-            .all(|ca| ca.as_ref().map(|b| b.0.as_slice()) == Some(served.ca_pem.as_bytes()));
+            .all(|ca| ca.as_ref().map(|b| b.0.as_slice()) == Some(served.ca_pem().as_bytes()));
         if all_set {
             break;
         }
@@ -128,7 +141,7 @@ async fn the_webhooks_hold_new_jobs_and_refuse_bad_configuration() {
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
     assert_eq!(
         secret.data.as_ref().unwrap()["ca.crt"].0,
-        served.ca_pem.as_bytes()
+        served.ca_pem().as_bytes()
     );
 
     // Mutating: the API hands back the job suspended, with either label.
@@ -307,6 +320,295 @@ async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
     write(&second);
     let created = create_when_served(&jobs, &unsuspended("after", labels)).await;
     assert!(suspended(&created));
+    drop(served);
+}
+
+/// Serving certificates valid 20 s, replaced 12 s before they expire,
+/// checked every `check_every`: a rotation every 8 s or so.
+fn fast(check_every: Duration) -> Rotation {
+    Rotation {
+        validity: Duration::from_secs(20),
+        renew_before: Duration::from_secs(12),
+        check_every,
+        ..Rotation::default()
+    }
+}
+
+const SECRET: &str = "arbiter-webhook-tls";
+
+/// The Secret's `key`.
+async fn secret_value(secrets: &Api<Secret>, key: &str) -> Option<Vec<u8>> {
+    secrets
+        .get_opt(SECRET)
+        .await
+        .unwrap()
+        .and_then(|s| s.data)
+        .and_then(|d| d.get(key).map(|v| v.0.clone()))
+}
+
+/// The caBundle the API server holds for the job-hold webhook.
+async fn api_ca_bundle(admin: &Client) -> Option<Vec<u8>> {
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .get("arbiter")
+        .await
+        .unwrap()
+        .webhooks
+        .and_then(|w| w.into_iter().next())
+        .and_then(|w| w.client_config.ca_bundle)
+        .map(|b| b.0)
+}
+
+/// The certificate the webhook at `address` presents in a TLS handshake,
+/// which must verify for 127.0.0.1 (the name the API server calls)
+/// against the CAs of `bundle`.
+async fn presented(address: SocketAddr, bundle: &[u8]) -> Result<Vec<u8>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(bundle) {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (_, session) = tls.get_ref();
+    session
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .ok_or_else(|| "no certificate presented".to_string())
+}
+
+/// The DER of the first certificate in `pem`.
+fn der(pem: &[u8]) -> Vec<u8> {
+    CertificateDer::pem_slice_iter(pem)
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec()
+}
+
+/// Creates jobs named `prefix-N` until one comes back held: the API server
+/// calls the webhook (its configuration seen, its caBundle trusted).
+async fn create_until_held(jobs: &Api<Job>, prefix: &str) {
+    let labels = json!({"arbiter.dev/queue-name": "research"});
+    let started = Instant::now();
+    for attempt in 0.. {
+        let name = format!("{prefix}-{attempt}");
+        if let Ok(created) = jobs
+            .create(&PostParams::default(), &unsuspended(&name, labels.clone()))
+            .await
+        {
+            if suspended(&created) {
+                return;
+            }
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "no job created through the webhook came back held"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Creates job `name` through the webhook; it must be accepted and held.
+async fn create_held(jobs: &Api<Job>, name: &str, during: &str) {
+    let labels = json!({"arbiter.dev/queue-name": "research"});
+    let created = jobs
+        .create(&PostParams::default(), &unsuspended(name, labels))
+        .await
+        .unwrap_or_else(|e| panic!("job {name} refused {during}: {e}"));
+    assert!(suspended(&created), "{name} was created running {during}");
+}
+
+#[tokio::test]
+async fn the_generated_certificate_is_rotated_while_serving() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let driver = driver(&admin).await;
+    let served = serve_rotated(&admin, &driver, fast(Duration::from_secs(1))).await;
+    let (mutating, validating) = webhook_configurations(served.address.port(), None);
+    apply_webhooks(&admin, &mutating, &validating).await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "arbiter-system");
+    let ca = secret_value(&secrets, "ca.crt").await.unwrap();
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    create_until_held(&jobs, "first").await;
+
+    // Jobs every 250 ms for 30 s (and until the certificate has changed
+    // twice): every one accepted and held, the certificate presented
+    // always one the API server's caBundle verifies.
+    let mut in_secret: Vec<Vec<u8>> = Vec::new();
+    let mut presented_seen: Vec<Vec<u8>> = Vec::new();
+    let started = Instant::now();
+    for i in 0.. {
+        create_held(
+            &jobs,
+            &format!("rotating-{i}"),
+            "while the certificate rotates",
+        )
+        .await;
+        let tls = secret_value(&secrets, "tls.crt").await.unwrap();
+        if !in_secret.contains(&tls) {
+            in_secret.push(tls);
+        }
+        // A renewal keeps the CA: the Secret's bundle and the caBundle stay.
+        assert!(
+            secret_value(&secrets, "ca.crt").await.unwrap() == ca,
+            "the Secret's ca.crt changed on a renewal"
+        );
+        let bundle = api_ca_bundle(&admin).await.unwrap();
+        assert!(bundle == ca, "the caBundle changed on a renewal");
+        let cert = presented(served.address, &bundle)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("the presented certificate is not trusted by the caBundle: {e}")
+            });
+        if !presented_seen.contains(&cert) {
+            presented_seen.push(cert);
+        }
+        if started.elapsed() >= Duration::from_secs(30)
+            && in_secret.len() >= 3
+            && presented_seen.len() >= 3
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the certificate did not change twice: {} in the Secret, {} presented",
+            in_secret.len(),
+            presented_seen.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // What was presented is what the Secret held.
+    assert!(presented_seen
+        .iter()
+        .all(|c| in_secret.iter().any(|s| der(s) == *c)));
+
+    // The Secret deleted: made again with a new CA, the caBundle follows,
+    // and jobs are held again.
+    secrets.delete(SECRET, &Default::default()).await.unwrap();
+    let started = Instant::now();
+    let new_ca = loop {
+        match secret_value(&secrets, "ca.crt").await {
+            Some(new) if new != ca => break new,
+            _ => {}
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the Secret was not made again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    while api_ca_bundle(&admin).await.as_ref() != Some(&new_ca) {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the caBundle did not follow the new CA"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let labels = json!({"arbiter.dev/queue-name": "research"});
+    let created = create_when_served(&jobs, &unsuspended("after-delete", labels)).await;
+    assert!(suspended(&created));
+    presented(served.address, &new_ca)
+        .await
+        .unwrap_or_else(|e| panic!("the new CA does not verify what is served: {e}"));
+    drop(served);
+}
+
+#[tokio::test]
+async fn a_secret_from_an_older_version_moves_to_a_new_ca_without_a_refused_job() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let driver = driver(&admin).await;
+    // As an older Arbiter wrote it: rcgen's default validity, no ca.key.
+    let names = certs::service_names("arbiter", "arbiter-system");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "arbiter-webhook-ca");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(names.clone())
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let old_ca = ca.pem().into_bytes();
+    let old_tls = cert.der().to_vec();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": SECRET, "namespace": "arbiter-system"},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": cert.pem(), "tls.key": key.serialize_pem(), "ca.crt": ca.pem()}
+    }))
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "arbiter-system");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    // Checked every 2 s: the new CA, in the bundle from the start, waits
+    // two checks before it signs what is served, so the switch comes once
+    // jobs are being created.
+    let served = serve_rotated(&admin, &driver, fast(Duration::from_secs(2))).await;
+    // The configurations as that older Arbiter left them: its CA in caBundle.
+    let old_ca_pem = String::from_utf8(old_ca.clone()).unwrap();
+    let (mutating, validating) = webhook_configurations(served.address.port(), Some(&old_ca_pem));
+    apply_webhooks(&admin, &mutating, &validating).await;
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    create_until_held(&jobs, "first").await;
+
+    // Jobs every 250 ms until the old CA has left the Secret and the
+    // caBundle: every one accepted and held, what is presented always
+    // verified by the caBundle the API server holds at that moment.
+    let mut presented_seen: Vec<Vec<u8>> = Vec::new();
+    let started = Instant::now();
+    for i in 0.. {
+        create_held(&jobs, &format!("switching-{i}"), "while the CA changes").await;
+        let bundle = api_ca_bundle(&admin).await.unwrap();
+        let cert = presented(served.address, &bundle)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("the presented certificate is not trusted by the caBundle: {e}")
+            });
+        if !presented_seen.contains(&cert) {
+            presented_seen.push(cert);
+        }
+        let stored_ca = secret_value(&secrets, "ca.crt").await.unwrap();
+        let single_new_ca = CertificateDer::pem_slice_iter(&stored_ca).count() == 1
+            && der(&stored_ca) != der(&old_ca);
+        if single_new_ca && bundle == stored_ca {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the CA did not change: the Secret's ca.crt holds {} certificates",
+            CertificateDer::pem_slice_iter(&stored_ca).count()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The loop began while the old certificate was served, and saw the
+    // new CA's take over.
+    assert!(
+        presented_seen.first() == Some(&old_tls),
+        "the CA changed before the jobs began; the test saw no switch under load"
+    );
+    let new_ca = secret_value(&secrets, "ca.crt").await.unwrap();
+    let last = presented(served.address, &new_ca).await.unwrap();
+    assert!(last != old_tls, "the old certificate is still served");
+    assert!(secret_value(&secrets, "ca.key").await.is_some());
     drop(served);
 }
 

@@ -10,13 +10,18 @@
 //!   invalid, with the simulator's messages (`review::check_config` over
 //!   the reflectors' stores).
 //!
-//! The certificate comes from a mounted directory (reloaded on change) or
-//! is generated and kept in a Secret, its CA patched into the webhook
-//! configurations (`certs`); the job-hold webhook's rules are kept
+//! The certificate comes from a mounted directory (reloaded on change), or
+//! is generated with a real validity and kept in a Secret that every
+//! replica watches and reloads from and any replica rotates — a new
+//! serving certificate from the same CA before the old one expires, a new
+//! CA through a bundle of both (`rotation`, deciding through `certs::due`);
+//! the CA bundle is patched into the webhook configurations
+//! (`certs::keep_ca_bundles`). The job-hold webhook's rules are kept
 //! covering every job kind served (`rules`).
 
 pub mod certs;
 pub mod review;
+pub mod rotation;
 pub mod rules;
 
 use std::net::SocketAddr;
@@ -41,7 +46,7 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::config;
-pub use certs::CertError;
+pub use certs::{CertError, Rotation};
 use review::Verdict;
 
 /// What the validating webhook reads: the reflectors' stores.
@@ -57,11 +62,13 @@ pub struct ConfigView {
 pub enum CertSource {
     /// `tls.crt` and `tls.key` in a directory (a mounted Secret), reloaded when they change.
     Dir(PathBuf),
-    /// Generated once and kept in the Secret `namespace/name`, valid for `names`.
+    /// Generated and kept in the Secret `namespace/name`, valid for
+    /// `names`, rotated as `rotation` says.
     Secret {
         namespace: String,
         name: String,
         names: Vec<String>,
+        rotation: Rotation,
     },
 }
 
@@ -83,17 +90,25 @@ struct WebhookState {
 /// The running server.
 pub struct Webhook {
     pub address: SocketAddr,
-    /// The CA clients must trust.
-    pub ca_pem: String,
+    ca_bundle: tokio::sync::watch::Receiver<String>,
     server: tokio::task::JoinHandle<()>,
     ca_bundles: Option<tokio::task::JoinHandle<()>>,
+    keeper: Option<tokio::task::JoinHandle<()>>,
     _reload: Option<DirWatcher>,
+}
+
+impl Webhook {
+    /// The CA bundle clients must trust now (it changes when a CA is
+    /// rotated in or out).
+    pub fn ca_pem(&self) -> String {
+        self.ca_bundle.borrow().clone()
+    }
 }
 
 impl Drop for Webhook {
     fn drop(&mut self) {
         self.server.abort();
-        if let Some(task) = &self.ca_bundles {
+        for task in self.ca_bundles.iter().chain(&self.keeper) {
             task.abort();
         }
     }
@@ -124,16 +139,29 @@ pub async fn start(
     integrations: Integrations,
     view: ConfigView,
 ) -> Result<Webhook, WebhookError> {
-    let (serving, what) = match &options.certs {
-        CertSource::Dir(dir) => (certs::read_dir(dir)?, dir.display().to_string()),
+    let (serving, what, keeper) = match &options.certs {
+        CertSource::Dir(dir) => (certs::read_dir(dir)?, dir.display().to_string(), None),
         CertSource::Secret {
             namespace,
             name,
             names,
-        } => (
-            certs::from_secret(client, namespace, name, names).await?,
-            format!("Secret {namespace}/{name}"),
-        ),
+            rotation,
+        } => {
+            let keeper = rotation::Keeper::load(
+                client,
+                namespace,
+                name,
+                names.clone(),
+                *rotation,
+                options.configuration.clone(),
+            )
+            .await?;
+            (
+                keeper.stored().serving(),
+                format!("Secret {namespace}/{name}"),
+                Some(keeper),
+            )
+        }
     };
     let tls = certs::server_config(
         serving.cert_pem.as_bytes(),
@@ -144,6 +172,11 @@ pub async fn start(
     let reload = match &options.certs {
         CertSource::Dir(dir) => Some(watch_certs(dir, tls.clone())?),
         CertSource::Secret { .. } => None,
+    };
+    // A mounted directory's CA is read once; the Secret's follows it.
+    let ca_bundle = match &keeper {
+        Some(keeper) => keeper.ca_bundle(),
+        None => tokio::sync::watch::channel(serving.ca_pem.clone()).1,
     };
     let listener = std::net::TcpListener::bind(address)
         .map_err(|source| WebhookError::Bind { address, source })?;
@@ -158,8 +191,9 @@ pub async fn start(
         .route("/mutate-job", post(mutate))
         .route("/validate-config", post(validate))
         .with_state(state);
-    let server = axum_server::from_tcp_rustls(listener, tls)
+    let server = axum_server::from_tcp_rustls(listener, tls.clone())
         .map_err(|source| WebhookError::Bind { address, source })?;
+    let keeper = keeper.map(|keeper| keeper.run(tls));
     let server = tokio::spawn(async move {
         if let Err(e) = server.serve(app.into_make_service()).await {
             tracing::error!(error = %e, "the webhook server stopped");
@@ -168,13 +202,14 @@ pub async fn start(
     let ca_bundles = options
         .configuration
         .as_ref()
-        .map(|name| certs::keep_ca_bundles(client.clone(), name.clone(), serving.ca_pem.clone()));
+        .map(|name| certs::keep_ca_bundles(client.clone(), name.clone(), ca_bundle.clone()));
     tracing::info!(address = %bound, certificate = %what, "webhooks serving /mutate-job and /validate-config");
     Ok(Webhook {
         address: bound,
-        ca_pem: serving.ca_pem,
+        ca_bundle,
         server,
         ca_bundles,
+        keeper,
         _reload: reload,
     })
 }

@@ -83,7 +83,7 @@ pub fn keep_job_rules(
                     if !ops.is_empty() {
                         let added = ops.len();
                         match super::certs::patch_ops(&api, &configuration, ops).await {
-                            Ok(()) => {
+                            Ok(_) => {
                                 tracing::info!(name = %configuration, added, "the job-hold webhook now covers every job kind served")
                             }
                             Err(e) => {
