@@ -382,7 +382,14 @@ struct Tracked {
     /// What its status annotation says, and since when.
     status: String,
     at: Timestamp,
+    /// The Event about its last result, not told because this replica
+    /// did not speak then: told when it starts speaking (a new leader),
+    /// unless the annotation shows the old leader told it.
+    untold: Option<(bool, &'static str, String)>,
 }
+
+/// How often a replica looks whether it has started speaking (become the leader).
+const SPEAKS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What one build brought.
 enum Built {
@@ -420,7 +427,23 @@ impl Index {
         let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
         let mut listed = Some(listed);
         let mut listing: Option<BTreeMap<Key, ConfigMap>> = None;
-        while let Some(event) = stream.next().await {
+        let mut spoke = (self.speaks)();
+        let mut checks = tokio::time::interval(SPEAKS_CHECK);
+        loop {
+            let event = tokio::select! {
+                event = stream.next() => event,
+                _ = checks.tick() => {
+                    let speaks = (self.speaks)();
+                    if speaks && !spoke {
+                        self.announce().await;
+                    }
+                    spoke = speaks;
+                    continue;
+                }
+            };
+            let Some(event) = event else {
+                break;
+            };
             match event {
                 Ok(watcher::Event::Init) => listing = Some(BTreeMap::new()),
                 Ok(watcher::Event::InitApply(cm)) => {
@@ -497,6 +520,37 @@ impl Index {
         if set_changed || swapped {
             self.wake.notify_one();
         }
+    }
+
+    /// This replica has started speaking (it leads now): what it built
+    /// while following is told — each ConfigMap's status annotation brought
+    /// to what is in force, and the Event of its last result unless the
+    /// annotation shows the old leader already told that result.
+    async fn announce(&mut self) {
+        let keys: Vec<Key> = self.loaded.keys().cloned().collect();
+        let mut told = 0;
+        for key in keys {
+            let Some(cm) = self.objects.get(&key).cloned() else {
+                continue;
+            };
+            let Some(tracked) = self.loaded.get_mut(&key) else {
+                continue;
+            };
+            let untold = tracked.untold.take();
+            let (status, at) = (tracked.status.clone(), tracked.at);
+            let said = cm
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(STATUS_ANNOTATION))
+                .is_some_and(|c| status_of(c) == status);
+            if let (Some((warning, reason, note)), false) = (untold, said) {
+                self.event(&cm, warning, reason, &note).await;
+                told += 1;
+            }
+            self.write_status(&cm, &status, at).await;
+        }
+        tracing::info!(told, "leading: the bundles in force announced");
     }
 
     /// Forgets a ConfigMap's source; whether one was in force.
@@ -626,8 +680,16 @@ impl Index {
             Some(t) if t.status == status => t.at,
             _ => now(),
         };
+        // Not speaking (a follower): kept to tell if this replica leads
+        // before the next result; an older untold one is superseded.
+        let mut untold = previous.and_then(|t| t.untold);
         if let Some((warning, reason, note)) = event {
-            self.event(cm, warning, reason, &note).await;
+            if (self.speaks)() {
+                self.event(cm, warning, reason, &note).await;
+                untold = None;
+            } else {
+                untold = Some((warning, reason, note));
+            }
         }
         self.loaded.insert(
             key.clone(),
@@ -637,6 +699,7 @@ impl Index {
                 source,
                 status,
                 at,
+                untold,
             },
         );
         (set_changed, swapped)

@@ -129,6 +129,9 @@ enum Message {
     Wish(Target, Wish),
     /// Where to report the backlog from now on.
     Backlog(Gauge),
+    /// Write everything at once, settled or not, and say when nothing is
+    /// left (a graceful stop).
+    Flush(tokio::sync::oneshot::Sender<()>),
     /// A Workload's conditions as the API holds them.
     Seed {
         namespace: String,
@@ -172,6 +175,7 @@ impl Publisher {
             backlog: None,
             dropped_events: 0,
             in_flight: HashSet::new(),
+            flushed: None,
         };
         Publisher {
             tx,
@@ -239,6 +243,16 @@ impl Publisher {
         });
     }
 
+    /// Writes what is owed now (wishes not settled yet included) and waits
+    /// until nothing is left, at most `patience`: a graceful stop hands the
+    /// API what it decided, Events included, instead of dropping it.
+    /// Whether everything was written.
+    pub async fn flush(&self, patience: Duration) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Message::Flush(tx));
+        matches!(tokio::time::timeout(patience, rx).await, Ok(Ok(())))
+    }
+
     /// Reports the number of objects and Events waiting to be written in `gauge`.
     pub fn report_backlog(&self, gauge: Gauge) {
         self.send(Message::Backlog(gauge));
@@ -282,6 +296,8 @@ struct Order {
     others: VecDeque<(Instant, Target)>,
     /// Whether a Workload is taken next when both lines have a settled one.
     workload_next: bool,
+    /// Flushing: every wish is settled at once.
+    flushing: bool,
 }
 
 impl Order {
@@ -299,14 +315,24 @@ impl Order {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-        .map(|since| since + SETTLE)
+        .map(|since| since + self.settle())
+    }
+
+    /// How long a wish gathers: [`SETTLE`], or nothing while flushing.
+    fn settle(&self) -> Duration {
+        if self.flushing {
+            Duration::ZERO
+        } else {
+            SETTLE
+        }
     }
 
     /// The next target whose first wish is settled.
     fn next_settled(&mut self) -> Option<Target> {
+        let settle = self.settle();
         let settled = |line: &VecDeque<(Instant, Target)>| {
             line.front()
-                .is_some_and(|(since, _)| since.elapsed() >= SETTLE)
+                .is_some_and(|(since, _)| since.elapsed() >= settle)
         };
         let take_workload = match (settled(&self.workloads), settled(&self.others)) {
             (true, true) => self.workload_next,
@@ -352,6 +378,8 @@ struct Worker {
     dropped_events: u64,
     /// Objects whose write is under way.
     in_flight: HashSet<Target>,
+    /// Told when a flush has nothing left to write.
+    flushed: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// How one write ended.
@@ -386,6 +414,12 @@ impl Worker {
             self.start(&mut writing, &mut telling);
             if let Some(gauge) = &self.backlog {
                 gauge.set((self.wishes.len() + self.events.len()) as i64);
+            }
+            let owed = self.wishes.len() + self.events.len() + writing.len() + telling.len();
+            if owed == 0 {
+                if let Some(done) = self.flushed.take() {
+                    let _ = done.send(());
+                }
             }
             // A settled wish waits for a write to end, not for time.
             let settling = (writing.len() < CONCURRENCY)
@@ -487,6 +521,10 @@ impl Worker {
                 self.events.push_back(event)
             }
             Message::Backlog(gauge) => self.backlog = Some(gauge),
+            Message::Flush(done) => {
+                self.order.flushing = true;
+                self.flushed = Some(done);
+            }
             Message::Seed {
                 namespace,
                 name,

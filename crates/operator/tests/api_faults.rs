@@ -18,7 +18,9 @@
 //! admitted; and the job-hold webhook slow (jobs created late, held),
 //! slower than its timeout or down (failing closed: the API refuses the
 //! job, naming the webhook) or failing open (the job escapes the hold:
-//! the operator holds it on sight, its pods go, it is admitted in turn).
+//! the operator holds it on sight, its pods go, it is admitted in turn);
+//! and a graceful stop writes the Workloads and Events it owes before it
+//! goes.
 
 mod support;
 
@@ -500,11 +502,17 @@ fn watch_lists(state: &AdminState, watch: &str) -> u64 {
 async fn wait_watch_lists(state: &AdminState, watch: &str, at_least: u64) {
     let started = Instant::now();
     while watch_lists(state, watch) < at_least {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the {watch} watch made {} lists, not {at_least}",
-            watch_lists(state, watch)
-        );
+        if started.elapsed() >= PATIENCE {
+            let text = arbiter_policy::metrics::encode(&state.registry.lock().unwrap());
+            panic!(
+                "the {watch} watch made {} lists, not {at_least}; the metrics say:\n{}",
+                watch_lists(state, watch),
+                text.lines()
+                    .filter(|l| l.contains("watch_lists"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -517,6 +525,7 @@ async fn watches_expired_by_etcd_compaction_are_listed_again_and_nothing_is_miss
         apiserver_args: vec!["--watch-cache=false".into()],
     };
     let (cluster, admin) = cluster_with_setup_using(&options).await;
+    init_tracing();
     let proxy = cluster.fault_proxy().await.unwrap();
     let mut registry = Default::default();
     let metrics = OperatorMetrics::register(&mut registry);
@@ -612,6 +621,7 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
             namespace: "arbiter-system".into(),
             name: "arbiter-webhook-tls".into(),
             names: certs::service_names("arbiter", "arbiter-system"),
+            rotation: certs::Rotation::default(),
         },
         configuration: None,
     };
@@ -629,7 +639,7 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
     // it down or cut it off; it waits 2 s for an answer.
     let proxy = TcpProxy::start(served.address).await.unwrap();
     let (mut mutating, validating) =
-        webhook_configurations(proxy.address.port(), Some(&served.ca_pem));
+        webhook_configurations(proxy.address.port(), Some(&served.ca_pem()));
     for hook in mutating["webhooks"].as_array_mut().unwrap() {
         hook["timeoutSeconds"] = json!(2);
     }
@@ -725,4 +735,55 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
     }
     wait_queue_usage(&admin, "research", 2, "4").await;
     assert!(!operator.is_finished(), "the operator stopped");
+}
+
+#[tokio::test]
+async fn a_graceful_stop_writes_what_it_decided_before_it_goes() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    init_tracing();
+    let driver = Driver::start(
+        admin.clone(),
+        Integrations::builtin(),
+        Box::new(DefaultHooks),
+        test_driver_options(),
+    )
+    .await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = tokio::spawn(driver.run(async {
+        let _ = stopped.await;
+    }));
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("last", 2))
+        .await
+        .unwrap();
+    wait_for(&jobs, "last", "admitted", released).await;
+    // Stopped (SIGTERM) at once: its Workload and Event would be written
+    // only once settled, seconds later.
+    let _ = stop.send(());
+    operator.await.unwrap();
+    // Nothing runs now; what it decided is in the API all the same.
+    let workloads: Api<Workload> = Api::namespaced(admin.clone(), "team-a");
+    let workload = workloads
+        .get_opt("job-last")
+        .await
+        .unwrap()
+        .expect("the Workload was not written before the stop");
+    let admitted = workload
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .any(|c| c.type_ == "Admitted" && c.status == "True");
+    assert!(admitted, "{:?}", workload.status);
+    let events: Api<Event> = Api::namespaced(admin.clone(), "team-a");
+    let told = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("Admitted")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("last")
+        });
+    assert!(told, "the Admitted Event was dropped");
 }

@@ -6,7 +6,8 @@
 //! ConfigMap, its `arbiter.dev/bundle-status` annotation and the metrics —
 //! loads tenant ConfigMaps under the tenant rules (one per namespace), and
 //! lifts a bundle whose ConfigMap is deleted; a `--policies` directory
-//! hot-reloads in the operator the same way.
+//! hot-reloads in the operator the same way; and a replica that follows
+//! loads silently, then tells what is in force once it leads.
 
 mod support;
 
@@ -541,4 +542,76 @@ async fn a_platform_bundle_directory_hot_reloads_in_the_operator() {
         "{text}"
     );
     operator.abort();
+}
+
+#[tokio::test]
+async fn a_new_leader_announces_what_it_loaded_while_following() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    create_namespace(&admin, PLATFORM_NAMESPACE).await;
+    put_bundle(
+        &admin,
+        PLATFORM_NAMESPACE,
+        "gpu-cap",
+        &[("bundle.yaml", &gpu_cap("platform", 1, 4))],
+        &[],
+    )
+    .await;
+    // A replica that follows: it loads every bundle (to take over warm)
+    // and tells nothing.
+    let leading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let speaks = {
+        let leading = leading.clone();
+        std::sync::Arc::new(move || leading.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let options = arbiter_operator::bundles::BundleOptions {
+        platform_namespace: PLATFORM_NAMESPACE.to_string(),
+        dirs: Vec::new(),
+    };
+    let bundles = arbiter_operator::bundles::Bundles::load(options, None).unwrap();
+    let _watching = bundles
+        .watch(
+            admin.clone(),
+            std::sync::Arc::new(tokio::sync::Notify::new()),
+            speaks,
+        )
+        .await
+        .unwrap();
+    // A broken version arrives while it follows (the leader gone, say).
+    put_bundle(
+        &admin,
+        PLATFORM_NAMESPACE,
+        "gpu-cap",
+        &[("bundle.yaml", "spec: [")],
+        &[],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), PLATFORM_NAMESPACE);
+    let cm = configmaps.get("gpu-cap").await.unwrap();
+    assert!(
+        !cm.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("arbiter.dev/bundle-status"),
+        "a follower wrote the status"
+    );
+    // It leads: what is in force, and the rejection, are told.
+    leading.store(true, std::sync::atomic::Ordering::Relaxed);
+    let status = wait_bundle_status(&admin, PLATFORM_NAMESPACE, "gpu-cap", |s| {
+        s.starts_with("rejected ")
+    })
+    .await;
+    assert!(
+        status.contains("; in force: platform@1 sha256:"),
+        "{status}"
+    );
+    let note = wait_event_in(
+        &admin,
+        PLATFORM_NAMESPACE,
+        "gpu-cap",
+        "BundleRejected",
+        |_| true,
+    )
+    .await;
+    assert!(note.ends_with("platform@1 stays in force"), "{note}");
 }

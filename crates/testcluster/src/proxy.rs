@@ -319,12 +319,25 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Response<Prox
     {
         Ok(response) => {
             let (parts, body) = response.into_parts();
-            // Each frame waits out a partition before it is passed on.
+            // Each frame waits out a partition before it is passed on; a
+            // reset ends the response, so what a partition held never
+            // reaches the client after its connection was reset (its
+            // connection may not have noticed the reset yet).
             let held = state.clone();
+            let reset = state.reset.subscribe();
             let frames = body.into_data_stream().then(move |data| {
                 let held = held.clone();
+                let mut reset = reset.clone();
                 async move {
-                    until_connected(&held).await;
+                    tokio::select! {
+                        biased;
+                        _ = reset.changed() => {
+                            return Err(Box::<dyn std::error::Error + Send + Sync>::from(
+                                "the connection was reset by the test's fault proxy",
+                            ));
+                        }
+                        _ = until_connected(&held) => {}
+                    }
                     data.map(Frame::data)
                         .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
                 }

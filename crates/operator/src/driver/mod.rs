@@ -162,7 +162,8 @@ const FULL_PUBLISH: Duration = crate::publish::SETTLE;
 /// this (the tick wakes when they come due).
 const QUEUE_STATUS: Duration = Duration::from_secs(1);
 
-/// How long a graceful stop waits for the job writes handed over.
+/// How long a graceful stop waits for the job writes handed over, and then
+/// for the Workload, queue status and Event writes.
 const FINISH_WRITES: Duration = Duration::from_secs(10);
 
 /// Everything the loop owns.
@@ -386,6 +387,11 @@ impl Driver {
                 _ = &mut shutdown => {
                     if !self.writer.finish(FINISH_WRITES).await {
                         tracing::warn!("stopping with job writes under way; the next leader makes what is left");
+                    }
+                    // What was decided is told before the process goes:
+                    // Workloads, queue statuses and Events not settled yet.
+                    if !self.publisher.flush(FINISH_WRITES).await {
+                        tracing::warn!("stopping with Workload, queue status or Event writes under way; the next leader writes the statuses again, Events not written are lost");
                     }
                     return;
                 }

@@ -222,7 +222,7 @@ pub fn start_operator_with_bundles(
     })
 }
 
-fn init_tracing() {
+pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(
