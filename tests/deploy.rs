@@ -540,7 +540,10 @@ fn no_cluster_role_grants_secrets() {
                 );
                 let verbs = strings(&rule["verbs"]);
                 let own = strings(&rule["resourceNames"]) == ["arbiter-webhook-tls"];
-                assert!(verbs == ["create"] || own, "deploy/{file}: {rule}");
+                // The sealing key: read, by name, never changed.
+                let key =
+                    strings(&rule["resourceNames"]) == ["arbiter-record-key"] && verbs == ["get"];
+                assert!(verbs == ["create"] || own || key, "deploy/{file}: {rule}");
                 // List and watch only of the certificate's own Secret, by name.
                 assert!(
                     own || !verbs.iter().any(|v| v == "list" || v == "watch"),
@@ -815,6 +818,8 @@ mod api_server {
             ("list", secret, ns, Some("arbiter-webhook-tls")),
             ("watch", secret, ns, Some("arbiter-webhook-tls")),
             ("create", secret, ns, None),
+            // The admission records' sealing key, read by name.
+            ("get", secret, ns, Some("arbiter-record-key")),
             ("patch", mutating, None, Some("arbiter")),
             ("get", validating, None, Some("arbiter")),
             ("patch", validating, None, Some("arbiter")),
@@ -863,6 +868,7 @@ mod api_server {
             ("list", secret, ns, None),
             ("watch", secret, ns, None),
             ("watch", secret, ns, Some("other")),
+            ("update", secret, ns, Some("arbiter-record-key")),
             ("get", secret, Some("team-a"), Some("arbiter-webhook-tls")),
             ("create", secret, Some("team-a"), None),
             ("update", lease, ns, Some("other")),

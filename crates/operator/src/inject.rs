@@ -249,6 +249,7 @@ pub fn admit(
     integration: &Integration,
     pod_sets: &[PodSetAdmission],
     mut record: Recorded,
+    sealer: Option<&crate::seal::Sealer>,
 ) -> Result<(), InjectError> {
     let mut changed = object.clone();
     // An earlier admission whose restore was never written is undone first,
@@ -333,9 +334,15 @@ pub fn admit(
         record.injected.push(injected);
     }
     let text = serde_json::to_string(&record).map_err(|e| fail(e.to_string()))?;
-    object_at(&mut changed, "metadata.annotations")
-        .map_err(fail)?
-        .insert(ADMISSION_ANNOTATION.to_string(), Value::String(text));
+    let annotations = object_at(&mut changed, "metadata.annotations").map_err(fail)?;
+    match sealer {
+        Some(sealer) if !uid.is_empty() => annotations.insert(
+            crate::seal::SEAL_ANNOTATION.to_string(),
+            Value::String(sealer.seal(&uid, &text)),
+        ),
+        _ => annotations.remove(crate::seal::SEAL_ANNOTATION),
+    };
+    annotations.insert(ADMISSION_ANNOTATION.to_string(), Value::String(text));
     integration
         .set_held(&mut changed, false)
         .map_err(|e| fail(e.to_string()))?;
@@ -464,6 +471,7 @@ pub fn restore(object: &mut Value, _integration: &Integration) -> Result<(), Inj
     if let Some(Value::Object(meta)) = changed.get_mut("metadata") {
         if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
             annotations.remove(ADMISSION_ANNOTATION);
+            annotations.remove(crate::seal::SEAL_ANNOTATION);
             if annotations.is_empty() {
                 meta.remove("annotations");
             }
@@ -604,7 +612,7 @@ mod tests {
         let integration = integrations.find("batch/v1", "Job").unwrap();
         let original = job();
         let mut object = original.clone();
-        admit(&mut object, integration, &[a100()], record()).unwrap();
+        admit(&mut object, integration, &[a100()], record(), None).unwrap();
         assert_eq!(object["spec"]["suspend"], json!(false));
         let spec = &object["spec"]["template"]["spec"];
         assert_eq!(spec["nodeSelector"], json!({"zone": "a", "gpu": "a100"}));
@@ -634,6 +642,7 @@ mod tests {
             integration,
             std::slice::from_ref(&gated),
             record(),
+            None,
         )
         .unwrap();
         let template = &object["spec"]["template"];
@@ -650,7 +659,7 @@ mod tests {
         assert_eq!(object, original);
         // No uid to label the pods with: refused, the job left alone.
         let mut object = job();
-        let err = admit(&mut object, integration, &[gated], record()).unwrap_err();
+        let err = admit(&mut object, integration, &[gated], record(), None).unwrap_err();
         assert!(err.to_string().contains("no uid"), "{err}");
         assert_eq!(object, job());
     }
@@ -764,10 +773,10 @@ mod tests {
         let integration = integrations.find("batch/v1", "Job").unwrap();
         let original = job();
         let mut object = original.clone();
-        admit(&mut object, integration, &[a100()], record()).unwrap();
+        admit(&mut object, integration, &[a100()], record(), None).unwrap();
         hold(&mut object, integration).unwrap();
         // The restore write was lost; the job is admitted again.
-        admit(&mut object, integration, &[a100()], record()).unwrap();
+        admit(&mut object, integration, &[a100()], record(), None).unwrap();
         let spec = &object["spec"]["template"]["spec"];
         assert_eq!(spec["tolerations"].as_array().unwrap().len(), 2);
         evict(&mut object, integration).unwrap();
@@ -781,7 +790,7 @@ mod tests {
         let mut original = job();
         original["spec"]["template"]["spec"]["nodeSelector"]["gpu"] = json!("any");
         let mut object = original.clone();
-        admit(&mut object, integration, &[a100()], record()).unwrap();
+        admit(&mut object, integration, &[a100()], record(), None).unwrap();
         assert_eq!(
             object["spec"]["template"]["spec"]["nodeSelector"]["gpu"],
             json!("a100")
@@ -797,7 +806,7 @@ mod tests {
         let mut object = job();
         object["spec"]["template"] = json!("nonsense");
         let before = object.clone();
-        let err = admit(&mut object, integration, &[a100()], record()).unwrap_err();
+        let err = admit(&mut object, integration, &[a100()], record(), None).unwrap_err();
         assert!(err.to_string().contains("Job team-a/train"), "{err}");
         assert_eq!(object, before);
     }

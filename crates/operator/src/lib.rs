@@ -16,6 +16,7 @@
 //! | `finalizers` | Kueue's deletion in use: the `arbiter.dev/resource-in-use` finalizer on every ClusterQueue and ResourceFlavor, taken off a deleted one once it is free |
 //! | `activity` | which queue objects are in force: `Inactive`/`Active` Events on the objects, the `Active` condition with its transition time |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
+//! | `seal` | the admission record's seal (HMAC with a key in a Secret of the operator's namespace), so a record read back is one Arbiter wrote for that job |
 //! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
 //! | `jobs` | job reads (uid, creation time, template paths; whether it ended is its integration's) and the writes of one convergence step, each carrying the object's `resourceVersion` or a uid precondition, failures typed (`WriteError`) |
 //! | `retry` | the one backoff of the operator's writes (`backon`) |
@@ -43,6 +44,7 @@ pub mod provision;
 pub mod publish;
 pub mod queue_status;
 pub mod retry;
+pub mod seal;
 pub mod ungate;
 pub mod watch;
 pub mod webhook;

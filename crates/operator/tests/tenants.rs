@@ -3,7 +3,9 @@
 //! preempted across tenants: held again, template restored, told why), and
 //! when team-a's job finishes team-b's runs again. Throughout, the jobs the
 //! operator has released never ask for more GPUs than the one 8-GPU Node
-//! has — no tenant's admission goes beyond what exists.
+//! has — no tenant's admission goes beyond what exists. And a tenant who
+//! copies an admitted job's admission record onto another job gains
+//! nothing from an operator restart: the copy is refused.
 
 mod support;
 
@@ -205,4 +207,59 @@ async fn a_tenant_reclaims_its_quota_from_a_borrowing_tenant_and_lends_it_back()
     .await;
     assert!(released_gpus(&admin).await <= 8);
     operator.abort();
+}
+
+/// An annotation of `job`.
+fn annotation(job: &Job, name: &str) -> Option<String> {
+    job.metadata.annotations.as_ref()?.get(name).cloned()
+}
+
+#[tokio::test]
+async fn an_admission_record_copied_onto_another_job_is_not_trusted_after_a_restart() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("honest", 2))
+        .await
+        .unwrap();
+    let honest = wait_for(&jobs, "honest", "admitted", released).await;
+    let record = annotation(&honest, "arbiter.dev/admission").expect("a record");
+    let seal = annotation(&honest, "arbiter.dev/admission-seal").expect("a seal");
+    // Too big to fit beside it: waits, held.
+    jobs.create(&PostParams::default(), &job("waiting", 8))
+        .await
+        .unwrap();
+    wait_condition(&admin, "job-waiting", "QuotaReserved", "False").await;
+
+    // While the operator is down, a tenant who may edit its jobs copies the
+    // admitted job's record and seal onto the waiting one and releases it.
+    operator.abort();
+    let _ = operator.await;
+    let forged = serde_json::json!({
+        "metadata": {"annotations": {
+            "arbiter.dev/admission": record,
+            "arbiter.dev/admission-seal": seal,
+        }},
+        "spec": {"suspend": false},
+    });
+    jobs.patch(
+        "waiting",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&forged),
+    )
+    .await
+    .unwrap();
+
+    // Started again, the operator reads back only what it wrote for each
+    // job: the copy is refused and told, the job held again; the honest
+    // admission stands, and only it is charged.
+    let _operator = start_operator(admin.clone());
+    let note = wait_event(&admin, "waiting", "AdmissionRecordRejected").await;
+    assert!(note.contains("held again"), "{note}");
+    wait_for(&jobs, "waiting", "held again", suspended).await;
+    let honest = jobs.get("honest").await.unwrap();
+    assert!(released(&honest));
+    assert_eq!(annotation(&honest, "arbiter.dev/admission"), Some(record));
+    wait_queue_usage(&admin, "research", 1, "2").await;
+    stays_held(&jobs, "waiting").await;
 }

@@ -233,6 +233,8 @@ pub struct Driver {
     /// (counters, a backoff under way), by (namespace, Workload name), with
     /// the uid of the job owning it; taken when the job is queued.
     read_back: HashMap<(String, String), (String, arbiter_core::scheduler::Carried)>,
+    /// Checks the admission records read back (`seal`).
+    sealer: Option<crate::seal::Sealer>,
 }
 
 fn now_millis() -> i64 {
@@ -284,7 +286,19 @@ impl Driver {
             jobs.iter().map(|j| j.resource.clone()).collect(),
         ));
         let publisher = Publisher::start(client.clone());
-        let mut writer = JobWriter::new(client.clone(), integrations.clone(), wake.clone());
+        let sealer = match crate::seal::load(&client, &options.namespace).await {
+            Ok(sealer) => Some(sealer),
+            Err(e) => {
+                tracing::error!(error = %e, "admission records go unsealed: read back after a restart, each is trusted only if its Workload says the same admission");
+                None
+            }
+        };
+        let mut writer = JobWriter::new(
+            client.clone(),
+            integrations.clone(),
+            wake.clone(),
+            sealer.clone(),
+        );
         for job in &jobs {
             writer.add(job);
         }
@@ -326,6 +340,7 @@ impl Driver {
             pools: Vec::new(),
             served,
             read_back: HashMap::new(),
+            sealer,
         }
     }
 

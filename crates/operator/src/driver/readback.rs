@@ -15,21 +15,39 @@ use kube::api::{Api, ListParams};
 /// Workloads read per list request.
 const PAGE: u32 = 500;
 
+/// Per Workload (namespace, name): the uid of the job owning it and its admission.
+pub(super) type WorkloadAdmissions = HashMap<(String, String), (String, Option<api::Admission>)>;
+
+/// Whether a Workload's admission and a job's record say the same: per pod
+/// set, the flavors and the count.
+fn same_admission(admission: &api::Admission, record: &inject::Recorded) -> bool {
+    admission.pod_set_assignments.len() == record.flavors.len()
+        && admission
+            .pod_set_assignments
+            .iter()
+            .zip(record.flavors.iter().zip(&record.counts))
+            .all(|(a, (flavors, count))| {
+                a.flavors == *flavors && a.count.unwrap_or(*count) == *count
+            })
+}
+
 impl Driver {
     /// Reads every Workload once (paged): keeps what each carried for its
     /// job and tells the publisher its conditions. A failure is logged and
     /// leaves the counters to start again (nothing is decided from them
-    /// but backoffs and limits).
-    pub(super) async fn read_back_workloads(&mut self) {
+    /// but backoffs and limits). Returns each Workload's owning job's uid
+    /// and admission, by (namespace, name); `None` if they could not be read.
+    pub(super) async fn read_back_workloads(&mut self) -> Option<WorkloadAdmissions> {
         let api: Api<api::Workload> = Api::all(self.client.clone());
         let mut params = ListParams::default().limit(PAGE);
         let mut read = 0usize;
+        let mut admissions = WorkloadAdmissions::new();
         loop {
             let page = match api.list(&params).await {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::warn!(error = %e, read, "reading the Workloads back failed; waiting jobs start their retry and requeue counts again");
-                    return;
+                    return None;
                 }
             };
             for workload in page.items {
@@ -48,8 +66,13 @@ impl Driver {
                     .map(|o| o.uid.clone())
                     .unwrap_or_default();
                 let Some(status) = workload.status else {
+                    admissions.insert((namespace, name), (owner, None));
                     continue;
                 };
+                admissions.insert(
+                    (namespace.clone(), name.clone()),
+                    (owner.clone(), status.admission.clone()),
+                );
                 self.publisher
                     .seed_conditions(&namespace, &name, status.conditions.clone());
                 let carried = crate::workloads::carried(&status);
@@ -67,22 +90,59 @@ impl Driver {
             carried = self.read_back.len(),
             "Workloads read back"
         );
+        Some(admissions)
+    }
+
+    /// Whether the admission record `text` on job `key` (uid `uid`) is one
+    /// Arbiter wrote for it: its seal holds, or (no seal, a seal from
+    /// another key, no key) its Workload says the same admission. With the
+    /// Workloads unread, a record is trusted as before seals were written.
+    fn record_trusted(
+        &self,
+        key: &JobKey,
+        uid: &str,
+        text: &str,
+        seal: Option<&str>,
+        record: &inject::Recorded,
+        admissions: Option<&WorkloadAdmissions>,
+    ) -> bool {
+        if let (Some(sealer), Some(seal)) = (&self.sealer, seal) {
+            if sealer.verify(uid, text, seal) {
+                return true;
+            }
+        }
+        let Some(admissions) = admissions else {
+            return true;
+        };
+        let name = crate::workloads::workload_name(&self.jobs[key.watch].resource.kind, &key.name);
+        admissions
+            .get(&(key.namespace.clone(), name))
+            .is_some_and(|(owner, admission)| {
+                owner == uid
+                    && admission
+                        .as_ref()
+                        .is_some_and(|a| same_admission(a, record))
+            })
     }
 
     /// Reads back the admitted jobs after a start (see the module docs).
     pub(super) async fn restore(&mut self) {
-        self.read_back_workloads().await;
+        let admissions = self.read_back_workloads().await;
         let Some(cluster) = self.scheduler.as_ref().map(|s| s.cluster_arc().clone()) else {
             return;
         };
         let mut restored = Vec::new();
         let mut keys = Vec::new();
         let mut unreadable = Vec::new();
+        let mut forged = Vec::new();
         for (key, seen) in self.index.iter() {
             if seen.held || seen.ended.is_some() || !seen.recorded {
                 continue;
             }
-            let Some(record) = self.job_value(key).as_ref().and_then(inject::recorded) else {
+            let Some(job) = self.job_value(key) else {
+                continue;
+            };
+            let Some(record) = inject::recorded(&job) else {
                 continue;
             };
             let record = match record {
@@ -93,6 +153,18 @@ impl Driver {
                     continue;
                 }
             };
+            let annotation = |name: &str| {
+                job.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(name))
+                    .and_then(serde_json::Value::as_str)
+            };
+            let text = annotation(inject::ADMISSION_ANNOTATION).unwrap_or_default();
+            let seal = annotation(crate::seal::SEAL_ANNOTATION);
+            if !self.record_trusted(key, &seen.uid, text, seal, &record, admissions.as_ref()) {
+                tracing::warn!(job = %key, "its admission record is not one Arbiter wrote for it (no valid seal, and its Workload says otherwise); holding it again and queueing it as new");
+                forged.push((key.clone(), seen.uid.clone()));
+                continue;
+            }
             let Ok(info) = &seen.info else {
                 unreadable.push(key.clone());
                 continue;
@@ -144,6 +216,20 @@ impl Driver {
             }
         }
         tracing::info!(restored = count, "admissions read back from the jobs");
+        for (key, uid) in forged {
+            let owner = self.owner(&key, uid);
+            self.publisher.event(
+                &owner,
+                true,
+                "AdmissionRecordRejected",
+                format!(
+                    "its {} annotation is not one Arbiter wrote for this job (edited, copied from another job, or its seal {} removed) and its Workload says otherwise: held again and queued as new",
+                    inject::ADMISSION_ANNOTATION,
+                    crate::seal::SEAL_ANNOTATION
+                ),
+            );
+            unreadable.push(key);
+        }
         for key in &unreadable {
             if let Some(seen) = self.index.get(key) {
                 self.writer.want(key, &seen.uid, Want::Held);

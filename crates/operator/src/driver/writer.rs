@@ -100,6 +100,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What a job kind's calls share.
 struct Ctx {
     client: Client,
+    /// Seals admission records (`seal`); `None`: records go unsealed.
+    sealer: Option<crate::seal::Sealer>,
     watch: usize,
     resource: ApiResource,
     integrations: Integrations,
@@ -169,6 +171,7 @@ impl Ctx {
 /// The driver's handle on the writes.
 pub(super) struct JobWriter {
     client: Client,
+    sealer: Option<crate::seal::Sealer>,
     integrations: Integrations,
     wake: Arc<Notify>,
     wants: Wants,
@@ -191,10 +194,16 @@ impl Drop for JobWriter {
 }
 
 impl JobWriter {
-    pub fn new(client: Client, integrations: Integrations, wake: Arc<Notify>) -> JobWriter {
+    pub fn new(
+        client: Client,
+        integrations: Integrations,
+        wake: Arc<Notify>,
+        sealer: Option<crate::seal::Sealer>,
+    ) -> JobWriter {
         let (done_tx, done) = mpsc::unbounded_channel();
         JobWriter {
             client,
+            sealer,
             integrations,
             wake,
             wants: Arc::default(),
@@ -212,6 +221,7 @@ impl JobWriter {
         let (queue, requests) = channel::unbounded();
         let ctx = Arc::new(Ctx {
             client: self.client.clone(),
+            sealer: self.sealer.clone(),
             watch: self.queues.len(),
             resource: watch.resource.clone(),
             integrations: self.integrations.clone(),
@@ -354,6 +364,7 @@ async fn create_absent(ctx: Arc<Ctx>, key: JobKey) -> JobKey {
             None,
             &want,
             Step::Recreate,
+            None,
         )
         .await
         {
@@ -429,7 +440,16 @@ async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Wri
             }
             break;
         };
-        match write(&api, &key.name, Some((&current, integration)), &want, step).await {
+        match write(
+            &api,
+            &key.name,
+            Some((&current, integration)),
+            &want,
+            step,
+            ctx.sealer.as_ref(),
+        )
+        .await
+        {
             Ok(Some(now)) => {
                 // For a release: how long after the decision it is written.
                 let decided_ms_ago = match &want {
@@ -510,6 +530,7 @@ async fn write(
     current: Option<(&DynamicObject, &Integration)>,
     want: &Want,
     step: Step,
+    sealer: Option<&crate::seal::Sealer>,
 ) -> Result<Option<DynamicObject>, WriteError> {
     if let (Step::Recreate, Want::Replaced { fresh, replaces }) = (step, want) {
         return jobs::recreate(api, name, fresh, replaces).await;
@@ -523,7 +544,7 @@ async fn write(
         (Step::Restore, _) => jobs::replace(api, current, integration, inject::restore).await,
         (Step::Admit, Want::Released { pod_sets, record }) => {
             jobs::replace(api, current, integration, |o, i| {
-                inject::admit(o, i, pod_sets, record.clone())
+                inject::admit(o, i, pod_sets, record.clone(), sealer)
             })
             .await
         }
