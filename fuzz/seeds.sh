@@ -14,7 +14,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 shared=${ARBITER_SHARED:-$root/../shared}
 corpus=$here/corpus
-mkdir -p "$corpus/manifests" "$corpus/bundle" "$corpus/cel"
+mkdir -p "$corpus/manifests" "$corpus/bundle" "$corpus/cel" \
+  "$corpus/webhook" "$corpus/records" "$corpus/jobs"
 
 # add TARGET < content
 add() {
@@ -191,6 +192,25 @@ object.spec.names.map(n, {'name': n, 'count': object.spec.replicas, 'template': 
 [{'name': object.metadata.name.lowerAscii(), 'minCount': 1, 'template': object.spec.template}]
 CEL
 
-for t in manifests bundle cel; do
+# The webhooks: a first byte choosing the webhook (even: mutating, odd:
+# validating), then an AdmissionReview as the API server sends it.
+job='{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"train","namespace":"team-a","labels":{"arbiter.dev/queue-name":"research"}},"spec":{"parallelism":2,"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"train","image":"pytorch","resources":{"requests":{"nvidia.com/gpu":"4"}}}]}}}}'
+cq='{"apiVersion":"arbiter.dev/v1alpha1","kind":"ClusterQueue","metadata":{"name":"research"},"spec":{"namespaceSelector":{},"resourceGroups":[{"coveredResources":["cpu","nvidia.com/gpu"],"flavors":[{"name":"a100","resources":[{"name":"cpu","nominalQuota":64},{"name":"nvidia.com/gpu","nominalQuota":-1}]}]}]}}'
+review() {
+  printf '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"%s","version":"v1","kind":"%s"},"resource":{"group":"%s","version":"v1","resource":"%s"},"operation":"%s","userInfo":{"username":"alice"},"namespace":"team-a","name":"x","object":%s}}' "$@"
+}
+{ printf '\x00'; review batch Job batch jobs CREATE "$job"; } | add webhook
+{ printf '\x01'; review arbiter.dev ClusterQueue arbiter.dev clusterqueues UPDATE "$cq"; } | add webhook
+{ printf '\x00'; printf '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}'; } | add webhook
+# Admission records and devices annotations as the operator writes them.
+printf '%s' '{"flavors":[{"nvidia.com/gpu":"a100"}],"counts":[1],"admittedAt":2000,"queueTime":1000,"injected":[{"templatePath":".spec.template","nodeSelector":{"gpu":null,"zone":"b"},"tolerations":1}]}' | add records
+printf '%s' '{"flavors":[{"nvidia.com/gpu":"a100"}],"counts":[3],"admittedAt":2000,"queueTime":1000,"injected":[],"placements":[{"podSet":0,"flavor":"a100","node":"n-1","pods":3,"cards":[{"resource":"nvidia.com/gpu","card":0,"amount":"1500m"}]}]}' | add records
+printf '%s' 'nvidia.com/gpu=4' | add records
+# Jobs as the watches hand them over, and devices annotations.
+printf '%s' "$job" | add jobs
+printf '%s' '{"apiVersion":"kubeflow.org/v1","kind":"PyTorchJob","metadata":{"name":"p","namespace":"team-a","labels":{"kueue.x-k8s.io/queue-name":"research"}},"spec":{"runPolicy":{"suspend":true},"pytorchReplicaSpecs":{"Master":{"replicas":1,"template":{"spec":{"containers":[{"name":"pytorch","resources":{"requests":{"nvidia.com/gpu":"1"}}}]}}},"Worker":{"replicas":2,"template":{"spec":{"containers":[{"name":"pytorch","resources":{"requests":{"nvidia.com/gpu":"1"}}}]}}}}},"status":{"conditions":[{"type":"Succeeded","status":"True"}]}}' | add jobs
+printf '%s' 'nvidia.com/gpu=4' | add jobs
+
+for t in manifests bundle cel webhook records jobs; do
   echo "corpus/$t: $(find "$corpus/$t" -type f | wc -l) files"
 done

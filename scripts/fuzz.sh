@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzes the untrusted-input boundaries (fuzz/README.md): the manifest
-# loader, the policy bundle loader and the CEL compilers, one target after
-# the other, each for SECONDS_PER_TARGET (default 1800). Not run by CI.
+# loader, the policy bundle loader, the CEL compilers, the webhooks'
+# request decoding, the admission records and the job and Node readers, one
+# target after the other, each for SECONDS_PER_TARGET (default 1800). Not
+# run by CI.
 #
-#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (targets: manifests bundle cel)
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (targets: manifests bundle cel webhook records jobs)
 #
 # Needs a nightly toolchain and cargo-fuzz (`rustup toolchain install
 # nightly`, `cargo install cargo-fuzz --locked`). Seeds the corpora from the
@@ -29,11 +31,11 @@ if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
 fi
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(manifests bundle cel)
+[ ${#targets[@]} -gt 0 ] || targets=(manifests bundle cel webhook records jobs)
 for t in "${targets[@]}"; do
   case "$t" in
-    manifests|bundle|cel) ;;
-    *) echo "unknown fuzz target '$t'; the targets are manifests, bundle and cel" >&2; exit 2 ;;
+    manifests|bundle|cel|webhook|records|jobs) ;;
+    *) echo "unknown fuzz target '$t'; the targets are manifests, bundle, cel, webhook, records and jobs" >&2; exit 2 ;;
   esac
 done
 
@@ -67,6 +69,7 @@ for t in "${targets[@]}"; do
   find "fuzz/artifacts/$t" -type f | sort >"$before"
   dict=fuzz/dict/yaml.dict
   [ "$t" = cel ] && dict=fuzz/dict/cel.dict
+  case "$t" in webhook|records|jobs) dict=fuzz/dict/json.dict ;; esac
   log "fuzzing $t for ${seconds}s (log: fuzz/logs/$t.log)"
   status=0
   cargo +nightly fuzz run "${build_args[@]}" "$t" -- \

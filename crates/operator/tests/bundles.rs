@@ -7,7 +7,8 @@
 //! loads tenant ConfigMaps under the tenant rules (one per namespace), and
 //! lifts a bundle whose ConfigMap is deleted; a `--policies` directory
 //! hot-reloads in the operator the same way; and a replica that follows
-//! loads silently, then tells what is in force once it leads.
+//! loads silently, then tells what is in force once it leads; and a
+//! bundle ConfigMap changing every second never holds admission back.
 
 mod support;
 
@@ -88,21 +89,26 @@ fn sample(registry: &Registry, series: &str) -> Option<f64> {
     })
 }
 
+/// Puts version 1 of the platform bundle `gpu-cap` (at most `max` GPUs
+/// per job) into the platform namespace of the cluster `admin` talks to.
+async fn platform_cap(admin: &Client, max: u32) {
+    create_namespace(admin, PLATFORM_NAMESPACE).await;
+    put_bundle(
+        admin,
+        PLATFORM_NAMESPACE,
+        "gpu-cap",
+        &[("bundle.yaml", &gpu_cap("platform", 1, max))],
+        &[],
+    )
+    .await;
+}
+
 const PLATFORM_SOURCE: &str = r#"bundle="ConfigMap arbiter-system/gpu-cap""#;
 
 #[tokio::test]
 async fn a_platform_configmap_decides_a_new_version_decides_next_and_deleting_it_lifts_it() {
     let (_cluster, admin) = full_cluster_with_setup().await;
-    create_namespace(&admin, PLATFORM_NAMESPACE).await;
-    let cap4 = gpu_cap("platform", 1, 4);
-    put_bundle(
-        &admin,
-        PLATFORM_NAMESPACE,
-        "gpu-cap",
-        &[("bundle.yaml", &cap4)],
-        &[],
-    )
-    .await;
+    platform_cap(&admin, 4).await;
     let (registry, metrics) = metrics();
     let operator = start_operator_with_bundles(admin.clone(), Vec::new(), Some(metrics));
 
@@ -204,16 +210,7 @@ async fn a_platform_configmap_decides_a_new_version_decides_next_and_deleting_it
 #[tokio::test]
 async fn a_broken_version_is_rejected_and_told_and_the_last_good_one_keeps_deciding() {
     let (_cluster, admin) = cluster_with_setup().await;
-    create_namespace(&admin, PLATFORM_NAMESPACE).await;
-    let cap4 = gpu_cap("platform", 1, 4);
-    put_bundle(
-        &admin,
-        PLATFORM_NAMESPACE,
-        "gpu-cap",
-        &[("bundle.yaml", &cap4)],
-        &[],
-    )
-    .await;
+    platform_cap(&admin, 4).await;
     let (registry, metrics) = metrics();
     let operator = start_operator_with_bundles(admin.clone(), Vec::new(), Some(metrics));
     wait_bundle_status(&admin, PLATFORM_NAMESPACE, "gpu-cap", |s| {
@@ -547,15 +544,7 @@ async fn a_platform_bundle_directory_hot_reloads_in_the_operator() {
 #[tokio::test]
 async fn a_new_leader_announces_what_it_loaded_while_following() {
     let (_cluster, admin) = cluster_with_setup().await;
-    create_namespace(&admin, PLATFORM_NAMESPACE).await;
-    put_bundle(
-        &admin,
-        PLATFORM_NAMESPACE,
-        "gpu-cap",
-        &[("bundle.yaml", &gpu_cap("platform", 1, 4))],
-        &[],
-    )
-    .await;
+    platform_cap(&admin, 4).await;
     // A replica that follows: it loads every bundle (to take over warm)
     // and tells nothing.
     let leading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -614,4 +603,55 @@ async fn a_new_leader_announces_what_it_loaded_while_following() {
     )
     .await;
     assert!(note.ends_with("platform@1 stays in force"), "{note}");
+}
+
+#[tokio::test]
+async fn a_bundle_configmap_flapping_every_second_never_stops_admission() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    platform_cap(&admin, 8).await;
+    let _operator = start_operator_with_bundles(admin.clone(), Vec::new(), None);
+    wait_bundle_status(&admin, PLATFORM_NAMESPACE, "gpu-cap", |s| {
+        s.starts_with("loaded platform@1")
+    })
+    .await;
+    // A GitOps loop gone wrong: a new version every second, every other
+    // one broken, for 16 s.
+    let flapper = {
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            for version in 2..18u32 {
+                let text = if version % 2 == 0 {
+                    gpu_cap("platform", version, 8)
+                } else {
+                    "spec: [".to_string()
+                };
+                put_bundle(
+                    &admin,
+                    PLATFORM_NAMESPACE,
+                    "gpu-cap",
+                    &[("bundle.yaml", &text)],
+                    &[],
+                )
+                .await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    // Meanwhile jobs are admitted as ever.
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    for i in 0..4 {
+        let name = format!("during-{i}");
+        jobs.create(&PostParams::default(), &job(&name, 2))
+            .await
+            .unwrap();
+        wait_for(&jobs, &name, "admitted while the bundle flaps", released).await;
+    }
+    flapper.await.unwrap();
+    // Its last version (17, broken) is told, with 16 in force.
+    let status = wait_bundle_status(&admin, PLATFORM_NAMESPACE, "gpu-cap", |s| {
+        s.contains("in force: platform@16 ")
+    })
+    .await;
+    assert!(status.starts_with("rejected "), "{status}");
+    wait_queue_usage(&admin, "research", 4, "8").await;
 }

@@ -266,14 +266,21 @@ fn read_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, Box<Respo
 }
 
 async fn mutate(State(state): State<Arc<WebhookState>>, body: Bytes) -> Response {
-    let request = match read_review(&body) {
+    mutation(&state.integrations, &body)
+}
+
+/// The mutating webhook's answer to an AdmissionReview `body` (public for
+/// the fuzz target: it is what the API server, or anything reaching the
+/// port, sends).
+pub fn mutation(integrations: &Integrations, body: &[u8]) -> Response {
+    let request = match read_review(body) {
         Ok(r) => r,
         Err(response) => return *response,
     };
     let mut response = AdmissionResponse::from(&request);
     if let (Operation::Create, Some(object)) = (&request.operation, &request.object) {
         let object = serde_json::to_value(object).unwrap_or(Value::Null);
-        match review::hold_patch(&state.integrations, &object) {
+        match review::hold_patch(integrations, &object) {
             Ok(None) => {}
             Ok(Some(patch)) => match response.clone().with_patch(patch) {
                 Ok(patched) => response = patched,
@@ -291,7 +298,23 @@ async fn mutate(State(state): State<Arc<WebhookState>>, body: Bytes) -> Response
 }
 
 async fn validate(State(state): State<Arc<WebhookState>>, body: Bytes) -> Response {
-    let request = match read_review(&body) {
+    let view = &state.view;
+    let current = config::api_objects(view.config.iter().flat_map(|s| s.state()));
+    let namespaces = config::namespaces(&view.namespaces.state());
+    let nodes: Vec<Node> = view.nodes.state().iter().map(|n| (**n).clone()).collect();
+    let resources: Vec<String> = config::node_resources(&nodes).collect();
+    validation(&current, &namespaces, &resources, &body)
+}
+
+/// The validating webhook's answer to an AdmissionReview `body`, against
+/// the configuration `current` (public for the fuzz target).
+pub fn validation(
+    current: &[config::ApiObject],
+    namespaces: &std::collections::BTreeMap<String, arbiter_core::model::cluster::Namespace>,
+    resources: &[String],
+    body: &[u8],
+) -> Response {
+    let request = match read_review(body) {
         Ok(r) => r,
         Err(response) => return *response,
     };
@@ -300,12 +323,7 @@ async fn validate(State(state): State<Arc<WebhookState>>, body: Bytes) -> Respon
         (&request.operation, &request.object)
     {
         let candidate = serde_json::to_value(object).unwrap_or(Value::Null);
-        let view = &state.view;
-        let current = config::api_objects(view.config.iter().flat_map(|s| s.state()));
-        let namespaces = config::namespaces(&view.namespaces.state());
-        let nodes: Vec<Node> = view.nodes.state().iter().map(|n| (**n).clone()).collect();
-        let resources: Vec<String> = config::node_resources(&nodes).collect();
-        match review::check_config(&current, &namespaces, &resources, &candidate) {
+        match review::check_config(current, namespaces, resources, &candidate) {
             Verdict::Allowed(warnings) => {
                 if !warnings.is_empty() {
                     response.warnings = Some(warnings);
