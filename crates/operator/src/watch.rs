@@ -329,6 +329,51 @@ pub async fn config_kinds(client: &Client, wake: &Arc<Notify>) -> Vec<Watched<Dy
     config
 }
 
+/// The uids of the jobs whose Workload was deleted (by anyone: the
+/// operator deletes a Workload only with its job), for the driver to
+/// write again.
+pub type DeletedWorkloads = Arc<Mutex<Vec<String>>>;
+
+/// Watches Workloads' metadata (no store: nothing is kept but the
+/// deletions) and notes the owning job's uid of each one deleted, waking
+/// the driver. Watch errors are retried with the default backoff.
+pub fn workload_deletions(
+    client: &Client,
+    wake: Arc<Notify>,
+) -> (DeletedWorkloads, JoinHandle<()>) {
+    // Metadata-only requests: `Api<PartialObjectMeta<K>>` asks for them.
+    let api: Api<kube::core::PartialObjectMeta<arbiter_core::model::api::Workload>> =
+        Api::all(client.clone());
+    let deleted: DeletedWorkloads = Arc::default();
+    let noted = deleted.clone();
+    let task = tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Delete(meta)) => {
+                    let owner = meta
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .find(|o| o.controller == Some(true))
+                        .map(|o| o.uid.clone());
+                    if let Some(uid) = owner {
+                        noted.lock().unwrap_or_else(|p| p.into_inner()).push(uid);
+                        wake.notify_one();
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(watch = "Workload", error = %e, "watch failed; retrying with backoff")
+                }
+            }
+        }
+    });
+    (deleted, task)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

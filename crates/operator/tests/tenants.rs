@@ -5,7 +5,11 @@
 //! operator has released never ask for more GPUs than the one 8-GPU Node
 //! has — no tenant's admission goes beyond what exists. And a tenant who
 //! copies an admitted job's admission record onto another job gains
-//! nothing from an operator restart: the copy is refused.
+//! nothing from an operator restart: the copy is refused. A job whose
+//! annotations leave no room for the admission record is told why it
+//! cannot be released while others go on, and a storm of namespaces
+//! created and deleted leaves admission going; a Workload someone deletes
+//! is written again.
 
 mod support;
 
@@ -261,5 +265,112 @@ async fn an_admission_record_copied_onto_another_job_is_not_trusted_after_a_rest
     assert!(released(&honest));
     assert_eq!(annotation(&honest, "arbiter.dev/admission"), Some(record));
     wait_queue_usage(&admin, "research", 1, "2").await;
+    stays_held(&jobs, "waiting").await;
+}
+
+#[tokio::test]
+async fn a_job_at_the_annotation_size_limit_is_told_and_others_go_on() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let _operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    // Annotations just under Kubernetes' 256 KiB: the API takes the job,
+    // but not the admission record the release adds.
+    let mut huge = job("huge-notes", 2);
+    let note = "n".repeat(262_144 - "note".len() - 64);
+    huge.metadata.annotations = Some([("note".to_string(), note)].into());
+    jobs.create(&PostParams::default(), &huge).await.unwrap();
+    // A label value at its 63-character limit is no trouble.
+    let mut labelled = job("labelled", 2);
+    labelled
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("team".to_string(), "t".repeat(63));
+    jobs.create(&PostParams::default(), &labelled)
+        .await
+        .unwrap();
+    wait_for(&jobs, "labelled", "admitted", released).await;
+    // The release the API refuses is told on the job and its Workload, the
+    // job stays held, and the operator goes on admitting.
+    let told = wait_event(&admin, "huge-notes", "WriteRefused").await;
+    assert!(told.contains("Too long"), "{told}");
+    let (reason, _) = wait_condition(&admin, "job-huge-notes", "JobWriteRefused", "True").await;
+    assert_eq!(reason, "WriteRefused");
+    stays_held(&jobs, "huge-notes").await;
+    jobs.create(&PostParams::default(), &job("after", 2))
+        .await
+        .unwrap();
+    wait_for(&jobs, "after", "admitted", released).await;
+}
+
+#[tokio::test]
+async fn namespaces_created_and_deleted_in_a_storm_leave_admission_going() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let _operator = start_operator(admin.clone());
+    let storm = {
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+            for round in 0..10 {
+                for i in 0..20 {
+                    create_namespace(&admin, &format!("storm-{round}-{i}")).await;
+                }
+                for i in 0..20 {
+                    let _ = namespaces
+                        .delete(&format!("storm-{round}-{i}"), &Default::default())
+                        .await;
+                }
+            }
+        })
+    };
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    for i in 0..4 {
+        let name = format!("during-{i}");
+        jobs.create(&PostParams::default(), &job(&name, 2))
+            .await
+            .unwrap();
+        wait_for(&jobs, &name, "admitted during the storm", released).await;
+    }
+    storm.await.unwrap();
+    wait_queue_usage(&admin, "research", 4, "8").await;
+}
+
+#[tokio::test]
+async fn a_deleted_workload_is_written_again() {
+    let (_cluster, admin) = cluster_with_setup().await;
+    let _operator = start_operator(admin.clone());
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("running", 6))
+        .await
+        .unwrap();
+    jobs.create(&PostParams::default(), &job("waiting", 6))
+        .await
+        .unwrap();
+    wait_condition(&admin, "job-running", "Admitted", "True").await;
+    wait_condition(&admin, "job-waiting", "QuotaReserved", "False").await;
+    // Someone deletes both Workloads (`kubectl delete workloads --all`).
+    let workloads: Api<arbiter_core::model::api::Workload> =
+        Api::namespaced(admin.clone(), "team-a");
+    let mut before = Vec::new();
+    for name in ["job-running", "job-waiting"] {
+        before.push(workloads.get(name).await.unwrap().metadata.uid);
+        workloads.delete(name, &Default::default()).await.unwrap();
+    }
+    // Each comes back as a new object saying what was decided.
+    let started = std::time::Instant::now();
+    for (name, old) in ["job-running", "job-waiting"].into_iter().zip(before) {
+        loop {
+            let now = workloads.get_opt(name).await.unwrap();
+            if now.as_ref().is_some_and(|w| w.metadata.uid != old) {
+                break;
+            }
+            assert!(started.elapsed() < PATIENCE, "{name} was not written again");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    wait_condition(&admin, "job-running", "Admitted", "True").await;
+    wait_condition(&admin, "job-waiting", "QuotaReserved", "False").await;
+    // Nothing else changed: the running job is not admitted again.
+    assert!(released(&jobs.get("running").await.unwrap()));
     stays_held(&jobs, "waiting").await;
 }

@@ -235,6 +235,9 @@ pub struct Driver {
     read_back: HashMap<(String, String), (String, arbiter_core::scheduler::Carried)>,
     /// Checks the admission records read back (`seal`).
     sealer: Option<crate::seal::Sealer>,
+    /// Jobs (by uid) whose Workload someone deleted: written again.
+    deleted_workloads: watch::DeletedWorkloads,
+    _workload_watch: tokio::task::JoinHandle<()>,
 }
 
 fn now_millis() -> i64 {
@@ -261,6 +264,7 @@ impl Driver {
             tracing::info!(kind = %format!("{api_version} {kind}"), "the API does not serve this job kind yet; looked for again every {} s", options.rediscover.as_secs());
         }
         let namespaces = watch::typed::<KubeNamespace>(&client, wake.clone());
+        let (deleted_workloads, workload_watch) = watch::workload_deletions(&client, wake.clone());
         let nodes = watch::typed::<Node>(&client, wake.clone());
         for watched in &config {
             let _ = watched.store.wait_until_ready().await;
@@ -341,6 +345,8 @@ impl Driver {
             served,
             read_back: HashMap::new(),
             sealer,
+            deleted_workloads,
+            _workload_watch: workload_watch,
         }
     }
 
@@ -432,6 +438,39 @@ impl Driver {
             .map(|o| o.as_ref().clone())
     }
 
+    /// Writes again, spec and status, the Workloads of tracked jobs someone
+    /// deleted (`watch::workload_deletions`): a Workload says what was
+    /// decided, and stays while its job does.
+    fn rewrite_deleted_workloads(&mut self) {
+        let uids: HashSet<String> = std::mem::take(
+            &mut *self
+                .deleted_workloads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+        .into_iter()
+        .collect();
+        if uids.is_empty() {
+            return;
+        }
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        for (key, tracked) in &mut self.tracked {
+            if !uids.contains(&tracked.owner.uid) {
+                continue;
+            }
+            tracing::info!(job = %key, "its Workload was deleted; writing it again");
+            let spec =
+                crate::workloads::object(&tracked.owner, scheduler.entry(tracked.id), scheduler);
+            // Deleted and written anew: the publisher forgets what it wrote.
+            self.publisher.forget(&tracked.owner);
+            self.publisher.workload(&tracked.owner, Some(spec), None);
+            tracked.published = None;
+        }
+        self.published_at = None;
+    }
+
     /// Looks again for job kinds the API did not serve (see `unserved`).
     async fn rediscover(&mut self) {
         if self.unserved.is_empty() || self.discovered_at.elapsed() < self.options.rediscover {
@@ -460,6 +499,7 @@ impl Driver {
         self.rediscover().await;
         self.index.refresh(&self.jobs, &self.integrations);
         self.release_deferred();
+        self.rewrite_deleted_workloads();
         let indexed = started.elapsed();
         let (configured, rebuilt) = self.refresh_config().await;
         let reconfigured = started.elapsed();
