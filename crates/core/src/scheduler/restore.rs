@@ -58,6 +58,10 @@ pub struct Restored {
     /// Where its pods run, as recorded; empty: placed again best-fit. Kept
     /// when every node named is there with room, placed again otherwise.
     pub placements: Vec<PlacedPods>,
+    /// Its counters from before the restart (retries, requeues,
+    /// evictions); a backoff it carries means nothing to an admitted
+    /// workload and is ignored.
+    pub carried: super::entry::Carried,
 }
 
 /// Pods of one pod set on one named node, as a driver records them.
@@ -310,6 +314,7 @@ impl Scheduler {
             admitted_at,
             queue_time,
             placements: recorded,
+            carried,
         } = restored;
         let who = format!("{}/{}", workload.namespace, workload.name);
         let cq = workload.cluster_queue;
@@ -383,6 +388,9 @@ impl Scheduler {
         self.to_score.retain(|&w| w != id);
         let entry = &mut self.entries[id.index()];
         entry.reason = Reason::None;
+        entry.retries = carried.retries;
+        entry.pods_ready_requeues = carried.pods_ready_requeues;
+        entry.evictions = carried.evictions;
         self.install(
             cq,
             id,

@@ -83,6 +83,7 @@ fn restored(c: &Cluster, placements: Vec<PlacedPods>) -> Restored {
         admitted_at: Millis::from_secs(1),
         queue_time: Millis::from_secs(1),
         placements,
+        carried: Default::default(),
     }
 }
 

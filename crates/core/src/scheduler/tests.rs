@@ -311,7 +311,29 @@ fn restored(c: &Cluster, ns: &str, name: &str, gpus: i64, flavor: &str, at: i64)
         admitted_at: Millis::from_secs(at),
         queue_time: Millis::from_secs(at),
         placements: Vec::new(),
+        carried: Default::default(),
     }
+}
+
+#[test]
+fn a_restored_admission_keeps_the_counters_it_carried() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let mut one = restored(&c, "ns-a", "a", 4, "a100", 100);
+    one.carried = Carried {
+        retries: 2,
+        pods_ready_requeues: 1,
+        evictions: 3,
+        // A backoff means nothing to what runs.
+        backoff: Some((Millis::from_secs(500), Backoff::Retry)),
+    };
+    let id = s.restore(vec![one]).remove(0).unwrap();
+    let entry = s.entry(id);
+    assert_eq!(entry.status, Status::Admitted);
+    assert_eq!(
+        (entry.retries, entry.pods_ready_requeues, entry.evictions),
+        (2, 1, 3)
+    );
 }
 
 #[test]

@@ -173,7 +173,17 @@ impl Driver {
                 unreadable.push(key.clone());
                 continue;
             };
+            // Its counters, if its Workload (of this job) carried any.
+            let name =
+                crate::workloads::workload_name(&self.jobs[key.watch].resource.kind, &key.name);
+            let carried = self
+                .read_back
+                .remove(&(key.namespace.clone(), name))
+                .filter(|(owner, _)| *owner == seen.uid || Some(owner) == seen.retry_of.as_ref())
+                .map(|(_, carried)| carried)
+                .unwrap_or_default();
             restored.push(Restored {
+                carried,
                 workload,
                 flavors: record.flavors.clone(),
                 counts: record.counts.clone(),
