@@ -3,7 +3,8 @@
 //! restored, a failed job created anew) — a preemptor's release only once
 //! its victims are held —, Events told, the Workload of a withdrawn job
 //! forgotten; and what the writer tells back (an admission written, a
-//! write refused).
+//! write refused). Pods of pod sets placed per card get their places
+//! (`ungate`).
 
 use std::collections::HashMap;
 
@@ -14,7 +15,10 @@ use super::converge::Want;
 use super::writer::Done;
 use super::{Driver, JobKey};
 use crate::inject::{self, PodSetAdmission, Recorded};
+use crate::ungate::{self, places_of};
 use crate::workloads::Owner;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::reflector::ObjectRef;
 
 impl Driver {
     /// The step's decisions: jobs' wants set, Events told, the Workload
@@ -258,6 +262,57 @@ impl Driver {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Driver {
+    /// Gated pods of admitted workloads get their places (`ungate`).
+    pub(super) fn ungate(&mut self, force: bool) {
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        // Built only when a pass looks up a pod's job (most ticks have no
+        // gated pod to look at).
+        let by_uid: std::cell::OnceCell<HashMap<&str, (&str, WorkloadId)>> =
+            std::cell::OnceCell::new();
+        let tracked = &self.tracked;
+        let nodes = &self.nodes.store;
+        let refused = self.ungater.pass(
+            force,
+            |namespace, job_uid, pod_set| {
+                let by_uid = by_uid.get_or_init(|| {
+                    tracked
+                        .values()
+                        .map(|t| (t.owner.uid.as_str(), (t.owner.namespace.as_str(), t.id)))
+                        .collect()
+                });
+                let &(job_namespace, id) = by_uid.get(job_uid)?;
+                (job_namespace == namespace).then(|| places_of(scheduler, id, pod_set))?
+            },
+            |node| {
+                nodes
+                    .get(&ObjectRef::<Node>::new(node))
+                    .and_then(|n| {
+                        n.metadata
+                            .labels
+                            .as_ref()?
+                            .get(ungate::HOSTNAME_LABEL)
+                            .cloned()
+                    })
+                    .unwrap_or_else(|| node.to_string())
+            },
+        );
+        for ((namespace, name, uid), message) in refused {
+            let owner = Owner {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace,
+                name,
+                uid,
+            };
+            let note = format!("Arbiter could not give this pod its node and cards, so it stays gated (arbiter.dev/placement); tried again later and later: {message}");
+            self.publisher.event(&owner, true, "PlacementRefused", note);
         }
     }
 }

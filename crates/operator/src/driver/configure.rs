@@ -4,6 +4,7 @@
 //! `Scheduler::new` and the read-back). An object left out (invalid, or
 //! depending on one) is told on the object (`activity`); the rest is in
 //! force. Nodes whose device annotation cannot be read are told in Events.
+//! Job kinds the API did not serve are looked for again (`rediscover`).
 
 use std::collections::HashSet;
 
@@ -175,6 +176,28 @@ impl Driver {
                     ),
                 }
             });
+        }
+    }
+}
+
+impl Driver {
+    /// Looks again for job kinds the API did not serve (see `unserved`).
+    pub(super) async fn rediscover(&mut self) {
+        if self.unserved.is_empty() || self.discovered_at.elapsed() < self.options.rediscover {
+            return;
+        }
+        self.discovered_at = std::time::Instant::now();
+        let (found, unserved) =
+            discover_jobs(&self.client, &self.integrations, &self.unserved, &self.wake).await;
+        for job in &found {
+            let _ = job.watched.store.wait_until_ready().await;
+            self.writer.add(job);
+            tracing::info!(kind = %job.watched.what, "the API serves this job kind now; watching its jobs");
+        }
+        self.jobs.extend(found);
+        self.unserved = unserved;
+        if let Ok(mut served) = self.served.lock() {
+            *served = self.jobs.iter().map(|j| j.resource.clone()).collect();
         }
     }
 }

@@ -40,7 +40,7 @@ use crate::config;
 use crate::inject;
 use crate::jobs::template_paths;
 use crate::queue_status::QueueStatusWriter;
-use crate::ungate::{self, places_of, Ungater};
+use crate::ungate::Ungater;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
 mod carry;
@@ -438,59 +438,6 @@ impl Driver {
             .map(|o| o.as_ref().clone())
     }
 
-    /// Writes again, spec and status, the Workloads of tracked jobs someone
-    /// deleted (`watch::workload_deletions`): a Workload says what was
-    /// decided, and stays while its job does.
-    fn rewrite_deleted_workloads(&mut self) {
-        let uids: HashSet<String> = std::mem::take(
-            &mut *self
-                .deleted_workloads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        )
-        .into_iter()
-        .collect();
-        if uids.is_empty() {
-            return;
-        }
-        let Some(scheduler) = &self.scheduler else {
-            return;
-        };
-        for (key, tracked) in &mut self.tracked {
-            if !uids.contains(&tracked.owner.uid) {
-                continue;
-            }
-            tracing::info!(job = %key, "its Workload was deleted; writing it again");
-            let spec =
-                crate::workloads::object(&tracked.owner, scheduler.entry(tracked.id), scheduler);
-            // Deleted and written anew: the publisher forgets what it wrote.
-            self.publisher.forget(&tracked.owner);
-            self.publisher.workload(&tracked.owner, Some(spec), None);
-            tracked.published = None;
-        }
-        self.published_at = None;
-    }
-
-    /// Looks again for job kinds the API did not serve (see `unserved`).
-    async fn rediscover(&mut self) {
-        if self.unserved.is_empty() || self.discovered_at.elapsed() < self.options.rediscover {
-            return;
-        }
-        self.discovered_at = std::time::Instant::now();
-        let (found, unserved) =
-            discover_jobs(&self.client, &self.integrations, &self.unserved, &self.wake).await;
-        for job in &found {
-            let _ = job.watched.store.wait_until_ready().await;
-            self.writer.add(job);
-            tracing::info!(kind = %job.watched.what, "the API serves this job kind now; watching its jobs");
-        }
-        self.jobs.extend(found);
-        self.unserved = unserved;
-        if let Ok(mut served) = self.served.lock() {
-            *served = self.jobs.iter().map(|j| j.resource.clone()).collect();
-        }
-    }
-
     /// One pass: configuration, job changes, a step, the decisions written.
     /// Returns when the core asked to be woken.
     pub async fn tick(&mut self) -> Option<Millis> {
@@ -800,80 +747,6 @@ impl Driver {
             .into_iter()
             .flatten()
             .min()
-    }
-
-    /// Queue statuses and metrics, computed again if something changed
-    /// them and they were not computed within `QUEUE_STATUS`. Returns when
-    /// they are due, if a change is not shown yet.
-    fn queue_statuses(&mut self) -> Option<Millis> {
-        let scheduler = self.scheduler.as_ref()?;
-        if !self.queues_changed {
-            return None;
-        }
-        if let Some(wait) = self
-            .queues_at
-            .and_then(|at| QUEUE_STATUS.checked_sub(at.elapsed()))
-            .filter(|wait| !wait.is_zero())
-        {
-            return Some(Millis(now_millis() + wait.as_millis() as i64 + 1));
-        }
-        self.queue_status
-            .write(&self.publisher, scheduler, &mut self.activity);
-        if let Some((_, metrics)) = &self.admin {
-            metrics.set_queues(scheduler);
-        }
-        self.queues_at = Some(std::time::Instant::now());
-        self.queues_changed = false;
-        None
-    }
-
-    /// Gated pods of admitted workloads get their places (`ungate`).
-    fn ungate(&mut self, force: bool) {
-        let Some(scheduler) = &self.scheduler else {
-            return;
-        };
-        // Built only when a pass looks up a pod's job (most ticks have no
-        // gated pod to look at).
-        let by_uid: std::cell::OnceCell<HashMap<&str, (&str, WorkloadId)>> =
-            std::cell::OnceCell::new();
-        let tracked = &self.tracked;
-        let nodes = &self.nodes.store;
-        let refused = self.ungater.pass(
-            force,
-            |namespace, job_uid, pod_set| {
-                let by_uid = by_uid.get_or_init(|| {
-                    tracked
-                        .values()
-                        .map(|t| (t.owner.uid.as_str(), (t.owner.namespace.as_str(), t.id)))
-                        .collect()
-                });
-                let &(job_namespace, id) = by_uid.get(job_uid)?;
-                (job_namespace == namespace).then(|| places_of(scheduler, id, pod_set))?
-            },
-            |node| {
-                nodes
-                    .get(&ObjectRef::<Node>::new(node))
-                    .and_then(|n| {
-                        n.metadata
-                            .labels
-                            .as_ref()?
-                            .get(ungate::HOSTNAME_LABEL)
-                            .cloned()
-                    })
-                    .unwrap_or_else(|| node.to_string())
-            },
-        );
-        for ((namespace, name, uid), message) in refused {
-            let owner = Owner {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                namespace,
-                name,
-                uid,
-            };
-            let note = format!("Arbiter could not give this pod its node and cards, so it stays gated (arbiter.dev/placement); tried again later and later: {message}");
-            self.publisher.event(&owner, true, "PlacementRefused", note);
-        }
     }
 
     /// The job as a Workload's owner.

@@ -3,7 +3,9 @@
 //! depends on changed (`Signature`), with a Warning Event the first time a
 //! denial, or a workload that can never fit or whose namespace its
 //! ClusterQueue does not select, reads so; every workload looked at at most every
-//! `FULL_PUBLISH`, those the tick touched in between.
+//! `FULL_PUBLISH`, those the tick touched in between. A Workload someone
+//! deleted is written again; and the queues' statuses and metrics,
+//! computed at most every `QUEUE_STATUS` when something changed them.
 
 use super::*;
 
@@ -103,5 +105,65 @@ impl Driver {
             }
         }
         !full
+    }
+}
+
+impl Driver {
+    /// Writes again, spec and status, the Workloads of tracked jobs someone
+    /// deleted (`watch::workload_deletions`): a Workload says what was
+    /// decided, and stays while its job does.
+    pub(super) fn rewrite_deleted_workloads(&mut self) {
+        let uids: HashSet<String> = std::mem::take(
+            &mut *self
+                .deleted_workloads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+        .into_iter()
+        .collect();
+        if uids.is_empty() {
+            return;
+        }
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        for (key, tracked) in &mut self.tracked {
+            if !uids.contains(&tracked.owner.uid) {
+                continue;
+            }
+            tracing::info!(job = %key, "its Workload was deleted; writing it again");
+            let spec =
+                crate::workloads::object(&tracked.owner, scheduler.entry(tracked.id), scheduler);
+            // Deleted and written anew: the publisher forgets what it wrote.
+            self.publisher.forget(&tracked.owner);
+            self.publisher.workload(&tracked.owner, Some(spec), None);
+            tracked.published = None;
+        }
+        self.published_at = None;
+    }
+
+    /// Queue statuses and metrics, computed again if something changed
+    /// them and they were not computed within `QUEUE_STATUS`. Returns when
+    /// they are due, if a change is not shown yet.
+    pub(super) fn queue_statuses(&mut self) -> Option<Millis> {
+        let scheduler = self.scheduler.as_ref()?;
+        if !self.queues_changed {
+            return None;
+        }
+        if let Some(wait) = self
+            .queues_at
+            .and_then(|at| QUEUE_STATUS.checked_sub(at.elapsed()))
+            .filter(|wait| !wait.is_zero())
+        {
+            return Some(Millis(now_millis() + wait.as_millis() as i64 + 1));
+        }
+        self.queue_status
+            .write(&self.publisher, scheduler, &mut self.activity);
+        if let Some((_, metrics)) = &self.admin {
+            metrics.set_queues(scheduler);
+        }
+        self.queues_at = Some(std::time::Instant::now());
+        self.queues_changed = false;
+        None
     }
 }
