@@ -32,7 +32,6 @@ use arbiter_core::model::api::Workload;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
-use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
 use arbiter_operator::Driver;
 use arbiter_testcluster::proxy::{Fault, FaultProxy, Requests};
 use arbiter_testcluster::tcp::{Reach, TcpProxy};
@@ -488,15 +487,9 @@ async fn a_leader_cut_off_from_the_api_stops_before_another_takes_its_lease() {
 /// How many lists the operator's watch `watch` has made, as its
 /// `arbiter_watch_lists_total` says.
 fn watch_lists(state: &AdminState, watch: &str) -> u64 {
-    let text = {
-        let registry = state.registry.lock().unwrap();
-        arbiter_policy::metrics::encode(&registry)
-    };
-    let series = format!("arbiter_watch_lists_total{{watch=\"{watch}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    let registry = state.registry.lock().unwrap();
+    let series = format!("arbiter_watch_lists_total{{watch=\"{watch}\"}}");
+    sample(&registry, &series).unwrap_or(0.0) as u64
 }
 
 async fn wait_watch_lists(state: &AdminState, watch: &str, at_least: u64) {
@@ -616,24 +609,7 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
         test_driver_options(),
     )
     .await;
-    let options = WebhookOptions {
-        certs: CertSource::Secret {
-            namespace: "arbiter-system".into(),
-            name: "arbiter-webhook-tls".into(),
-            names: certs::service_names("arbiter", "arbiter-system"),
-            rotation: certs::Rotation::default(),
-        },
-        configuration: None,
-    };
-    let served = webhook::start(
-        &admin,
-        "127.0.0.1:0".parse().unwrap(),
-        &options,
-        driver.integrations().clone(),
-        driver.config_view(),
-    )
-    .await
-    .unwrap();
+    let served = serve_webhooks(&admin, &driver, Default::default(), None).await;
     let operator = tokio::spawn(driver.run(std::future::pending()));
     // The API server calls the webhook through a forwarder that can slow
     // it down or cut it off; it waits 2 s for an answer.

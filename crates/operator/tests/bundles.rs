@@ -81,14 +81,6 @@ fn metrics() -> (Registry, PolicyMetrics) {
     (registry, metrics)
 }
 
-/// The value of the series `series` (name and labels exactly as encoded).
-fn sample(registry: &Registry, series: &str) -> Option<f64> {
-    encode(registry).lines().find_map(|line| {
-        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-        value.parse().ok()
-    })
-}
-
 /// Puts version 1 of the platform bundle `gpu-cap` (at most `max` GPUs
 /// per job) into the platform namespace of the cluster `admin` talks to.
 async fn platform_cap(admin: &Client, max: u32) {
@@ -639,13 +631,7 @@ async fn a_bundle_configmap_flapping_every_second_never_stops_admission() {
     };
     // Meanwhile jobs are admitted as ever.
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
-    for i in 0..4 {
-        let name = format!("during-{i}");
-        jobs.create(&PostParams::default(), &job(&name, 2))
-            .await
-            .unwrap();
-        wait_for(&jobs, &name, "admitted while the bundle flaps", released).await;
-    }
+    admit_one_by_one(&jobs, "during", 4, 2).await;
     flapper.await.unwrap();
     // Its last version (17, broken) is told, with 16 in force.
     let status = wait_bundle_status(&admin, PLATFORM_NAMESPACE, "gpu-cap", |s| {

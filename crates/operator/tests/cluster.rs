@@ -158,6 +158,20 @@ async fn full_cluster_and_operator(
     (cluster, admin, operator)
 }
 
+/// The driver options `arbiter run --config` makes of Kueue's
+/// `Configuration` text `configuration`.
+fn configured(configuration: &str) -> arbiter_operator::DriverOptions {
+    let source = arbiter_core::model::load::Source {
+        file: "kueue-config.yaml".into(),
+        document: 1,
+    };
+    let read = arbiter_core::model::configuration::read(configuration, &source).unwrap();
+    arbiter_operator::DriverOptions {
+        pods_ready: read.pods_ready,
+        ..test_driver_options()
+    }
+}
+
 /// A pod template running `run_for` (a Go duration; `None`: until deleted)
 /// asking `gpus`, failing at the end when `fail`.
 fn template(gpus: u32, run_for: Option<&str>, fail: bool) -> Value {
@@ -728,15 +742,7 @@ async fn a_gang_whose_pods_do_not_all_start_is_evicted_and_blocks_admission_mean
     let configuration = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
         waitForPodsReady:\n  timeout: 10s\n  blockAdmission: true\n  \
         requeuingStrategy: {backoffLimitCount: 1, backoffBaseSeconds: 2}\n";
-    let source = arbiter_core::model::load::Source {
-        file: "kueue-config.yaml".into(),
-        document: 1,
-    };
-    let read = arbiter_core::model::configuration::read(configuration, &source).unwrap();
-    let options = arbiter_operator::DriverOptions {
-        pods_ready: read.pods_ready,
-        ..test_driver_options()
-    };
+    let options = configured(configuration);
     let (cluster, client) = full_cluster_with(options).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
     jobs.create(&PostParams::default(), &stuck_job("stuck", 2, 4))
@@ -1093,15 +1099,7 @@ async fn a_node_deleted_under_a_running_job_sends_it_to_what_remains() {
     let configuration = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
         waitForPodsReady:\n  timeout: 30s\n  recoveryTimeout: 5s\n  \
         requeuingStrategy: {backoffBaseSeconds: 1}\n";
-    let source = arbiter_core::model::load::Source {
-        file: "kueue-config.yaml".into(),
-        document: 1,
-    };
-    let read = arbiter_core::model::configuration::read(configuration, &source).unwrap();
-    let options = arbiter_operator::DriverOptions {
-        pods_ready: read.pods_ready,
-        ..test_driver_options()
-    };
+    let options = configured(configuration);
     let (cluster, client) = full_cluster_setup(options, SPILL).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
     // A job that may run again after a pod fails, as most do.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use arbiter_core::jobs::Integrations;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
-use arbiter_operator::webhook::{self, certs, CertSource, Rotation, WebhookOptions};
+use arbiter_operator::webhook::Rotation;
 use arbiter_operator::{Driver, DriverOptions};
 use arbiter_testcluster::workspace_root;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -106,24 +106,13 @@ spec:
         DriverOptions::default(),
     )
     .await;
-    let options = WebhookOptions {
-        certs: CertSource::Secret {
-            namespace: "arbiter-system".into(),
-            name: "arbiter-webhook-tls".into(),
-            names: certs::service_names("arbiter", "arbiter-system"),
-            rotation: Rotation::default(),
-        },
-        configuration: Some("arbiter".into()),
-    };
-    let served = webhook::start(
+    let served = serve_webhooks(
         &operator_client,
-        "127.0.0.1:0".parse().unwrap(),
-        &options,
-        driver.integrations().clone(),
-        driver.config_view(),
+        &driver,
+        Rotation::default(),
+        Some("arbiter"),
     )
-    .await
-    .unwrap();
+    .await;
     let (mutating, validating) = webhook_configurations(served.address.port(), None);
     apply_webhooks(&admin, &mutating, &validating).await;
     let configurations: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());

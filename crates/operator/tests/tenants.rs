@@ -324,13 +324,7 @@ async fn namespaces_created_and_deleted_in_a_storm_leave_admission_going() {
         })
     };
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
-    for i in 0..4 {
-        let name = format!("during-{i}");
-        jobs.create(&PostParams::default(), &job(&name, 2))
-            .await
-            .unwrap();
-        wait_for(&jobs, &name, "admitted during the storm", released).await;
-    }
+    admit_one_by_one(&jobs, "during", 4, 2).await;
     storm.await.unwrap();
     wait_queue_usage(&admin, "research", 4, "8").await;
 }

@@ -73,24 +73,7 @@ async fn serve_generated(admin: &Client, driver: &Driver) -> webhook::Webhook {
 
 /// [`serve_generated`] with the certificate rotated as `rotation` says.
 async fn serve_rotated(admin: &Client, driver: &Driver, rotation: Rotation) -> webhook::Webhook {
-    let options = WebhookOptions {
-        certs: CertSource::Secret {
-            namespace: "arbiter-system".into(),
-            name: "arbiter-webhook-tls".into(),
-            names: certs::service_names("arbiter", "arbiter-system"),
-            rotation,
-        },
-        configuration: Some("arbiter".into()),
-    };
-    webhook::start(
-        admin,
-        "127.0.0.1:0".parse().unwrap(),
-        &options,
-        driver.integrations().clone(),
-        driver.config_view(),
-    )
-    .await
-    .unwrap()
+    serve_webhooks(admin, driver, rotation, Some("arbiter")).await
 }
 
 fn api_message(error: kube::Error) -> String {

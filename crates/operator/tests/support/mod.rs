@@ -611,3 +611,56 @@ pub async fn wait_queue_usage(client: &Client, queue: &str, admitted: i64, gpus:
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Serves `driver`'s webhooks on a free loopback port as `arbiter run`
+/// does: a generated certificate kept in the Secret
+/// `arbiter-system/arbiter-webhook-tls`, rotated as `rotation` says, its CA
+/// kept in the configurations named `configuration` (`None`: left alone).
+pub async fn serve_webhooks(
+    client: &Client,
+    driver: &Driver,
+    rotation: arbiter_operator::webhook::certs::Rotation,
+    configuration: Option<&str>,
+) -> arbiter_operator::webhook::Webhook {
+    use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
+    let options = WebhookOptions {
+        certs: CertSource::Secret {
+            namespace: "arbiter-system".into(),
+            name: "arbiter-webhook-tls".into(),
+            names: certs::service_names("arbiter", "arbiter-system"),
+            rotation,
+        },
+        configuration: configuration.map(str::to_string),
+    };
+    webhook::start(
+        client,
+        "127.0.0.1:0".parse().unwrap(),
+        &options,
+        driver.integrations().clone(),
+        driver.config_view(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Creates jobs `{prefix}-0` … of `gpus` each, one at a time, each waited
+/// for until released: admission goes on while something else happens.
+pub async fn admit_one_by_one(jobs: &Api<Job>, prefix: &str, count: usize, gpus: u32) {
+    for i in 0..count {
+        let name = format!("{prefix}-{i}");
+        jobs.create(&PostParams::default(), &job(&name, gpus))
+            .await
+            .unwrap();
+        wait_for(jobs, &name, "admitted meanwhile", released).await;
+    }
+}
+
+/// The value of the series `series` (name and labels exactly as encoded).
+pub fn sample(registry: &prometheus_client::registry::Registry, series: &str) -> Option<f64> {
+    arbiter_policy::metrics::encode(registry)
+        .lines()
+        .find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.parse().ok()
+        })
+}
