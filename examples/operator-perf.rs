@@ -49,14 +49,13 @@
 //! the operator's admission (`admittedAt`) to the runner's pod watch seeing
 //! the Job's pod Running.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
-use arbiter_core::model::{Amount, Millis};
 use arbiter_sim::generate::Shape;
 use arbiter_testcluster::{
     add_node, crd_documents, workspace_root, NodeSpec, TestCluster, RUN_FOR_ANNOTATION,
@@ -65,19 +64,14 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-/// Clock ticks per second of /proc/PID/stat times (USER_HZ: 100 on Linux).
-const USER_HZ: f64 = 100.0;
 /// The label every runner Job carries: its class.
 const CLASS_LABEL: &str = "perf.arbiter.dev/class";
-/// The token user the operator runs as, and its FlowSchema.
-const OPERATOR_USER: &str = "alice";
-const OPERATOR_FLOW_SCHEMA: &str = "arbiter-operator";
 /// The admission record the operator writes on a released Job.
 const ADMISSION_ANNOTATION: &str = "arbiter.dev/admission";
 
@@ -151,150 +145,10 @@ impl System {
     }
 }
 
-/// One Job the runner will create.
-#[derive(Clone, Debug)]
-struct Planned {
-    name: String,
-    namespace: String,
-    class: String,
-    cpu: String,
-    cpu_cores: f64,
-    priority_class: String,
-    runtime: Duration,
-    /// When to create it, from the start of the run.
-    due: Duration,
-}
-
-/// What the shape's YAML turns into.
-struct Plan {
-    /// ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, priority classes.
-    config: Vec<Value>,
-    namespaces: BTreeSet<String>,
-    /// Namespace → ClusterQueue (through its LocalQueue).
-    cluster_queue_of: BTreeMap<String, String>,
-    /// ClusterQueue → nominal CPU (cores).
-    nominal: BTreeMap<String, f64>,
-    jobs: Vec<Planned>,
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn str_at<'a>(value: &'a Value, pointer: &str) -> anyhow::Result<&'a str> {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .with_context(|| format!("no string at {pointer} in {value}"))
-}
-
-fn millis(value: &Value, pointer: &str) -> anyhow::Result<Duration> {
-    let text = str_at(value, pointer)?;
-    let ms = Millis::parse(text).map_err(|e| anyhow::anyhow!("{pointer} {text:?}: {e}"))?;
-    Ok(Duration::from_millis(ms.0.max(0) as u64))
-}
-
-/// The shape's scenario YAML as what to apply and what to create.
-fn plan(yaml: &str) -> anyhow::Result<Plan> {
-    let mut plan = Plan {
-        config: Vec::new(),
-        namespaces: BTreeSet::new(),
-        cluster_queue_of: BTreeMap::new(),
-        nominal: BTreeMap::new(),
-        jobs: Vec::new(),
-    };
-    let mut priorities = BTreeSet::new();
-    for (i, doc) in serde_yaml_ng::Deserializer::from_str(yaml).enumerate() {
-        let value: Value = serde::Deserialize::deserialize(doc)
-            .with_context(|| format!("the shape's document {}", i + 1))?;
-        match value["kind"].as_str().unwrap_or_default() {
-            "ResourceFlavor" | "Cohort" => plan.config.push(value),
-            "ClusterQueue" => {
-                let name = str_at(&value, "/metadata/name")?.to_string();
-                let nominal = value
-                    .pointer("/spec/resourceGroups/0/flavors/0/resources")
-                    .and_then(Value::as_array)
-                    .and_then(|r| r.iter().find(|r| r["name"] == "cpu"))
-                    .and_then(|r| r["nominalQuota"].as_str())
-                    .with_context(|| format!("ClusterQueue {name} has no cpu nominalQuota"))?;
-                let nominal = Amount::parse(nominal)
-                    .map_err(|e| anyhow::anyhow!("ClusterQueue {name}: {e}"))?;
-                plan.nominal.insert(name, nominal.as_f64());
-                plan.config.push(value);
-            }
-            "LocalQueue" => {
-                let namespace = str_at(&value, "/metadata/namespace")?.to_string();
-                let cq = str_at(&value, "/spec/clusterQueue")?.to_string();
-                plan.namespaces.insert(namespace.clone());
-                plan.cluster_queue_of.insert(namespace, cq);
-                plan.config.push(value);
-            }
-            "WorkloadGenerator" => {
-                let generator = str_at(&value, "/metadata/name")?;
-                let class = generator.split('-').next().unwrap_or(generator).to_string();
-                let spec = &value["spec"];
-                let count = spec["count"].as_u64().context("generator count")?;
-                let interval = millis(spec, "/interval")?;
-                let runtime = millis(spec, "/runtime")?;
-                let priority = spec["priority"].as_i64().context("generator priority")?;
-                priorities.insert(priority);
-                let cpu = str_at(spec, "/podSets/0/requests/cpu")?.to_string();
-                let cpu_cores = Amount::parse(&cpu)
-                    .map_err(|e| anyhow::anyhow!("{generator}: cpu {cpu}: {e}"))?
-                    .as_f64();
-                for n in 0..count {
-                    plan.jobs.push(Planned {
-                        name: format!("{generator}-{n}"),
-                        namespace: str_at(spec, "/namespace")?.to_string(),
-                        class: class.clone(),
-                        cpu: cpu.clone(),
-                        cpu_cores,
-                        priority_class: format!("p{priority}"),
-                        runtime,
-                        due: interval * (n as u32 + 1),
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    for priority in priorities {
-        plan.config.push(json!({
-            "apiVersion": "arbiter.dev/v1alpha1", "kind": "WorkloadPriorityClass",
-            "metadata": {"name": format!("p{priority}")}, "value": priority,
-        }));
-    }
-    plan.jobs.sort_by_key(|j| j.due);
-    Ok(plan)
-}
-
-/// Server-side apply of one object of any kind the API serves.
-async fn apply(client: &Client, value: &Value) -> anyhow::Result<()> {
-    let api_version = str_at(value, "/apiVersion")?;
-    let kind = str_at(value, "/kind")?;
-    let name = str_at(value, "/metadata/name")?;
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .with_context(|| format!("discovering {api_version} {kind}"))?;
-    let api: Api<DynamicObject> = match value.pointer("/metadata/namespace").and_then(Value::as_str)
-    {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), ns, &resource)
-        }
-        _ => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(
-        name,
-        &PatchParams::apply("operator-perf").force(),
-        &Patch::Apply(value),
-    )
-    .await
-    .with_context(|| format!("applying {kind} {name}"))?;
-    Ok(())
 }
 
 /// CRDs, Namespaces, the operator's identity (cluster-admin, its own
@@ -322,24 +176,7 @@ async fn set_up(
         }
         (_, None) => bail!("Kueue is not built"),
     };
-    let mut objects = vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "arbiter-system"}}),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": "arbiter-operator-perf"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER}]}),
-        // Exempt, as the runner's system:masters requests are, so neither
-        // side is queued by priority and fairness; a schema of its own so
-        // `apiserver_flowcontrol_dispatched_requests_total` counts it apart.
-        json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-               "metadata": {"name": OPERATOR_FLOW_SCHEMA},
-               "spec": {"matchingPrecedence": 90, "priorityLevelConfiguration": {"name": "exempt"},
-                        "rules": [{"subjects": [{"kind": "User", "user": {"name": OPERATOR_USER}}],
-                                   "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                      "clusterScope": true, "namespaces": ["*"]}],
-                                   "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
-    ];
+    let mut objects = operator_identity();
     for ns in &plan.namespaces {
         objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
     }
@@ -688,33 +525,16 @@ async fn create_all(run: Shared, admin: Client, in_flight: usize, start: Instant
 mod kueue;
 #[path = "operator-perf/measure.rs"]
 mod measure;
-use measure::{ApiCounts, Figures, ProcessStat};
-
-fn arbiter_binary(args: &Args) -> PathBuf {
-    args.arbiter.clone().unwrap_or_else(|| {
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join("target"))
-            .join("release/arbiter")
-    })
-}
-
-/// A process of the run (the system under test), killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A free loopback port.
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+#[path = "operator-perf/probe.rs"]
+mod probe;
+#[path = "operator-perf/shape.rs"]
+mod shape;
+use measure::Figures;
+use probe::{
+    apply, arbiter_binary, free_port, operator_identity, ApiCounts, Process, ProcessStat,
+    OPERATOR_USER,
+};
+use shape::{plan, Plan, Planned};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -736,7 +556,7 @@ async fn main() -> anyhow::Result<()> {
         Some(_) => vec![System::Arbiter, System::Kueue, System::KueueTuned],
         None => vec![args.system],
     };
-    let arbiter = arbiter_binary(&args);
+    let arbiter = arbiter_binary(args.arbiter.as_ref());
     if systems.contains(&System::Arbiter) && !arbiter.is_file() {
         bail!(
             "{} not found; run `cargo build --release --bin arbiter` or pass --arbiter",
@@ -838,7 +658,7 @@ async fn run_system(
         (_, None) => bail!("Kueue is not built"),
     };
     let operator_pid = operator.0.id();
-    measure::wait_ready(ready_port).await?;
+    probe::wait_ready(ready_port).await?;
     eprintln!(
         "{} ready (pid {operator_pid}, log {}); {total} jobs to run",
         system.title(),
@@ -913,7 +733,7 @@ async fn run_system(
             let c = &r.counters;
             (c.created, c.admitted, c.finished, c.create_failed)
         };
-        let load = measure::load_average();
+        let load = probe::load_average();
         max_load = max_load.max(load);
         if last_report.elapsed() >= Duration::from_secs(5) {
             eprintln!(
@@ -941,7 +761,7 @@ async fn run_system(
     let after = ProcessStat::snapshot(operator_pid);
     let api_after = ApiCounts::read(&admin).await?;
     let operator_metrics = match admin_port {
-        Some(port) => measure::http_get(port, "/metrics").await,
+        Some(port) => probe::http_get(port, "/metrics").await,
         None => String::new(),
     };
     creating.abort();

@@ -124,6 +124,15 @@ async fn the_follower_takes_over_from_a_killed_leader_without_double_admission()
     }
     let (_, metrics) = http_get(replicas[1].admin, "/metrics");
     assert!(metrics.contains("arbiter_leader 0"), "{metrics}");
+    let (_, metrics) = http_get(replicas[0].admin, "/metrics");
+    let passes = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("arbiter_tick_duration_seconds_count "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(
+        passes.is_some_and(|n| n > 0.0),
+        "the leader counts its passes in arbiter_tick_duration_seconds: {metrics}"
+    );
 
     // The API server calls the follower's webhook only: jobs written
     // running come back held, so the follower answers webhooks.

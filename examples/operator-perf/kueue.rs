@@ -21,7 +21,7 @@ use anyhow::{bail, Context as _};
 use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
 use serde_json::{json, Value};
 
-use super::{free_port, Process};
+use super::probe::{free_port, Process};
 
 /// Kueue's group and version for every object the runner applies.
 const API_VERSION: &str = "kueue.x-k8s.io/v1beta2";

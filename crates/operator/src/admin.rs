@@ -76,6 +76,12 @@ pub struct OperatorMetrics {
     publish_backlog: Gauge,
     queue_objects: Family<ObjectLabels, Gauge>,
     watch_lists: Family<WatchLabels, Counter>,
+    tick_duration: Histogram,
+}
+
+/// Tick buckets: 100 µs to about 26 s, doubling.
+fn tick_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 19))
 }
 
 /// Admission wait buckets: 1 s to about 4.5 h, doubling.
@@ -101,6 +107,7 @@ impl OperatorMetrics {
             queue_objects: Family::default(),
             share: Family::default(),
             watch_lists: Family::default(),
+            tick_duration: tick_histogram(),
         };
         registry.register(
             "arbiter_pending_workloads",
@@ -173,7 +180,18 @@ impl OperatorMetrics {
             "Lists per watch: its first, and one each time the API expired the watch (410 Gone: the resourceVersion it would resume from was compacted away) or a list failed",
             m.watch_lists.clone(),
         );
+        registry.register_with_unit(
+            "arbiter_tick_duration",
+            "Time of one pass of the leader's loop: read what changed, step the scheduler, hand the decisions to the writers (the count is the number of passes)",
+            Unit::Seconds,
+            m.tick_duration.clone(),
+        );
         m
+    }
+
+    /// Records one pass of the driver's loop that took `seconds`.
+    pub fn observe_tick(&self, seconds: f64) {
+        self.tick_duration.observe(seconds);
     }
 
     /// Brings the watch `watch`'s list count up to `lists`.

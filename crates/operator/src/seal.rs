@@ -6,11 +6,17 @@
 //! record's text, keyed with 32 random bytes kept in the Secret
 //! [`KEY_SECRET`] of the operator's namespace (made when absent; every
 //! replica reads the same one). A tenant who may edit its jobs can neither
-//! forge a record nor copy one from another job. A record without a valid
-//! seal (written before seals, or while the key could not be read) is
-//! trusted only when the job's Workload — which tenants cannot write —
-//! says the same admission (`driver::readback`).
+//! forge a record nor copy one from another job. The job's Workload
+//! carries the seal of its admission too (`status.admissionSeal`,
+//! [`Sealer::seal_admission`]), written again with every status: a record
+//! whose own seal does not hold (made with an earlier key) is trusted when
+//! the Workload's sealed admission says the same — never on a Workload's
+//! unsealed word, which anyone allowed to write Workloads could forge,
+//! except when there is no key or it was made during this start
+//! ([`Sealer::made_now`]: before seals, or the Secret deleted), when the
+//! Workload's agreement is the only witness left (`driver::readback`).
 
+use arbiter_core::model::api::Admission;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -29,7 +35,11 @@ const KEY_ENTRY: &str = "key";
 
 /// Seals and checks admission records with one key.
 #[derive(Clone)]
-pub struct Sealer(hmac::Key);
+pub struct Sealer {
+    key: hmac::Key,
+    /// The key was made during this start (its Secret was absent).
+    made: bool,
+}
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,13 +62,23 @@ pub enum SealError {
 
 impl Sealer {
     pub fn new(key: &[u8]) -> Sealer {
-        Sealer(hmac::Key::new(hmac::HMAC_SHA256, key))
+        Sealer {
+            key: hmac::Key::new(hmac::HMAC_SHA256, key),
+            made: false,
+        }
+    }
+
+    /// Whether the key was made during this start (its Secret absent:
+    /// a first start, or the Secret deleted): no record or Workload can
+    /// carry its seal yet.
+    pub fn made_now(&self) -> bool {
+        self.made
     }
 
     /// The seal of `record` (the annotation's text) on the job `uid`.
     pub fn seal(&self, uid: &str, record: &str) -> String {
         use base64::Engine as _;
-        let tag = hmac::sign(&self.0, &message(uid, record));
+        let tag = hmac::sign(&self.key, &message(uid, record));
         base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
     }
 
@@ -69,8 +89,29 @@ impl Sealer {
         let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(seal) else {
             return false;
         };
-        hmac::verify(&self.0, &message(uid, record), &tag).is_ok()
+        hmac::verify(&self.key, &message(uid, record), &tag).is_ok()
     }
+
+    /// The seal of a Workload's `admission` for the job `uid`: kept in the
+    /// Workload's `status.admissionSeal`, it lets a Workload witness its
+    /// job's admission record after a restart (`driver::readback`) where
+    /// the record's own seal does not hold (made with an earlier key).
+    pub fn seal_admission(&self, uid: &str, admission: &Admission) -> String {
+        self.seal(uid, &admission_text(admission))
+    }
+
+    /// Whether `seal` is this key's seal of `admission` for the job `uid`.
+    pub fn verify_admission(&self, uid: &str, admission: &Admission, seal: &str) -> bool {
+        self.verify(uid, &admission_text(admission), seal)
+    }
+}
+
+/// What a Workload admission's seal covers: its JSON (maps in key order),
+/// marked apart from every admission record's text (which is never
+/// prefixed so), so a seal of one can never pass for the other's.
+fn admission_text(admission: &Admission) -> String {
+    let json = serde_json::to_string(admission).unwrap_or_default();
+    format!("Workload.status.admission {json}")
 }
 
 fn message(uid: &str, record: &str) -> Vec<u8> {
@@ -119,13 +160,18 @@ pub async fn load(client: &Client, namespace: &str) -> Result<Sealer, SealError>
         data: Some([(KEY_ENTRY.to_string(), ByteString(key.to_vec()))].into()),
         ..Default::default()
     };
+    let made = |sealer: Sealer| Sealer {
+        made: true,
+        ..sealer
+    };
     match secrets.create(&PostParams::default(), &secret).await {
         Ok(_) => {
             tracing::info!(secret = %shown, "made the admission records' sealing key");
-            Ok(Sealer::new(&key))
+            Ok(made(Sealer::new(&key)))
         }
+        // Another replica made it meanwhile: made during this start too.
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            from(&secrets.get(KEY_SECRET).await.map_err(fail)?)
+            from(&secrets.get(KEY_SECRET).await.map_err(fail)?).map(made)
         }
         Err(e) => Err(fail(e)),
     }
@@ -147,5 +193,30 @@ mod tests {
         assert!(!sealer.verify("uid-1", &edited, &seal));
         assert!(!Sealer::new(&[8u8; 32]).verify("uid-1", record, &seal));
         assert!(!sealer.verify("uid-1", record, "not base64!"));
+    }
+
+    #[test]
+    fn a_workload_admission_seal_holds_for_its_job_and_admission_only() {
+        use arbiter_core::model::api::PodSetAssignment;
+        let sealer = Sealer::new(&[7u8; 32]);
+        let admission = Admission {
+            cluster_queue: "research".into(),
+            pod_set_assignments: vec![PodSetAssignment {
+                name: "main".into(),
+                flavors: [("nvidia.com/gpu".to_string(), "a100".to_string())].into(),
+                count: Some(1),
+            }],
+        };
+        let seal = sealer.seal_admission("uid-1", &admission);
+        assert!(sealer.verify_admission("uid-1", &admission, &seal));
+        assert!(!sealer.verify_admission("uid-2", &admission, &seal));
+        let mut more = admission.clone();
+        more.pod_set_assignments[0].count = Some(4);
+        assert!(!sealer.verify_admission("uid-1", &more, &seal));
+        // Never the seal of an admission record, nor the other way round.
+        let text = serde_json::to_string(&admission).unwrap();
+        assert!(!sealer.verify("uid-1", &text, &seal));
+        assert!(!sealer.verify_admission("uid-1", &admission, &sealer.seal("uid-1", &text)));
+        assert!(!sealer.made_now());
     }
 }

@@ -166,7 +166,10 @@ where
     let api: Api<K> = Api::all(client.clone());
     let (store, writer) = reflector::store();
     let what = K::kind(&()).to_string();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None);
+    let stream = reflector::reflector(writer, stream);
     let changes = Arc::new(Changes::default());
     let task = drive(what.clone(), stream, wake, changes.clone());
     Watched {
@@ -224,9 +227,15 @@ fn reflect(
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
     };
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(move |object: &mut DynamicObject| object.types = Some(types.clone()));
+    // Nothing reads managedFields, and they are a good part of each
+    // object (a replace without them keeps the server's).
+    let stream =
+        watcher(api, config)
+            .default_backoff()
+            .modify(move |object: &mut DynamicObject| {
+                object.types = Some(types.clone());
+                object.metadata.managed_fields = None;
+            });
     let stream = reflector::reflector(writer, stream);
     let changes = Arc::new(Changes::default());
     let task = drive(what.clone(), stream, wake, changes.clone());
@@ -334,16 +343,17 @@ pub async fn config_kinds(client: &Client, wake: &Arc<Notify>) -> Vec<Watched<Dy
 /// write again.
 pub type DeletedWorkloads = Arc<Mutex<Vec<String>>>;
 
-/// Watches Workloads' metadata (no store: nothing is kept but the
-/// deletions) and notes the owning job's uid of each one deleted, waking
-/// the driver. Watch errors are retried with the default backoff.
-pub fn workload_deletions(
+/// Watches the Workloads (no store: each is handed on and dropped): every
+/// one seen goes to `observed` (the publisher compares it with what it
+/// wrote, and writes back one someone else changed), and the owning job's
+/// uid of each one deleted is noted, waking the driver. Watch errors are
+/// retried with the default backoff.
+pub fn workloads(
     client: &Client,
     wake: Arc<Notify>,
+    observed: impl Fn(arbiter_core::model::api::Workload) + Send + 'static,
 ) -> (DeletedWorkloads, JoinHandle<()>) {
-    // Metadata-only requests: `Api<PartialObjectMeta<K>>` asks for them.
-    let api: Api<kube::core::PartialObjectMeta<arbiter_core::model::api::Workload>> =
-        Api::all(client.clone());
+    let api: Api<arbiter_core::model::api::Workload> = Api::all(client.clone());
     let deleted: DeletedWorkloads = Arc::default();
     let noted = deleted.clone();
     let task = tokio::spawn(async move {
@@ -351,8 +361,11 @@ pub fn workload_deletions(
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(watcher::Event::Delete(meta)) => {
-                    let owner = meta
+                Ok(watcher::Event::Apply(workload) | watcher::Event::InitApply(workload)) => {
+                    observed(workload)
+                }
+                Ok(watcher::Event::Delete(workload)) => {
+                    let owner = workload
                         .metadata
                         .owner_references
                         .iter()

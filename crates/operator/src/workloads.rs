@@ -195,6 +195,8 @@ pub struct Desired {
     /// Runs again after a failed run, and the end of the backoff before one.
     pub retries: u32,
     pub retry_at: Option<Millis>,
+    /// The seal of `admission` for the owning job (`seal::Sealer::seal_admission`).
+    pub admission_seal: Option<String>,
 }
 
 impl Desired {
@@ -214,6 +216,7 @@ impl Desired {
             }),
             retries: (self.retries > 0).then_some(self.retries),
             retry_at: self.retry_at.map(time),
+            admission_seal: self.admission_seal.clone(),
         }
     }
 }
@@ -408,6 +411,7 @@ pub fn desired(
         requeue_at,
         retries: entry.retries,
         retry_at,
+        admission_seal: None,
     }
 }
 
@@ -453,8 +457,12 @@ fn truncate(text: &str, max: usize) -> String {
 
 /// Creates the Workload, or updates its spec when it exists already (after
 /// a restart): a plain create first — the API server's cheapest write, and
-/// almost always the case — then server-side apply.
-pub async fn apply(client: &Client, workload: &api::Workload) -> Result<(), kube::Error> {
+/// almost always the case — then server-side apply. Returns the object as
+/// the API then holds it.
+pub async fn apply(
+    client: &Client,
+    workload: &api::Workload,
+) -> Result<api::Workload, kube::Error> {
     let namespace = workload.metadata.namespace.clone().unwrap_or_default();
     let name = workload.metadata.name.clone().unwrap_or_default();
     let api: Api<api::Workload> = Api::namespaced(client.clone(), &namespace);
@@ -463,7 +471,7 @@ pub async fn apply(client: &Client, workload: &api::Workload) -> Result<(), kube
         ..PostParams::default()
     };
     match api.create(&create, workload).await {
-        Ok(_) => return Ok(()),
+        Ok(created) => return Ok(created),
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => return Err(e),
     }
@@ -476,16 +484,16 @@ pub async fn apply(client: &Client, workload: &api::Workload) -> Result<(), kube
         &Patch::Apply(&body),
     )
     .await
-    .map(|_| ())
 }
 
 /// Writes an `arbiter.dev` object's status (server-side apply on the
-/// status subresource, field manager [`MANAGER`]).
+/// status subresource, field manager [`MANAGER`]); returns the object as
+/// the API then holds it.
 pub async fn apply_status<K>(
     api: &Api<K>,
     name: &str,
     status: &impl serde::Serialize,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -500,7 +508,142 @@ where
         &Patch::Apply(&body),
     )
     .await
-    .map(|_| ())
+}
+
+/// What of the Workload `observed` differs from what Arbiter last wrote —
+/// `spec` (the object applied: its spec and owner reference) and `status`,
+/// each only if given —, by field (`spec.podSets`, `status.admission`,
+/// `metadata.ownerReferences`). Conditions are compared by type, status,
+/// reason and message (their times are the API's to round); labels and
+/// annotations are not Arbiter's.
+pub fn edited(
+    observed: &api::Workload,
+    spec: Option<&api::Workload>,
+    status: Option<&api::WorkloadStatus>,
+) -> Vec<String> {
+    let mut fields = Vec::new();
+    if let Some(spec) = spec {
+        let owners = observed.metadata.owner_references.iter().flatten();
+        let ours = spec.metadata.owner_references.iter().flatten();
+        if ours.into_iter().any(|o| !owners.clone().any(|t| t == o)) {
+            fields.push("metadata.ownerReferences".to_string());
+        }
+        differing(
+            "spec",
+            &json(&observed.spec),
+            &json(&spec.spec),
+            &mut fields,
+        );
+    }
+    if let Some(status) = status {
+        let none = api::WorkloadStatus::default();
+        let theirs = comparable(observed.status.as_ref().unwrap_or(&none));
+        differing("status", &theirs, &comparable(status), &mut fields);
+    }
+    fields
+}
+
+fn json(value: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// A status as [`edited`] compares it: conditions keyed by type, without times.
+fn comparable(status: &api::WorkloadStatus) -> serde_json::Value {
+    let mut value = json(status);
+    let conditions: serde_json::Map<String, serde_json::Value> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            let said = serde_json::json!([c.status, c.reason, c.message]);
+            (c.type_.clone(), said)
+        })
+        .collect();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("conditions".into(), conditions.into());
+    }
+    value
+}
+
+/// Names `prefix.KEY` for every top-level key on which `theirs` and `ours` differ.
+fn differing(
+    prefix: &str,
+    theirs: &serde_json::Value,
+    ours: &serde_json::Value,
+    fields: &mut Vec<String>,
+) {
+    let empty = serde_json::Map::new();
+    let theirs = theirs.as_object().unwrap_or(&empty);
+    let ours = ours.as_object().unwrap_or(&empty);
+    let keys: std::collections::BTreeSet<&String> = theirs.keys().chain(ours.keys()).collect();
+    for key in keys {
+        let null = serde_json::Value::Null;
+        let (a, b) = (
+            theirs.get(key).unwrap_or(&null),
+            ours.get(key).unwrap_or(&null),
+        );
+        if a != b {
+            fields.push(format!("{prefix}.{key}"));
+        }
+    }
+}
+
+/// The JSON merge patch that takes out of `theirs` every field `ours` has
+/// not, down through objects (lists are atomic: an apply replaces them
+/// whole); `None` when there is none.
+fn removals(ours: &serde_json::Value, theirs: &serde_json::Value) -> Option<serde_json::Value> {
+    let (serde_json::Value::Object(ours), serde_json::Value::Object(theirs)) = (ours, theirs)
+    else {
+        return None;
+    };
+    let patch: serde_json::Map<String, serde_json::Value> = theirs
+        .iter()
+        .filter_map(|(key, their)| match ours.get(key) {
+            None => Some((key.clone(), serde_json::Value::Null)),
+            Some(our) => removals(our, their).map(|inner| (key.clone(), inner)),
+        })
+        .collect();
+    (!patch.is_empty()).then_some(serde_json::Value::Object(patch))
+}
+
+/// Writes the Workload `observed` back to what Arbiter decided — the
+/// object `spec` and, if given, `status` — exactly: what someone else
+/// added is taken out (a JSON merge patch of nulls), the rest applied
+/// again with force (server-side apply takes over what they changed, so
+/// Arbiter's later applies keep owning every field they write). Returns
+/// the object as the API then holds it.
+pub async fn write_back(
+    client: &Client,
+    observed: &api::Workload,
+    spec: &api::Workload,
+    status: Option<&api::WorkloadStatus>,
+) -> Result<api::Workload, kube::Error> {
+    let namespace = spec.metadata.namespace.clone().unwrap_or_default();
+    let name = spec.metadata.name.clone().unwrap_or_default();
+    let api: Api<api::Workload> = Api::namespaced(client.clone(), &namespace);
+    let theirs = json(observed);
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    if let Some(patch) = removals(&json(&spec.spec), &theirs["spec"]) {
+        let patch = serde_json::json!({"spec": patch});
+        api.patch(&name, &params, &Patch::Merge(&patch)).await?;
+    }
+    let status_removals = status.and_then(|s| removals(&json(s), &theirs["status"]));
+    if let Some(patch) = status_removals {
+        let patch = serde_json::json!({"status": patch});
+        api.patch_status(&name, &params, &Patch::Merge(&patch))
+            .await?;
+    }
+    let mut body = json(spec);
+    body["apiVersion"] = "arbiter.dev/v1alpha1".into();
+    body["kind"] = "Workload".into();
+    let force = PatchParams::apply(MANAGER).force();
+    let mut now = api.patch(&name, &force, &Patch::Apply(&body)).await?;
+    if let Some(status) = status {
+        now = apply_status(&api, &name, status).await?;
+    }
+    Ok(now)
 }
 
 /// Deletes the Workload of a job that is gone (absent already is fine).
@@ -664,6 +807,101 @@ mod tests {
             conditions(&[admitted], &before, t1)[0].last_transition_time,
             Time(t1)
         );
+    }
+
+    #[test]
+    fn an_edit_is_named_by_field_and_taken_out_exactly() {
+        use arbiter_core::model::api::PodSetAssignment;
+        let owner = Owner {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: "team-a".into(),
+            name: "train".into(),
+            uid: "u-1".into(),
+        };
+        let spec = owned(
+            &owner,
+            WorkloadSpec {
+                queue_name: Some("research".into()),
+                pod_sets: vec![PodSet {
+                    name: "main".into(),
+                    count: 1,
+                    ..PodSet::default()
+                }],
+                priority: Some(0),
+                ..WorkloadSpec::default()
+            },
+        );
+        let condition = |status: &str, message: &str, at: i64| Condition {
+            type_: "Admitted".into(),
+            status: status.into(),
+            reason: "Admitted".into(),
+            message: message.into(),
+            last_transition_time: Time(Timestamp::from_second(at).unwrap()),
+            observed_generation: None,
+        };
+        let status = api::WorkloadStatus {
+            conditions: vec![condition("False", "waiting", 1)],
+            ..api::WorkloadStatus::default()
+        };
+        let mut observed = spec.clone();
+        observed.metadata.resource_version = Some("7".into());
+        // Only a condition's time differs (the API rounds it): no edit.
+        observed.status = Some(api::WorkloadStatus {
+            conditions: vec![condition("False", "waiting", 2)],
+            ..api::WorkloadStatus::default()
+        });
+        assert!(edited(&observed, Some(&spec), Some(&status)).is_empty());
+        // A count, an admission claimed, an owner taken away, a condition flipped.
+        observed.spec.pod_sets[0].count = 100;
+        observed.spec.active = Some(false);
+        observed.metadata.owner_references = None;
+        let claimed = Admission {
+            cluster_queue: "research".into(),
+            pod_set_assignments: vec![PodSetAssignment {
+                name: "main".into(),
+                flavors: BTreeMap::new(),
+                count: Some(1),
+            }],
+        };
+        observed.status = Some(api::WorkloadStatus {
+            admission: Some(claimed),
+            conditions: vec![condition("True", "claimed", 2)],
+            requeue_state: Some(api::RequeueState {
+                count: Some(3),
+                requeue_at: None,
+            }),
+            ..api::WorkloadStatus::default()
+        });
+        assert_eq!(
+            edited(&observed, Some(&spec), Some(&status)),
+            [
+                "metadata.ownerReferences",
+                "spec.active",
+                "spec.podSets",
+                "status.admission",
+                "status.conditions",
+                "status.requeueState",
+            ]
+        );
+        // Nothing of the status is compared before it was written.
+        assert_eq!(edited(&observed, Some(&spec), None).len(), 3);
+        // What is there and not Arbiter's is taken out; lists are applied whole.
+        assert_eq!(
+            removals(&json(&spec.spec), &json(&observed.spec)),
+            Some(serde_json::json!({"active": null}))
+        );
+        assert_eq!(
+            removals(&json(&status), &json(&observed.status)),
+            Some(serde_json::json!({"admission": null, "requeueState": null}))
+        );
+        let ours = serde_json::json!({"requeueState": {"requeueAt": "x"}});
+        let theirs = serde_json::json!({"requeueState": {"count": 3, "requeueAt": "y"}});
+        assert_eq!(
+            removals(&ours, &theirs),
+            Some(serde_json::json!({"requeueState": {"count": null}}))
+        );
+        assert_eq!(removals(&ours, &ours), None);
     }
 
     #[test]

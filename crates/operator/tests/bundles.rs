@@ -12,68 +12,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use arbiter_policy::metrics::{encode, PolicyMetrics};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::ByteString;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
 use prometheus_client::registry::Registry;
-use serde_json::json;
 use support::*;
-
-/// A `bundle.yaml` named `name`, version `version`, whose one admission
-/// policy allows at most `max` GPUs per job.
-fn gpu_cap(name: &str, version: u32, max: u32) -> String {
-    format!(
-        r#"apiVersion: arbiter.dev/v1alpha1
-kind: PolicyBundle
-metadata: {{name: {name}, version: "{version}"}}
-spec:
-  policies:
-  - name: at-most-{max}-gpus
-    hook: admission
-    cel:
-      expression: "workload.gpus <= {max}"
-      messageExpression: "'jobs may ask for at most {max} GPUs, got ' + string(workload.gpus)"
-"#
-    )
-}
-
-/// Creates or replaces the labelled ConfigMap `namespace/name` with these
-/// `data` and `binaryData` entries (server-side apply, as `kubectl apply`
-/// would; the operator's status annotation is left alone).
-async fn put_bundle(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    data: &[(&str, &str)],
-    binary: &[(&str, &[u8])],
-) {
-    let data: BTreeMap<&str, &str> = data.iter().copied().collect();
-    let binary: BTreeMap<&str, ByteString> = binary
-        .iter()
-        .map(|(k, v)| (*k, ByteString(v.to_vec())))
-        .collect();
-    let body = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"arbiter.dev/policy-bundle": "true"}},
-        "data": data,
-        "binaryData": binary,
-    });
-    Api::<ConfigMap>::namespaced(client.clone(), namespace)
-        .patch(
-            name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying ConfigMap {namespace}/{name}: {e}"));
-}
 
 fn metrics() -> (Registry, PolicyMetrics) {
     let mut registry = Registry::default();
@@ -361,13 +308,6 @@ spec:
         encode(&registry)
     );
     operator.abort();
-}
-
-/// A tenant `bundle.yaml` named `name` holding `policies` (YAML list items).
-fn tenant_bundle(name: &str, policies: &str) -> String {
-    format!(
-        "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: {name}, version: \"1\"}}\nspec:\n  policies:\n{policies}"
-    )
 }
 
 #[tokio::test]

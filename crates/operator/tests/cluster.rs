@@ -311,7 +311,7 @@ async fn wait_succeeded(api: &Api<DynamicObject>, name: &str, cluster: &TestClus
     let started = std::time::Instant::now();
     loop {
         let now = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
-        if condition(&now, "Succeeded").as_deref() == Some("True") {
+        if condition_status(&now, "Succeeded").as_deref() == Some("True") {
             return;
         }
         assert!(
@@ -321,15 +321,6 @@ async fn wait_succeeded(api: &Api<DynamicObject>, name: &str, cluster: &TestClus
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn condition(object: &Value, type_: &str) -> Option<String> {
-    object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .and_then(|c| c["status"].as_str())
-        .map(str::to_string)
 }
 
 #[tokio::test]

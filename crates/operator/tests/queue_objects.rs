@@ -14,7 +14,11 @@
 
 mod support;
 
+use arbiter_core::jobs::Integrations;
 use arbiter_core::model::api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor};
+use arbiter_core::scheduler::hooks::DefaultHooks;
+use arbiter_operator::admin::{AdminState, OperatorMetrics};
+use arbiter_operator::Driver;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -217,6 +221,27 @@ async fn flavor_active(client: &Client, name: &str, status: &str, reason: &str) 
     .await
 }
 
+/// The `Active` column the API server prints for object `name` of
+/// `resource` (a path under `/apis/arbiter.dev/v1alpha1/`), as `kubectl
+/// get` asks for it: a `meta.k8s.io` Table.
+async fn active_column(client: &Client, resource: &str, name: &str) -> Option<String> {
+    let request = http::Request::get(format!("/apis/arbiter.dev/v1alpha1/{resource}/{name}"))
+        .header(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = client.request(request).await.unwrap();
+    let column = table["columnDefinitions"]
+        .as_array()?
+        .iter()
+        .position(|c| c["name"] == "Active")?;
+    table["rows"][0]["cells"][column]
+        .as_str()
+        .map(str::to_string)
+}
+
 /// The CRD schema refuses, without any webhook, what one object can say
 /// is wrong: a negative quota (integer or string), a quantity that is no
 /// quantity, a reference that is no object name. The API server's message
@@ -399,7 +424,19 @@ fn refused<T: std::fmt::Debug>(what: &str, created: Result<T, kube::Error>, says
 async fn a_broken_queue_object_is_told_on_itself_and_the_others_go_on() {
     let (_cluster, admin) = cluster_with_setup().await;
     create_namespace(&admin, "team-b").await;
-    let _operator = start_operator(admin.clone());
+    init_tracing();
+    let mut registry = Default::default();
+    let metrics = OperatorMetrics::register(&mut registry);
+    let state = AdminState::new(registry);
+    let driver = Driver::start(
+        admin.clone(),
+        Integrations::builtin(),
+        Box::new(DefaultHooks),
+        test_driver_options(),
+    )
+    .await
+    .with_admin(state.clone(), metrics);
+    let _operator = tokio::spawn(driver.run(std::future::pending()));
     // The setup's queue is in force, and says so.
     cluster_queue_active(&admin, "research", "True", "Ready").await;
     local_queue_active(&admin, "team-a", "research", "True", "Ready").await;
@@ -445,6 +482,35 @@ async fn a_broken_queue_object_is_told_on_itself_and_the_others_go_on() {
     let message = cohort_active(&admin, "left", "False", "CohortCycle").await;
     assert!(message.contains("is a cycle"), "{message}");
     flavor_active(&admin, "a100", "True", "Ready").await;
+    // `kubectl get cq,lq,cohorts,rf` shows it: the API server's table has
+    // an Active column.
+    let printed = [
+        ("clusterqueues", "h100s", "False"),
+        ("clusterqueues", "research", "True"),
+        ("cohorts", "left", "False"),
+        ("resourceflavors", "a100", "True"),
+        ("namespaces/team-a/localqueues", "old", "False"),
+    ];
+    for (resource, name, active) in printed {
+        assert_eq!(
+            active_column(&admin, resource, name).await.as_deref(),
+            Some(active),
+            "the Active column of {resource} {name}"
+        );
+    }
+    // And `arbiter_queue_objects` counts them.
+    for (kind, inactive) in [("ClusterQueue", 3.0), ("Cohort", 2.0)] {
+        let series = format!("arbiter_queue_objects{{kind=\"{kind}\",state=\"inactive\"}}");
+        let started = std::time::Instant::now();
+        while sample(&state.registry.lock().unwrap(), &series) != Some(inactive) {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{series} is not {inactive}: {:?}",
+                sample(&state.registry.lock().unwrap(), &series)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
     for (name, reason) in [("h100s", "FlavorNotFound"), ("left", "CohortCycle")] {
         let note = wait_event_in(&admin, "default", name, "Inactive", |_| true).await;
         assert!(note.contains(&format!("({reason})")), "{note}");

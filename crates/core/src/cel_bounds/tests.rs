@@ -159,3 +159,47 @@ fn a_line_longer_than_the_parser_can_count_is_refused_before_parsing() {
         "{err}"
     );
 }
+
+#[test]
+fn the_caps_on_what_is_built_hold_at_their_exact_sizes() {
+    // A string of exactly MAX_BUILT_STRING bytes is built; one byte more is not.
+    // (An eighth of it, eight times: the expression stays under the parser's 16 KiB.)
+    let eighth = "x".repeat(MAX_BUILT_STRING / 8);
+    let eight = "s + s + s + s + s + s + s + s";
+    let at_cap = format!("['{eighth}'].map(s, {eight})");
+    let (_, metered, overrun) = both(&at_cap, u64::MAX);
+    assert_eq!(overrun, None, "{}", &metered[..metered.len().min(200)]);
+    let over = format!("['{eighth}'].map(s, {eight} + 'x')");
+    let (_, _, overrun) = both(&over, u64::MAX);
+    assert_eq!(
+        overrun,
+        Some(Overrun::String {
+            bytes: MAX_BUILT_STRING + 1
+        })
+    );
+    // A list of exactly MAX_BUILT_LIST entries is built; one more is not.
+    // (A hundred entries, ten times, ten times: list literals hold at most
+    // 256 and expressions nest at most 32 deep.)
+    let entries = vec!["1"; MAX_BUILT_LIST / 100].join(", ");
+    let ten = |v: &str| vec![v; 10].join(" + ");
+    let at_cap = format!("[[{entries}]].map(l, {}).map(m, {})", ten("l"), ten("m"));
+    let (_, _, overrun) = both(&at_cap, u64::MAX);
+    assert_eq!(overrun, None);
+    let over = format!(
+        "[[{entries}]].map(l, {}).map(m, {} + [1])",
+        ten("l"),
+        ten("m")
+    );
+    let (_, metered, overrun) = both(&over, u64::MAX);
+    assert!(
+        metered.starts_with("err"),
+        "{}",
+        &metered[..metered.len().min(200)]
+    );
+    assert_eq!(
+        overrun,
+        Some(Overrun::List {
+            entries: MAX_BUILT_LIST + 1
+        })
+    );
+}

@@ -749,6 +749,11 @@ pub struct WorkloadStatus {
     /// Until when it backs off before running again (`retryPolicy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<Time>,
+    /// Arbiter's: the seal of `admission` (an HMAC with a key no tenant
+    /// holds), so that an admission written here by anyone else is never
+    /// read back as Arbiter's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_seal: Option<String>,
 }
 
 /// Kueue's `Workload.status.requeueState`.

@@ -8,7 +8,9 @@
 //! name. One in any other namespace is that namespace's tenant bundle,
 //! loaded under the tenant rules (`LoadOptions::tenant`); of two for one
 //! tenant the oldest (creation time, then name) is used and the other is
-//! told which one is.
+//! told which one is (never built). A change of one ConfigMap looks at it
+//! alone, or at its namespace when the namespace's oldest changes, so
+//! thousands of them cost each change a scan, not a rebuild of the lot.
 //!
 //! Every bundle goes through the one reload pipeline
 //! (`Reloadable::reload_with` over `bundle::load`), built on a blocking
@@ -29,7 +31,8 @@
 //! (`ConfigMap NAMESPACE/NAME`, as its policies' series are).
 //!
 //! The telling is `tell`'s (only the replica that speaks, the leader,
-//! writes; one that starts speaking announces what it loaded meanwhile).
+//! writes; one that starts speaking announces what it loaded meanwhile;
+//! a tenant namespace's Events are bounded, its annotations are not).
 //!
 //! It never makes a scheduling decision and never judges a bundle (the
 //! loader does). `arbiter run` and the end-to-end tests start it beside
@@ -59,7 +62,11 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
+mod roles;
 mod tell;
+
+use roles::{affected, in_namespace, roles_of};
+pub use tell::{EVENT_BURST, EVENT_REFILL};
 
 use crate::workloads::{self, MAX_NOTE};
 
@@ -186,6 +193,7 @@ impl Bundles {
             objects: BTreeMap::new(),
             loaded: BTreeMap::new(),
             ignored: BTreeMap::new(),
+            budget: tell::EventBudget::default(),
         };
         let (listed, first_list) = oneshot::channel();
         let task = tokio::spawn(index.run(listed));
@@ -279,38 +287,6 @@ impl Role {
             Role::Tenant(ns) => format!("{ns} has no tenant bundle in force"),
         }
     }
-}
-
-/// Which labelled ConfigMaps are bundles, and as what; and the tenant
-/// ConfigMaps not used, each with the one used instead (the oldest by
-/// creation time, then name).
-fn roles(
-    objects: &BTreeMap<Key, ConfigMap>,
-    platform_namespace: &str,
-) -> (BTreeMap<Key, Role>, BTreeMap<Key, Key>) {
-    let mut roles = BTreeMap::new();
-    let mut by_tenant: BTreeMap<&str, Vec<(Option<Timestamp>, &Key)>> = BTreeMap::new();
-    for (key, cm) in objects {
-        if key.namespace == platform_namespace {
-            roles.insert(key.clone(), Role::Platform);
-        } else {
-            let created = cm.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            by_tenant
-                .entry(key.namespace.as_str())
-                .or_default()
-                .push((created, key));
-        }
-    }
-    let mut ignored = BTreeMap::new();
-    for (tenant, mut candidates) in by_tenant {
-        candidates.sort();
-        let winner = candidates[0].1;
-        roles.insert(winner.clone(), Role::Tenant(tenant.to_string()));
-        for (_, other) in &candidates[1..] {
-            ignored.insert((*other).clone(), winner.clone());
-        }
-    }
-    (roles, ignored)
 }
 
 /// The digest of what a bundle is built from: `data` and `binaryData`,
@@ -420,6 +396,8 @@ struct Index {
     loaded: BTreeMap<Key, Tracked>,
     /// Tenant ConfigMaps not used: the one used instead, and since when.
     ignored: BTreeMap<Key, (Key, Timestamp)>,
+    /// Bounds the Events told per tenant namespace.
+    budget: tell::EventBudget,
 }
 
 impl Index {
@@ -429,7 +407,11 @@ impl Index {
     async fn run(mut self, listed: oneshot::Sender<()>) {
         let api: Api<ConfigMap> = Api::all(self.client.clone());
         let config = watcher::Config::default().labels(bundle::CONFIGMAP_LABEL);
-        let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
+        // Kept: what a bundle is built from and told on, not who wrote what.
+        let stream = watcher(api, config)
+            .default_backoff()
+            .modify(|cm: &mut ConfigMap| cm.metadata.managed_fields = None);
+        let mut stream = std::pin::pin!(stream);
         let mut listed = Some(listed);
         let mut listing: Option<BTreeMap<Key, ConfigMap>> = None;
         let mut spoke = (self.speaks)();
@@ -456,18 +438,20 @@ impl Index {
                 }
                 Ok(watcher::Event::InitDone) => {
                     self.objects = listing.take().unwrap_or_default();
-                    self.reconcile().await;
+                    self.reconcile(None).await;
                     if let Some(listed) = listed.take() {
                         let _ = listed.send(());
                     }
                 }
                 Ok(watcher::Event::Apply(cm)) => {
-                    self.objects.insert(Key::of(&cm), cm);
-                    self.reconcile().await;
+                    let key = Key::of(&cm);
+                    self.objects.insert(key.clone(), cm);
+                    self.reconcile(Some(&key)).await;
                 }
                 Ok(watcher::Event::Delete(cm)) => {
-                    self.objects.remove(&Key::of(&cm));
-                    self.reconcile().await;
+                    let key = Key::of(&cm);
+                    self.objects.remove(&key);
+                    self.reconcile(Some(&key)).await;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "watching policy bundle ConfigMaps failed; retrying with backoff")
@@ -476,17 +460,28 @@ impl Index {
         }
     }
 
-    /// Brings the sources in step with the ConfigMaps seen: builds what
-    /// changed, drops what is gone, tells each result, wakes the driver if
+    /// Brings the sources in step with the ConfigMaps seen — after a change
+    /// of `changed`, those of its namespace (thousands of ConfigMaps cost
+    /// each change only theirs); after a list, all —: builds what changed,
+    /// drops what is gone, tells each new result (and the changed one's
+    /// again, should its annotation say otherwise), wakes the driver if
     /// anything in force changed.
-    async fn reconcile(&mut self) {
-        let (roles, ignored) = roles(&self.objects, &self.platform_namespace);
+    async fn reconcile(&mut self, changed: Option<&Key>) {
+        let (roles, ignored, whole) = match changed {
+            Some(key) => affected(&self.objects, &self.loaded, key, &self.platform_namespace),
+            None => {
+                let (roles, ignored) = roles_of(self.objects.iter(), &self.platform_namespace);
+                (roles, ignored, true)
+            }
+        };
+        // What is looked at: everything, a namespace, or `changed` alone.
+        let namespace = changed.map(|k| k.namespace.as_str());
+        let looked_at = |key: &Key| whole || changed == Some(key);
         let mut set_changed = false;
         let mut swapped = false;
-        let gone: Vec<Key> = self
-            .loaded
-            .keys()
-            .filter(|key| !roles.contains_key(*key))
+        let gone: Vec<Key> = in_namespace(&self.loaded, namespace)
+            .map(|(key, _)| key)
+            .filter(|key| looked_at(key) && !roles.contains_key(*key))
             .cloned()
             .collect();
         for key in gone {
@@ -510,14 +505,23 @@ impl Index {
                 set_changed |= set;
                 swapped |= swap;
             }
-            if let Some(tracked) = self.loaded.get(key) {
+            let look = !built || changed.is_none_or(|c| c == key);
+            if let Some(tracked) = self.loaded.get(key).filter(|_| look) {
                 let (status, at) = (tracked.status.clone(), tracked.at);
                 self.write_status(&cm, &status, at).await;
             }
         }
-        self.ignored.retain(|key, _| ignored.contains_key(key));
+        let used: Vec<Key> = in_namespace(&self.ignored, namespace)
+            .map(|(key, _)| key)
+            .filter(|key| looked_at(key) && !ignored.contains_key(*key))
+            .cloned()
+            .collect();
+        for key in used {
+            self.ignored.remove(&key);
+        }
         for (key, winner) in ignored {
-            self.ignore(&key, winner).await;
+            let look = changed.is_none_or(|c| *c == key);
+            self.ignore(&key, winner, look).await;
         }
         if set_changed {
             self.publish();
@@ -743,49 +747,6 @@ mod tests {
             ),
             ..ConfigMap::default()
         }
-    }
-
-    fn key(namespace: &str, name: &str) -> Key {
-        Key {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    #[test]
-    fn platform_configmaps_all_apply_and_a_tenant_gets_its_oldest_one() {
-        let objects: BTreeMap<Key, ConfigMap> = [
-            configmap("arbiter-system", "b", 30, &[]),
-            configmap("arbiter-system", "a", 40, &[]),
-            configmap("team-a", "newer", 20, &[]),
-            configmap("team-a", "older", 10, &[]),
-            // Same time: the name decides.
-            configmap("team-b", "zeta", 5, &[]),
-            configmap("team-b", "alpha", 5, &[]),
-            configmap("team-c", "only", 1, &[]),
-        ]
-        .into_iter()
-        .map(|cm| (Key::of(&cm), cm))
-        .collect();
-        let (roles, ignored) = roles(&objects, "arbiter-system");
-        let tenant = |ns: &str| Role::Tenant(ns.into());
-        assert_eq!(
-            roles.into_iter().collect::<Vec<_>>(),
-            [
-                (key("arbiter-system", "a"), Role::Platform),
-                (key("arbiter-system", "b"), Role::Platform),
-                (key("team-a", "older"), tenant("team-a")),
-                (key("team-b", "alpha"), tenant("team-b")),
-                (key("team-c", "only"), tenant("team-c")),
-            ]
-        );
-        assert_eq!(
-            ignored.into_iter().collect::<Vec<_>>(),
-            [
-                (key("team-a", "newer"), key("team-a", "older")),
-                (key("team-b", "zeta"), key("team-b", "alpha")),
-            ]
-        );
     }
 
     #[test]

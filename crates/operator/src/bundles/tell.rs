@@ -2,7 +2,16 @@
 //! the ConfigMap per version's result, and its status annotation
 //! ([`STATUS_ANNOTATION`](super::STATUS_ANNOTATION)) — both only by the
 //! replica that speaks (the leader); a replica that starts speaking
-//! announces what it loaded while following. Decides nothing.
+//! announces what it loaded while following. The annotation is written on
+//! every ConfigMap; Events are bounded per tenant namespace
+//! ([`EventBudget`]: a tenant making thousands of labelled ConfigMaps, or
+//! versions, gets a few Events and an annotation on each, not thousands
+//! of Events), its ConfigMaps ignored counted apart from its bundle's
+//! results, so a flood of the one never silences the other. Decides
+//! nothing.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use arbiter_policy::bundle;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
@@ -43,12 +52,18 @@ impl Index {
         }
         tracing::info!(told, "leading: the bundles in force announced");
     }
-    /// A tenant ConfigMap not used: told once per ConfigMap used instead.
-    pub(super) async fn ignore(&mut self, key: &Key, winner: Key) {
+    /// A tenant ConfigMap not used: told once per ConfigMap used instead
+    /// (its status annotation written again only if `look`: it changed,
+    /// or everything was listed).
+    pub(super) async fn ignore(&mut self, key: &Key, winner: Key, look: bool) {
+        let told = self.ignored.get(key);
+        if !look && told.is_some_and(|(told, _)| *told == winner) {
+            return;
+        }
         let Some(cm) = self.objects.get(key).cloned() else {
             return;
         };
-        let at = match self.ignored.get(key) {
+        let at = match told {
             Some((told, at)) if *told == winner => *at,
             _ => {
                 let note = format!(
@@ -72,9 +87,31 @@ impl Index {
     /// an Event into the last one with the same reason about the same
     /// reference (keeping that one's note), so the reference names the
     /// `resourceVersion`: each version's result is its own Event.
-    pub(super) async fn event(&self, cm: &ConfigMap, warning: bool, reason: &str, note: &str) {
+    /// Past its namespace's [`EventBudget`] (the platform's has none), it
+    /// is only logged: the status annotation says the same.
+    pub(super) async fn event(&mut self, cm: &ConfigMap, warning: bool, reason: &str, note: &str) {
         if !(self.speaks)() {
             return;
+        }
+        let namespace = cm.metadata.namespace.as_deref().unwrap_or_default();
+        if namespace != self.platform_namespace {
+            let ignored = reason == "BundleIgnored";
+            match self.budget.take(namespace, ignored, Instant::now()) {
+                Told::Yes => {}
+                Told::FirstNo => {
+                    tracing::warn!(namespace, configmap = cm.metadata.name.as_deref().unwrap_or_default(), reason, "bundle Events of this kind in this namespace are limited ({EVENT_BURST} at once, then one every {} s); each labelled ConfigMap's {STATUS_ANNOTATION} annotation still says what became of it", EVENT_REFILL.as_secs());
+                    return;
+                }
+                Told::No => {
+                    tracing::debug!(
+                        namespace,
+                        configmap = cm.metadata.name.as_deref().unwrap_or_default(),
+                        reason,
+                        "bundle Event not told: the namespace's are limited"
+                    );
+                    return;
+                }
+            }
         }
         let regarding = ObjectReference {
             resource_version: cm.metadata.resource_version.clone(),
@@ -129,5 +166,89 @@ impl Index {
                 tracing::warn!(configmap = %key, error = %e, "could not write the bundle status annotation")
             }
         }
+    }
+}
+
+/// Bundle Events of one kind (a bundle's results; ConfigMaps ignored) a
+/// tenant namespace may be told at once…
+pub const EVENT_BURST: u32 = 10;
+/// …and how long until it may be told one more.
+pub const EVENT_REFILL: Duration = Duration::from_secs(30);
+
+/// Whether an Event may be told.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Told {
+    Yes,
+    /// No, and the namespace's Events of this kind were told until now.
+    FirstNo,
+    No,
+}
+
+/// A token bucket per tenant namespace and kind of bundle Event (a
+/// bundle's results, or ConfigMaps ignored): up to [`EVENT_BURST`] at
+/// once, then one per [`EVENT_REFILL`].
+#[derive(Default)]
+pub(super) struct EventBudget {
+    /// Per namespace and kind (ignored or not): tokens, when last
+    /// counted, whether it ran out.
+    buckets: HashMap<(String, bool), (f64, Instant, bool)>,
+}
+
+impl EventBudget {
+    /// Whether one more Event of its kind (`ignored` or a result) may be
+    /// told in `namespace` at `now` (taking it).
+    pub(super) fn take(&mut self, namespace: &str, ignored: bool, now: Instant) -> Told {
+        let burst = f64::from(EVENT_BURST);
+        let refilled =
+            |at: Instant| now.duration_since(at).as_secs_f64() / EVENT_REFILL.as_secs_f64();
+        if self.buckets.len() >= 4096 {
+            // Forget the buckets full again.
+            self.buckets
+                .retain(|_, (tokens, at, _)| *tokens + refilled(*at) < burst);
+        }
+        let (tokens, at, out) = self
+            .buckets
+            .entry((namespace.to_string(), ignored))
+            .or_insert((burst, now, false));
+        *tokens = (*tokens + refilled(*at)).min(burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            *out = false;
+            Told::Yes
+        } else if *out {
+            Told::No
+        } else {
+            *out = true;
+            Told::FirstNo
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_is_told_a_burst_then_one_event_per_refill() {
+        let mut budget = EventBudget::default();
+        let start = Instant::now();
+        for _ in 0..EVENT_BURST {
+            assert_eq!(budget.take("flood", true, start), Told::Yes);
+        }
+        assert_eq!(budget.take("flood", true, start), Told::FirstNo);
+        assert_eq!(budget.take("flood", true, start), Told::No);
+        // Its bundle's results have their own, and so has another namespace.
+        assert_eq!(budget.take("flood", false, start), Told::Yes);
+        assert_eq!(budget.take("quiet", true, start), Told::Yes);
+        let later = start + EVENT_REFILL;
+        assert_eq!(budget.take("flood", true, later), Told::Yes);
+        assert_eq!(budget.take("flood", true, later), Told::FirstNo);
+        // Long quiet: full again, never more than the burst.
+        let much_later = later + EVENT_REFILL * 100;
+        for _ in 0..EVENT_BURST {
+            assert_eq!(budget.take("flood", true, much_later), Told::Yes);
+        }
+        assert_eq!(budget.take("flood", true, much_later), Told::FirstNo);
     }
 }

@@ -264,7 +264,9 @@ impl Driver {
             tracing::info!(kind = %format!("{api_version} {kind}"), "the API does not serve this job kind yet; looked for again every {} s", options.rediscover.as_secs());
         }
         let namespaces = watch::typed::<KubeNamespace>(&client, wake.clone());
-        let (deleted_workloads, workload_watch) = watch::workload_deletions(&client, wake.clone());
+        let publisher = Publisher::start(client.clone());
+        let (deleted_workloads, workload_watch) =
+            watch::workloads(&client, wake.clone(), publisher.observer());
         let nodes = watch::typed::<Node>(&client, wake.clone());
         for watched in &config {
             let _ = watched.store.wait_until_ready().await;
@@ -289,7 +291,6 @@ impl Driver {
         let served = Arc::new(std::sync::Mutex::new(
             jobs.iter().map(|j| j.resource.clone()).collect(),
         ));
-        let publisher = Publisher::start(client.clone());
         let sealer = match crate::seal::load(&client, &options.namespace).await {
             Ok(sealer) => Some(sealer),
             Err(e) => {
@@ -742,6 +743,9 @@ impl Driver {
             total_ms = started.elapsed().as_millis() as u64,
             "tick"
         );
+        if let Some((_, metrics)) = &self.admin {
+            metrics.observe_tick(started.elapsed().as_secs_f64());
+        }
         let publish_due = owed.then(|| Millis(now + FULL_PUBLISH.as_millis() as i64));
         [step.next_wake, publish_due, queues_due]
             .into_iter()

@@ -2,7 +2,11 @@
 //! carries an `arbiter.dev/admission` record goes to `Scheduler::restore`
 //! with its flavors, counts, times and the places of its pods (no policy
 //! asked, nothing admitted twice); a job whose record no longer fits the
-//! configuration is held again and queued as new. And the Workloads: what
+//! configuration is held again and queued as new, and so is one whose
+//! record Arbiter did not write for it (`record_trusted`: its seal, or its
+//! Workload's sealed admission saying the same; a Workload's unsealed word,
+//! which anyone allowed to write Workloads could forge, only when no seal
+//! can be had). And the Workloads: what
 //! each says a waiting job carried (retry and requeue counts, a backoff
 //! under way) is given to the job when it is queued, and the publisher
 //! starts from their conditions, so a condition's `lastTransitionTime`
@@ -14,9 +18,14 @@ use kube::api::{Api, ListParams};
 
 /// Workloads read per list request.
 const PAGE: u32 = 500;
+/// Tries of each list request before the Workloads are given up on (the
+/// waits between them double from one second: 15 seconds in all).
+const LIST_ATTEMPTS: u32 = 5;
 
-/// Per Workload (namespace, name): the uid of the job owning it and its admission.
-pub(super) type WorkloadAdmissions = HashMap<(String, String), (String, Option<api::Admission>)>;
+/// Per Workload (namespace, name): the uid of the job owning it, its
+/// admission and that admission's seal.
+pub(super) type WorkloadAdmissions =
+    HashMap<(String, String), (String, Option<api::Admission>, Option<String>)>;
 
 /// Whether a Workload's admission and a job's record say the same: per pod
 /// set, the flavors and the count.
@@ -43,11 +52,19 @@ impl Driver {
         let mut read = 0usize;
         let mut admissions = WorkloadAdmissions::new();
         loop {
-            let page = match api.list(&params).await {
-                Ok(page) => page,
-                Err(e) => {
-                    tracing::warn!(error = %e, read, "reading the Workloads back failed; waiting jobs start their retry and requeue counts again");
-                    return None;
+            let mut attempt = 0;
+            let page = loop {
+                match api.list(&params).await {
+                    Ok(page) => break page,
+                    Err(e) if attempt + 1 < LIST_ATTEMPTS => {
+                        attempt += 1;
+                        tracing::info!(error = %e, attempt, "reading the Workloads back failed; trying again");
+                        tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, read, "reading the Workloads back failed {LIST_ATTEMPTS} times; waiting jobs start their retry and requeue counts again, and an admission record without a valid seal is trusted only if no seal could be asked for");
+                        return None;
+                    }
                 }
             };
             for workload in page.items {
@@ -66,12 +83,16 @@ impl Driver {
                     .map(|o| o.uid.clone())
                     .unwrap_or_default();
                 let Some(status) = workload.status else {
-                    admissions.insert((namespace, name), (owner, None));
+                    admissions.insert((namespace, name), (owner, None, None));
                     continue;
                 };
                 admissions.insert(
                     (namespace.clone(), name.clone()),
-                    (owner.clone(), status.admission.clone()),
+                    (
+                        owner.clone(),
+                        status.admission.clone(),
+                        status.admission_seal.clone(),
+                    ),
                 );
                 self.publisher
                     .seed_conditions(&namespace, &name, status.conditions.clone());
@@ -94,9 +115,11 @@ impl Driver {
     }
 
     /// Whether the admission record `text` on job `key` (uid `uid`) is one
-    /// Arbiter wrote for it: its seal holds, or (no seal, a seal from
-    /// another key, no key) its Workload says the same admission. With the
-    /// Workloads unread, a record is trusted as before seals were written.
+    /// Arbiter wrote for it: its seal holds, or its Workload says the same
+    /// admission under a seal that holds (the record's made with an
+    /// earlier key). Without a key, or with one made during this start,
+    /// no seal can hold: the Workload's word is taken (and with the
+    /// Workloads unread, the record's, as before seals were written).
     fn record_trusted(
         &self,
         key: &JobKey,
@@ -111,18 +134,24 @@ impl Driver {
                 return true;
             }
         }
+        // Whether no seal can be asked for.
+        let unsealed = self.sealer.as_ref().is_none_or(|s| s.made_now());
         let Some(admissions) = admissions else {
-            return true;
+            return unsealed;
         };
         let name = crate::workloads::workload_name(&self.jobs[key.watch].resource.kind, &key.name);
-        admissions
-            .get(&(key.namespace.clone(), name))
-            .is_some_and(|(owner, admission)| {
-                owner == uid
-                    && admission
-                        .as_ref()
-                        .is_some_and(|a| same_admission(a, record))
-            })
+        let Some((owner, Some(admission), admission_seal)) =
+            admissions.get(&(key.namespace.clone(), name))
+        else {
+            return false;
+        };
+        let sealed = || {
+            let (Some(sealer), Some(seal)) = (&self.sealer, admission_seal) else {
+                return false;
+            };
+            sealer.verify_admission(uid, admission, seal)
+        };
+        owner == uid && same_admission(admission, record) && (unsealed || sealed())
     }
 
     /// Reads back the admitted jobs after a start (see the module docs).
@@ -161,7 +190,7 @@ impl Driver {
             let text = annotation(inject::ADMISSION_ANNOTATION).unwrap_or_default();
             let seal = annotation(crate::seal::SEAL_ANNOTATION);
             if !self.record_trusted(key, &seen.uid, text, seal, &record, admissions.as_ref()) {
-                tracing::warn!(job = %key, "its admission record is not one Arbiter wrote for it (no valid seal, and its Workload says otherwise); holding it again and queueing it as new");
+                tracing::warn!(job = %key, "its admission record is not one Arbiter wrote for it (no valid seal, and no sealed admission of its Workload says the same); holding it again and queueing it as new");
                 forged.push((key.clone(), seen.uid.clone()));
                 continue;
             }
@@ -233,7 +262,7 @@ impl Driver {
                 true,
                 "AdmissionRecordRejected",
                 format!(
-                    "its {} annotation is not one Arbiter wrote for this job (edited, copied from another job, or its seal {} removed) and its Workload says otherwise: held again and queued as new",
+                    "its {} annotation is not one Arbiter wrote for this job (edited, copied from another job, or its seal {} removed), and no admission Arbiter sealed in its Workload says the same: held again and queued as new",
                     inject::ADMISSION_ANNOTATION,
                     crate::seal::SEAL_ANNOTATION
                 ),

@@ -3,8 +3,10 @@
 //! depends on changed (`Signature`), with a Warning Event the first time a
 //! denial, or a workload that can never fit or whose namespace its
 //! ClusterQueue does not select, reads so; every workload looked at at most every
-//! `FULL_PUBLISH`, those the tick touched in between. A Workload someone
-//! deleted is written again; and the queues' statuses and metrics,
+//! `FULL_PUBLISH`, those the tick touched in between; an admission is
+//! sealed for its job (`seal`), so a Workload can vouch for it after a
+//! restart. A Workload someone deleted is written again (one someone
+//! edited, `publish` writes back); and the queues' statuses and metrics,
 //! computed at most every `QUEUE_STATUS` when something changed them.
 
 use super::*;
@@ -12,7 +14,13 @@ use super::*;
 /// Hands workload `tracked`'s status to the publisher if what it depends
 /// on changed, with a Warning Event the first time a denial (or a
 /// workload that never fits) reads so.
-pub(super) fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked: &mut Tracked) {
+/// Its admission is sealed for the job with `sealer` (`seal`), if there is one.
+pub(super) fn publish_one(
+    scheduler: &Scheduler,
+    publisher: &Publisher,
+    sealer: Option<&crate::seal::Sealer>,
+    tracked: &mut Tracked,
+) {
     let entry = scheduler.entry(tracked.id);
     let reason = scheduler.reason(tracked.id);
     // How it ended, once that is the end: a failure the scheduler retries
@@ -34,13 +42,18 @@ pub(super) fn publish_one(scheduler: &Scheduler, publisher: &Publisher, tracked:
     if tracked.published.as_ref() == Some(&signature) {
         return;
     }
-    let status = desired(
+    let mut status = desired(
         scheduler,
         tracked.id,
         finished,
         tracked.eviction.as_ref(),
         tracked.refused.as_deref(),
     );
+    status.admission_seal = status
+        .admission
+        .as_ref()
+        .zip(sealer)
+        .map(|(admission, sealer)| sealer.seal_admission(&tracked.owner.uid, admission));
     publisher.workload(&tracked.owner, None, Some(status));
     // What will not pass as things stand is told on the job too, with the
     // reason its Workload says, once per distinct message.
@@ -95,12 +108,12 @@ impl Driver {
                 if tracked.published.as_ref().is_some_and(|p| p.finished) {
                     continue;
                 }
-                publish_one(scheduler, &self.publisher, tracked);
+                publish_one(scheduler, &self.publisher, self.sealer.as_ref(), tracked);
             }
         } else {
             for id in touched {
                 if let Some(tracked) = self.by_id.get(id).and_then(|k| self.tracked.get_mut(k)) {
-                    publish_one(scheduler, &self.publisher, tracked);
+                    publish_one(scheduler, &self.publisher, self.sealer.as_ref(), tracked);
                 }
             }
         }
@@ -110,7 +123,7 @@ impl Driver {
 
 impl Driver {
     /// Writes again, spec and status, the Workloads of tracked jobs someone
-    /// deleted (`watch::workload_deletions`): a Workload says what was
+    /// deleted (`watch::workloads`): a Workload says what was
     /// decided, and stays while its job does.
     pub(super) fn rewrite_deleted_workloads(&mut self) {
         let uids: HashSet<String> = std::mem::take(

@@ -664,3 +664,70 @@ pub fn sample(registry: &prometheus_client::registry::Registry, series: &str) ->
             value.parse().ok()
         })
 }
+
+/// A `bundle.yaml` named `name`, version `version`, whose one admission
+/// policy allows at most `max` GPUs per job.
+pub fn gpu_cap(name: &str, version: u32, max: u32) -> String {
+    format!(
+        r#"apiVersion: arbiter.dev/v1alpha1
+kind: PolicyBundle
+metadata: {{name: {name}, version: "{version}"}}
+spec:
+  policies:
+  - name: at-most-{max}-gpus
+    hook: admission
+    cel:
+      expression: "workload.gpus <= {max}"
+      messageExpression: "'jobs may ask for at most {max} GPUs, got ' + string(workload.gpus)"
+"#
+    )
+}
+
+/// Creates or replaces the labelled ConfigMap `namespace/name` with these
+/// `data` and `binaryData` entries (server-side apply, as `kubectl apply`
+/// would; the operator's status annotation is left alone).
+pub async fn put_bundle(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    data: &[(&str, &str)],
+    binary: &[(&str, &[u8])],
+) {
+    let data: std::collections::BTreeMap<&str, &str> = data.iter().copied().collect();
+    let binary: std::collections::BTreeMap<&str, k8s_openapi::ByteString> = binary
+        .iter()
+        .map(|(k, v)| (*k, k8s_openapi::ByteString(v.to_vec())))
+        .collect();
+    let body = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"arbiter.dev/policy-bundle": "true"}},
+        "data": data,
+        "binaryData": binary,
+    });
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying ConfigMap {namespace}/{name}: {e}"));
+}
+
+/// A tenant `bundle.yaml` named `name` holding `policies` (YAML list items).
+pub fn tenant_bundle(name: &str, policies: &str) -> String {
+    format!(
+        "apiVersion: arbiter.dev/v1alpha1\nkind: PolicyBundle\nmetadata: {{name: {name}, version: \"1\"}}\nspec:\n  policies:\n{policies}"
+    )
+}
+
+/// The status of an object's condition `type_`, if it has one.
+pub fn condition_status(object: &serde_json::Value, type_: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}

@@ -935,32 +935,38 @@ fn a_decision_repeated_every_cycle_is_one_entry_naming_its_source_and_tenant() {
 fn a_policy_keeps_at_most_its_cap_of_decisions_and_counts_what_it_dropped() {
     let mut state = scheduler();
     let a = submit(&mut state, "research", "a", 1, 0);
-    let clock = tenant(
-        "research",
-        "  - {name: clock, hook: weight, cel: {expression: 'now'}}\n",
-    );
-    let mut engine = Engine::fixed(
-        Vec::new(),
-        BTreeMap::from([("research".to_string(), clock)]),
-    );
-    let calls = MAX_TENANT_DECISIONS_PER_POLICY + 50;
-    for t in 1..=calls {
-        weigh(&mut engine, &state, &[a], seconds(t as i64));
+    let policies = "  - {name: clock, hook: weight, cel: {expression: 'now'}}\n";
+    // A tenant's policy and a platform one, each at its own cap.
+    let engines = [
+        (
+            Engine::fixed(
+                Vec::new(),
+                BTreeMap::from([("research".to_string(), tenant("research", policies))]),
+            ),
+            MAX_TENANT_DECISIONS_PER_POLICY,
+        ),
+        (
+            engine(vec![platform("platform", policies)]),
+            MAX_DECISIONS_PER_POLICY,
+        ),
+    ];
+    for (mut engine, cap) in engines {
+        let calls = cap + 50;
+        for t in 1..=calls {
+            weigh(&mut engine, &state, &[a], seconds(t as i64));
+        }
+        assert_eq!(engine.decisions().len(), cap);
+        let stats = stats_of(&engine, "clock");
+        assert_eq!(
+            (stats.evaluations, stats.decisions_dropped),
+            (calls as u64, 50)
+        );
+        // Taken away, the log starts again; the dropped count stays.
+        assert_eq!(engine.take_decisions().len(), cap);
+        weigh(&mut engine, &state, &[a], seconds(calls as i64 + 1));
+        assert_eq!(engine.decisions().len(), 1);
+        assert_eq!(stats_of(&engine, "clock").decisions_dropped, 50);
     }
-    assert_eq!(engine.decisions().len(), MAX_TENANT_DECISIONS_PER_POLICY);
-    let stats = stats_of(&engine, "clock");
-    assert_eq!(
-        (stats.evaluations, stats.decisions_dropped),
-        (calls as u64, 50)
-    );
-    // Taken away, the log starts again; the dropped count stays.
-    assert_eq!(
-        engine.take_decisions().len(),
-        MAX_TENANT_DECISIONS_PER_POLICY
-    );
-    weigh(&mut engine, &state, &[a], seconds(calls as i64 + 1));
-    assert_eq!(engine.decisions().len(), 1);
-    assert_eq!(stats_of(&engine, "clock").decisions_dropped, 50);
 }
 
 /// A weight plugin that logs, on every call, one fixed line (with a
@@ -988,43 +994,51 @@ fn chatty_weight_wasm() -> Vec<u8> {
 fn plugin_lines_are_kept_per_policy_with_repeats_counted_and_a_cap() {
     let mut state = scheduler();
     let a = submit(&mut state, "research", "a", 1, 0);
-    let chatty = load_configmap(
-        "research",
-        "chatty",
-        Some("research"),
-        "  - {name: chatty, hook: weight, wasm: {module: chatty.wasm}}\n",
-        &[("chatty.wasm", chatty_weight_wasm())],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut engine = Engine::fixed(
-        Vec::new(),
-        BTreeMap::from([("research".to_string(), chatty)]),
-    );
-    for t in 1..=150 {
-        weigh(&mut engine, &state, &[a], seconds(t));
-    }
-    let lines = engine.take_plugin_logs();
-    assert_eq!(lines.len(), MAX_TENANT_LOG_LINES_PER_POLICY);
-    assert_eq!(
-        (
-            lines[0].line.as_str(),
-            lines[0].repeats,
-            lines[0].source.as_str(),
-            lines[0].tenant.as_deref()
-        ),
-        (
-            "same\\u{1b}[2J",
-            149,
-            "ConfigMap research/chatty",
-            Some("research")
+    // A tenant's plugin and a platform one, each at its own cap.
+    for (tenant, cap) in [
+        (Some("research"), MAX_TENANT_LOG_LINES_PER_POLICY),
+        (None, MAX_LOG_LINES_PER_POLICY),
+    ] {
+        let chatty = load_configmap(
+            "research",
+            "chatty",
+            tenant,
+            "  - {name: chatty, hook: weight, wasm: {module: chatty.wasm}}\n",
+            &[("chatty.wasm", chatty_weight_wasm())],
         )
-    );
-    assert!(lines[1..]
-        .iter()
-        .all(|l| l.repeats == 0 && l.policy == "chatty"));
-    // 150 distinct request tails: 99 kept beside the fixed line, 51 dropped.
-    assert_eq!(stats_of(&engine, "chatty").log_lines_dropped, 51);
-    assert!(engine.take_plugin_logs().is_empty());
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut engine = match tenant {
+            Some(t) => Engine::fixed(Vec::new(), BTreeMap::from([(t.to_string(), chatty)])),
+            None => engine(vec![chatty]),
+        };
+        let calls = cap as i64 + 50;
+        for t in 1..=calls {
+            weigh(&mut engine, &state, &[a], seconds(t));
+        }
+        let lines = engine.take_plugin_logs();
+        assert_eq!(lines.len(), cap);
+        assert_eq!(
+            (
+                lines[0].line.as_str(),
+                lines[0].repeats,
+                lines[0].source.as_str(),
+                lines[0].tenant.as_deref()
+            ),
+            (
+                "same\\u{1b}[2J",
+                calls as u64 - 1,
+                "ConfigMap research/chatty",
+                tenant
+            )
+        );
+        assert!(lines[1..]
+            .iter()
+            .all(|l| l.repeats == 0 && l.policy == "chatty"));
+        // `calls` distinct request tails: cap - 1 kept beside the fixed
+        // line, 51 dropped.
+        assert_eq!(stats_of(&engine, "chatty").log_lines_dropped, 51);
+        assert!(engine.take_plugin_logs().is_empty());
+    }
 }
 
 /// An evaluation error may quote what the policy chose (here a CEL map key

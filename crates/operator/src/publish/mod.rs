@@ -19,15 +19,24 @@
 //! Events beyond [`MAX_EVENTS`] are dropped, oldest first. A write the API refuses for good
 //! (invalid, forbidden) is logged and dropped. The task stops with its
 //! handle, so a replica that lost the lease writes nothing more.
+//!
+//! Arbiter owns a Workload's content: it says what was decided, and
+//! nothing is decided from it. The task compares what the API holds with
+//! what it last wrote — the answer to each of its writes, and each
+//! version the Workload watch shows after its last write
+//! ([`Publisher::observer`]; later by `resourceVersion`, which Kubernetes
+//! makes comparable) — and writes one someone else changed back to what
+//! was decided (`workloads::write_back`), told in a Warning
+//! `WorkloadEdited` Event on the Workload naming the fields changed
+//! (`workload`: the Workloads' writes and that comparison).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use arbiter_core::model::api::{self, ActiveStatus, ClusterQueueStatus, LocalQueueStatus};
 use futures::stream::{FuturesUnordered, StreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::events::Recorder;
 use kube::Client;
@@ -36,6 +45,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::workloads::{self, apply_status, record_event, workload_name, Desired, Owner};
+
+mod workload;
+use workload::{write_workload, WorkloadWish, Written};
 
 /// Objects written at once, and Events told at once: each write starts as
 /// one ends.
@@ -80,6 +92,9 @@ enum Wish {
         status: Option<Desired>,
         /// An earlier job of the same name went: its Workload is deleted first.
         replace: bool,
+        /// Someone else changed it (the object as last seen): written back
+        /// first to what was last written, exactly.
+        restore: Option<Box<api::Workload>>,
     },
     Delete,
     ClusterQueue(Box<ClusterQueueStatus>),
@@ -97,16 +112,19 @@ impl Wish {
                     spec,
                     status,
                     replace,
+                    restore,
                 },
                 Wish::Workload {
                     spec: spec2,
                     status: status2,
                     replace: replace2,
+                    restore: restore2,
                 },
             ) => Wish::Workload {
                 spec: spec2.or(spec),
                 status: status2.or(status),
                 replace: replace || replace2,
+                restore: restore2.or(restore),
             },
             (
                 Wish::Delete,
@@ -114,11 +132,13 @@ impl Wish {
                     spec,
                     status,
                     replace: _,
+                    restore: _,
                 },
             ) => Wish::Workload {
                 spec,
                 status,
                 replace: true,
+                restore: None,
             },
             (_, next) => next,
         }
@@ -144,6 +164,8 @@ enum Message {
         reason: String,
         note: String,
     },
+    /// A Workload as the API holds it now (its watch).
+    Observed(Box<api::Workload>),
 }
 
 /// The driver's handle on the task; dropping it stops the task.
@@ -176,6 +198,7 @@ impl Publisher {
             dropped_events: 0,
             in_flight: HashSet::new(),
             flushed: None,
+            seen_meanwhile: HashMap::new(),
         };
         Publisher {
             tx,
@@ -196,8 +219,21 @@ impl Publisher {
                 spec: spec.map(Box::new),
                 status,
                 replace: false,
+                restore: None,
             },
         ));
+    }
+
+    /// What the Workload watch hands over: each Workload as the API holds
+    /// it, compared with what was last written; one changed by someone
+    /// else is written back and told (a Warning `WorkloadEdited` Event on
+    /// it). Arbiter owns a Workload's content: it says what was decided,
+    /// and nothing is decided from it.
+    pub fn observer(&self) -> impl Fn(api::Workload) + Send + Sync + 'static {
+        let tx = self.tx.clone();
+        move |workload| {
+            let _ = tx.send(Message::Observed(Box::new(workload)));
+        }
     }
 
     /// The job went: its Workload is deleted.
@@ -350,17 +386,6 @@ impl Order {
     }
 }
 
-/// What was last written for one Workload.
-#[derive(Clone, Default)]
-struct Written {
-    /// The spec applied (kept to create the object again if it was deleted).
-    spec: Option<Box<api::Workload>>,
-    applied: bool,
-    /// The status as last written (times aside), to write only changes.
-    last: Option<Desired>,
-    conditions: BTreeMap<String, Condition>,
-}
-
 struct Worker {
     client: Client,
     recorder: Recorder,
@@ -380,11 +405,17 @@ struct Worker {
     in_flight: HashSet<Target>,
     /// Told when a flush has nothing left to write.
     flushed: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Per Workload being written, the newest version the watch showed
+    /// meanwhile: looked at once the write is over.
+    seen_meanwhile: HashMap<Target, Box<api::Workload>>,
 }
 
 /// How one write ended.
 enum Outcome {
     Done,
+    /// Done, and the answer shows someone else's changes (these fields):
+    /// the object as it is, to write back.
+    Edited(Box<api::Workload>, Vec<String>),
     /// Worth trying again.
     Failed(String),
     /// Refused for good.
@@ -510,15 +541,21 @@ impl Worker {
                     }
                 }
             }
-            event @ Message::Event { .. } => {
-                if self.events.len() >= MAX_EVENTS {
-                    self.events.pop_front();
-                    self.dropped_events += 1;
-                    if self.dropped_events.is_power_of_two() {
-                        tracing::warn!(dropped = self.dropped_events, "the API is not taking Events as fast as they come; the oldest waiting are dropped");
-                    }
+            event @ Message::Event { .. } => self.queue_event(event),
+            Message::Observed(workload) => {
+                let (Some(namespace), Some(name)) = (
+                    workload.metadata.namespace.clone(),
+                    workload.metadata.name.clone(),
+                ) else {
+                    return;
+                };
+                let target = Target::Workload { namespace, name };
+                if self.wishes.contains_key(&target) || self.in_flight.contains(&target) {
+                    // Looked at once the write under way or due is over.
+                    self.seen_meanwhile.insert(target, workload);
+                } else {
+                    self.compare(target, workload);
                 }
-                self.events.push_back(event)
             }
             Message::Backlog(gauge) => self.backlog = Some(gauge),
             Message::Flush(done) => {
@@ -539,6 +576,17 @@ impl Worker {
                 }
             }
         }
+    }
+
+    fn queue_event(&mut self, event: Message) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+            self.dropped_events += 1;
+            if self.dropped_events.is_power_of_two() {
+                tracing::warn!(dropped = self.dropped_events, "the API is not taking Events as fast as they come; the oldest waiting are dropped");
+            }
+        }
+        self.events.push_back(event)
     }
 
     fn promote_due(&mut self) {
@@ -566,8 +614,23 @@ impl Worker {
                     .insert((namespace.clone(), name.clone()), written);
             }
         }
+        // Written, but the API's answer showed someone else's changes:
+        // written back (unless this was that, which is then a bug).
+        if let Outcome::Edited(now, fields) = &outcome {
+            if matches!(
+                wish,
+                Wish::Workload {
+                    restore: Some(_),
+                    ..
+                }
+            ) {
+                tracing::error!(object = %target, fields = %fields.join(", "), "written back, the Workload still differs from what was decided (a bug); left as it is until it changes again");
+            } else {
+                self.write_back(target.clone(), now.clone(), fields.clone());
+            }
+        }
         match outcome {
-            Outcome::Done | Outcome::Refused(_) => {
+            Outcome::Done | Outcome::Refused(_) | Outcome::Edited(..) => {
                 self.attempts.remove(&target);
                 if let Outcome::Refused(error) = &outcome {
                     tracing::error!(object = %target, %error, "the API refused the write; not tried again until it changes");
@@ -575,6 +638,8 @@ impl Worker {
                 if self.wishes.contains_key(&target) {
                     // Wished again while it was written: settles anew.
                     self.order.push(Instant::now(), target);
+                } else if let Some(seen) = self.seen_meanwhile.remove(&target) {
+                    self.compare(target, seen);
                 }
             }
             Outcome::Failed(error) => {
@@ -607,7 +672,7 @@ async fn write(
     let result = match (&target, &wish) {
         (Target::ClusterQueue(name), Wish::ClusterQueue(status)) => {
             let api: Api<api::ClusterQueue> = Api::all(client.clone());
-            match apply_status(&api, name, status.as_ref()).await {
+            match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
                 // A Kueue ClusterQueue has no arbiter.dev object to write to.
                 Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
                 other => outcome(other),
@@ -615,14 +680,14 @@ async fn write(
         }
         (Target::LocalQueue { namespace, name }, Wish::LocalQueue(status)) => {
             let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), namespace);
-            match apply_status(&api, name, status.as_ref()).await {
+            match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
                 Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
                 other => outcome(other),
             }
         }
         (Target::Cohort(name), Wish::Active(status)) => {
             let api: Api<api::Cohort> = Api::all(client.clone());
-            match apply_status(&api, name, status.as_ref()).await {
+            match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
                 // A Kueue Cohort has no arbiter.dev object to write to.
                 Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
                 other => outcome(other),
@@ -630,7 +695,7 @@ async fn write(
         }
         (Target::ResourceFlavor(name), Wish::Active(status)) => {
             let api: Api<api::ResourceFlavor> = Api::all(client.clone());
-            match apply_status(&api, name, status.as_ref()).await {
+            match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
                 Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
                 other => outcome(other),
             }
@@ -644,81 +709,20 @@ async fn write(
                 spec,
                 status,
                 replace,
+                restore,
             },
         ) => {
-            write_workload(
-                client,
-                namespace,
-                name,
-                spec.as_deref(),
-                status.as_ref(),
-                *replace,
-                &mut written,
-            )
-            .await
+            let wish = WorkloadWish {
+                spec: spec.as_deref(),
+                status: status.as_ref(),
+                replace: *replace,
+                restore: restore.as_deref(),
+            };
+            write_workload(client, namespace, name, wish, &mut written).await
         }
         (target, _) => Outcome::Refused(format!("{target}: a wish of another kind (a bug)")),
     };
     (target, wish, written, result)
-}
-
-async fn write_workload(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    spec: Option<&api::Workload>,
-    status: Option<&Desired>,
-    replace: bool,
-    written: &mut Written,
-) -> Outcome {
-    if replace {
-        if let Err(e) = workloads::delete(client, namespace, name).await {
-            return outcome(Err(e));
-        }
-        *written = Written::default();
-    }
-    if let Some(spec) = spec {
-        written.spec = Some(Box::new(spec.clone()));
-        written.applied = false;
-    }
-    if !written.applied {
-        let Some(spec) = written.spec.as_deref() else {
-            // A status for a Workload whose spec never came: nothing to write to.
-            return Outcome::Done;
-        };
-        match workloads::apply(client, spec).await {
-            Ok(()) => written.applied = true,
-            Err(e) => return outcome(Err(e)),
-        }
-    }
-    let Some(now) = status else {
-        return Outcome::Done;
-    };
-    if written.last.as_ref() == Some(now) {
-        return Outcome::Done;
-    }
-    let conditions = workloads::conditions(&now.wanted, &written.conditions, Timestamp::now());
-    let body = now.status(conditions.clone());
-    let api: Api<api::Workload> = Api::namespaced(client.clone(), namespace);
-    match apply_status(&api, name, &body).await {
-        Ok(()) => {
-            written.conditions = conditions
-                .into_iter()
-                .map(|c| (c.type_.clone(), c))
-                .collect();
-            written.last = Some(now.clone());
-            Outcome::Done
-        }
-        Err(kube::Error::Api(s)) if s.is_not_found() => {
-            // Deleted under us: created again on the retry.
-            written.applied = false;
-            Outcome::Failed(format!(
-                "the Workload is gone ({}); creating it again",
-                s.message
-            ))
-        }
-        Err(e) => outcome(Err(e)),
-    }
 }
 
 #[cfg(test)]
@@ -773,31 +777,36 @@ mod tests {
             spec: Some(spec.clone()),
             status: status(1),
             replace: false,
+            restore: None,
         };
         let second = Wish::Workload {
             spec: None,
             status: status(2),
             replace: false,
+            restore: Some(spec.clone()),
         };
         let Wish::Workload {
             spec: s,
             status: st,
             replace,
+            restore,
         } = first.then(second)
         else {
             panic!("a workload wish");
         };
-        assert!(s.is_some() && st == status(2) && !replace);
+        assert!(s.is_some() && st == status(2) && !replace && restore.is_some());
         let again = Wish::Delete.then(Wish::Workload {
             spec: Some(spec),
             status: None,
             replace: false,
+            restore: None,
         });
         assert!(matches!(again, Wish::Workload { replace: true, .. }));
         let gone = Wish::Workload {
             spec: None,
             status: status(3),
             replace: false,
+            restore: None,
         }
         .then(Wish::Delete);
         assert!(matches!(gone, Wish::Delete));
