@@ -180,8 +180,8 @@ fn the_caps_on_what_is_built_hold_at_their_exact_sizes() {
     // A list of exactly MAX_BUILT_LIST entries is built; one more is not.
     // (A hundred entries, ten times, ten times: list literals hold at most
     // 256 and expressions nest at most 32 deep.)
-    let entries = vec!["1"; MAX_BUILT_LIST / 100].join(", ");
-    let ten = |v: &str| vec![v; 10].join(" + ");
+    let entries = ["1"; MAX_BUILT_LIST / 100].join(", ");
+    let ten = |v: &str| [v; 10].join(" + ");
     let at_cap = format!("[[{entries}]].map(l, {}).map(m, {})", ten("l"), ten("m"));
     let (_, _, overrun) = both(&at_cap, u64::MAX);
     assert_eq!(overrun, None);
