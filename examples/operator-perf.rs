@@ -439,14 +439,7 @@ async fn finish_after(
         let Ok(_permit) = finishing.acquire().await else {
             return;
         };
-        let stamp = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
-        let status = json!({"status": {
-            "startTime": stamp, "completionTime": stamp, "succeeded": 1,
-            "conditions": [
-                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp},
-                {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp}]}});
+        let status = probe::completed_status();
         let result = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await;

@@ -362,14 +362,7 @@ async fn create(client: &Client, object: &Value) -> bool {
 /// would write when its pod succeeds).
 async fn complete(client: &Client, namespace: &str, name: &str) -> bool {
     let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    let stamp = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let status = json!({"status": {
-        "startTime": stamp, "completionTime": stamp, "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp},
-            {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp}]}});
+    let status = probe::completed_status();
     for _ in 0..5 {
         match api
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))

@@ -330,3 +330,16 @@ pub fn operator_identity() -> Vec<Value> {
                                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
     ]
 }
+
+/// A batch/v1 Job's status as the Job controller writes it when its pod
+/// succeeded now: Complete (a merge patch of the status subresource).
+pub fn completed_status() -> Value {
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    json!({"status": {
+        "startTime": stamp, "completionTime": stamp, "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp},
+            {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp}]}})
+}
