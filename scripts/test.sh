@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '==> %s\n' "$*"; }
+log() { printf "==> [%dm%02ds] %s\n" $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 # Toolchain pieces the build needs (idempotent).
 if command -v rustup >/dev/null; then

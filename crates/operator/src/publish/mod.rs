@@ -12,11 +12,14 @@
 //! at a time (each write started as one ends; Workloads and the other
 //! objects taken in turn), never two writes of one
 //! object at once (one wished again while it is written settles anew),
-//! and tries a failed
-//! write again after a backoff (`retry::WRITES`: 0.5 s doubling to 30 s). When the API
-//! cannot keep up, the wishes wait (at most one per object) and the
-//! decisions go on; `arbiter_publish_backlog` shows how many wait, and
-//! Events beyond [`MAX_EVENTS`] are dropped, oldest first. A write the API refuses for good
+//! and tries a failed write again after a backoff (`retry::WRITES`: 0.5 s
+//! doubling to 30 s). When the API cannot keep up, the wishes wait (at
+//! most one per object) and the decisions go on; a job that goes before
+//! its Workload was ever written takes its wish with it (nothing to
+//! create, nothing to delete), so what waits is bounded by the jobs there
+//! are, not by every job that passed. `arbiter_publish_backlog` shows how
+//! many wait, and Events beyond [`MAX_EVENTS`] are dropped, oldest first
+//! (the `Recorder` renewed every [`RECORDER_SPAN`]). A write the API refuses for good
 //! (invalid, forbidden) is logged and dropped. The task stops with its
 //! handle, so a replica that lost the lease writes nothing more.
 //!
@@ -56,6 +59,14 @@ pub const CONCURRENCY: usize = 8;
 /// Events waiting beyond this many are dropped, oldest first (Kubernetes
 /// treats Events as best effort too; the Workloads' conditions say the same).
 pub const MAX_EVENTS: usize = 10_000;
+
+/// Events told with one `Recorder` before a fresh one takes over.
+/// kube-runtime's `Recorder` keeps every Event it sent for six minutes (to
+/// count a repeat into a series) and sweeps them all on each Event: at
+/// hundreds of Events a second, tens of thousands held. A fresh one every
+/// 4,096 bounds that, as client-go bounds its correlator's cache to 4,096
+/// (a repeat across the change is a new Event instead of a count).
+pub const RECORDER_SPAN: u64 = 4096;
 
 /// How long an object's wishes gather before they are written (Events are
 /// told at once).
@@ -184,22 +195,7 @@ impl Publisher {
     /// Starts the task (on the current Tokio runtime).
     pub fn start(client: Client) -> Publisher {
         let (tx, rx) = mpsc::unbounded_channel();
-        let worker = Worker {
-            recorder: workloads::recorder(client.clone()),
-            client,
-            wishes: HashMap::new(),
-            order: Order::default(),
-            delayed: BTreeSet::new(),
-            delayed_targets: HashSet::new(),
-            attempts: HashMap::new(),
-            events: VecDeque::new(),
-            written: HashMap::new(),
-            backlog: None,
-            dropped_events: 0,
-            in_flight: HashSet::new(),
-            flushed: None,
-            seen_meanwhile: HashMap::new(),
-        };
+        let worker = Worker::new(client);
         Publisher {
             tx,
             task: tokio::spawn(worker.run(rx)),
@@ -408,6 +404,12 @@ struct Worker {
     /// Per Workload being written, the newest version the watch showed
     /// meanwhile: looked at once the write is over.
     seen_meanwhile: HashMap<Target, Box<api::Workload>>,
+    /// Workloads the watch showed that this process has not written
+    /// (someone else's, or from before a restart): deleted when their job
+    /// goes, even if no write of them came first.
+    seen_unwritten: HashSet<Target>,
+    /// Events told so far.
+    told: u64,
 }
 
 /// How one write ended.
@@ -436,6 +438,27 @@ fn outcome(result: Result<(), kube::Error>) -> Outcome {
 type Writing = futures::future::BoxFuture<'static, (Target, Wish, Written, Outcome)>;
 
 impl Worker {
+    fn new(client: Client) -> Worker {
+        Worker {
+            recorder: workloads::recorder(client.clone()),
+            client,
+            wishes: HashMap::new(),
+            order: Order::default(),
+            delayed: BTreeSet::new(),
+            delayed_targets: HashSet::new(),
+            attempts: HashMap::new(),
+            events: VecDeque::new(),
+            written: HashMap::new(),
+            backlog: None,
+            dropped_events: 0,
+            in_flight: HashSet::new(),
+            flushed: None,
+            seen_meanwhile: HashMap::new(),
+            seen_unwritten: HashSet::new(),
+            told: 0,
+        }
+    }
+
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Message>) {
         let mut writing: FuturesUnordered<Writing> = FuturesUnordered::new();
         let mut telling: FuturesUnordered<futures::future::BoxFuture<'static, ()>> =
@@ -515,6 +538,10 @@ impl Worker {
             else {
                 break;
             };
+            self.told += 1;
+            if self.told.is_multiple_of(RECORDER_SPAN) {
+                self.recorder = workloads::recorder(self.client.clone());
+            }
             let recorder = self.recorder.clone();
             telling.push(Box::pin(async move {
                 record_event(&recorder, &regarding, warning, &reason, "Schedule", &note).await;
@@ -525,6 +552,11 @@ impl Worker {
     fn absorb(&mut self, message: Message) {
         match message {
             Message::Wish(target, wish) => {
+                if matches!(wish, Wish::Delete) && self.never_written(&target) {
+                    // Nothing to create, nothing to delete.
+                    self.wishes.remove(&target);
+                    return;
+                }
                 // One waiting out a failure, or being written, is queued
                 // again once that is over.
                 let later =
@@ -608,6 +640,9 @@ impl Worker {
     /// One write ended.
     fn written_one(&mut self, (target, wish, written, outcome): (Target, Wish, Written, Outcome)) {
         self.in_flight.remove(&target);
+        if matches!(outcome, Outcome::Done | Outcome::Edited(..)) {
+            self.seen_unwritten.remove(&target);
+        }
         if let Target::Workload { namespace, name } = &target {
             if !matches!(wish, Wish::Delete) || !matches!(outcome, Outcome::Done) {
                 self.written
@@ -810,5 +845,70 @@ mod tests {
         }
         .then(Wish::Delete);
         assert!(matches!(gone, Wish::Delete));
+    }
+
+    fn a_workload(n: u32) -> (Target, Box<api::Workload>) {
+        let target = Target::Workload {
+            namespace: "ns".into(),
+            name: format!("job-j{n}"),
+        };
+        let mut workload = api::Workload {
+            metadata: Default::default(),
+            spec: Default::default(),
+            status: None,
+        };
+        workload.metadata.namespace = Some("ns".into());
+        workload.metadata.name = Some(format!("job-j{n}"));
+        workload.metadata.resource_version = Some("7".into());
+        (target, Box::new(workload))
+    }
+
+    #[tokio::test]
+    async fn a_job_gone_before_its_workload_was_written_leaves_nothing_to_write() {
+        // Never asked: every case below is decided before a write starts.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let mut worker = Worker::new(Client::try_from(config).unwrap());
+        let first = |workload: &api::Workload| Wish::Workload {
+            spec: Some(Box::new(workload.clone())),
+            status: status(1),
+            replace: false,
+            restore: None,
+        };
+
+        // Created and gone before its first write: nothing left.
+        let (gone, workload) = a_workload(1);
+        worker.absorb(Message::Wish(gone.clone(), first(&workload)));
+        worker.absorb(Message::Wish(gone.clone(), Wish::Delete));
+        assert!(worker.wishes.is_empty());
+
+        // Written once: its deletion is owed.
+        let (written, workload) = a_workload(2);
+        worker
+            .written
+            .insert(("ns".into(), "job-j2".into()), Written::default());
+        worker.absorb(Message::Wish(written.clone(), first(&workload)));
+        worker.absorb(Message::Wish(written.clone(), Wish::Delete));
+        assert!(matches!(worker.wishes.get(&written), Some(Wish::Delete)));
+
+        // In the API but not written by this process (the watch showed
+        // it, before or after the wish): deleted too.
+        let (before, workload) = a_workload(3);
+        worker.absorb(Message::Observed(workload.clone()));
+        worker.absorb(Message::Wish(before.clone(), first(&workload)));
+        worker.absorb(Message::Wish(before.clone(), Wish::Delete));
+        assert!(matches!(worker.wishes.get(&before), Some(Wish::Delete)));
+        let (after, workload) = a_workload(4);
+        worker.absorb(Message::Wish(after.clone(), first(&workload)));
+        worker.absorb(Message::Observed(workload));
+        worker.absorb(Message::Wish(after.clone(), Wish::Delete));
+        assert!(matches!(worker.wishes.get(&after), Some(Wish::Delete)));
+
+        // Being written when the job went: its deletion follows the write.
+        let (writing, workload) = a_workload(5);
+        worker.in_flight.insert(writing.clone());
+        worker.absorb(Message::Wish(writing.clone(), first(&workload)));
+        worker.absorb(Message::Wish(writing.clone(), Wish::Delete));
+        assert!(matches!(worker.wishes.get(&writing), Some(Wish::Delete)));
+        assert_eq!(worker.wishes.len(), 4);
     }
 }

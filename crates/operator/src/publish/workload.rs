@@ -63,6 +63,7 @@ impl Worker {
             return;
         };
         let Some(written) = self.written.get(&(namespace.clone(), name.clone())) else {
+            self.seen_unwritten.insert(target);
             return;
         };
         let version = workload.metadata.resource_version.as_deref();
@@ -73,6 +74,34 @@ impl Worker {
         if !fields.is_empty() {
             self.write_back(target, workload, fields);
         }
+    }
+
+    /// Whether the job of `target` went before its Workload was ever
+    /// written: its wish is still the first (the spec, to create it),
+    /// nothing of it is under way or waiting out a failure, and neither
+    /// this process nor the watch has seen it in the API. Then there is
+    /// nothing to create and nothing to delete: when jobs come and go
+    /// faster than the API takes writes, their Workloads would otherwise
+    /// wait in memory, without bound, to be created and deleted at once.
+    pub(super) fn never_written(&self, target: &Target) -> bool {
+        let Target::Workload { namespace, name } = target else {
+            return false;
+        };
+        matches!(
+            self.wishes.get(target),
+            Some(Wish::Workload {
+                spec: Some(_),
+                replace: false,
+                restore: None,
+                ..
+            })
+        ) && !self.in_flight.contains(target)
+            && !self.delayed_targets.contains(target)
+            && !self.seen_meanwhile.contains_key(target)
+            && !self.seen_unwritten.contains(target)
+            && !self
+                .written
+                .contains_key(&(namespace.clone(), name.clone()))
     }
 
     /// Someone else changed the Workload `workload` (these `fields`): told
