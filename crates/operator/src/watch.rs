@@ -345,13 +345,14 @@ pub type DeletedWorkloads = Arc<Mutex<Vec<String>>>;
 
 /// Watches the Workloads (no store: each is handed on and dropped): every
 /// one seen goes to `observed` (the publisher compares it with what it
-/// wrote, and writes back one someone else changed), and the owning job's
-/// uid of each one deleted is noted, waking the driver. Watch errors are
+/// wrote, and writes back one someone else changed), each one deleted too
+/// (`true`: the publisher no longer counts it as in the API), and the
+/// owning job's uid of each one deleted is noted, waking the driver. Watch errors are
 /// retried with the default backoff.
 pub fn workloads(
     client: &Client,
     wake: Arc<Notify>,
-    observed: impl Fn(arbiter_core::model::api::Workload) + Send + 'static,
+    observed: impl Fn(arbiter_core::model::api::Workload, bool) + Send + 'static,
 ) -> (DeletedWorkloads, JoinHandle<()>) {
     let api: Api<arbiter_core::model::api::Workload> = Api::all(client.clone());
     let deleted: DeletedWorkloads = Arc::default();
@@ -362,7 +363,7 @@ pub fn workloads(
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(workload) | watcher::Event::InitApply(workload)) => {
-                    observed(workload)
+                    observed(workload, false)
                 }
                 Ok(watcher::Event::Delete(workload)) => {
                     let owner = workload
@@ -376,6 +377,7 @@ pub fn workloads(
                         noted.lock().unwrap_or_else(|p| p.into_inner()).push(uid);
                         wake.notify_one();
                     }
+                    observed(workload, true);
                 }
                 Ok(_) => {}
                 Err(e) => {

@@ -175,8 +175,11 @@ enum Message {
         reason: String,
         note: String,
     },
-    /// A Workload as the API holds it now (its watch).
-    Observed(Box<api::Workload>),
+    /// A Workload as the API holds it now (its watch), or deleted (`gone`).
+    Observed {
+        workload: Box<api::Workload>,
+        gone: bool,
+    },
 }
 
 /// The driver's handle on the task; dropping it stops the task.
@@ -224,11 +227,15 @@ impl Publisher {
     /// it, compared with what was last written; one changed by someone
     /// else is written back and told (a Warning `WorkloadEdited` Event on
     /// it). Arbiter owns a Workload's content: it says what was decided,
-    /// and nothing is decided from it.
-    pub fn observer(&self) -> impl Fn(api::Workload) + Send + Sync + 'static {
+    /// and nothing is decided from it. A Workload deleted is handed over
+    /// too (`gone`).
+    pub fn observer(&self) -> impl Fn(api::Workload, bool) + Send + Sync + 'static {
         let tx = self.tx.clone();
-        move |workload| {
-            let _ = tx.send(Message::Observed(Box::new(workload)));
+        move |workload, gone| {
+            let _ = tx.send(Message::Observed {
+                workload: Box::new(workload),
+                gone,
+            });
         }
     }
 
@@ -574,7 +581,7 @@ impl Worker {
                 }
             }
             event @ Message::Event { .. } => self.queue_event(event),
-            Message::Observed(workload) => {
+            Message::Observed { workload, gone } => {
                 let (Some(namespace), Some(name)) = (
                     workload.metadata.namespace.clone(),
                     workload.metadata.name.clone(),
@@ -582,7 +589,9 @@ impl Worker {
                     return;
                 };
                 let target = Target::Workload { namespace, name };
-                if self.wishes.contains_key(&target) || self.in_flight.contains(&target) {
+                if gone {
+                    self.seen_unwritten.remove(&target);
+                } else if self.wishes.contains_key(&target) || self.in_flight.contains(&target) {
                     // Looked at once the write under way or due is over.
                     self.seen_meanwhile.insert(target, workload);
                 } else {
@@ -674,7 +683,10 @@ impl Worker {
                     // Wished again while it was written: settles anew.
                     self.order.push(Instant::now(), target);
                 } else if let Some(seen) = self.seen_meanwhile.remove(&target) {
-                    self.compare(target, seen);
+                    // A version from before a delete is nothing to compare.
+                    if !matches!(wish, Wish::Delete) {
+                        self.compare(target, seen);
+                    }
                 }
             }
             Outcome::Failed(error) => {
@@ -893,15 +905,29 @@ mod tests {
         // In the API but not written by this process (the watch showed
         // it, before or after the wish): deleted too.
         let (before, workload) = a_workload(3);
-        worker.absorb(Message::Observed(workload.clone()));
+        let observed = |workload: &api::Workload, gone| Message::Observed {
+            workload: Box::new(workload.clone()),
+            gone,
+        };
+        worker.absorb(observed(&workload, false));
         worker.absorb(Message::Wish(before.clone(), first(&workload)));
         worker.absorb(Message::Wish(before.clone(), Wish::Delete));
         assert!(matches!(worker.wishes.get(&before), Some(Wish::Delete)));
         let (after, workload) = a_workload(4);
         worker.absorb(Message::Wish(after.clone(), first(&workload)));
-        worker.absorb(Message::Observed(workload));
+        worker.absorb(observed(&workload, false));
         worker.absorb(Message::Wish(after.clone(), Wish::Delete));
         assert!(matches!(worker.wishes.get(&after), Some(Wish::Delete)));
+
+        // Seen, then deleted by someone else before its job went: nothing
+        // in the API to delete any more.
+        let (deleted, workload) = a_workload(6);
+        worker.absorb(observed(&workload, false));
+        worker.absorb(observed(&workload, true));
+        worker.absorb(Message::Wish(deleted.clone(), first(&workload)));
+        worker.absorb(Message::Wish(deleted.clone(), Wish::Delete));
+        assert!(!worker.wishes.contains_key(&deleted));
+        assert_eq!(worker.seen_unwritten.iter().collect::<Vec<_>>(), [&before]);
 
         // Being written when the job went: its deletion follows the write.
         let (writing, workload) = a_workload(5);

@@ -63,6 +63,7 @@ impl Worker {
             return;
         };
         let Some(written) = self.written.get(&(namespace.clone(), name.clone())) else {
+            // In the API, not written here: deleted with its job.
             self.seen_unwritten.insert(target);
             return;
         };
