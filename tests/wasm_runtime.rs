@@ -173,13 +173,17 @@ fn infinite_loop_runs_out_of_fuel_and_the_plugin_still_works_afterwards() {
     let error = plugin
         .call(Hook::Admission, b"L", &limits())
         .expect_err("the loop is interrupted");
-    assert_eq!(
-        error,
-        CallError::OutOfFuel {
-            fuel: limits().fuel()
-        }
+    // Fuel is sized to the timeout: which of the two stops the loop first
+    // depends on how much CPU the test gets (on a loaded machine, the
+    // clock). Either is the sandbox doing its job.
+    assert!(
+        error
+            == CallError::OutOfFuel {
+                fuel: limits().fuel()
+            }
+            || error == CallError::Timeout,
+        "{error:?}"
     );
-    assert_eq!(error.kind(), "out_of_fuel");
     let out = plugin
         .call(Hook::Admission, b"{}", &limits())
         .expect("a fresh instance answers");
@@ -338,15 +342,18 @@ fn abi_version_that_traps_is_refused() {
       (func (export "arbiter_abi_version") (result i32) (loop $l (br $l)) i32.const 1)
       (func (export "arbiter_alloc") (param i32) (result i32) i32.const 0))"#;
     let error = load_error(&wat::parse_str(text).expect("valid WAT"));
-    assert_eq!(
-        error,
-        LoadError::AbiCheck {
-            module: "bad.wasm".into(),
-            source: CallError::OutOfFuel {
-                fuel: Limits::default().fuel()
-            }
-        }
-    );
+    // Out of fuel, or out of time on a loaded machine (see above).
+    let fuel = LoadError::AbiCheck {
+        module: "bad.wasm".into(),
+        source: CallError::OutOfFuel {
+            fuel: Limits::default().fuel(),
+        },
+    };
+    let time = LoadError::AbiCheck {
+        module: "bad.wasm".into(),
+        source: CallError::Timeout,
+    };
+    assert!(error == fuel || error == time, "{error:?}");
 }
 
 #[test]
