@@ -21,6 +21,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::publish::Seen;
+
 /// A store and the task filling it.
 pub struct Watched<K: kube::runtime::reflector::Lookup + Clone + 'static>
 where
@@ -345,14 +347,15 @@ pub type DeletedWorkloads = Arc<Mutex<Vec<String>>>;
 
 /// Watches the Workloads (no store: each is handed on and dropped): every
 /// one seen goes to `observed` (the publisher compares it with what it
-/// wrote, and writes back one someone else changed), each one deleted too
-/// (`true`: the publisher no longer counts it as in the API), and the
-/// owning job's uid of each one deleted is noted, waking the driver. Watch errors are
-/// retried with the default backoff.
+/// wrote, and writes back one someone else changed), each one deleted
+/// and the start and end of each relist too (the publisher no longer
+/// counts as in the API a Workload deleted, or one a relist did not
+/// show), and the owning job's uid of each one deleted is noted, waking
+/// the driver. Watch errors are retried with the default backoff.
 pub fn workloads(
     client: &Client,
     wake: Arc<Notify>,
-    observed: impl Fn(arbiter_core::model::api::Workload, bool) + Send + 'static,
+    observed: impl Fn(Seen) + Send + 'static,
 ) -> (DeletedWorkloads, JoinHandle<()>) {
     let api: Api<arbiter_core::model::api::Workload> = Api::all(client.clone());
     let deleted: DeletedWorkloads = Arc::default();
@@ -363,8 +366,10 @@ pub fn workloads(
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(workload) | watcher::Event::InitApply(workload)) => {
-                    observed(workload, false)
+                    observed(Seen::Applied(workload))
                 }
+                Ok(watcher::Event::Init) => observed(Seen::Relisting),
+                Ok(watcher::Event::InitDone) => observed(Seen::Relisted),
                 Ok(watcher::Event::Delete(workload)) => {
                     let owner = workload
                         .metadata
@@ -377,9 +382,8 @@ pub fn workloads(
                         noted.lock().unwrap_or_else(|p| p.into_inner()).push(uid);
                         wake.notify_one();
                     }
-                    observed(workload, true);
+                    observed(Seen::Deleted(workload));
                 }
-                Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(watch = "Workload", error = %e, "watch failed; retrying with backoff")
                 }

@@ -175,11 +175,22 @@ enum Message {
         reason: String,
         note: String,
     },
-    /// A Workload as the API holds it now (its watch), or deleted (`gone`).
-    Observed {
-        workload: Box<api::Workload>,
-        gone: bool,
-    },
+    /// What the Workload watch saw.
+    Observed(Box<Seen>),
+}
+
+/// What the Workload watch hands the publisher.
+pub enum Seen {
+    /// A Workload as the API holds it now.
+    Applied(api::Workload),
+    /// A Workload deleted.
+    Deleted(api::Workload),
+    /// A relist begins: until [`Seen::Relisted`], the watch shows every
+    /// Workload the API holds (after a watch broke or expired).
+    Relisting,
+    /// The relist is over: a Workload it did not show was deleted while
+    /// the watch was not looking.
+    Relisted,
 }
 
 /// The driver's handle on the task; dropping it stops the task.
@@ -228,14 +239,11 @@ impl Publisher {
     /// else is written back and told (a Warning `WorkloadEdited` Event on
     /// it). Arbiter owns a Workload's content: it says what was decided,
     /// and nothing is decided from it. A Workload deleted is handed over
-    /// too (`gone`).
-    pub fn observer(&self) -> impl Fn(api::Workload, bool) + Send + Sync + 'static {
+    /// too, and so is a relist.
+    pub fn observer(&self) -> impl Fn(Seen) + Send + Sync + 'static {
         let tx = self.tx.clone();
-        move |workload, gone| {
-            let _ = tx.send(Message::Observed {
-                workload: Box::new(workload),
-                gone,
-            });
+        move |seen| {
+            let _ = tx.send(Message::Observed(Box::new(seen)));
         }
     }
 
@@ -415,6 +423,8 @@ struct Worker {
     /// (someone else's, or from before a restart): deleted when their job
     /// goes, even if no write of them came first.
     seen_unwritten: HashSet<Target>,
+    /// While the watch relists, the Workloads it has shown so far.
+    relisted: Option<HashSet<Target>>,
     /// Events told so far.
     told: u64,
 }
@@ -462,6 +472,7 @@ impl Worker {
             flushed: None,
             seen_meanwhile: HashMap::new(),
             seen_unwritten: HashSet::new(),
+            relisted: None,
             told: 0,
         }
     }
@@ -581,23 +592,7 @@ impl Worker {
                 }
             }
             event @ Message::Event { .. } => self.queue_event(event),
-            Message::Observed { workload, gone } => {
-                let (Some(namespace), Some(name)) = (
-                    workload.metadata.namespace.clone(),
-                    workload.metadata.name.clone(),
-                ) else {
-                    return;
-                };
-                let target = Target::Workload { namespace, name };
-                if gone {
-                    self.seen_unwritten.remove(&target);
-                } else if self.wishes.contains_key(&target) || self.in_flight.contains(&target) {
-                    // Looked at once the write under way or due is over.
-                    self.seen_meanwhile.insert(target, workload);
-                } else {
-                    self.compare(target, workload);
-                }
-            }
+            Message::Observed(seen) => self.observed(*seen),
             Message::Backlog(gauge) => self.backlog = Some(gauge),
             Message::Flush(done) => {
                 self.order.flushing = true;
@@ -905,9 +900,13 @@ mod tests {
         // In the API but not written by this process (the watch showed
         // it, before or after the wish): deleted too.
         let (before, workload) = a_workload(3);
-        let observed = |workload: &api::Workload, gone| Message::Observed {
-            workload: Box::new(workload.clone()),
-            gone,
+        let observed = |workload: &api::Workload, gone| {
+            let workload = workload.clone();
+            Message::Observed(Box::new(if gone {
+                Seen::Deleted(workload)
+            } else {
+                Seen::Applied(workload)
+            }))
         };
         worker.absorb(observed(&workload, false));
         worker.absorb(Message::Wish(before.clone(), first(&workload)));
@@ -936,5 +935,30 @@ mod tests {
         worker.absorb(Message::Wish(writing.clone(), Wish::Delete));
         assert!(matches!(worker.wishes.get(&writing), Some(Wish::Delete)));
         assert_eq!(worker.wishes.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_workload_a_relist_does_not_show_is_no_longer_counted_as_in_the_api() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let mut worker = Worker::new(Client::try_from(config).unwrap());
+        let seen = |seen| Message::Observed(Box::new(seen));
+        let (kept, kept_workload) = a_workload(1);
+        let (_, deleted_workload) = a_workload(2);
+        worker.absorb(seen(Seen::Applied(*kept_workload.clone())));
+        worker.absorb(seen(Seen::Applied(*deleted_workload)));
+        assert_eq!(worker.seen_unwritten.len(), 2);
+
+        // The watch broke; the second was deleted meanwhile.
+        worker.absorb(seen(Seen::Relisting));
+        worker.absorb(seen(Seen::Applied(*kept_workload)));
+        assert_eq!(worker.seen_unwritten.len(), 2, "pruned only at the end");
+        worker.absorb(seen(Seen::Relisted));
+        assert_eq!(worker.seen_unwritten.iter().collect::<Vec<_>>(), [&kept]);
+        assert!(worker.relisted.is_none());
+
+        // Shown after the relist: counted again.
+        let (later, later_workload) = a_workload(3);
+        worker.absorb(seen(Seen::Applied(*later_workload)));
+        assert!(worker.seen_unwritten.contains(&later));
     }
 }

@@ -7,7 +7,7 @@
 //! back to what was decided (`workloads::write_back`) and told in a
 //! Warning `WorkloadEdited` Event on it, naming the fields changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use arbiter_core::model::api;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::Client;
 
-use super::{outcome, Message, Outcome, Target, Wish, Worker};
+use super::{outcome, Message, Outcome, Seen, Target, Wish, Worker};
 use crate::workloads::{self, apply_status, Desired};
 
 /// What was last written for one Workload.
@@ -55,6 +55,39 @@ impl Written {
 }
 
 impl Worker {
+    /// What the Workload watch saw. A Workload shown while a write of it
+    /// is under way or due is looked at once that is over; one not written
+    /// here is remembered (deleted with its job) until the watch shows it
+    /// deleted, or a relist does not show it.
+    pub(super) fn observed(&mut self, seen: Seen) {
+        match seen {
+            Seen::Relisting => self.relisted = Some(HashSet::new()),
+            Seen::Relisted => {
+                if let Some(shown) = self.relisted.take() {
+                    self.seen_unwritten.retain(|target| shown.contains(target));
+                }
+            }
+            Seen::Deleted(workload) => {
+                if let Some(target) = target_of(&workload) {
+                    self.seen_unwritten.remove(&target);
+                }
+            }
+            Seen::Applied(workload) => {
+                let Some(target) = target_of(&workload) else {
+                    return;
+                };
+                if let Some(shown) = &mut self.relisted {
+                    shown.insert(target.clone());
+                }
+                if self.wishes.contains_key(&target) || self.in_flight.contains(&target) {
+                    self.seen_meanwhile.insert(target, Box::new(workload));
+                } else {
+                    self.compare(target, Box::new(workload));
+                }
+            }
+        }
+    }
+
     /// A Workload the watch showed, when no write of it is under way or
     /// due: a version after the last write is someone else's, and if it
     /// changed what was written, that is written back.
@@ -247,6 +280,13 @@ fn newer(seen: Option<&str>, last: Option<&str>) -> bool {
         }
         _ => false,
     }
+}
+
+fn target_of(workload: &api::Workload) -> Option<Target> {
+    Some(Target::Workload {
+        namespace: workload.metadata.namespace.clone()?,
+        name: workload.metadata.name.clone()?,
+    })
 }
 
 #[cfg(test)]
