@@ -7,7 +7,11 @@
 #     API server, sharing its compile cache), kwok (fake Nodes and the pods'
 #     life cycle) and the Kubeflow training-operator: the "full cluster"
 #     that runs pods, and the ProvisioningRequest CRD of cluster-autoscaler's
-#     API module (autoscaling.x-k8s.io), for the autoscaling tests.
+#     API module (autoscaling.x-k8s.io), for the autoscaling tests;
+#   - the clients the deploy-side tests drive: kubectl (the same build as
+#     the API server; it finds the `kubectl-arbiter` plugin), helm (the
+#     chart in deploy/helm) and promtool (the alert rules in
+#     deploy/monitoring).
 #
 #   scripts/test-cluster.sh            build what is missing, print the bin dir
 #   scripts/test-cluster.sh --print    print the bin dir only (exit 1 if unbuilt)
@@ -18,6 +22,8 @@
 #   ETCD_VERSION                go.etcd.io/etcd release (default below)
 #   KWOK_VERSION                sigs.k8s.io/kwok release (default below)
 #   TRAINING_OPERATOR_VERSION   github.com/kubeflow/training-operator release
+#   HELM_VERSION                helm.sh/helm/v4 release
+#   PROMETHEUS_VERSION          github.com/prometheus/prometheus module (promtool)
 #
 # The binaries land in $CACHE/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin
 # (kwok and the training-operator are built into their own versioned
@@ -37,6 +43,9 @@ KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.8.1}
+HELM_VERSION=${HELM_VERSION:-v4.3.2}
+# Prometheus v3.x's module version (the v0.3xx scheme of its Go module).
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 # The version Kueue v0.17 depends on; the proxy serves that pseudo-version.
 AUTOSCALER_APIS_VERSION=${AUTOSCALER_APIS_VERSION:-v0.0.0-20240830133931-adfbe7e45277}
 PROVISIONING_CRD=autoscaling.x-k8s.io_provisioningrequests.yaml
@@ -48,7 +57,7 @@ bin="$dir/bin"
 . "$(dirname "$0")/go-module.sh"
 
 if [ "${1:-}" = "--print" ]; then
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok training-operator; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok training-operator helm promtool; do
     [ -x "$bin/$b" ] || exit 1
   done
   [ -f "$bin/$PROVISIONING_CRD" ] || exit 1
@@ -92,10 +101,13 @@ if [ ! -x "$bin/etcd" ]; then
   log "etcd built in $((SECONDS - start)) s"
 fi
 
-if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kube-controller-manager" ] || [ ! -x "$bin/kube-scheduler" ]; then
+kube_commands="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+kube_missing=0
+for b in $kube_commands; do [ -x "$bin/$b" ] || kube_missing=1; done
+if [ "$kube_missing" -eq 1 ]; then
   start=$SECONDS
   staging=$(staging_version "$KUBE_VERSION")
-  log "building kube-apiserver, kube-controller-manager and kube-scheduler $KUBE_VERSION (staging modules $staging) into $bin; a first build takes 10-20 min on 2 cores"
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler and kubectl $KUBE_VERSION (staging modules $staging) into $bin; a first build takes 10-20 min on 2 cores"
   module_source k8s.io/kubernetes "$KUBE_VERSION" "$work/kubernetes"
   (
     cd "$work/kubernetes"
@@ -120,28 +132,28 @@ if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kube-controller-manager" ] || 
       stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     done
     mkdir -p "$work/kube-bin"
-    # One build of the three commands: they share most packages, so the
-    # second and third cost about a fifth of the first.
+    # One build of the four commands: they share most packages, so the
+    # second to fourth cost about a fifth of the first.
     go build -trimpath -ldflags="-s -w$stamp" -o "$work/kube-bin/" \
-      ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler
+      ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
   )
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  for b in $kube_commands; do
     mv "$work/kube-bin/$b" "$bin/$b"
   done
-  log "kube-apiserver, kube-controller-manager and kube-scheduler built in $((SECONDS - start)) s"
+  log "kube-apiserver, kube-controller-manager, kube-scheduler and kubectl built in $((SECONDS - start)) s"
 fi
 
 # A module's main package built as it is (its go.mod unchanged) into its own
 # versioned directory under the cache, linked into $bin.
-build_module() { # name module version package
-  local name=$1 module=$2 version=$3 package=$4 start
+build_module() { # name module version package [go build tags]
+  local name=$1 module=$2 version=$3 package=$4 tags=${5:-} start
   local out="$cache/$name-$version"
   if [ ! -x "$out/$name" ]; then
     start=$SECONDS
     log "building $name $version ($module) into $out"
     module_source "$module" "$version" "$work/$name"
     mkdir -p "$out"
-    (cd "$work/$name" && go build -trimpath -ldflags='-s -w' -o "$work/$name.bin" "$package")
+    (cd "$work/$name" && go build -trimpath -tags="$tags" -ldflags='-s -w' -o "$work/$name.bin" "$package")
     mv "$work/$name.bin" "$out/$name"
     rm -rf "$work/$name"
     log "$name built in $((SECONDS - start)) s"
@@ -162,6 +174,10 @@ if [ ! -f "$crd_dir/$PROVISIONING_CRD" ]; then
 fi
 ln -sfn "$crd_dir/$PROVISIONING_CRD" "$bin/$PROVISIONING_CRD"
 build_module training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1
+build_module helm helm.sh/helm/v4 "$HELM_VERSION" ./cmd/helm
+# Only rules are checked and tested: without Prometheus's service discovery
+# (its cloud SDKs), the build takes a fraction of the time.
+build_module promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" ./cmd/promtool remove_all_sd
 
 "$bin/etcd" --version >&2 | head -n 1 || true
 "$bin/kube-apiserver" --version >&2 || true

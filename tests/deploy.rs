@@ -1,5 +1,6 @@
 //! `deploy/` installs Arbiter (`kubectl apply --server-side -k deploy/`):
-//! the kustomization lists every manifest but the optional ServiceMonitor;
+//! the kustomization lists every manifest but the optional monitoring ones
+//! (deploy/monitoring/: a ServiceMonitor and a PrometheusRule);
 //! every namespaced object is in arbiter-system; the Deployment runs two
 //! replicas under the ServiceAccount rbac.yaml makes, with arguments
 //! `arbiter run` accepts; the Service, the webhook configurations and the
@@ -31,8 +32,12 @@ const INSTALLED: [&str; 6] = [
     "default-bundle.yaml",
 ];
 
-/// In deploy/ but applied separately: a ServiceMonitor needs the Prometheus Operator's CRD.
-const OPTIONAL: [&str; 1] = ["monitoring.yaml"];
+/// In deploy/monitoring/, applied separately (`kubectl apply -k
+/// deploy/monitoring/`): they need the Prometheus Operator's CRDs.
+const OPTIONAL: [&str; 2] = [
+    "monitoring/servicemonitor.yaml",
+    "monitoring/prometheusrule.yaml",
+];
 
 const NAMESPACE: &str = "arbiter-system";
 
@@ -138,14 +143,21 @@ fn kustomization_lists_every_manifest_but_the_optional_monitoring() {
     assert_eq!(k["kind"], "Kustomization");
     assert_eq!(strings(&k["resources"]), INSTALLED);
     let mut on_disk = BTreeSet::new();
-    for entry in std::fs::read_dir(root().join("deploy")).unwrap_or_else(|e| panic!("{e}")) {
-        let file = entry
-            .unwrap_or_else(|e| panic!("{e}"))
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        if file.ends_with(".yaml") && file != "kustomization.yaml" {
-            on_disk.insert(file);
+    for dir in ["", "monitoring/"] {
+        let entries = std::fs::read_dir(root().join("deploy").join(dir));
+        for entry in entries.unwrap_or_else(|e| panic!("deploy/{dir}: {e}")) {
+            let file = entry
+                .unwrap_or_else(|e| panic!("{e}"))
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            let file = format!("{dir}{file}");
+            // deploy/monitoring/ also holds promtool's unit tests of the alerts, not a manifest.
+            let manifest =
+                || dir.is_empty() || documents(&file).iter().all(|d| d["kind"].is_string());
+            if file.ends_with(".yaml") && !file.ends_with("kustomization.yaml") && manifest() {
+                on_disk.insert(file);
+            }
         }
     }
     let listed: BTreeSet<String> = INSTALLED
@@ -167,7 +179,7 @@ fn kustomization_lists_every_manifest_but_the_optional_monitoring() {
     }
     assert!(objects(&OPTIONAL)
         .iter()
-        .all(|(_, o)| kind(o) == "ServiceMonitor"));
+        .all(|(_, o)| matches!(kind(o), "ServiceMonitor" | "PrometheusRule")));
 }
 
 #[test]

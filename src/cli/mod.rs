@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod crds;
+pub mod kubectl;
 pub mod plugin;
 pub mod policy;
 pub mod run;
@@ -50,16 +51,15 @@ pub enum Command {
 }
 
 pub fn main() -> ExitCode {
+    if kubectl::invoked_as_plugin() {
+        return match kubectl::KubectlCli::try_parse() {
+            Ok(cli) => exit(kubectl::run(cli)),
+            Err(err) => parse_error(err),
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => {
-            let _ = err.print();
-            return if err.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(err) => return parse_error(err),
     };
     let result = match cli.command {
         Command::Simulate(args) => simulate::simulate(&args),
@@ -69,6 +69,21 @@ pub fn main() -> ExitCode {
         Command::Plugin(args) => plugin::run(&args),
         Command::Run(args) => run::run(&args),
     };
+    exit(result)
+}
+
+/// Clap's own error or help: printed, exit 2 for an error, 0 for help.
+fn parse_error(err: clap::Error) -> ExitCode {
+    let _ = err.print();
+    if err.use_stderr() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The exit code of a command's result (0, 1 bad input, 2 usage), its error printed.
+fn exit(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.is::<UsageError>() => {

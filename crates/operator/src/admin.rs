@@ -420,10 +420,13 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
         let registry = state.registry.lock().unwrap_or_else(|p| p.into_inner());
         arbiter_policy::metrics::encode(&registry)
     };
+    // The classic Prometheus text format `encode` writes, labelled as such:
+    // Prometheus picks its parser by this header, and its OpenMetrics
+    // parser refuses a page without `# EOF`.
     (
         [(
             header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         )],
         text,
     )

@@ -11,15 +11,33 @@ use std::collections::BTreeMap;
 
 use arbiter_core::model::api::{
     ActiveStatus, ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus,
-    ResourceUsage,
+    PendingWorkload, PendingWorkloadsStatus, ResourceUsage,
 };
 use arbiter_core::model::cluster::{ClusterQueueId, FlavorResource};
 use arbiter_core::model::Amount;
-use arbiter_core::scheduler::{Scheduler, Status};
+use arbiter_core::scheduler::{Scheduler, Status, WorkloadId};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::activity::Activity;
 use crate::publish::Publisher;
+use crate::workloads::workload_name;
+
+/// How many waiting workloads a queue's `pendingWorkloadsStatus` names
+/// (Kueue's default `maxCount`).
+pub const VISIBLE_HEAD: usize = 10;
+
+/// The Workload object of a waiting workload.
+fn pending_workload(scheduler: &Scheduler, id: WorkloadId) -> PendingWorkload {
+    let workload = &scheduler.entry(id).workload;
+    PendingWorkload {
+        namespace: workload.namespace.clone(),
+        name: workload_name(&workload.kind, &workload.name),
+    }
+}
+
+fn head(list: Vec<PendingWorkload>) -> Option<PendingWorkloadsStatus> {
+    (!list.is_empty()).then_some(PendingWorkloadsStatus { head: list })
+}
 
 /// Every ClusterQueue's status, by name: those in force, then those left out.
 pub fn cluster_queues(
@@ -69,6 +87,13 @@ pub fn cluster_queues(
                 fair_sharing: cluster.fair_sharing_for(id).then_some(FairSharingStatus {
                     weighted_share: if share.is_finite() { share } else { f64::MAX },
                 }),
+                pending_workloads_status: head(
+                    scheduler
+                        .waiting_in_order(id)
+                        .take(VISIBLE_HEAD)
+                        .map(|w| pending_workload(scheduler, w))
+                        .collect(),
+                ),
                 conditions: vec![activity.condition("ClusterQueue", &cq.name)],
             },
         );
@@ -136,6 +161,16 @@ pub fn local_queues(
             _ => {}
         }
     }
+    // Each LocalQueue's first waiting workloads, in its ClusterQueue's order.
+    let mut heads: Vec<Vec<PendingWorkload>> = vec![Vec::new(); cluster.local_queues.len()];
+    for index in 0..cluster.cluster_queues.len() {
+        for id in scheduler.waiting_in_order(ClusterQueueId(index as u32)) {
+            let lq = scheduler.entry(id).workload.local_queue.index();
+            if heads.get(lq).is_some_and(|h| h.len() < VISIBLE_HEAD) {
+                heads[lq].push(pending_workload(scheduler, id));
+            }
+        }
+    }
     let mut out: BTreeMap<(String, String), LocalQueueStatus> = cluster
         .local_queues
         .iter()
@@ -162,6 +197,7 @@ pub fn local_queues(
                         .into_iter()
                         .map(|(name, resources)| FlavorUsage { name, resources })
                         .collect(),
+                    pending_workloads_status: head(std::mem::take(&mut heads[i])),
                     conditions: vec![
                         activity.condition("LocalQueue", &format!("{}/{}", lq.namespace, lq.name))
                     ],

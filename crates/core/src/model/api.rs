@@ -497,8 +497,29 @@ pub struct ClusterQueueStatus {
     pub usage_summary: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharingStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_workloads_status: Option<PendingWorkloadsStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// The first waiting workloads of a queue, in the order they will be tried
+/// (Kueue's `pendingWorkloadsStatus`): `kubectl arbiter` reads positions
+/// from it. At most ten of them, as Kueue's default `maxCount`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingWorkloadsStatus {
+    /// In queue order: the first is tried first.
+    #[serde(default)]
+    pub head: Vec<PendingWorkload>,
+}
+
+/// A waiting workload, by its Workload object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingWorkload {
+    pub namespace: String,
+    pub name: String,
 }
 
 /// Quota in use of one flavor.
@@ -630,6 +651,8 @@ pub struct LocalQueueStatus {
     /// Quota its admitted workloads use per flavor and resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flavors_usage: Vec<FlavorUsage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_workloads_status: Option<PendingWorkloadsStatus>,
     /// `Active` (Kueue's): whether the queue is in force, and why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

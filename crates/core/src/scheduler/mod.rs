@@ -431,6 +431,23 @@ impl Scheduler {
         state.queue.len() + state.parked.len()
     }
 
+    /// The workloads waiting in `cq` (those [`Scheduler::pending_count`]
+    /// counts) in queue order: a set-aside workload keeps its place among
+    /// the queued ones, as it will be tried in that order once woken.
+    pub fn waiting_in_order(&self, cq: ClusterQueueId) -> impl Iterator<Item = WorkloadId> + '_ {
+        let state = &self.states[cq.index()];
+        let mut queued = state.queue.iter().peekable();
+        let mut parked = state.parked.iter().peekable();
+        std::iter::from_fn(move || {
+            let next = match (queued.peek(), parked.peek()) {
+                (Some(a), Some(b)) if b < a => parked.next(),
+                (Some(_), _) => queued.next(),
+                (None, _) => parked.next(),
+            };
+            next.map(|key| key.id)
+        })
+    }
+
     /// The earliest pending timer (backoff end, reclaim deadline, weight adjustment).
     pub fn next_timer(&self) -> Option<Millis> {
         let timer = self.timers.first().map(|t| t.0);

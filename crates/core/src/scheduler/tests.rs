@@ -1274,3 +1274,27 @@ fn quota_reserved_for_a_cycle_gives_its_tree_back_its_usage_version_unless_more_
     assert_eq!(gpus_used(&s, "cq-a", "a100"), Amount::from_units(2));
     assert_ne!(s.quota().version(cq_a), version);
 }
+
+#[test]
+fn waiting_workloads_are_listed_in_queue_order_whether_queued_or_set_aside() {
+    let c = cluster(4);
+    let mut s = Scheduler::new(c.clone(), &[]);
+    let (first, _) = submit(&mut s, 0, vec![workload(&c, "ns-solo", "running", 2, 0)]);
+    let (early, _) = submit(
+        &mut s,
+        1,
+        vec![
+            workload(&c, "ns-solo", "low", 1, 0),
+            workload(&c, "ns-solo", "high", 1, 5),
+        ],
+    );
+    let (late, _) = submit(&mut s, 2, vec![workload(&c, "ns-solo", "high-later", 1, 5)]);
+    let cq = c.cluster_queue_id("solo").unwrap_or_else(|| panic!("solo"));
+    let order: Vec<WorkloadId> = s.waiting_in_order(cq).collect();
+    // Priority first, then queue time; the admitted one is not waiting.
+    assert_eq!(order, vec![early[1], late[0], early[0]]);
+    assert_eq!(order.len(), s.pending_count(cq));
+    assert!(!order.contains(&first[0]));
+    let other = c.cluster_queue_id("cq-a").unwrap_or_else(|| panic!("cq-a"));
+    assert_eq!(s.waiting_in_order(other).count(), 0);
+}
