@@ -8,6 +8,7 @@ pub mod plugin;
 pub mod policy;
 pub mod run;
 pub mod simulate;
+pub mod what_if;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
