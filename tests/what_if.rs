@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use arbiter_core::model::api::Workload;
 use arbiter_testcluster::{crd_documents, workspace_root, NodeSpec, TestCluster};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -525,6 +526,28 @@ subjects:
         ),
     )
     .await;
+    // RBAC reads bindings from informer caches: wait until this one is seen.
+    let review: SubjectAccessReview = serde_json::from_value(json!({"spec": {
+        "user": format!("system:serviceaccount:{PLATFORM_NAMESPACE}:{account}"),
+        "groups": ["system:serviceaccounts", "system:authenticated"],
+        "resourceAttributes": {"verb": "list", "group": "arbiter.dev", "resource": "workloads"}
+    }}))
+    .unwrap();
+    let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
+    let started = Instant::now();
+    while !reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .is_some_and(|s| s.allowed)
+    {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the binding of {role} to {account} never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let path = cluster.write_kubeconfig(account, &token).unwrap();
     path.to_str().unwrap().to_string()
 }
@@ -567,7 +590,7 @@ async fn the_snapshot_runs_under_the_what_if_role_alone_and_says_what_is_missing
         )
         .await
         .unwrap();
-    let workload: Workload = serde_json::from_value(json!({
+    let object: Workload = serde_json::from_value(json!({
         "apiVersion": "arbiter.dev/v1alpha1", "kind": "Workload",
         "metadata": {"name": "job-waiting", "namespace": "team-a",
                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "waiting",
@@ -577,7 +600,7 @@ async fn the_snapshot_runs_under_the_what_if_role_alone_and_says_what_is_missing
     }))
     .unwrap();
     Api::<Workload>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &workload)
+        .create(&PostParams::default(), &object)
         .await
         .unwrap();
 
@@ -684,4 +707,10 @@ fn an_unreachable_cluster_and_a_candidate_that_does_not_load_are_told_as_such() 
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output)
+            .contains("--kubeconfig reads the live cluster: give it with --from-cluster"),
+        "{}",
+        stderr(&output)
+    );
 }

@@ -54,20 +54,20 @@ pub struct SimulateArgs {
     pub from_cluster: bool,
     /// With --from-cluster: the kubeconfig file (default: in-cluster
     /// configuration, else $KUBECONFIG or ~/.kube/config).
-    #[arg(long, value_name = "FILE", requires = "from_cluster")]
+    #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// With --from-cluster: the kubeconfig context to use.
-    #[arg(long, value_name = "NAME", requires = "from_cluster")]
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// With --from-cluster: the operator's namespace (its ConfigMaps labelled
-    /// arbiter.dev/policy-bundle are the platform bundles in force).
-    #[arg(long, value_name = "NS", default_value = "arbiter-system")]
-    pub operator_namespace: String,
+    /// With --from-cluster: the operator's namespace, whose ConfigMaps labelled
+    /// arbiter.dev/policy-bundle are the platform bundles in force [default: arbiter-system].
+    #[arg(long, value_name = "NS")]
+    pub operator_namespace: Option<String>,
     /// With --from-cluster: the runtime assumed for a workload with neither a
     /// sim.arbiter.dev/runtime annotation nor finished Workloads in its
-    /// LocalQueue to estimate from (Go duration).
-    #[arg(long, value_name = "DURATION", default_value = "1h")]
-    pub default_runtime: String,
+    /// LocalQueue to estimate from (Go duration) [default: 1h].
+    #[arg(long, value_name = "DURATION")]
+    pub default_runtime: Option<String>,
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -119,6 +119,19 @@ fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     if args.from_cluster {
         return super::what_if::run(args);
+    }
+    for (flag, given) in [
+        ("--kubeconfig", args.kubeconfig.is_some()),
+        ("--context", args.context.is_some()),
+        ("--operator-namespace", args.operator_namespace.is_some()),
+        ("--default-runtime", args.default_runtime.is_some()),
+    ] {
+        if given {
+            return Err(super::UsageError(format!(
+                "{flag} reads the live cluster: give it with --from-cluster (and no scenario files)"
+            ))
+            .into());
+        }
     }
     let loaded = arbiter_sim::files::load_paths(&args.paths)?;
     // A queue object with a problem is left out (and warned about) as the

@@ -24,6 +24,11 @@ use super::simulate::{self, SimulateArgs};
 use super::UsageError;
 use bundles::Candidate;
 
+/// The runtime assumed without an annotation or history (`--default-runtime`).
+const DEFAULT_RUNTIME: &str = "1h";
+/// Where the operator runs unless `--operator-namespace` says (`deploy/`'s).
+const OPERATOR_NAMESPACE: &str = "arbiter-system";
+
 /// Connects as the kubeconfig (and context) given says, else as `kubectl`
 /// would; returns the client and the API server's URL.
 async fn connect(args: &SimulateArgs) -> anyhow::Result<(kube::Client, String)> {
@@ -52,15 +57,19 @@ async fn connect(args: &SimulateArgs) -> anyhow::Result<(kube::Client, String)> 
 }
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
-    let default_runtime = Millis::parse(&args.default_runtime)
+    let given = args.default_runtime.as_deref().unwrap_or(DEFAULT_RUNTIME);
+    let default_runtime = Millis::parse(given)
         .ok()
         .filter(|d| *d > Millis::ZERO)
         .ok_or_else(|| {
             UsageError(format!(
-                "--default-runtime {:?} is not a positive duration (Go syntax: 30m, 1h, 2h30m)",
-                args.default_runtime
+                "--default-runtime {given:?} is not a positive duration (Go syntax: 30m, 1h, 2h30m)"
             ))
         })?;
+    let operator_namespace = args
+        .operator_namespace
+        .as_deref()
+        .unwrap_or(OPERATOR_NAMESPACE);
     let candidate = Candidate {
         platform: (!args.policies.is_empty()).then(|| args.policies.clone()),
         tenants: args.tenant_policies.clone(),
@@ -94,7 +103,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             snapshot::read(&client, &server).await
         })?;
     let (in_force, bundle_warnings) =
-        bundles::from_cluster(&snapshot.bundles, &args.operator_namespace, &runtime);
+        bundles::from_cluster(&snapshot.bundles, operator_namespace, &runtime);
     let mut live = objects::live(&snapshot);
     live.warnings.extend(bundle_warnings);
     let (scenario, started) = arbiter_sim::live::scenario(live, default_runtime);

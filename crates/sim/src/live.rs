@@ -93,7 +93,11 @@ pub fn scenario(live: Live, default_runtime: Millis) -> (Scenario, SnapshotRepor
     };
     let (mut running, mut pending) = (0, 0);
     let mut jobs = Vec::with_capacity(live.workloads.len());
-    for w in live.workloads {
+    // In queue order (the order the operator queued them; the final
+    // tie-break of the replay), so the report lists them that way too.
+    let mut workloads = live.workloads;
+    workloads.sort_by_key(|w| w.prior.queue_time);
+    for w in workloads {
         let (runtime, source) = runtime(&w, &estimates, default_runtime, &mut warnings);
         match source {
             RuntimeSource::Annotation => sources.annotation += 1,
@@ -328,10 +332,11 @@ spec: {clusterQueue: research}
             cluster,
             pools,
             workloads: vec![
+                // Listed out of queue order.
+                workload("team-a", "bad", 4, Some("soon"), queued(-10)),
+                workload("team-b", "assumed", 4, None, queued(-20)),
                 workload("team-a", "annotated", 4, Some("10m"), running(-60)),
                 workload("team-a", "estimated", 4, None, running(-30)),
-                workload("team-b", "assumed", 4, None, queued(-20)),
-                workload("team-a", "bad", 4, Some("soon"), queued(-10)),
             ],
             // team-a's window holds its last 3 runs (100 s, 300 s, 200 s:
             // the first, 900 s, fell out); the median is 200 s.
@@ -345,6 +350,9 @@ spec: {clusterQueue: research}
             taken_at: "2026-01-01T00:00:00Z".into(),
         };
         let (scenario, report) = scenario(live, Millis::from_secs(3600));
+        // In queue order.
+        let names: Vec<&str> = scenario.jobs.iter().map(|j| j.info.name.as_str()).collect();
+        assert_eq!(names, ["annotated", "estimated", "assumed", "bad"]);
         let runtimes: Vec<Option<Millis>> = scenario.jobs.iter().map(|j| j.runtime).collect();
         assert_eq!(
             runtimes,

@@ -62,10 +62,27 @@ pub fn explain(error: kube::Error, verb: &str, what: &str, server: &str) -> anyh
         | kube::Error::Service(_)
         | kube::Error::HttpError(_)
         | kube::Error::Auth(_)) => anyhow!(
-            "cannot reach the API server at {server} ({verb} {what}): {e}; check the kubeconfig (--kubeconfig, --context) and that the cluster is up"
+            "cannot reach the API server at {server} ({verb} {what}): {}; check the kubeconfig (--kubeconfig, --context) and that the cluster is up",
+            causes(&e)
         ),
         e => anyhow!("{verb} {what}: {e}"),
     }
+}
+
+/// An error and its causes, `: `-separated (a connection error's
+/// outermost words say little: `client error (Connect)`).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Every object of `api`, paged.
