@@ -63,6 +63,7 @@ pub fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Simulate(args) if args.from_cluster => what_if::run(&args),
         Command::Simulate(args) => simulate::simulate(&args),
         Command::Convert { files } => run_convert(&files),
         Command::Crds => print_stdout(&crds::crds_yaml()),

@@ -1,6 +1,7 @@
 //! `arbiter simulate`: load a scenario, run it through the scheduler in
-//! virtual time, print the schedule and write the report and plot. With
-//! `--from-cluster` the scenario is the live cluster (`what_if`), run here.
+//! virtual time, print the schedule and write the report and plot. The
+//! runs and outputs here serve `--from-cluster` too (its scenario is the
+//! live cluster, read by `what_if`).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -117,9 +118,6 @@ fn parse_tenant(text: &str) -> Result<(String, PathBuf), String> {
 }
 
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
-    if args.from_cluster {
-        return super::what_if::run(args);
-    }
     for (flag, given) in [
         ("--kubeconfig", args.kubeconfig.is_some()),
         ("--context", args.context.is_some()),
