@@ -370,8 +370,18 @@ async fn the_live_cluster_replays_forward_and_a_candidate_moves_exactly_the_work
         ("r2", "a100", 1800.0),
         ("q1", "v100", 900.0),
     ] {
+        // Admitted seconds before the snapshot (four waiting jobs were
+        // created 1.1 s apart after them): restored, not queued again.
         let at = admitted_at(&report, name);
-        assert!(at <= 0.0, "{name} admitted at {at}");
+        assert!(at < -1.0, "{name} admitted at {at}");
+        let first = &workload(&report, name)["history"][0];
+        assert!(
+            first["reason"]
+                .as_str()
+                .unwrap()
+                .ends_with("(admitted before the run began)"),
+            "{first:#}"
+        );
         assert_eq!(flavor_of(&report, name), flavor);
         let w = workload(&report, name);
         assert!(

@@ -30,8 +30,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Replay a scenario (cluster manifests, node pools, jobs) through the real
-    /// scheduler in virtual time and report the schedule.
+    /// Replay a scenario (cluster manifests, node pools, jobs), or the live
+    /// cluster (--from-cluster), through the real scheduler in virtual time
+    /// and report the schedule.
     Simulate(simulate::SimulateArgs),
     /// Convert Kueue (v1beta1, v1beta2) and article manifests to arbiter.dev/v1alpha1 YAML
     /// on stdout; what changed or was ignored is reported on stderr.

@@ -91,7 +91,8 @@ pub struct SimulateArgs {
     /// (with --from-cluster: the candidate's platform bundles, in place of those in force).
     #[arg(long, value_name = "DIR")]
     pub policies: Vec<PathBuf>,
-    /// A tenant's bundle: NAMESPACE=DIR (only weight and admission policies, for that namespace's workloads).
+    /// A tenant's bundle: NAMESPACE=DIR (only weight and admission policies, for that namespace's workloads;
+    /// with --from-cluster: the candidate's, in place of that tenant's bundle in force).
     #[arg(long, value_name = "NS=DIR", value_parser = parse_tenant)]
     pub tenant_policies: Vec<(String, PathBuf)>,
     /// Run without any policy bundle (Kueue's behaviour), ignoring `spec.policies`
