@@ -23,10 +23,11 @@ use arbiter_policy::wasm::Runtime;
 use serde_json::{json, Value};
 
 /// What kustomization.yaml installs, in its order.
-const INSTALLED: [&str; 6] = [
+const INSTALLED: [&str; 7] = [
     "crds.yaml",
     "rbac.yaml",
     "queue-manager.yaml",
+    "what-if.yaml",
     "operator.yaml",
     "webhooks.yaml",
     "default-bundle.yaml",
@@ -746,10 +747,10 @@ mod api_server {
             .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
     }
 
-    /// The example bindings commented in queue-manager.yaml (`#   ` blocks).
-    fn commented_examples() -> Vec<Value> {
+    /// The example bindings commented in deploy/`file` (`#   ` blocks).
+    fn commented_examples(file: &str) -> Vec<Value> {
         let mut blocks = vec![String::new()];
-        for line in read(&deploy("queue-manager.yaml")).lines() {
+        for line in read(&deploy(file)).lines() {
             match line.strip_prefix("#   ") {
                 Some(yaml) => {
                     let block = blocks.last_mut().expect("one block at least");
@@ -907,7 +908,7 @@ mod api_server {
         }
 
         // A tenant, bound as queue-manager.yaml's comments show.
-        let examples = commented_examples();
+        let examples = commented_examples("queue-manager.yaml");
         assert_eq!(
             examples
                 .iter()
@@ -966,6 +967,65 @@ mod api_server {
         .await;
         assert!(granted(&admin, tenant, "list", clusterqueue, None, None).await);
         assert!(!allowed(&admin, tenant, "create", clusterqueue, None, None).await);
+
+        // Whoever runs the what-if, bound as what-if.yaml's comment shows:
+        // get and list what the snapshot reads, nothing else.
+        let examples = commented_examples("what-if.yaml");
+        assert_eq!(
+            examples
+                .iter()
+                .map(|e| kind(e).to_string())
+                .collect::<Vec<_>>(),
+            ["ClusterRoleBinding"]
+        );
+        let reader = ("carol", &["platform-team", "system:authenticated"][..]);
+        let nodes = ("", "nodes");
+        assert!(!allowed(&admin, reader, "list", nodes, None, None).await);
+        apply(
+            &admin,
+            &examples[0],
+            "what-if.yaml (example ClusterRoleBinding)",
+        )
+        .await;
+        let workloads = ("arbiter.dev", "workloads");
+        let may = [
+            ("list", nodes, None, None),
+            ("list", ("", "namespaces"), None, None),
+            ("list", configmap, None, None),
+            ("list", workloads, None, None),
+            ("list", clusterqueue, None, None),
+            (
+                "get",
+                ("arbiter.dev", "localqueues"),
+                team_a,
+                Some("research"),
+            ),
+            ("list", ("kueue.x-k8s.io", "clusterqueues"), None, None),
+            ("list", ("batch", "jobs"), None, None),
+            ("list", ("kubeflow.org", "pytorchjobs"), None, None),
+        ];
+        for (verb, resource, namespace, object) in may {
+            assert!(
+                granted(&admin, reader, verb, resource, namespace, object).await,
+                "the what-if may {verb} {resource:?} {object:?} in {namespace:?}"
+            );
+        }
+        let may_not = [
+            ("watch", nodes, None, None),
+            ("get", secret, team_a, Some("token")),
+            ("list", secret, None, None),
+            ("create", configmap, team_a, None),
+            ("update", workloads, team_a, Some("job-a")),
+            ("patch", clusterqueue, None, Some("research")),
+            ("delete", ("batch", "jobs"), team_a, Some("train")),
+            ("list", ("", "pods"), None, None),
+        ];
+        for (verb, resource, namespace, object) in may_not {
+            assert!(
+                !allowed(&admin, reader, verb, resource, namespace, object).await,
+                "the what-if may not {verb} {resource:?} {object:?} in {namespace:?}"
+            );
+        }
 
         // The API server sends queued jobs and configuration objects to the
         // webhooks; with no operator serving them (and no caBundle yet)

@@ -9,6 +9,7 @@ pub mod plugin;
 pub mod policy;
 pub mod run;
 pub mod simulate;
+pub mod what_if;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -30,8 +31,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Replay a scenario (cluster manifests, node pools, jobs) through the real
-    /// scheduler in virtual time and report the schedule.
+    /// Replay a scenario (cluster manifests, node pools, jobs), or the live
+    /// cluster (--from-cluster), through the real scheduler in virtual time
+    /// and report the schedule.
     Simulate(simulate::SimulateArgs),
     /// Convert Kueue (v1beta1, v1beta2) and article manifests to arbiter.dev/v1alpha1 YAML
     /// on stdout; what changed or was ignored is reported on stderr.
@@ -62,6 +64,7 @@ pub fn main() -> ExitCode {
         Err(err) => return parse_error(err),
     };
     let result = match cli.command {
+        Command::Simulate(args) if args.from_cluster => what_if::run(&args),
         Command::Simulate(args) => simulate::simulate(&args),
         Command::Convert { files } => run_convert(&files),
         Command::Crds => print_stdout(&crds::crds_yaml()),

@@ -297,7 +297,7 @@ pub async fn discover_jobs(
 
 /// The queue configuration kinds, by API group, newest version first; the
 /// first version the API serves is watched.
-const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
+pub const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
     (
         "arbiter.dev",
         &["v1alpha1"],

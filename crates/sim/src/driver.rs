@@ -4,6 +4,8 @@
 //! decides into the report. It makes no scheduling decision itself: each
 //! instant it hands the core what happened ([`Input`]s) through
 //! [`Scheduler::step`] and carries out the decisions and the scale plan.
+//! A run from a live cluster starts with the jobs admitted there restored
+//! (`driver::prior`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -23,6 +25,7 @@ use super::report::{
 use super::scenario::Scenario;
 
 mod flavors;
+mod prior;
 
 use flavors::{account, flavor_tracks, refresh_pooled, FlavorTrack, Integral};
 
@@ -52,6 +55,9 @@ struct Record {
     preempted: usize,
     /// Where its pods were placed at its latest admission.
     placement: Vec<PlacementReport>,
+    /// Admitted before the run began (from a live cluster): it waited none
+    /// of the run's time, so it is left out of the wait statistics.
+    before: bool,
 }
 
 /// Watches a run from inside, for checks that must hold at every point
@@ -99,16 +105,38 @@ pub fn run_with(
         .map(|_| Record::default())
         .collect();
     let mut record_of: Vec<usize> = Vec::with_capacity(scenario.jobs.len());
-    let mut order: Vec<usize> = (0..scenario.jobs.len()).collect();
+    let mut finishes: prior::Timers = BinaryHeap::new();
+    // When admitted workloads' pods are all ready (`waitForPodsReady`).
+    let mut readies: prior::Timers = BinaryHeap::new();
+    let mut node_ready: BinaryHeap<Reverse<(Millis, FlavorId)>> = BinaryHeap::new();
+    // Admitted before the run (from a live cluster): admitted from the start.
+    let (restored, mut warnings) = prior::restore(
+        scenario,
+        &mut scheduler,
+        &mut records,
+        &mut record_of,
+        &mut finishes,
+        &mut readies,
+    );
+    let mut order: Vec<usize> = (0..scenario.jobs.len())
+        .filter(|i| !restored.contains(i))
+        .collect();
     order.sort_by_key(|&i| (scenario.jobs[i].arrival, i));
     let mut next_arrival = 0usize;
-    let mut finishes: BinaryHeap<Reverse<(Millis, WorkloadId, u32)>> = BinaryHeap::new();
-    // When admitted workloads' pods are all ready (`waitForPodsReady`).
-    let mut readies: BinaryHeap<Reverse<(Millis, WorkloadId, u32)>> = BinaryHeap::new();
-    let mut node_ready: BinaryHeap<Reverse<(Millis, FlavorId)>> = BinaryHeap::new();
 
     let mut cq_usage: Vec<Integral> = vec![Integral::default(); cluster.cluster_queues.len()];
     let mut flavors = flavor_tracks(&scheduler, scenario);
+    for &i in &restored {
+        let Some(id) = records[i].workload else {
+            continue;
+        };
+        let entry = scheduler.entry(id);
+        if let Some(admission) = &entry.admission {
+            account(&scheduler, &mut flavors, &admission.usage, 1, Millis::ZERO);
+        }
+        let cq = entry.workload.cluster_queue;
+        cq_usage[cq.index()].set(Millis::ZERO, dominant_usage(&scheduler, cq));
+    }
     let mut pending_now: usize = 0;
     let mut series = Series::default();
     let mut preemptions = 0usize;
@@ -143,7 +171,7 @@ pub fn run_with(
             record.arrived = true;
             match intake(&cluster, &job.info, job.explicit_priority) {
                 Intake::Queued(workload) => {
-                    inputs.push(Input::Submit(workload));
+                    inputs.push(prior::submit(job, workload));
                     submitted_jobs.push(i);
                     record.waiting_since = Some(now);
                     pending_now += 1;
@@ -257,7 +285,7 @@ pub fn run_with(
     };
     let cpu_seconds = cpu_start.elapsed().as_secs_f64();
     let workloads = records.iter().map(|r| r.workload).collect();
-    let report = finish_report(
+    let mut report = finish_report(
         scenario,
         &scheduler,
         records,
@@ -268,6 +296,7 @@ pub fn run_with(
         end,
         cpu_seconds,
     );
+    report.warnings.append(&mut warnings);
     Run {
         report,
         scheduler,
@@ -522,7 +551,7 @@ fn finish_report(
                 || entry
                     .is_some_and(|e| e.status == Status::Unschedulable && e.reason.never_fits()));
         // A wait that could never end is not a wait: counted apart (`inadmissible`).
-        let waited = state != WorkloadState::Rejected && !never_admissible;
+        let waited = state != WorkloadState::Rejected && !never_admissible && !record.before;
         if record.arrived && waited {
             waits_all.push(wait);
         }

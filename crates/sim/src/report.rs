@@ -17,6 +17,9 @@ pub struct Report {
     pub scheduler: SchedulerReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policies: Option<PoliciesReport>,
+    /// A run from a live cluster: what was read from it (`sim::live`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotReport>,
     pub warnings: Vec<String>,
     /// Time series for plots (not part of the JSON contract; skipped there).
     #[serde(skip)]
@@ -235,6 +238,36 @@ impl PlacementReport {
             })
             .collect()
     }
+}
+
+/// What a run from a live cluster started from; times in the report are
+/// seconds from `takenAt` (before it: negative).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotReport {
+    /// When the cluster was read (RFC 3339): the run's time 0.
+    pub taken_at: String,
+    /// Workloads admitted when it was read: the run starts with them admitted.
+    pub running: usize,
+    /// Workloads waiting when it was read.
+    pub pending: usize,
+    /// Finished Workloads whose runtime was read (the history estimates rest on them).
+    pub finished_runs: usize,
+    /// Where each replayed workload's runtime came from.
+    pub runtimes: RuntimeSources,
+}
+
+/// How many runtimes came from each source.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSources {
+    /// Its job's `sim.arbiter.dev/runtime` annotation.
+    pub annotation: usize,
+    /// The estimate from its LocalQueue's finished Workloads.
+    pub history: usize,
+    /// Neither: `defaultSeconds` assumed.
+    pub assumed: usize,
+    pub default_seconds: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -19,6 +19,7 @@ use arbiter_core::model::sim_api::{
 use arbiter_core::model::{api, limits};
 use arbiter_core::model::{Amount, Millis};
 use arbiter_core::scheduler::capacity::{DeviceSpec, PoolSpec};
+use arbiter_core::scheduler::Carried;
 
 /// A node pool with its provisioning delay.
 #[derive(Clone, Debug)]
@@ -39,6 +40,36 @@ pub struct SimJob {
     /// `None`: they never start.
     pub startup: Option<Millis>,
     pub source: String,
+    /// Where it stood before the run began (a run from a live cluster);
+    /// `None`: it arrives at `arrival` as new.
+    pub prior: Option<Prior>,
+}
+
+/// What a job brings into a run that starts from a live cluster
+/// (`arbiter simulate --from-cluster`): it was queued before the run
+/// began, with its counters, and may be running already. Times are
+/// relative to the run's start (time 0), so they are at most 0.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Prior {
+    /// When it was queued: its place in its queue (Kueue's order).
+    pub queue_time: Millis,
+    /// Its retry and requeue counts and a backoff under way.
+    pub carried: Carried,
+    /// Admitted before the run began: it starts the run admitted on these
+    /// flavors, holding their quota (`Scheduler::restore`, no policy
+    /// asked), and its runtime counts from its admission.
+    pub admission: Option<PriorAdmission>,
+}
+
+/// An admission made before the run began.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PriorAdmission {
+    /// Per pod set (the job's order): resource name → flavor name.
+    pub flavors: Vec<BTreeMap<String, String>>,
+    /// Pods admitted per pod set.
+    pub counts: Vec<u32>,
+    /// When it was admitted.
+    pub at: Millis,
 }
 
 pub struct Scenario {
@@ -551,6 +582,7 @@ fn push_job(
         runtime,
         startup,
         source: source.to_string(),
+        prior: None,
     });
 }
 
@@ -629,6 +661,7 @@ fn expand_generator(generator: &WorkloadGenerator, source: &str) -> Result<Vec<S
             runtime,
             startup: Some(Millis::ZERO),
             source: source.to_string(),
+            prior: None,
         });
         let gap = match rng.as_mut() {
             // Exponential gaps with mean `interval`: a Poisson stream.

@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::report::{Report, WorkloadState};
+use super::report::{Report, SnapshotReport, WorkloadState};
+use arbiter_core::model::sim_api::RUNTIME_ANNOTATION;
 use arbiter_policy::bundle::Hook;
 use arbiter_policy::engine::{MAX_DECISIONS_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY};
 
@@ -39,6 +40,9 @@ pub fn render(report: &Report) -> String {
         "Wait (of those that can be admitted): mean {:.1}s, p50 {:.1}s, p95 {:.1}s, max {:.1}s; makespan {:.0}s; Jain fairness {:.3}",
         s.mean_wait_seconds, s.p50_wait_seconds, s.p95_wait_seconds, s.max_wait_seconds, s.makespan_seconds, s.jain_fairness_index
     );
+    if let Some(snapshot) = &report.snapshot {
+        let _ = writeln!(out, "{}", snapshot_line(snapshot));
+    }
     if let Some(p) = &report.policies {
         let _ = writeln!(out);
         for b in &p.bundles {
@@ -205,7 +209,17 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-fn table(out: &mut String, rows: &[Vec<String>]) {
+/// What a run from a live cluster started from, in one line.
+pub fn snapshot_line(s: &SnapshotReport) -> String {
+    let r = &s.runtimes;
+    format!(
+        "Replayed from the cluster as read at {} (time 0): {} running, {} pending; runtimes: {} from {RUNTIME_ANNOTATION}, {} estimated from {} finished Workloads, {} assumed {:.0}s (--default-runtime)",
+        s.taken_at, s.running, s.pending, r.annotation, r.history, s.finished_runs, r.assumed, r.default_seconds
+    )
+}
+
+/// Rows as aligned columns, the last one unpadded.
+pub(crate) fn table(out: &mut String, rows: &[Vec<String>]) {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

@@ -721,6 +721,63 @@ fn load_configmap(cm: &ConfigMap, runtime: &Runtime, role: &Role) -> Result<Bund
     }
 }
 
+/// A labelled ConfigMap the operator puts in force: `tenant` is the
+/// namespace it is the tenant bundle of (`None`: a platform bundle).
+#[derive(Clone, Debug)]
+pub struct InForce<'a> {
+    pub configmap: &'a ConfigMap,
+    pub tenant: Option<String>,
+    /// `ConfigMap namespace/name`, as the loader names the bundle's source.
+    pub source: String,
+}
+
+/// Which of the labelled ConfigMaps `configmaps` the operator puts in
+/// force, as the watch does (see the module docs): the platform ones by
+/// name, then each tenant's oldest; and each one ignored, with the one in
+/// force instead (`ConfigMap ns/name`). For a look at the cluster from
+/// outside (`arbiter simulate --from-cluster`), which loads each with
+/// [`load_as`].
+pub fn in_force<'a>(
+    configmaps: &'a [ConfigMap],
+    platform_namespace: &str,
+) -> (Vec<InForce<'a>>, Vec<(String, String)>) {
+    let keyed: Vec<(Key, &ConfigMap)> = configmaps.iter().map(|cm| (Key::of(cm), cm)).collect();
+    let (roles, ignored) = roles_of(keyed.iter().map(|(k, cm)| (k, *cm)), platform_namespace);
+    let by_key: BTreeMap<&Key, &ConfigMap> = keyed.iter().map(|(k, cm)| (k, *cm)).collect();
+    let mut platform = Vec::new();
+    let mut tenants = Vec::new();
+    for (key, role) in roles {
+        let Some(&configmap) = by_key.get(&key) else {
+            continue;
+        };
+        let entry = InForce {
+            configmap,
+            tenant: role.tenant(),
+            source: key.source(),
+        };
+        match role {
+            Role::Platform => platform.push(entry),
+            Role::Tenant(_) => tenants.push(entry),
+        }
+    }
+    platform.extend(tenants);
+    let ignored = ignored
+        .into_iter()
+        .map(|(ignored, used)| (ignored.source(), used.source()))
+        .collect();
+    (platform, ignored)
+}
+
+/// Loads a bundle ConfigMap as the operator does: a platform bundle, or
+/// `tenant`'s (under the tenant rules); the loader's error otherwise.
+pub fn load_as(cm: &ConfigMap, runtime: &Runtime, tenant: Option<&str>) -> Result<Bundle, String> {
+    let role = match tenant {
+        Some(ns) => Role::Tenant(ns.to_string()),
+        None => Role::Platform,
+    };
+    load_configmap(cm, runtime, &role)
+}
+
 /// Now, to the second (what a status line shows).
 fn now() -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH)
