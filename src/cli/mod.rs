@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod crds;
+pub mod dashboard;
 pub mod kubectl;
 pub mod plugin;
 pub mod policy;
@@ -50,6 +51,8 @@ pub enum Command {
     Plugin(plugin::PluginArgs),
     /// Run the operator: hold, admit and evict jobs in a cluster.
     Run(run::RunArgs),
+    /// Serve the read-only web dashboard (queues, usage, workloads, bundles) of a cluster locally.
+    Dashboard(dashboard::DashboardArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -71,6 +74,7 @@ pub fn main() -> ExitCode {
         Command::Policy(args) => policy::run(&args),
         Command::Plugin(args) => plugin::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Dashboard(args) => dashboard::run(&args),
     };
     exit(result)
 }

@@ -165,6 +165,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 .context("finding the cluster: no in-cluster configuration and no usable kubeconfig; pass --kubeconfig")?,
         };
         let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+        let _ = admin.dashboard.set(client.clone());
         let options = DriverOptions {
             batch_window: Duration::from_millis(args.batch_window_ms),
             pods_ready,
@@ -174,7 +175,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let (bound, _server) = arbiter_operator::admin::serve(args.admin_address, admin.clone())
             .await
             .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
-        tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz");
+        tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz and the dashboard at /dashboard/");
         let driver = Driver::start(client.clone(), integrations, hooks, options)
             .await
             .with_admin(admin.clone(), operator_metrics.clone());

@@ -3,7 +3,8 @@
 //! that leads has a valid queue configuration in force; a follower is
 //! ready to answer webhooks once listed). The `arbiter_*` families mirror Kueue's
 //! main ones; the policy engine's `arbiter_policy_*` families are in the
-//! same registry when the engine was built with it.
+//! same registry when the engine was built with it. `/dashboard/` is the
+//! read-only web dashboard ([`crate::dashboard`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -396,6 +397,8 @@ pub struct AdminState {
     /// This replica waits for the leader lease (so it schedules nothing and
     /// needs no configuration in force to be ready: it serves webhooks).
     pub following: AtomicBool,
+    /// The client `/dashboard/` reads through, set once the operator has one.
+    pub dashboard: crate::dashboard::Source,
 }
 
 impl AdminState {
@@ -405,6 +408,7 @@ impl AdminState {
             listed: AtomicBool::new(false),
             configured: AtomicBool::new(false),
             following: AtomicBool::new(false),
+            dashboard: crate::dashboard::Source::default(),
         })
     }
 
@@ -452,13 +456,15 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, &'static s
     }
 }
 
-/// The admin router.
+/// The admin router: the metrics, the probes and the read-only dashboard.
 pub fn router(state: Arc<AdminState>) -> Router {
+    let dashboard = crate::dashboard::router(state.dashboard.clone());
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state)
+        .merge(dashboard)
 }
 
 /// Binds `address` and serves the admin port until the task is dropped.

@@ -34,6 +34,7 @@ pub mod activity;
 pub mod admin;
 pub mod bundles;
 pub mod config;
+pub mod dashboard;
 pub mod driver;
 pub mod finalizers;
 pub mod inject;

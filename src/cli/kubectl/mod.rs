@@ -19,14 +19,16 @@ mod why;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use arbiter_core::model::api::{Workload, WorkloadStatus};
+use arbiter_core::model::api::Workload;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
 use super::UsageError;
+
+pub use arbiter_operator::dashboard::model::{condition, State};
 
 /// Queues and workloads of Arbiter, from kubectl.
 #[derive(Parser, Debug)]
@@ -110,7 +112,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    async fn connect(target: &Target) -> anyhow::Result<Cluster> {
+    pub async fn connect(target: &Target) -> anyhow::Result<Cluster> {
         let options = KubeConfigOptions {
             context: target.context.clone(),
             ..KubeConfigOptions::default()
@@ -222,60 +224,6 @@ pub fn not_found(err: &kube::Error) -> bool {
 /// A usage error (exit 2): the arguments name something that cannot be.
 pub fn usage(message: String) -> anyhow::Error {
     anyhow::Error::new(UsageError(message))
-}
-
-/// The condition of `type_`, if the status has one.
-pub fn condition<'a>(status: Option<&'a WorkloadStatus>, type_: &str) -> Option<&'a Condition> {
-    status?.conditions.iter().find(|c| c.type_ == type_)
-}
-
-fn is_true(status: Option<&WorkloadStatus>, type_: &str) -> bool {
-    condition(status, type_).is_some_and(|c| c.status == "True")
-}
-
-/// Where a workload is, in one word.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Pending,
-    Admitted,
-    Finished,
-    /// Refused for good by a policy or its queue's bounds.
-    Rejected,
-    /// Taken out of the queue (`spec.active: false`, too many retries).
-    Inactive,
-}
-
-impl State {
-    pub fn of(workload: &Workload) -> State {
-        let status = workload.status.as_ref();
-        let reason = condition(status, "QuotaReserved").map(|c| c.reason.as_str());
-        if is_true(status, "Finished") {
-            State::Finished
-        } else if is_true(status, "Admitted") {
-            State::Admitted
-        } else if matches!(reason, Some("Rejected" | "OutsideQueueBounds")) {
-            State::Rejected
-        } else if workload.spec.active == Some(false)
-            || matches!(
-                reason,
-                Some("Deactivated" | "RequeuingLimitExceeded" | "NeverFits")
-            )
-        {
-            State::Inactive
-        } else {
-            State::Pending
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Pending => "Pending",
-            State::Admitted => "Admitted",
-            State::Finished => "Finished",
-            State::Rejected => "Rejected",
-            State::Inactive => "Inactive",
-        }
-    }
 }
 
 /// The job a Workload belongs to: `Kind/name`, from its controller owner.

@@ -13,6 +13,7 @@ use arbiter_core::model::api::{
     ClusterQueue, Preemption, WithinClusterQueue, Workload, WorkloadStatus,
 };
 use arbiter_core::model::Amount;
+use arbiter_operator::dashboard::model::deciding_policy;
 use arbiter_operator::workloads::workload_name;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::Event;
@@ -94,15 +95,6 @@ async fn find(cluster: &Cluster, name: &str) -> anyhow::Result<Workload> {
                 .join(", ")
         ))),
     }
-}
-
-/// The policy a condition message names (`… by policy NAME …`).
-fn deciding_policy(message: &str) -> Option<&str> {
-    let rest = &message[message.find("by policy ")? + "by policy ".len()..];
-    let end = rest
-        .find(|c: char| c.is_whitespace() || c == ':' || c == ',' || c == ';')
-        .unwrap_or(rest.len());
-    (end > 0).then(|| &rest[..end])
 }
 
 /// What a workload asks in all: per resource, pods × per-pod request.
@@ -634,26 +626,5 @@ fn next_step(reason: &str, workload: &Workload, cq: Option<&str>) -> String {
         ),
         "Backoff" => "it waits out a backoff before its next try (see the message)".into(),
         _ => "it is admitted when quota frees (workloads in front finish or are preempted) or the quota grows".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_deciding_policy_is_read_from_the_sentence_naming_it() {
-        assert_eq!(
-            deciding_policy("denied by policy gpu-hours (will retry): over budget"),
-            Some("gpu-hours")
-        );
-        assert_eq!(
-            deciding_policy("rejected by policy max-gpus: asks 64"),
-            Some("max-gpus")
-        );
-        assert_eq!(
-            deciding_policy("insufficient quota for nvidia.com/gpu"),
-            None
-        );
     }
 }

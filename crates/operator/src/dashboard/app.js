@@ -1,0 +1,164 @@
+// Arbiter's dashboard: polls api/state and renders it. Every string from
+// the API (object names, messages) goes through textContent, never HTML.
+"use strict";
+
+const POLL_MS = 3000;
+let selected = null; // "namespace/name" of the workload shown in detail
+let last = null;
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function row(cells) {
+  const tr = el("tr");
+  for (const c of cells) {
+    tr.appendChild(c instanceof Node ? wrap(c) : el("td", c));
+  }
+  return tr;
+}
+
+function wrap(node) {
+  const td = el("td");
+  td.appendChild(node);
+  return td;
+}
+
+function fill(id, rows) {
+  const body = document.querySelector("#" + id + " tbody");
+  body.replaceChildren(...rows);
+}
+
+function bar(r) {
+  const box = el("div", null, "usage");
+  const pct = r.percent === undefined ? 0 : Math.min(r.percent, 100);
+  const fillBar = el("div", null, r.percent > 100 ? "bar over" : "bar");
+  fillBar.style.width = pct + "%";
+  box.appendChild(fillBar);
+  const label = r.usage + " / " + r.nominal + (r.percent === undefined ? "" : " (" + r.percent + "%)");
+  box.appendChild(el("span", label));
+  return box;
+}
+
+function quotaList(resources) {
+  const ul = el("ul", null, "quota");
+  for (const r of resources) {
+    const li = el("li");
+    li.appendChild(el("span", r.flavor + " " + r.resource + ": ", "muted"));
+    li.appendChild(bar(r));
+    ul.appendChild(li);
+  }
+  return ul;
+}
+
+function treeNode(node) {
+  const li = el("li", null, node.kind === "Cohort" ? "cohort" : "cq");
+  li.appendChild(el("span", node.kind, "kind"));
+  li.appendChild(el("span", node.name, "name"));
+  if (node.resources.length) li.appendChild(quotaList(node.resources));
+  if (node.children.length) {
+    const ul = el("ul");
+    for (const c of node.children) ul.appendChild(treeNode(c));
+    li.appendChild(ul);
+  }
+  return li;
+}
+
+function renderTree(tree) {
+  const ul = el("ul", null, "tree");
+  for (const n of tree) ul.appendChild(treeNode(n));
+  document.getElementById("tree").replaceChildren(ul);
+}
+
+function renderQueues(state) {
+  const rows = [];
+  for (const cq of state.clusterQueues) {
+    const resources = cq.resources.length ? cq.resources : [null];
+    resources.forEach((r, i) => {
+      const first = i === 0;
+      rows.push(row([
+        first ? cq.name : "",
+        first ? (cq.cohort || "") : "",
+        first ? (cq.stopPolicy ? cq.active + " (" + cq.stopPolicy + ")" : cq.active) : "",
+        first ? cq.pending : "",
+        first ? cq.admitted : "",
+        r ? r.flavor : "",
+        r ? r.resource : "",
+        r ? bar(r) : "",
+        r ? r.borrowed : "",
+      ]));
+    });
+  }
+  fill("cluster-queues", rows);
+  fill("local-queues", state.localQueues.map((lq) => row([
+    lq.namespace, lq.name, lq.clusterQueue, lq.pending, lq.admitted, lq.stopPolicy || "",
+  ])));
+}
+
+function renderWorkloads(state) {
+  fill("workloads", state.workloads.map((w) => {
+    const link = el("a", w.name);
+    link.href = "#";
+    link.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      selected = w.namespace + "/" + w.name;
+      renderDetail();
+    });
+    const tr = row([w.namespace, link, w.queue, w.clusterQueue || "", w.state,
+      w.position || "", w.reason, w.message, w.policy || ""]);
+    tr.className = "state-" + w.state.toLowerCase();
+    return tr;
+  }));
+  renderDetail();
+}
+
+function renderDetail() {
+  const box = document.getElementById("workload-detail");
+  const w = last && last.workloads.find((x) => x.namespace + "/" + x.name === selected);
+  if (!w) {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  document.getElementById("workload-title").textContent =
+    "Workload " + w.namespace + "/" + w.name + ": " + w.state;
+  document.getElementById("workload-message").textContent =
+    (w.reason ? w.reason + ": " : "") + w.message + (w.policy ? " (policy " + w.policy + ")" : "");
+  document.getElementById("workload-flavors").textContent =
+    w.flavors.length ? "Flavors: " + w.flavors.join("; ") : "";
+  fill("workload-conditions", w.conditions.map((c) => row([c.type, c.status, c.reason, c.message, c.time])));
+  fill("workload-events", w.events.map((e) => row([e.time, e.type, e.reason, e.message, e.count])));
+}
+
+function render(state) {
+  last = state;
+  document.getElementById("errors").replaceChildren(...state.errors.map((e) => el("li", e)));
+  renderTree(state.tree);
+  renderQueues(state);
+  renderWorkloads(state);
+  fill("bundles", state.bundles.map((b) => {
+    const tr = row([b.namespace, b.name, b.result, b.status]);
+    tr.className = "bundle-" + b.result;
+    return tr;
+  }));
+  fill("flavors", state.flavors.map((f) => row([
+    f.name, Object.entries(f.nodeLabels).map(([k, v]) => k + "=" + v).join(", "),
+  ])));
+  document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+async function poll() {
+  try {
+    const response = await fetch("api/state", { cache: "no-store" });
+    if (!response.ok) throw new Error(response.status + " " + (await response.text()));
+    render(await response.json());
+  } catch (e) {
+    document.getElementById("updated").textContent = "cannot refresh: " + e.message;
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+poll();

@@ -1,0 +1,221 @@
+use super::*;
+use serde_json::json;
+
+fn from<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+fn queue(name: &str, cohort: Option<&str>, usage: &str) -> ClusterQueue {
+    from(json!({
+        "apiVersion": "arbiter.dev/v1alpha1", "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohort": cohort,
+            "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}
+            ]}]
+        },
+        "status": {
+            "pendingWorkloads": 2, "admittedWorkloads": 1,
+            "flavorsUsage": [{"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": usage, "borrowed": "0"}]}],
+            "pendingWorkloadsStatus": {"head": [{"namespace": "team-a", "name": "wl-2"}], "lastChangeTime": "2026-01-01T00:00:00Z"},
+            "conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+        }
+    }))
+}
+
+fn cohort(name: &str, parent: Option<&str>) -> Cohort {
+    from(json!({
+        "apiVersion": "arbiter.dev/v1alpha1", "kind": "Cohort",
+        "metadata": {"name": name}, "spec": {"parent": parent}
+    }))
+}
+
+fn workload(
+    name: &str,
+    conditions: serde_json::Value,
+    admission: Option<serde_json::Value>,
+) -> Workload {
+    from(json!({
+        "apiVersion": "arbiter.dev/v1alpha1", "kind": "Workload",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"queueName": "main", "podSets": [{"name": "main", "count": 1}]},
+        "status": {"conditions": conditions, "admission": admission}
+    }))
+}
+
+fn local_queue() -> LocalQueue {
+    from(json!({
+        "apiVersion": "arbiter.dev/v1alpha1", "kind": "LocalQueue",
+        "metadata": {"name": "main", "namespace": "team-a"},
+        "spec": {"clusterQueue": "research"},
+        "status": {"pendingWorkloads": 1, "admittedWorkloads": 1}
+    }))
+}
+
+fn snapshot() -> Snapshot {
+    let pending = workload(
+        "wl-2",
+        json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                "message": "insufficient quota for nvidia.com/gpu in flavor a100, 8 more needed",
+                "lastTransitionTime": "2026-01-01T00:01:00Z"}]),
+        None,
+    );
+    let admitted = workload(
+        "wl-1",
+        json!([{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+               {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted by policy fair-gpu", "lastTransitionTime": "2026-01-01T00:00:01Z"}]),
+        Some(
+            json!({"clusterQueue": "research", "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "a100"}}]}),
+        ),
+    );
+    let event: Event = from(json!({
+        "metadata": {"name": "wl-2.1", "namespace": "team-a"},
+        "involvedObject": {"kind": "Workload", "namespace": "team-a", "name": "wl-2"},
+        "reason": "Pending", "message": "waiting for quota", "type": "Normal", "count": 3,
+        "lastTimestamp": "2026-01-01T00:02:00Z"
+    }));
+    let bundle: ConfigMap = from(json!({
+        "metadata": {"name": "platform", "namespace": "arbiter-system",
+                     "annotations": {"arbiter.dev/bundle-status": "rejected gpu@2: policy max-gpus: bad CEL; in force: gpu@1 at 2026-01-01T00:00:00Z"}}
+    }));
+    Snapshot {
+        cohorts: vec![cohort("root", None), cohort("research-org", Some("root"))],
+        cluster_queues: vec![
+            queue("research", Some("research-org"), "6"),
+            queue("solo", None, "0"),
+        ],
+        local_queues: vec![local_queue()],
+        workloads: vec![pending, admitted],
+        events: vec![event],
+        bundles: vec![bundle],
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn cohorts_nest_by_parent_with_their_queues_under_them() {
+    let d = Dashboard::of(&snapshot());
+    let names: Vec<(&str, &str)> = d.tree.iter().map(|n| (n.kind, n.name.as_str())).collect();
+    assert_eq!(names, [("Cohort", "root"), ("ClusterQueue", "solo")]);
+    let org = &d.tree[0].children[0];
+    assert_eq!((org.kind, org.name.as_str()), ("Cohort", "research-org"));
+    assert_eq!(org.children[0].name, "research");
+    assert_eq!(org.children[0].resources[0].usage, "6");
+}
+
+#[test]
+fn a_cohort_loop_is_shown_once_not_followed_forever() {
+    let s = Snapshot {
+        cohorts: vec![cohort("a", Some("b")), cohort("b", Some("a"))],
+        ..Snapshot::default()
+    };
+    let d = Dashboard::of(&s);
+    assert_eq!(d.tree.len(), 1, "{:?}", d.tree);
+    assert_eq!(d.tree[0].children.len(), 1);
+    assert!(d.tree[0].children[0].children.is_empty());
+}
+
+#[test]
+fn queues_carry_quota_usage_percent_and_their_head() {
+    let d = Dashboard::of(&snapshot());
+    let research = &d.cluster_queues[0];
+    assert_eq!(research.name, "research");
+    assert_eq!((research.pending, research.admitted), (2, 1));
+    assert_eq!(research.active, "True");
+    let row = &research.resources[0];
+    assert_eq!(
+        (row.flavor.as_str(), row.resource.as_str()),
+        ("a100", "nvidia.com/gpu")
+    );
+    assert_eq!((row.nominal.as_str(), row.usage.as_str()), ("8", "6"));
+    assert_eq!(row.percent, Some(75.0));
+    assert_eq!(research.head, ["team-a/wl-2"]);
+    assert_eq!(d.local_queues[0].cluster_queue, "research");
+}
+
+#[test]
+fn workloads_say_state_position_reason_policy_and_events() {
+    let d = Dashboard::of(&snapshot());
+    let admitted = &d.workloads[0];
+    assert_eq!(
+        (admitted.name.as_str(), admitted.state),
+        ("wl-1", "Admitted")
+    );
+    assert_eq!(admitted.policy.as_deref(), Some("fair-gpu"));
+    assert_eq!(admitted.flavors, ["main: nvidia.com/gpu=a100"]);
+    assert_eq!(admitted.position, None);
+    let pending = &d.workloads[1];
+    assert_eq!((pending.name.as_str(), pending.state), ("wl-2", "Pending"));
+    assert_eq!(pending.cluster_queue.as_deref(), Some("research"));
+    assert_eq!(pending.position.as_deref(), Some("1"));
+    assert_eq!(pending.reason, "Pending");
+    assert!(
+        pending.message.contains("insufficient quota"),
+        "{}",
+        pending.message
+    );
+    assert_eq!(pending.events.len(), 1);
+    assert_eq!(pending.events[0].count, 3);
+    assert_eq!(pending.events[0].time, "2026-01-01T00:02:00Z");
+}
+
+#[test]
+fn only_the_latest_events_of_a_workload_are_kept() {
+    let mut s = snapshot();
+    s.events = (0..EVENTS_PER_WORKLOAD + 5)
+        .map(|i| {
+            from(json!({
+                "metadata": {"name": format!("e{i}"), "namespace": "team-a"},
+                "involvedObject": {"kind": "Workload", "namespace": "team-a", "name": "wl-2"},
+                "reason": format!("R{i}"), "message": "m",
+                "lastTimestamp": format!("2026-01-01T00:{i:02}:00Z")
+            }))
+        })
+        .collect();
+    let d = Dashboard::of(&s);
+    let events = &d.workloads[1].events;
+    assert_eq!(events.len(), EVENTS_PER_WORKLOAD);
+    assert_eq!(
+        events.last().unwrap().reason,
+        format!("R{}", EVENTS_PER_WORKLOAD + 4)
+    );
+    assert_eq!(events[0].reason, "R5");
+}
+
+#[test]
+fn bundles_say_what_became_of_them() {
+    let d = Dashboard::of(&snapshot());
+    assert_eq!(d.bundles[0].result, "rejected");
+    assert!(d.bundles[0].status.contains("in force: gpu@1"));
+    let mut s = snapshot();
+    s.bundles[0].metadata.annotations = None;
+    assert_eq!(Dashboard::of(&s).bundles[0].result, "unknown");
+}
+
+#[test]
+fn the_state_serialises_in_camel_case() {
+    let text = serde_json::to_value(Dashboard::of(&snapshot())).unwrap();
+    assert_eq!(text["clusterQueues"][0]["resources"][0]["percent"], 75.0);
+    assert_eq!(
+        text["workloads"][1]["conditions"][0]["type"],
+        "QuotaReserved"
+    );
+    assert_eq!(text["localQueues"][0]["clusterQueue"], "research");
+}
+
+#[test]
+fn the_deciding_policy_is_read_from_the_sentence_naming_it() {
+    assert_eq!(
+        deciding_policy("denied by policy gpu-hours (will retry): over budget"),
+        Some("gpu-hours")
+    );
+    assert_eq!(
+        deciding_policy("rejected by policy max-gpus: asks 64"),
+        Some("max-gpus")
+    );
+    assert_eq!(
+        deciding_policy("insufficient quota for nvidia.com/gpu"),
+        None
+    );
+}

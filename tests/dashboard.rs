@@ -1,0 +1,348 @@
+//! The read-only web dashboard against the real API server with the
+//! operator deciding: `arbiter dashboard --kubeconfig` (a process) and the
+//! operator's admin port serve `/dashboard/api/state`, checked against the
+//! objects (cohort tree, quota and usage, pending and admitted, a pending
+//! workload's reason and Events, a bundle's status); then headless
+//! Chromium (Debian's `chromium`) loads the page: the DOM shows the
+//! ClusterQueue, the usage and the pending workload's reason, and a
+//! screenshot is written for a person to look at.
+
+#[path = "../crates/operator/tests/support/mod.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use arbiter_core::model::api::Workload;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+use support::*;
+
+const EXTRA: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: Cohort
+metadata: {name: org}
+spec: {}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: inference}
+spec:
+  cohort: org
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 16}
+      - {name: nvidia.com/gpu, nominalQuota: 4}
+"#;
+
+/// GET `path` from `address`: the status code and the body.
+fn get(address: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP response from {address}{path}: {response}"));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (code, body.to_string())
+}
+
+fn state(address: SocketAddr) -> Value {
+    let (code, body) = get(address, "/dashboard/api/state");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Polls the state until `shows` holds of it (the operator writes
+/// statuses and annotations asynchronously); returns it.
+async fn until(address: SocketAddr, what: &str, shows: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let s = tokio::task::spawn_blocking(move || state(address))
+            .await
+            .unwrap();
+        if shows(&s) {
+            return s;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the dashboard never showed {what}; last:\n{s:#}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
+fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v[key] == name)
+        .unwrap_or_else(|| panic!("no {key} {name} in {list:#}"))
+}
+
+/// `arbiter dashboard` as a process, killed when dropped.
+struct Served {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(kubeconfig: &Path) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
+        .args(["dashboard", "--address", "127.0.0.1:0", "--kubeconfig"])
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("`arbiter dashboard` did not say where it serves: {line:?}"));
+    Served { child, address }
+}
+
+/// Debian's chromium; the test fails (never skips) without it.
+fn chromium() -> PathBuf {
+    let path = PathBuf::from("/usr/bin/chromium");
+    assert!(
+        path.is_file(),
+        "{} is missing: apt-get install -y chromium (scripts/test.sh installs it)",
+        path.display()
+    );
+    path
+}
+
+/// Headless Chromium on `url` with `args`; its stdout.
+fn headless(url: &str, args: &[&str]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new(chromium())
+        .args(["--headless", "--disable-gpu", "--no-sandbox"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        // Virtual time runs the page's first poll and render before the dump.
+        .arg("--virtual-time-budget=5000")
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "chromium {args:?} {url} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chromium() {
+    let chromium = chromium(); // fail before the cluster starts when missing
+    let (cluster, admin) = cluster_with_setup().await;
+    apply_yaml(&admin, EXTRA).await;
+    let _operator = start_operator_with_bundles(admin.clone(), Vec::new(), None);
+    put_bundle(
+        &admin,
+        "team-a",
+        "weights",
+        &[(
+            "bundle.yaml",
+            &tenant_bundle(
+                "team-a-weights",
+                "  - {name: bigger-first, hook: weight, cel: {expression: 'double(workload.gpus)'}}\n",
+            ),
+        )],
+        &[],
+    )
+    .await;
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
+    jobs.create(&PostParams::default(), &job("big", 6))
+        .await
+        .unwrap();
+    wait_for(&jobs, "big", "released", released).await;
+    jobs.create(&PostParams::default(), &job("second", 4))
+        .await
+        .unwrap();
+
+    let kubeconfig = cluster
+        .write_kubeconfig("admin", cluster.token("admin").unwrap())
+        .unwrap();
+    let served = serve(&kubeconfig);
+    let s = until(
+        served.address,
+        "job-second pending with a reason and the bundle loaded",
+        |s| {
+            let wl = s["workloads"].as_array().unwrap();
+            wl.iter()
+                .any(|w| w["name"] == "job-second" && w["state"] == "Pending" && w["message"] != "")
+                && s["bundles"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|b| b["result"] == "loaded")
+                && s["clusterQueues"][1]["admitted"] == 1
+        },
+    )
+    .await;
+
+    // The tree: cohort org over inference; research at the root.
+    let tree = &s["tree"];
+    let org = find(tree, "name", "org");
+    assert_eq!(org["kind"], "Cohort");
+    assert_eq!(org["children"][0]["name"], "inference", "{tree:#}");
+    assert_eq!(find(tree, "name", "research")["kind"], "ClusterQueue");
+
+    // Quota and usage as the ClusterQueue's status says.
+    let research = find(&s["clusterQueues"], "name", "research");
+    assert_eq!(
+        (research["pending"].as_i64(), research["admitted"].as_i64()),
+        (Some(1), Some(1))
+    );
+    let gpu = research["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "nvidia.com/gpu")
+        .unwrap();
+    assert_eq!(
+        (gpu["flavor"].as_str(), gpu["nominal"].as_str()),
+        (Some("a100"), Some("8"))
+    );
+    assert_eq!(gpu["usage"], "6", "{research:#}");
+    assert_eq!(gpu["percent"], 75.0);
+    assert_eq!(research["head"][0], "team-a/job-second");
+    let lq = find(&s["localQueues"], "name", "research");
+    assert_eq!(lq["clusterQueue"], "research");
+
+    // The pending workload's reason is its QuotaReserved condition's.
+    let second = find(&s["workloads"], "name", "job-second");
+    let object = Api::<Workload>::namespaced(admin.clone(), "team-a")
+        .get("job-second")
+        .await
+        .unwrap();
+    let reserved = object
+        .status
+        .as_ref()
+        .and_then(|st| st.conditions.iter().find(|c| c.type_ == "QuotaReserved"))
+        .expect("the pending workload has a QuotaReserved condition");
+    assert_eq!(second["reason"], reserved.reason.as_str());
+    assert_eq!(second["message"], reserved.message.as_str());
+    assert_eq!(second["position"], "1");
+    assert_eq!(second["clusterQueue"], "research");
+    let big = find(&s["workloads"], "name", "job-big");
+    assert_eq!(big["state"], "Admitted");
+    assert_eq!(
+        big["flavors"][0].as_str().unwrap().contains("a100"),
+        true,
+        "{big:#}"
+    );
+    let bundle = find(&s["bundles"], "name", "weights");
+    assert!(
+        bundle["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("loaded team-a-weights@1"),
+        "{bundle:#}"
+    );
+    assert!(
+        s["errors"].as_array().unwrap().is_empty(),
+        "{:#}",
+        s["errors"]
+    );
+
+    // The operator's admin port serves the same state.
+    let admin_state = arbiter_operator::admin::AdminState::new(Default::default());
+    assert!(admin_state.dashboard.set(admin.clone()).is_ok());
+    let (bound, _server) =
+        arbiter_operator::admin::serve("127.0.0.1:0".parse().unwrap(), admin_state)
+            .await
+            .unwrap();
+    let from_admin = tokio::task::spawn_blocking(move || state(bound))
+        .await
+        .unwrap();
+    assert_eq!(from_admin["clusterQueues"], s["clusterQueues"]);
+    let (code, page) = tokio::task::spawn_blocking(move || get(bound, "/dashboard/"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    assert!(page.contains("<script src=\"app.js\""), "{page}");
+
+    // Read-only: nothing but GET.
+    let address = served.address;
+    let (code, _) = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(address).unwrap();
+        write!(stream, "POST /dashboard/api/state HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        (response.split_whitespace().nth(1).unwrap_or_default().to_string(), ())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, "405");
+
+    // Headless Chromium renders the page from the API.
+    let url = format!("http://{}/dashboard/", served.address);
+    let dom = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || headless(&url, &["--dump-dom"]))
+            .await
+            .unwrap()
+    };
+    for want in [
+        "research",
+        "inference",
+        "6 / 8 (75%)",
+        "job-second",
+        reserved.message.as_str(),
+        "loaded team-a-weights@1",
+    ] {
+        assert!(dom.contains(want), "the page lacks {want:?}:\n{dom}");
+    }
+    assert!(!dom.contains("cannot refresh"), "{dom}");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
+    std::fs::create_dir_all(&shots).unwrap();
+    let png = shots.join("dashboard.png");
+    let _ = std::fs::remove_file(&png);
+    let arg = format!("--screenshot={}", png.display());
+    tokio::task::spawn_blocking(move || headless(&url, &[&arg, "--window-size=1400,1000"]))
+        .await
+        .unwrap();
+    let bytes =
+        std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot {}: {e}", png.display()));
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "{} is no screenshot",
+        png.display()
+    );
+    eprintln!(
+        "screenshot: {} (chromium {})",
+        png.display(),
+        chromium.display()
+    );
+}
