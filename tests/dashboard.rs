@@ -325,24 +325,90 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         assert!(dom.contains(want), "the page lacks {want:?}:\n{dom}");
     }
     assert!(!dom.contains("cannot refresh"), "{dom}");
+    assert!(
+        !dom.contains("Workload team-a/"),
+        "no workload is selected yet"
+    );
+
+    // A workload's history: the URL's fragment selects it; its conditions
+    // and the Events about it and its Job (as the API lists them: the
+    // operator tells the Job's admission) are shown.
+    let s = until(served.address, "job-big's Events", |s| {
+        find(&s["workloads"], "name", "job-big")["events"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+    })
+    .await;
+    let events: Vec<k8s_openapi::api::core::v1::Event> =
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "team-a")
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                let o = &e.involved_object;
+                matches!(
+                    (o.kind.as_deref(), o.name.as_deref()),
+                    (Some("Job"), Some("big")) | (Some("Workload"), Some("job-big"))
+                )
+            })
+            .collect();
+    let big = find(&s["workloads"], "name", "job-big");
+    let shown = big["events"].as_array().unwrap();
+    assert!(
+        shown.len() <= events.len().min(10),
+        "{shown:#?} of {events:#?}"
+    );
+    for e in shown {
+        assert!(
+            events
+                .iter()
+                .any(|a| a.reason.as_deref() == e["reason"].as_str()
+                    && a.message.as_deref() == e["message"].as_str()),
+            "{e:#} is no Event of job-big: {events:#?}"
+        );
+    }
+    let selected = format!("{url}#team-a/job-big");
+    let dom = {
+        let selected = selected.clone();
+        tokio::task::spawn_blocking(move || headless(&selected, &["--dump-dom"]))
+            .await
+            .unwrap()
+    };
+    assert!(dom.contains("Workload team-a/job-big: Admitted"), "{dom}");
+    let detail = dom
+        .split("id=\"workload-conditions\"")
+        .nth(1)
+        .unwrap_or_default();
+    for want in [
+        "QuotaReserved",
+        "Admitted",
+        shown[0]["message"].as_str().unwrap(),
+    ] {
+        assert!(
+            detail.contains(want),
+            "the workload's detail lacks {want:?}:\n{dom}"
+        );
+    }
+
+    // Screenshots a person can look at: the overview and one workload.
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
     std::fs::create_dir_all(&shots).unwrap();
-    let png = shots.join("dashboard.png");
-    let _ = std::fs::remove_file(&png);
-    let arg = format!("--screenshot={}", png.display());
-    tokio::task::spawn_blocking(move || headless(&url, &[&arg, "--window-size=1400,1000"]))
-        .await
-        .unwrap();
-    let bytes =
-        std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot {}: {e}", png.display()));
-    assert!(
-        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
-        "{} is no screenshot",
-        png.display()
-    );
-    eprintln!(
-        "screenshot: {} (chromium {})",
-        png.display(),
-        chromium.display()
-    );
+    for (page, file) in [(url, "dashboard.png"), (selected, "workload.png")] {
+        let png = shots.join(file);
+        let _ = std::fs::remove_file(&png);
+        let arg = format!("--screenshot={}", png.display());
+        tokio::task::spawn_blocking(move || headless(&page, &[&arg, "--window-size=1400,1000"]))
+            .await
+            .unwrap();
+        let bytes =
+            std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot {}: {e}", png.display()));
+        assert!(
+            bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+            "{} is no screenshot",
+            png.display()
+        );
+        eprintln!("screenshot: {} (by {})", png.display(), chromium.display());
+    }
 }

@@ -3,7 +3,9 @@
 "use strict";
 
 const POLL_MS = 3000;
-let selected = null; // "namespace/name" of the workload shown in detail
+// "namespace/name" of the workload shown in detail; the URL's fragment
+// (#namespace/name) names it, so a link shows one workload's history.
+let selected = decodeURIComponent(location.hash.slice(1)) || null;
 let last = null;
 
 function el(tag, text, cls) {
@@ -101,12 +103,7 @@ function renderQueues(state) {
 function renderWorkloads(state) {
   fill("workloads", state.workloads.map((w) => {
     const link = el("a", w.name);
-    link.href = "#";
-    link.addEventListener("click", (ev) => {
-      ev.preventDefault();
-      selected = w.namespace + "/" + w.name;
-      renderDetail();
-    });
+    link.href = "#" + encodeURIComponent(w.namespace + "/" + w.name);
     const tr = row([w.namespace, link, w.queue, w.clusterQueue || "", w.state,
       w.position || "", w.reason, w.message, w.policy || ""]);
     tr.className = "state-" + w.state.toLowerCase();
@@ -160,5 +157,10 @@ async function poll() {
   }
   setTimeout(poll, POLL_MS);
 }
+
+window.addEventListener("hashchange", () => {
+  selected = decodeURIComponent(location.hash.slice(1)) || null;
+  renderDetail();
+});
 
 poll();

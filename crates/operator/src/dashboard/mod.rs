@@ -68,11 +68,7 @@ pub async fn snapshot(client: &Client) -> Snapshot {
         list::<ClusterQueue>(client, "ClusterQueues", all()),
         list::<LocalQueue>(client, "LocalQueues", all()),
         list::<Workload>(client, "Workloads", all()),
-        list::<Event>(
-            client,
-            "Events",
-            all().fields("involvedObject.kind=Workload")
-        ),
+        list::<Event>(client, "Events", all()),
         list::<ConfigMap>(
             client,
             "policy bundle ConfigMaps",

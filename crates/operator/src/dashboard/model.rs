@@ -21,7 +21,7 @@ pub struct Snapshot {
     pub cluster_queues: Vec<ClusterQueue>,
     pub local_queues: Vec<LocalQueue>,
     pub workloads: Vec<Workload>,
-    /// Events about Workloads.
+    /// Events (those about Workloads and their jobs are shown).
     pub events: Vec<Event>,
     /// ConfigMaps labelled as policy bundles.
     pub bundles: Vec<ConfigMap>,
@@ -128,7 +128,7 @@ pub struct WorkloadView {
     /// Flavors assigned at admission: `pod set: resource=flavor, …`.
     pub flavors: Vec<String>,
     pub conditions: Vec<ConditionView>,
-    /// Its latest Events, newest last.
+    /// Its latest Events and its job's, newest last.
     pub events: Vec<EventView>,
 }
 
@@ -556,17 +556,30 @@ impl Dashboard {
             .map(cluster_queue_view)
             .collect();
         cluster_queues.sort_by(|a, b| a.name.cmp(&b.name));
+        // Events about a workload or its job (the operator tells about
+        // admission and eviction on the job, as Kueue does).
+        let mut about: BTreeMap<(&str, &str, &str), (&str, &str)> = BTreeMap::new();
+        for wl in &snapshot.workloads {
+            let namespace = wl.metadata.namespace.as_deref().unwrap_or_default();
+            let name = wl.metadata.name.as_deref().unwrap_or_default();
+            about.insert((namespace, "Workload", name), (namespace, name));
+            for owner in wl.metadata.owner_references.iter().flatten() {
+                about.insert(
+                    (namespace, owner.kind.as_str(), owner.name.as_str()),
+                    (namespace, name),
+                );
+            }
+        }
         let mut by_workload: BTreeMap<(&str, &str), Vec<&Event>> = BTreeMap::new();
         for e in &snapshot.events {
             let o = &e.involved_object;
-            if o.kind.as_deref() == Some("Workload") {
-                by_workload
-                    .entry((
-                        o.namespace.as_deref().unwrap_or_default(),
-                        o.name.as_deref().unwrap_or_default(),
-                    ))
-                    .or_default()
-                    .push(e);
+            let key = (
+                o.namespace.as_deref().unwrap_or_default(),
+                o.kind.as_deref().unwrap_or_default(),
+                o.name.as_deref().unwrap_or_default(),
+            );
+            if let Some(workload) = about.get(&key) {
+                by_workload.entry(*workload).or_default().push(e);
             }
         }
         for events in by_workload.values_mut() {

@@ -38,7 +38,9 @@ fn workload(
 ) -> Workload {
     from(json!({
         "apiVersion": "arbiter.dev/v1alpha1", "kind": "Workload",
-        "metadata": {"name": name, "namespace": "team-a"},
+        "metadata": {"name": name, "namespace": "team-a", "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{name}"), "uid": "u", "controller": true}
+        ]},
         "spec": {"queueName": "main", "podSets": [{"name": "main", "count": 1}]},
         "status": {"conditions": conditions, "admission": admission}
     }))
@@ -75,6 +77,17 @@ fn snapshot() -> Snapshot {
         "reason": "Pending", "message": "waiting for quota", "type": "Normal", "count": 3,
         "lastTimestamp": "2026-01-01T00:02:00Z"
     }));
+    let of_job: Event = from(json!({
+        "metadata": {"name": "job-wl-1.1", "namespace": "team-a"},
+        "involvedObject": {"kind": "Job", "namespace": "team-a", "name": "job-wl-1"},
+        "reason": "Admitted", "message": "admitted by ClusterQueue research", "type": "Normal",
+        "eventTime": "2026-01-01T00:00:01.000000Z"
+    }));
+    let elsewhere: Event = from(json!({
+        "metadata": {"name": "job-wl-1.2", "namespace": "team-b"},
+        "involvedObject": {"kind": "Job", "namespace": "team-b", "name": "job-wl-1"},
+        "reason": "Admitted", "message": "another namespace's job", "type": "Normal"
+    }));
     let bundle: ConfigMap = from(json!({
         "metadata": {"name": "platform", "namespace": "arbiter-system",
                      "annotations": {"arbiter.dev/bundle-status": "rejected gpu@2: policy max-gpus: bad CEL; in force: gpu@1 at 2026-01-01T00:00:00Z"}}
@@ -87,7 +100,7 @@ fn snapshot() -> Snapshot {
         ],
         local_queues: vec![local_queue()],
         workloads: vec![pending, admitted],
-        events: vec![event],
+        events: vec![event, of_job, elsewhere],
         bundles: vec![bundle],
         ..Snapshot::default()
     }
@@ -145,6 +158,13 @@ fn workloads_say_state_position_reason_policy_and_events() {
     assert_eq!(admitted.policy.as_deref(), Some("fair-gpu"));
     assert_eq!(admitted.flavors, ["main: nvidia.com/gpu=a100"]);
     assert_eq!(admitted.position, None);
+    let told: Vec<&str> = admitted.events.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(
+        told,
+        ["admitted by ClusterQueue research"],
+        "its job's Events, no other namespace's"
+    );
+    assert_eq!(admitted.events[0].time, "2026-01-01T00:00:01Z");
     let pending = &d.workloads[1];
     assert_eq!((pending.name.as_str(), pending.state), ("wl-2", "Pending"));
     assert_eq!(pending.cluster_queue.as_deref(), Some("research"));
