@@ -30,6 +30,14 @@ ARBITER_REQUIRE_PLUGINS=1 ./scripts/build-plugins.sh
 log "test cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, training-operator (scripts/test-cluster.sh; cached after the first build)"
 ARBITER_TEST_CLUSTER_BIN=$(./scripts/test-cluster.sh)
 export ARBITER_TEST_CLUSTER_BIN
+# Headless Chromium for tests/dashboard.rs (Debian's package), installed
+# once; the test fails, never skips, without it.
+if ! command -v chromium >/dev/null; then
+  log "installing chromium (apt-get) for the dashboard's browser test"
+  if [[ $(id -u) -eq 0 ]]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 log "cargo test"
 ARBITER_REQUIRE_PLUGINS=1 cargo test --workspace --all-targets --locked
 log "disk used by target/: $(du -sh target | cut -f1)"

@@ -32,6 +32,17 @@ const STYLE: &str = include_str!("style.css");
 /// operator builds its client after binding the admin port).
 pub type Source = Arc<OnceLock<Client>>;
 
+/// What to grant when listing `what` is forbidden.
+fn rbac_hint(what: &str) -> &'static str {
+    match what {
+        // The operator's own role (deploy/rbac.yaml) creates Events but
+        // reads none: on its admin port the dashboard shows conditions only.
+        "Events" => "grant list on events (core) to show the Events about workloads and their jobs; the operator's own role does not, `arbiter dashboard` with a kubeconfig that may shows them",
+        "policy bundle ConfigMaps" => "grant list on configmaps to show the bundles' status",
+        _ => "bind the ClusterRole arbiter-queue-viewer (deploy/queue-manager.yaml) or a platform role",
+    }
+}
+
 /// A list of every object of a kind, or a sentence saying why not.
 async fn list<K>(client: &Client, what: &str, params: ListParams) -> Result<Vec<K>, String>
 where
@@ -41,8 +52,9 @@ where
     match api.list(&params).await {
         Ok(list) => Ok(list.items),
         Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
-            "cannot list {what}: forbidden ({}); the dashboard reads with the role arbiter-queue-viewer (deploy/queue-manager.yaml) and Events and ConfigMaps need a view role",
-            status.message
+            "cannot list {what}: forbidden ({}); {}",
+            status.message,
+            rbac_hint(what)
         )),
         Err(kube::Error::Api(status)) if status.code == 404 => Err(format!(
             "cannot list {what}: the API server does not serve them (is Arbiter installed?)"
