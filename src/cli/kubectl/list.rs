@@ -140,25 +140,7 @@ pub async fn try_cluster_queues(cluster: &Cluster) -> anyhow::Result<Option<Vec<
     }
 }
 
-/// Where a pending workload stands in a queue whose status names its
-/// first `head` waiting workloads and counts `pending` in all: `3`, or
-/// `>10` past what the status names.
-pub fn position(
-    head: Option<&PendingWorkloadsStatus>,
-    pending: i32,
-    namespace: &str,
-    name: &str,
-) -> Option<String> {
-    let head = head.map(|h| h.head.as_slice()).unwrap_or_default();
-    match head
-        .iter()
-        .position(|w| w.namespace == namespace && w.name == name)
-    {
-        Some(i) => Some((i + 1).to_string()),
-        None if pending > head.len() as i32 => Some(format!(">{}", head.len())),
-        None => None,
-    }
-}
+pub use arbiter_operator::dashboard::model::position;
 
 /// Positions of a workload: in its LocalQueue and in its ClusterQueue.
 pub struct Positions {

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use arbiter_core::model::api::{
-    ClusterQueue, Cohort, LocalQueue, ResourceFlavor, ResourceGroup, StopPolicy, Workload,
-    WorkloadStatus,
+    ClusterQueue, Cohort, LocalQueue, PendingWorkloadsStatus, ResourceFlavor, ResourceGroup,
+    StopPolicy, Workload, WorkloadStatus,
 };
 use arbiter_core::model::quantity::Amount;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
@@ -219,6 +219,26 @@ impl State {
     }
 }
 
+/// Where a pending workload stands in a queue whose status names its
+/// first `head` waiting workloads and counts `pending` in all: `3`, or
+/// `>10` past what the status names.
+pub fn position(
+    head: Option<&PendingWorkloadsStatus>,
+    pending: i32,
+    namespace: &str,
+    name: &str,
+) -> Option<String> {
+    let head = head.map(|h| h.head.as_slice()).unwrap_or_default();
+    match head
+        .iter()
+        .position(|w| w.namespace == namespace && w.name == name)
+    {
+        Some(i) => Some((i + 1).to_string()),
+        None if pending > head.len() as i32 => Some(format!(">{}", head.len())),
+        None => None,
+    }
+}
+
 /// The policy a condition message names (`… by policy NAME …`).
 pub fn deciding_policy(message: &str) -> Option<&str> {
     let rest = &message[message.find("by policy ")? + "by policy ".len()..];
@@ -421,21 +441,12 @@ fn workload_view(
                 .iter()
                 .find(|c| c.metadata.name.as_deref() == cluster_queue.as_deref())?;
             let status = cq.status.as_ref()?;
-            let head = status
-                .pending_workloads_status
-                .as_ref()
-                .map(|p| p.head.as_slice())
-                .unwrap_or_default();
-            match head
-                .iter()
-                .position(|w| w.namespace == namespace && w.name == name)
-            {
-                Some(i) => Some((i + 1).to_string()),
-                None if status.pending_workloads > head.len() as i32 => {
-                    Some(format!(">{}", head.len()))
-                }
-                None => None,
-            }
+            position(
+                status.pending_workloads_status.as_ref(),
+                status.pending_workloads,
+                &namespace,
+                &name,
+            )
         })
         .flatten();
     let conditions = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
