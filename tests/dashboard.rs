@@ -361,13 +361,29 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         "no workload is selected yet"
     );
 
+    // Text from the cluster is shown as text: an Event's message that is
+    // markup stays characters on the page.
+    let probe: k8s_openapi::api::core::v1::Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "big.probe", "namespace": "team-a"},
+        "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "namespace": "team-a", "name": "big"},
+        "reason": "Probe", "type": "Normal",
+        "message": "<img src=x id=injected onerror=alert(1)>",
+        "firstTimestamp": "2020-01-01T00:00:00Z", "lastTimestamp": "2020-01-01T00:00:00Z",
+        "source": {"component": "dashboard-test"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "team-a")
+        .create(&PostParams::default(), &probe)
+        .await
+        .unwrap();
+
     // A workload's history: the URL's fragment selects it; its conditions
     // and the Events about it and its Job (as the API lists them: the
     // operator tells the Job's admission) are shown.
     let s = until(served.address, "job-big's Events", |s| {
         find(&s["workloads"], "name", "job-big")["events"]
             .as_array()
-            .is_some_and(|e| !e.is_empty())
+            .is_some_and(|e| e.len() >= 2)
     })
     .await;
     let events: Vec<k8s_openapi::api::core::v1::Event> =
@@ -408,6 +424,10 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
             .unwrap()
     };
     assert!(dom.contains("Workload team-a/job-big: Admitted"), "{dom}");
+    let operators = shown
+        .iter()
+        .find(|e| e["reason"] != "Probe")
+        .expect("the operator's Event about job-big");
     let detail = dom
         .split("id=\"workload-conditions\"")
         .nth(1)
@@ -415,13 +435,22 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
     for want in [
         "QuotaReserved",
         "Admitted",
-        shown[0]["message"].as_str().unwrap(),
+        operators["message"].as_str().unwrap(),
     ] {
         assert!(
             detail.contains(want),
             "the workload's detail lacks {want:?}:\n{dom}"
         );
     }
+
+    assert!(
+        dom.contains("&lt;img src=x id=injected onerror=alert(1)&gt;"),
+        "the probe Event's message is not shown as text:\n{dom}"
+    );
+    assert!(
+        !dom.contains("id=\"injected\""),
+        "markup from an Event became an element:\n{dom}"
+    );
 
     // Screenshots a person can look at: the overview and one workload.
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
