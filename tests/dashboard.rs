@@ -166,7 +166,9 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
     let chromium = chromium(); // fail before the cluster starts when missing
     let (cluster, admin) = cluster_with_setup().await;
     apply_yaml(&admin, EXTRA).await;
-    let _operator = start_operator_with_bundles(admin.clone(), Vec::new(), None);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = arbiter_policy::metrics::PolicyMetrics::register(&mut registry);
+    let _operator = start_operator_with_bundles(admin.clone(), Vec::new(), Some(metrics));
     put_bundle(
         &admin,
         "team-a",
@@ -276,7 +278,7 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
     );
 
     // The operator's admin port serves the same state.
-    let admin_state = arbiter_operator::admin::AdminState::new(Default::default());
+    let admin_state = arbiter_operator::admin::AdminState::new(registry);
     assert!(admin_state.dashboard.set(admin.clone()).is_ok());
     let (bound, _server) =
         arbiter_operator::admin::serve("127.0.0.1:0".parse().unwrap(), admin_state)
@@ -286,6 +288,22 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         .await
         .unwrap();
     assert_eq!(from_admin["clusterQueues"], s["clusterQueues"]);
+    // It also names the engine's bundles in force (from its metrics);
+    // `arbiter dashboard` has no engine to ask.
+    let engine = find(&from_admin["engine"], "source", "ConfigMap team-a/weights");
+    assert_eq!(
+        (engine["name"].as_str(), engine["version"].as_str()),
+        (Some("team-a-weights"), Some("1"))
+    );
+    assert_eq!(engine["lastReloadOk"], true);
+    assert!(
+        bundle["status"]
+            .as_str()
+            .unwrap()
+            .contains(engine["digest"].as_str().unwrap()),
+        "the annotation and the engine name one digest: {bundle:#} {engine:#}"
+    );
+    assert_eq!(s["engine"], serde_json::json!([]));
     let (code, page) = tokio::task::spawn_blocking(move || get(bound, "/dashboard/"))
         .await
         .unwrap();
@@ -337,6 +355,17 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
     assert_eq!(s["clusterQueues"], serde_json::json!([]));
     drop(refused);
 
+    // On the admin port, the page shows the engine's bundles too.
+    let admin_page = format!("http://{bound}/dashboard/");
+    let dom = tokio::task::spawn_blocking(move || headless(&admin_page, &["--dump-dom"]))
+        .await
+        .unwrap();
+    let engine_section = dom
+        .split("<section id=\"engine-section\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the engine's bundles are hidden on the admin port:\n{dom}"));
+    assert!(engine_section.contains("ConfigMap team-a/weights"), "{dom}");
+
     // Headless Chromium renders the page from the API.
     let url = format!("http://{}/dashboard/", served.address);
     let dom = {
@@ -356,6 +385,10 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         assert!(dom.contains(want), "the page lacks {want:?}:\n{dom}");
     }
     assert!(!dom.contains("cannot refresh"), "{dom}");
+    assert!(
+        dom.contains("<section id=\"engine-section\" hidden"),
+        "`arbiter dashboard` has no engine, its section stays hidden:\n{dom}"
+    );
     assert!(
         !dom.contains("Workload team-a/"),
         "no workload is selected yet"

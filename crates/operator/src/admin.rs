@@ -458,7 +458,12 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, &'static s
 
 /// The admin router: the metrics, the probes and the read-only dashboard.
 pub fn router(state: Arc<AdminState>) -> Router {
-    let dashboard = crate::dashboard::router(state.dashboard.clone());
+    let registry = state.clone();
+    let engine: crate::dashboard::EngineText = Arc::new(move || {
+        let registry = registry.registry.lock().unwrap_or_else(|p| p.into_inner());
+        arbiter_policy::metrics::encode(&registry)
+    });
+    let dashboard = crate::dashboard::router(state.dashboard.clone(), Some(engine));
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))

@@ -141,6 +141,12 @@ function render(state) {
     tr.className = "bundle-" + b.result;
     return tr;
   }));
+  // Only the operator's admin port knows its engine's bundles.
+  document.getElementById("engine-section").hidden = state.engine.length === 0;
+  fill("engine", state.engine.map((b) => row([
+    b.source, b.name, b.version, b.digest,
+    b.lastReloadOk === false ? "rejected (this one stays)" : (b.lastReloadOk ? "ok" : ""),
+  ])));
   fill("flavors", state.flavors.map((f) => row([
     f.name, Object.entries(f.nodeLabels).map(([k, v]) => k + "=" + v).join(", "),
   ])));

@@ -7,6 +7,7 @@
 //! port and by `arbiter dashboard --kubeconfig FILE`. GET only: it writes
 //! nothing, and the page renders every name with `textContent`.
 
+pub mod engine;
 pub mod model;
 
 use std::sync::{Arc, OnceLock};
@@ -128,15 +129,27 @@ async fn style() -> Response {
     no_store("text/css; charset=utf-8", STYLE)
 }
 
-async fn state(State(source): State<Source>) -> Response {
-    let Some(client) = source.get() else {
+/// Reads the policy engine's metrics text (the admin port's registry).
+pub type EngineText = Arc<dyn Fn() -> String + Send + Sync>;
+
+#[derive(Clone)]
+struct Serving {
+    source: Source,
+    engine: Option<EngineText>,
+}
+
+async fn state(State(serving): State<Serving>) -> Response {
+    let Some(client) = serving.source.get() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "the operator has no API client yet; try again in a moment",
         )
             .into_response();
     };
-    let dashboard = Dashboard::of(&snapshot(client).await);
+    let mut dashboard = Dashboard::of(&snapshot(client).await);
+    if let Some(text) = &serving.engine {
+        dashboard.engine = engine::bundles(&text());
+    }
     match serde_json::to_string(&dashboard) {
         Ok(body) => (
             [
@@ -151,8 +164,9 @@ async fn state(State(source): State<Source>) -> Response {
 }
 
 /// The dashboard's routes, all GET: `/dashboard/` (the page),
-/// `/dashboard/app.js`, `/dashboard/style.css`, `/dashboard/api/state`.
-pub fn router(source: Source) -> Router {
+/// `/dashboard/app.js`, `/dashboard/style.css`, `/dashboard/api/state`;
+/// with `engine`, the state names the engine's bundles in force.
+pub fn router(source: Source, engine: Option<EngineText>) -> Router {
     Router::new()
         .route(
             "/dashboard",
@@ -162,10 +176,10 @@ pub fn router(source: Source) -> Router {
         .route("/dashboard/app.js", get(script))
         .route("/dashboard/style.css", get(style))
         .route("/dashboard/api/state", get(state))
-        .with_state(source)
+        .with_state(Serving { source, engine })
 }
 
 /// Serves the dashboard alone on `listener` (for `arbiter dashboard`).
 pub async fn serve(listener: tokio::net::TcpListener, source: Source) -> std::io::Result<()> {
-    axum::serve(listener, router(source)).await
+    axum::serve(listener, router(source, None)).await
 }

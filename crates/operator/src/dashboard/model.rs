@@ -43,6 +43,8 @@ pub struct Dashboard {
     pub local_queues: Vec<LocalQueueView>,
     pub workloads: Vec<WorkloadView>,
     pub bundles: Vec<BundleView>,
+    /// The policy engine's bundles in force (on the operator's admin port).
+    pub engine: Vec<super::engine::EngineBundle>,
     pub errors: Vec<String>,
 }
 
@@ -645,6 +647,7 @@ impl Dashboard {
             local_queues,
             workloads,
             bundles,
+            engine: Vec::new(),
             errors: snapshot.errors.clone(),
         }
     }
