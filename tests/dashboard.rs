@@ -505,3 +505,28 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         eprintln!("screenshot: {} (by {})", png.display(), chromium.display());
     }
 }
+
+#[test]
+fn a_missing_kubeconfig_is_named_and_nothing_is_served() {
+    let output = Command::new(env!("CARGO_BIN_EXE_arbiter"))
+        .args([
+            "dashboard",
+            "--address",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("reading the kubeconfig /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod model;
 
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use arbiter_core::model::api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
 use axum::extract::State;
@@ -132,10 +133,18 @@ async fn style() -> Response {
 /// Reads the policy engine's metrics text (the admin port's registry).
 pub type EngineText = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// How long one computed state answers every page polling: with several
+/// pages open the API server is listed once per this, not once per poll
+/// each (the page polls every 3 s).
+const FRESH: Duration = Duration::from_secs(2);
+
 #[derive(Clone)]
 struct Serving {
     source: Source,
     engine: Option<EngineText>,
+    /// The last state's JSON and when it was computed; the lock also makes
+    /// concurrent requests wait for one listing instead of each listing.
+    latest: Arc<tokio::sync::Mutex<Option<(Instant, String)>>>,
 }
 
 async fn state(State(serving): State<Serving>) -> Response {
@@ -146,11 +155,23 @@ async fn state(State(serving): State<Serving>) -> Response {
         )
             .into_response();
     };
-    let mut dashboard = Dashboard::of(&snapshot(client).await);
-    if let Some(text) = &serving.engine {
-        dashboard.engine = engine::bundles(&text());
-    }
-    match serde_json::to_string(&dashboard) {
+    let mut latest = serving.latest.lock().await;
+    let body = match &*latest {
+        Some((at, body)) if at.elapsed() < FRESH => Ok(body.clone()),
+        _ => {
+            let mut dashboard = Dashboard::of(&snapshot(client).await);
+            if let Some(text) = &serving.engine {
+                dashboard.engine = engine::bundles(&text());
+            }
+            let body = serde_json::to_string(&dashboard);
+            if let Ok(body) = &body {
+                *latest = Some((Instant::now(), body.clone()));
+            }
+            body
+        }
+    };
+    drop(latest);
+    match body {
         Ok(body) => (
             [
                 (header::CONTENT_TYPE, "application/json"),
@@ -176,7 +197,11 @@ pub fn router(source: Source, engine: Option<EngineText>) -> Router {
         .route("/dashboard/app.js", get(script))
         .route("/dashboard/style.css", get(style))
         .route("/dashboard/api/state", get(state))
-        .with_state(Serving { source, engine })
+        .with_state(Serving {
+            source,
+            engine,
+            latest: Arc::default(),
+        })
 }
 
 /// Serves the dashboard alone on `listener` (for `arbiter dashboard`).
