@@ -79,8 +79,22 @@ fn scope(cluster: &Cluster, all: bool) -> String {
     }
 }
 
-pub async fn list_workloads(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<Workload>> {
-    let api: Api<Workload> = if all {
+/// Objects of a namespaced kind in the plugin's namespace (or all), by
+/// namespace and name.
+async fn list_namespaced<K>(
+    cluster: &Cluster,
+    all: bool,
+    kind: Kind,
+    what: &str,
+) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = if all {
         Api::all(cluster.client.clone())
     } else {
         Api::namespaced(cluster.client.clone(), &cluster.namespace)
@@ -88,41 +102,21 @@ pub async fn list_workloads(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<
     let mut items = api
         .list(&ListParams::default())
         .await
-        .map_err(|e| {
-            cluster.explain(
-                e,
-                &format!("listing Workloads {}", scope(cluster, all)),
-                Kind::Workload,
-            )
-        })?
+        .map_err(|e| cluster.explain(e, &format!("listing {what} {}", scope(cluster, all)), kind))?
         .items;
     items.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+        let key = |o: &K| (o.meta().namespace.clone(), o.meta().name.clone());
+        key(a).cmp(&key(b))
     });
     Ok(items)
 }
 
+pub async fn list_workloads(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<Workload>> {
+    list_namespaced(cluster, all, Kind::Workload, "Workloads").await
+}
+
 pub async fn list_local_queues(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<LocalQueue>> {
-    let api: Api<LocalQueue> = if all {
-        Api::all(cluster.client.clone())
-    } else {
-        Api::namespaced(cluster.client.clone(), &cluster.namespace)
-    };
-    let mut items = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| {
-            cluster.explain(
-                e,
-                &format!("listing LocalQueues {}", scope(cluster, all)),
-                Kind::LocalQueue,
-            )
-        })?
-        .items;
-    items.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
-    Ok(items)
+    list_namespaced(cluster, all, Kind::LocalQueue, "LocalQueues").await
 }
 
 /// The ClusterQueues, or `None` when the caller may not read them (a
