@@ -200,9 +200,12 @@ impl Positions {
             .map(|(_, _, cq)| cq.as_str())
     }
 
-    /// (in the LocalQueue, in the ClusterQueue), `None` where unknown.
+    /// (in the LocalQueue, in the ClusterQueue), `None` where unknown or
+    /// not in a queue (admitted, or waiting out a backoff).
     pub fn of(&self, workload: &Workload) -> (Option<String>, Option<String>) {
-        if State::of(workload) != State::Pending {
+        let backing_off = super::condition(workload.status.as_ref(), "QuotaReserved")
+            .is_some_and(|c| c.reason == "Backoff");
+        if State::of(workload) != State::Pending || backing_off {
             return (None, None);
         }
         let namespace = workload.metadata.namespace.clone().unwrap_or_default();

@@ -256,10 +256,7 @@ impl State {
         } else if matches!(reason, Some("Rejected" | "OutsideQueueBounds")) {
             State::Rejected
         } else if workload.spec.active == Some(false)
-            || matches!(
-                reason,
-                Some("Deactivated" | "RequeuingLimitExceeded" | "NeverFits")
-            )
+            || matches!(reason, Some("Deactivated" | "RequeuingLimitExceeded"))
         {
             State::Inactive
         } else {
