@@ -283,7 +283,7 @@ async fn workloads(cluster: &Cluster, args: &ListArgs) -> anyhow::Result<()> {
                 .is_none_or(|cq| cluster_queue_of(w, &positions).as_ref() == Some(cq))
     });
     if let Some(output @ (Output::Yaml | Output::Json)) = args.output {
-        return print_list(&items, output);
+        return print_list(&items, output == Output::Json);
     }
     if items.is_empty() {
         eprintln!("No workloads found {}.", scope(cluster, all));
@@ -369,7 +369,7 @@ async fn local_queues(cluster: &Cluster, args: &ListArgs) -> anyhow::Result<()> 
             .is_none_or(|cq| &lq.spec.cluster_queue == cq)
     });
     if let Some(output @ (Output::Yaml | Output::Json)) = args.output {
-        return print_list(&items, output);
+        return print_list(&items, output == Output::Json);
     }
     if items.is_empty() {
         eprintln!("No LocalQueues found {}.", scope(cluster, all));
@@ -442,7 +442,7 @@ async fn cluster_queues(cluster: &Cluster, args: &ListArgs) -> anyhow::Result<()
         .items;
     items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     if let Some(output @ (Output::Yaml | Output::Json)) = args.output {
-        return print_list(&items, output);
+        return print_list(&items, output == Output::Json);
     }
     if items.is_empty() {
         eprintln!("No ClusterQueues found.");

@@ -52,6 +52,8 @@ async fn find(cluster: &Cluster, name: &str) -> anyhow::Result<Workload> {
                 "`{name}`: give a Workload's name, a job's name or KIND/NAME of a job"
             )));
         }
+        // kubectl's `pytorchjob.kubeflow.org/NAME` names the kind too.
+        let kind = kind.split('.').next().unwrap_or(kind);
         let workload = workload_name(kind, job);
         return match api.get(&workload).await {
             Ok(w) => Ok(w),
