@@ -238,6 +238,17 @@ async fn kubectl_runs_the_plugin_for_a_platform_engineer_and_for_a_tenant_within
     ] {
         assert!(why.contains(want), "no {want:?} in:\n{why}");
     }
+    // kubectl's KIND.GROUP/NAME names the job too.
+    let why = kubectl
+        .ok(
+            &admin_config,
+            &["arbiter", "why", "job.batch/second", "-n", "team-a"],
+        )
+        .await;
+    assert!(
+        why.starts_with("team-a/job-second (Job/second) is Pending"),
+        "{why}"
+    );
     let describe = kubectl
         .ok(
             &admin_config,

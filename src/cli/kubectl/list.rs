@@ -79,8 +79,22 @@ fn scope(cluster: &Cluster, all: bool) -> String {
     }
 }
 
-pub async fn list_workloads(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<Workload>> {
-    let api: Api<Workload> = if all {
+/// Objects of a namespaced kind in the plugin's namespace (or all), by
+/// namespace and name.
+async fn list_namespaced<K>(
+    cluster: &Cluster,
+    all: bool,
+    kind: Kind,
+    what: &str,
+) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = if all {
         Api::all(cluster.client.clone())
     } else {
         Api::namespaced(cluster.client.clone(), &cluster.namespace)
@@ -88,41 +102,21 @@ pub async fn list_workloads(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<
     let mut items = api
         .list(&ListParams::default())
         .await
-        .map_err(|e| {
-            cluster.explain(
-                e,
-                &format!("listing Workloads {}", scope(cluster, all)),
-                Kind::Workload,
-            )
-        })?
+        .map_err(|e| cluster.explain(e, &format!("listing {what} {}", scope(cluster, all)), kind))?
         .items;
     items.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+        let key = |o: &K| (o.meta().namespace.clone(), o.meta().name.clone());
+        key(a).cmp(&key(b))
     });
     Ok(items)
 }
 
+pub async fn list_workloads(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<Workload>> {
+    list_namespaced(cluster, all, Kind::Workload, "Workloads").await
+}
+
 pub async fn list_local_queues(cluster: &Cluster, all: bool) -> anyhow::Result<Vec<LocalQueue>> {
-    let api: Api<LocalQueue> = if all {
-        Api::all(cluster.client.clone())
-    } else {
-        Api::namespaced(cluster.client.clone(), &cluster.namespace)
-    };
-    let mut items = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| {
-            cluster.explain(
-                e,
-                &format!("listing LocalQueues {}", scope(cluster, all)),
-                Kind::LocalQueue,
-            )
-        })?
-        .items;
-    items.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
-    Ok(items)
+    list_namespaced(cluster, all, Kind::LocalQueue, "LocalQueues").await
 }
 
 /// The ClusterQueues, or `None` when the caller may not read them (a
@@ -188,9 +182,12 @@ impl Positions {
             .map(|(_, _, cq)| cq.as_str())
     }
 
-    /// (in the LocalQueue, in the ClusterQueue), `None` where unknown.
+    /// (in the LocalQueue, in the ClusterQueue), `None` where unknown or
+    /// not in a queue (admitted, or waiting out a backoff).
     pub fn of(&self, workload: &Workload) -> (Option<String>, Option<String>) {
-        if State::of(workload) != State::Pending {
+        let backing_off = super::condition(workload.status.as_ref(), "QuotaReserved")
+            .is_some_and(|c| c.reason == "Backoff");
+        if State::of(workload) != State::Pending || backing_off {
             return (None, None);
         }
         let namespace = workload.metadata.namespace.clone().unwrap_or_default();
@@ -268,7 +265,7 @@ async fn workloads(cluster: &Cluster, args: &ListArgs) -> anyhow::Result<()> {
                 .is_none_or(|cq| cluster_queue_of(w, &positions).as_ref() == Some(cq))
     });
     if let Some(output @ (Output::Yaml | Output::Json)) = args.output {
-        return print_list(&items, output);
+        return print_list(&items, output == Output::Json);
     }
     if items.is_empty() {
         eprintln!("No workloads found {}.", scope(cluster, all));
@@ -354,7 +351,7 @@ async fn local_queues(cluster: &Cluster, args: &ListArgs) -> anyhow::Result<()> 
             .is_none_or(|cq| &lq.spec.cluster_queue == cq)
     });
     if let Some(output @ (Output::Yaml | Output::Json)) = args.output {
-        return print_list(&items, output);
+        return print_list(&items, output == Output::Json);
     }
     if items.is_empty() {
         eprintln!("No LocalQueues found {}.", scope(cluster, all));
@@ -427,7 +424,7 @@ async fn cluster_queues(cluster: &Cluster, args: &ListArgs) -> anyhow::Result<()
         .items;
     items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     if let Some(output @ (Output::Yaml | Output::Json)) = args.output {
-        return print_list(&items, output);
+        return print_list(&items, output == Output::Json);
     }
     if items.is_empty() {
         eprintln!("No ClusterQueues found.");

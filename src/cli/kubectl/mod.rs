@@ -291,13 +291,13 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Objects printed as kubectl prints a list with `-o yaml|json`.
-pub fn print_list<T: serde::Serialize>(items: &[T], output: Output) -> anyhow::Result<()> {
+/// Objects printed as kubectl prints a list with `-o yaml` (or `-o json`).
+pub fn print_list<T: serde::Serialize>(items: &[T], json: bool) -> anyhow::Result<()> {
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let text = match output {
-        Output::Json => serde_json::to_string_pretty(&list)? + "\n",
-        Output::Yaml => serde_yaml_ng::to_string(&list)?,
-        Output::Wide => unreachable!("a table is printed for wide"),
+    let text = if json {
+        serde_json::to_string_pretty(&list)? + "\n"
+    } else {
+        serde_yaml_ng::to_string(&list)?
     };
     super::print_stdout(&text)
 }

@@ -53,6 +53,8 @@ async fn find(cluster: &Cluster, name: &str) -> anyhow::Result<Workload> {
                 "`{name}`: give a Workload's name, a job's name or KIND/NAME of a job"
             )));
         }
+        // kubectl's `pytorchjob.kubeflow.org/NAME` names the kind too.
+        let kind = kind.split('.').next().unwrap_or(kind);
         let workload = workload_name(kind, job);
         return match api.get(&workload).await {
             Ok(w) => Ok(w),
@@ -161,15 +163,47 @@ fn full_name(workload: &Workload) -> String {
     )
 }
 
+/// A workload and what `describe` and `why` read beside it.
+struct Seen {
+    workload: Workload,
+    /// `None` when the caller may not read ClusterQueues.
+    cluster_queues: Option<Vec<ClusterQueue>>,
+    positions: Positions,
+    state: State,
+    reason: String,
+    message: String,
+}
+
+impl Seen {
+    async fn read(cluster: &Cluster, name: &str) -> anyhow::Result<Seen> {
+        let workload = find(cluster, name).await?;
+        let local_queues = list_local_queues(cluster, false).await?;
+        let cluster_queues = try_cluster_queues(cluster).await?;
+        let positions = Positions::new(&local_queues, cluster_queues.as_deref());
+        let state = State::of(&workload);
+        let (reason, message) = reason_and_message(workload.status.as_ref(), state);
+        Ok(Seen {
+            workload,
+            cluster_queues,
+            positions,
+            state,
+            reason,
+            message,
+        })
+    }
+}
+
 pub async fn describe(cluster: &Cluster, args: &DescribeArgs) -> anyhow::Result<()> {
     let Describable::Workload = args.kind;
-    let workload = find(cluster, &args.name).await?;
-    let local_queues = list_local_queues(cluster, false).await?;
-    let cluster_queues = try_cluster_queues(cluster).await?;
-    let positions = Positions::new(&local_queues, cluster_queues.as_deref());
-    let state = State::of(&workload);
+    let Seen {
+        workload,
+        cluster_queues: _,
+        positions,
+        state,
+        reason,
+        message,
+    } = Seen::read(cluster, &args.name).await?;
     let status = workload.status.as_ref();
-    let (reason, message) = reason_and_message(status, state);
     let now = Timestamp::now();
     let mut out = String::new();
     let field = |out: &mut String, name: &str, value: &str| {
@@ -348,13 +382,14 @@ async fn events(cluster: &Cluster, names: &[String]) -> anyhow::Result<Vec<Event
 }
 
 pub async fn why(cluster: &Cluster, args: &WhyArgs) -> anyhow::Result<()> {
-    let workload = find(cluster, &args.name).await?;
-    let local_queues = list_local_queues(cluster, false).await?;
-    let cluster_queues = try_cluster_queues(cluster).await?;
-    let positions = Positions::new(&local_queues, cluster_queues.as_deref());
-    let state = State::of(&workload);
-    let status = workload.status.as_ref();
-    let (reason, message) = reason_and_message(status, state);
+    let Seen {
+        workload,
+        cluster_queues,
+        positions,
+        state,
+        reason,
+        message,
+    } = Seen::read(cluster, &args.name).await?;
     let mut out = String::new();
     let job = job_of(&workload)
         .map(|(k, n)| format!(" ({k}/{n})"))

@@ -199,10 +199,7 @@ impl State {
         } else if matches!(reason, Some("Rejected" | "OutsideQueueBounds")) {
             State::Rejected
         } else if workload.spec.active == Some(false)
-            || matches!(
-                reason,
-                Some("Deactivated" | "RequeuingLimitExceeded" | "NeverFits")
-            )
+            || matches!(reason, Some("Deactivated" | "RequeuingLimitExceeded"))
         {
             State::Inactive
         } else {
@@ -437,7 +434,9 @@ fn workload_view(
                 })
                 .map(|lq| lq.spec.cluster_queue.clone())
         });
-    let position = (state == State::Pending)
+    // Waiting out a backoff, it is in no queue yet (so no position).
+    let backing_off = condition(status, "QuotaReserved").is_some_and(|c| c.reason == "Backoff");
+    let position = (state == State::Pending && !backing_off)
         .then(|| {
             let cq = cluster_queues
                 .iter()
