@@ -27,7 +27,7 @@ log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 log "plugins (scripts/build-plugins.sh)"
 ARBITER_REQUIRE_PLUGINS=1 ./scripts/build-plugins.sh
-log "test cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, training-operator (scripts/test-cluster.sh; cached after the first build)"
+log "test cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, training-operator, helm, promtool (scripts/test-cluster.sh; cached after the first build)"
 ARBITER_TEST_CLUSTER_BIN=$(./scripts/test-cluster.sh)
 export ARBITER_TEST_CLUSTER_BIN
 # Headless Chromium for tests/dashboard.rs (Debian's package), installed
