@@ -106,24 +106,12 @@ spec:
 /// `queue`, running (on the full cluster) until told to end, with a
 /// `sim.arbiter.dev/runtime` annotation if `runtime`.
 fn job(namespace: &str, name: &str, queue: &str, gpus: u32, runtime: Option<&str>) -> Job {
-    let annotations = match runtime {
-        Some(r) => json!({"sim.arbiter.dev/runtime": r}),
-        None => json!({}),
-    };
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations,
-                     "labels": {"arbiter.dev/queue-name": queue}},
-        "spec": {
-            "suspend": true,
-            "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "train", "image": "pytorch",
-                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()},
-                                  "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
-            }}
-        }
-    }))
-    .unwrap()
+    let mut job = job_in(namespace, queue, name, gpus);
+    if let Some(r) = runtime {
+        job.metadata.annotations =
+            Some([("sim.arbiter.dev/runtime".to_string(), r.to_string())].into());
+    }
+    job
 }
 
 /// Waits until the Workload of job `name` in `namespace` has condition

@@ -144,9 +144,15 @@ pub async fn add_node(client: &Client, name: &str, gpus: u32) {
 }
 
 pub fn job(name: &str, gpus: u32) -> Job {
+    job_in("team-a", "research", name, gpus)
+}
+
+/// A held Job of one pod asking `gpus` GPUs (and a core) in `namespace`'s
+/// LocalQueue `queue`.
+pub fn job_in(namespace: &str, queue: &str, name: &str, gpus: u32) -> Job {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "team-a",
-                     "labels": {"arbiter.dev/queue-name": "research"}},
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"arbiter.dev/queue-name": queue}},
         "spec": {
             "suspend": true,
             "template": {"spec": {
