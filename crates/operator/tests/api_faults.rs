@@ -612,12 +612,15 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
     let served = serve_webhooks(&admin, &driver, Default::default(), None).await;
     let operator = tokio::spawn(driver.run(std::future::pending()));
     // The API server calls the webhook through a forwarder that can slow
-    // it down or cut it off; it waits 2 s for an answer.
+    // it down or cut it off; it waits 8 s for an answer. The forwarder
+    // delays every read, so a new TLS connection pays the delay several
+    // times: the slow case (0.5 s a read) stays well within the timeout
+    // even on a loaded machine, the too-slow one (10 s) does not.
     let proxy = TcpProxy::start(served.address).await.unwrap();
     let (mut mutating, validating) =
         webhook_configurations(proxy.address.port(), Some(&served.ca_pem()));
     for hook in mutating["webhooks"].as_array_mut().unwrap() {
-        hook["timeoutSeconds"] = json!(2);
+        hook["timeoutSeconds"] = json!(8);
     }
     apply_webhooks(&admin, &mutating, &validating).await;
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
@@ -643,7 +646,7 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
     wait_for(&jobs, "first", "admitted", released).await;
 
     // Slow, within the API server's timeout: created late, and held.
-    let slow = Duration::from_secs(1);
+    let slow = Duration::from_millis(500);
     proxy.set(Reach::Delay(slow));
     let asked = Instant::now();
     let created = jobs
@@ -660,7 +663,7 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
     // Slower than the timeout, or down: failing closed, the API refuses
     // the job, naming the webhook; nothing is created.
     for (name, reach) in [
-        ("too-slow", Reach::Delay(Duration::from_secs(3))),
+        ("too-slow", Reach::Delay(Duration::from_secs(10))),
         ("refused", Reach::Down),
     ] {
         proxy.set(reach);
