@@ -1,8 +1,10 @@
 //! The read-only web dashboard against the real API server with the
 //! operator deciding: `arbiter dashboard --kubeconfig` (a process) and the
-//! operator's admin port serve `/dashboard/api/state`, checked against the
-//! objects (cohort tree, quota and usage, pending and admitted, a pending
-//! workload's reason and Events, a bundle's status); then headless
+//! operator's own dashboard serve `/dashboard/api/state`, checked against
+//! the objects (cohort tree, quota and usage, pending and admitted, a
+//! pending workload's reason, a bundle's status; filtered and bounded),
+//! and `/dashboard/api/workload` (a workload's conditions, its Events and
+//! its job's, the policy decisions about it); then headless
 //! Chromium (Debian's `chromium`) loads the page: the DOM shows the
 //! ClusterQueue, the usage and the pending workload's reason, and a
 //! screenshot is written for a person to look at.
@@ -64,18 +66,30 @@ fn get(address: SocketAddr, path: &str) -> (u16, String) {
     (code, body.to_string())
 }
 
-fn state(address: SocketAddr) -> Value {
-    let (code, body) = get(address, "/dashboard/api/state");
-    assert_eq!(code, 200, "{body}");
+/// GET `path` from `address` as JSON (a 200 answer).
+fn json_at(address: SocketAddr, path: &str) -> Value {
+    let (code, body) = get(address, path);
+    assert_eq!(code, 200, "{path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
-/// Polls the state until `shows` holds of it (the operator writes
-/// statuses and annotations asynchronously); returns it.
-async fn until(address: SocketAddr, what: &str, shows: impl Fn(&Value) -> bool) -> Value {
+fn state(address: SocketAddr) -> Value {
+    json_at(address, "/dashboard/api/state")
+}
+
+const BIG: &str = "/dashboard/api/workload?namespace=team-a&name=job-big";
+
+/// Polls `path` until `shows` holds of it (the operator writes statuses
+/// and annotations asynchronously); returns it.
+async fn until_at(
+    address: SocketAddr,
+    path: &'static str,
+    what: &str,
+    shows: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
-        let s = tokio::task::spawn_blocking(move || state(address))
+        let s = tokio::task::spawn_blocking(move || json_at(address, path))
             .await
             .unwrap();
         if shows(&s) {
@@ -87,6 +101,11 @@ async fn until(address: SocketAddr, what: &str, shows: impl Fn(&Value) -> bool) 
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
+}
+
+/// [`until_at`] the state.
+async fn until(address: SocketAddr, what: &str, shows: impl Fn(&Value) -> bool) -> Value {
+    until_at(address, "/dashboard/api/state", what, shows).await
 }
 
 fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
@@ -168,7 +187,8 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
     apply_yaml(&admin, EXTRA).await;
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = arbiter_policy::metrics::PolicyMetrics::register(&mut registry);
-    let _operator = start_operator_with_bundles(admin.clone(), Vec::new(), Some(metrics));
+    let (_operator, recent) =
+        start_operator_keeping_decisions(admin.clone(), Vec::new(), Some(metrics));
     put_bundle(
         &admin,
         "team-a",
@@ -177,7 +197,8 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
             "bundle.yaml",
             &tenant_bundle(
                 "team-a-weights",
-                "  - {name: bigger-first, hook: weight, cel: {expression: 'double(workload.gpus)'}}\n",
+                "  - {name: bigger-first, hook: weight, cel: {expression: 'double(workload.gpus)'}}\n  \
+                 - {name: gpu-cap, hook: admission, cel: {expression: 'workload.gpus <= 6'}}\n",
             ),
         )],
         &[],
@@ -277,20 +298,63 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         s["errors"]
     );
 
-    // The operator's admin port serves the same state.
-    let admin_state = arbiter_operator::admin::AdminState::new(registry);
-    assert!(admin_state.dashboard.set(admin.clone()).is_ok());
-    let (bound, _server) =
-        arbiter_operator::admin::serve("127.0.0.1:0".parse().unwrap(), admin_state)
-            .await
-            .unwrap();
-    let from_admin = tokio::task::spawn_blocking(move || state(bound))
-        .await
-        .unwrap();
-    assert_eq!(from_admin["clusterQueues"], s["clusterQueues"]);
-    // It also names the engine's bundles in force (from its metrics);
+    // Bounded and filtered: a limit, a state.
+    let address = served.address;
+    let (one, admitted) = tokio::task::spawn_blocking(move || {
+        (
+            json_at(address, "/dashboard/api/state?limit=1"),
+            json_at(
+                address,
+                "/dashboard/api/state?state=Admitted&namespace=team-a",
+            ),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (
+            one["workloads"].as_array().unwrap().len(),
+            one["workloadsMatching"].as_u64(),
+            one["workloadsTotal"].as_u64()
+        ),
+        (1, Some(2), Some(2))
+    );
+    assert_eq!(one["workloads"][0]["name"], "job-second", "pending first");
+    let names: Vec<&Value> = admitted["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["name"])
+        .collect();
+    assert_eq!(names, ["job-big"]);
+
+    // The operator's own dashboard serves the same state, with its
+    // engine's bundles in force (from its metrics) and newest decisions;
     // `arbiter dashboard` has no engine to ask.
-    let engine = find(&from_admin["engine"], "source", "ConfigMap team-a/weights");
+    let admin_state = arbiter_operator::admin::AdminState::new(registry);
+    let feeds = arbiter_operator::dashboard::Feeds {
+        engine: Some(admin_state.metrics_text()),
+        recent: Some(recent),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let bound = listener.local_addr().unwrap();
+    let _dashboard = tokio::spawn(arbiter_operator::dashboard::serve(
+        listener,
+        admin.clone(),
+        feeds,
+    ));
+    let from_operator = until(bound, "the admission decisions about job-big", |s| {
+        s["decisions"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["workload"] == "team-a/big"))
+    })
+    .await;
+    assert_eq!(from_operator["clusterQueues"], s["clusterQueues"]);
+    let engine = find(
+        &from_operator["engine"],
+        "source",
+        "ConfigMap team-a/weights",
+    );
     assert_eq!(
         (engine["name"].as_str(), engine["version"].as_str()),
         (Some("team-a-weights"), Some("1"))
@@ -303,7 +367,23 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
             .contains(engine["digest"].as_str().unwrap()),
         "the annotation and the engine name one digest: {bundle:#} {engine:#}"
     );
+    let decision = find(&from_operator["decisions"], "workload", "team-a/big");
+    assert_eq!(
+        (
+            decision["policy"].as_str(),
+            decision["hook"].as_str(),
+            decision["result"].as_str(),
+            decision["tenant"].as_str()
+        ),
+        (
+            Some("gpu-cap"),
+            Some("admission"),
+            Some("allow"),
+            Some("team-a")
+        )
+    );
     assert_eq!(s["engine"], serde_json::json!([]));
+    assert!(s.get("decisions").is_none(), "{s:#}");
     let (code, page) = tokio::task::spawn_blocking(move || get(bound, "/dashboard/"))
         .await
         .unwrap();
@@ -346,25 +426,39 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
                 && e.contains("arbiter-queue-viewer")),
         "{errors:#?}"
     );
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with("cannot list Events: forbidden")),
-        "{errors:#?}"
-    );
     assert_eq!(s["clusterQueues"], serde_json::json!([]));
+    let (code, body) = tokio::task::spawn_blocking(move || get(address, BIG))
+        .await
+        .unwrap();
+    assert_eq!(code, 404, "a Workload it may not read is not shown: {body}");
     drop(refused);
 
-    // On the admin port, the page shows the engine's bundles too.
-    let admin_page = format!("http://{bound}/dashboard/");
-    let dom = tokio::task::spawn_blocking(move || headless(&admin_page, &["--dump-dom"]))
+    // The operator's page shows the engine's bundles and decisions too,
+    // and a workload's decisions.
+    let operator_page = format!("http://{bound}/dashboard/#team-a/job-big");
+    let dom = tokio::task::spawn_blocking(move || headless(&operator_page, &["--dump-dom"]))
         .await
         .unwrap();
     let engine_section = dom
         .split("<section id=\"engine-section\">")
         .nth(1)
-        .unwrap_or_else(|| panic!("the engine's bundles are hidden on the admin port:\n{dom}"));
+        .unwrap_or_else(|| {
+            panic!("the engine's bundles are hidden on the operator's page:\n{dom}")
+        });
     assert!(engine_section.contains("ConfigMap team-a/weights"), "{dom}");
+    let decisions = dom
+        .split("<section id=\"decisions-section\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the decisions are hidden on the operator's page:\n{dom}"));
+    assert!(decisions.contains("gpu-cap"), "{dom}");
+    let of_big = dom
+        .split("<div id=\"workload-decisions-section\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("job-big's decisions are hidden:\n{dom}"));
+    assert!(
+        of_big.contains("gpu-cap") && of_big.contains("team-a/big"),
+        "{dom}"
+    );
 
     // Headless Chromium renders the page from the API.
     let url = format!("http://{}/dashboard/", served.address);
@@ -386,9 +480,11 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
     }
     assert!(!dom.contains("cannot refresh"), "{dom}");
     assert!(
-        dom.contains("<section id=\"engine-section\" hidden"),
-        "`arbiter dashboard` has no engine, its section stays hidden:\n{dom}"
+        dom.contains("<section id=\"engine-section\" hidden")
+            && dom.contains("<section id=\"decisions-section\" hidden"),
+        "`arbiter dashboard` has no engine, its sections stay hidden:\n{dom}"
     );
+    assert!(dom.contains("2 shown of 2 matching (2 in all)"), "{dom}");
     assert!(
         !dom.contains("Workload team-a/"),
         "no workload is selected yet"
@@ -410,15 +506,17 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         .await
         .unwrap();
 
-    // A workload's history: the URL's fragment selects it; its conditions
-    // and the Events about it and its Job (as the API lists them: the
-    // operator tells the Job's admission) are shown.
-    let s = until(served.address, "job-big's Events", |s| {
-        find(&s["workloads"], "name", "job-big")["events"]
-            .as_array()
-            .is_some_and(|e| e.len() >= 2)
+    // A workload's history, listed when it is shown: the URL's fragment
+    // selects it; its conditions and the Events about it and its Job (as
+    // the API lists them: the operator tells the Job's admission) are shown.
+    let big = until_at(served.address, BIG, "job-big's Events", |d| {
+        d["events"].as_array().is_some_and(|e| e.len() >= 2)
     })
     .await;
+    assert_eq!(big["workload"]["state"], "Admitted");
+    assert_eq!(big["workload"]["job"], "Job/big");
+    assert!(big.get("decisions").is_none(), "no engine: {big:#}");
+    assert!(big["errors"].as_array().unwrap().is_empty(), "{big:#}");
     let events: Vec<k8s_openapi::api::core::v1::Event> =
         Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "team-a")
             .list(&kube::api::ListParams::default())
@@ -434,7 +532,6 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
                 )
             })
             .collect();
-    let big = find(&s["workloads"], "name", "job-big");
     let shown = big["events"].as_array().unwrap();
     assert!(
         shown.len() <= events.len().min(10),
@@ -485,7 +582,12 @@ async fn the_dashboard_shows_the_cluster_as_the_objects_say_in_json_and_in_chrom
         "markup from an Event became an element:\n{dom}"
     );
 
-    // Screenshots a person can look at: the overview and one workload.
+    // Screenshots a person can look at: the operator's overview and one
+    // workload (with the engine's decisions).
+    let (url, selected) = (
+        format!("http://{bound}/dashboard/"),
+        format!("http://{bound}/dashboard/#team-a/job-big"),
+    );
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
     std::fs::create_dir_all(&shots).unwrap();
     for (page, file) in [(url, "dashboard.png"), (selected, "workload.png")] {

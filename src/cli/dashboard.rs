@@ -36,8 +36,6 @@ pub fn run(args: &DashboardArgs) -> anyhow::Result<()> {
             namespace: None,
         };
         let cluster = Cluster::connect(&target).await?;
-        let source = arbiter_operator::dashboard::Source::default();
-        let _ = source.set(cluster.client);
         let listener = tokio::net::TcpListener::bind(args.address)
             .await
             .with_context(|| format!("binding {}; pass --address", args.address))?;
@@ -47,7 +45,7 @@ pub fn run(args: &DashboardArgs) -> anyhow::Result<()> {
             "dashboard of {} at http://{bound}/dashboard/",
             cluster.server
         );
-        arbiter_operator::dashboard::serve(listener, source)
+        arbiter_operator::dashboard::serve(listener, cluster.client, Default::default())
             .await
             .context("serving the dashboard")
     })

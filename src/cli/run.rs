@@ -43,6 +43,16 @@ pub struct RunArgs {
     /// Address of the admin port (/metrics, /healthz, /readyz).
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub admin_address: std::net::SocketAddr,
+    /// Address of the read-only web dashboard (/dashboard/). Loopback by
+    /// default: reach it with `kubectl port-forward` (whoever may
+    /// port-forward to the operator's pod may read it). It has no
+    /// authentication of its own: bind it elsewhere only behind a
+    /// proxy that authenticates.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
+    pub dashboard_address: std::net::SocketAddr,
+    /// Serve no dashboard.
+    #[arg(long, conflicts_with = "dashboard_address")]
+    pub no_dashboard: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -125,6 +135,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         Some(&policy_metrics),
     )?;
     let hooks: Box<dyn Hooks + Send> = Box::new(bundles.engine());
+    let recent = bundles.recent();
     let (integrations, warnings) = arbiter_operator::integrations::read(&args.integrations)?;
     for warning in &warnings {
         tracing::warn!(%warning, "job integration");
@@ -165,7 +176,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 .context("finding the cluster: no in-cluster configuration and no usable kubeconfig; pass --kubeconfig")?,
         };
         let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-        let _ = admin.dashboard.set(client.clone());
         let options = DriverOptions {
             batch_window: Duration::from_millis(args.batch_window_ms),
             pods_ready,
@@ -175,7 +185,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let (bound, _server) = arbiter_operator::admin::serve(args.admin_address, admin.clone())
             .await
             .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
-        tracing::info!(address = %bound, "admin port serving /metrics, /healthz, /readyz and the dashboard at /dashboard/");
+        tracing::info!(address = %bound, "admin port serving /metrics, /healthz and /readyz");
+        let _dashboard = if args.no_dashboard {
+            None
+        } else {
+            let listener = tokio::net::TcpListener::bind(args.dashboard_address)
+                .await
+                .with_context(|| format!("binding the dashboard's address {}; pass --dashboard-address or --no-dashboard", args.dashboard_address))?;
+            let bound = listener.local_addr()?;
+            let feeds = arbiter_operator::dashboard::Feeds {
+                engine: Some(admin.metrics_text()),
+                recent: Some(recent),
+            };
+            let serving = tokio::spawn(arbiter_operator::dashboard::serve(listener, client.clone(), feeds));
+            tracing::info!(address = %bound, "dashboard at http://{bound}/dashboard/ (read-only, no authentication of its own)");
+            Some(AbortOnDrop(serving))
+        };
         let driver = Driver::start(client.clone(), integrations, hooks, options)
             .await
             .with_admin(admin.clone(), operator_metrics.clone());
@@ -263,6 +288,15 @@ fn webhook_options(args: &RunArgs, namespace: &str) -> Option<WebhookOptions> {
         configuration: (!args.webhook_configuration.is_empty())
             .then(|| args.webhook_configuration.clone()),
     })
+}
+
+/// Stops a task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// This replica's name in the Lease: the Pod's name, else host and process.

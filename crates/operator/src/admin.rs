@@ -3,8 +3,9 @@
 //! that leads has a valid queue configuration in force; a follower is
 //! ready to answer webhooks once listed). The `arbiter_*` families mirror Kueue's
 //! main ones; the policy engine's `arbiter_policy_*` families are in the
-//! same registry when the engine was built with it. `/dashboard/` is the
-//! read-only web dashboard ([`crate::dashboard`]).
+//! same registry when the engine was built with it. The web dashboard has
+//! its own address ([`crate::dashboard`]): the admin port is reached by
+//! Prometheus from across the cluster, the dashboard only by port-forward.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -397,8 +398,6 @@ pub struct AdminState {
     /// This replica waits for the leader lease (so it schedules nothing and
     /// needs no configuration in force to be ready: it serves webhooks).
     pub following: AtomicBool,
-    /// The client `/dashboard/` reads through, set once the operator has one.
-    pub dashboard: crate::dashboard::Source,
 }
 
 impl AdminState {
@@ -408,7 +407,6 @@ impl AdminState {
             listed: AtomicBool::new(false),
             configured: AtomicBool::new(false),
             following: AtomicBool::new(false),
-            dashboard: crate::dashboard::Source::default(),
         })
     }
 
@@ -456,20 +454,25 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, &'static s
     }
 }
 
-/// The admin router: the metrics, the probes and the read-only dashboard.
+/// The admin router: the metrics and the probes.
 pub fn router(state: Arc<AdminState>) -> Router {
-    let registry = state.clone();
-    let engine: crate::dashboard::EngineText = Arc::new(move || {
-        let registry = registry.registry.lock().unwrap_or_else(|p| p.into_inner());
-        arbiter_policy::metrics::encode(&registry)
-    });
-    let dashboard = crate::dashboard::router(state.dashboard.clone(), Some(engine));
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state)
-        .merge(dashboard)
+}
+
+impl AdminState {
+    /// Reads the metrics registry's text, for the dashboard's view of the
+    /// engine's bundles in force.
+    pub fn metrics_text(self: &Arc<AdminState>) -> crate::dashboard::EngineText {
+        let state = self.clone();
+        Arc::new(move || {
+            let registry = state.registry.lock().unwrap_or_else(|p| p.into_inner());
+            arbiter_policy::metrics::encode(&registry)
+        })
+    }
 }
 
 /// Binds `address` and serves the admin port until the task is dropped.

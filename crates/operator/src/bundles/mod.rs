@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arbiter_policy::bundle::{self, Bundle, Files, LoadOptions};
-use arbiter_policy::engine::{Engine, SharedSources, Sources};
+use arbiter_policy::engine::{Engine, RecentDecisions, SharedSources, Sources};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_policy::reload::{
     self, DirWatcher, Identity, Loaded as _, ReloadOutcome, Reloadable, WatchError,
@@ -107,6 +107,8 @@ pub struct Bundles {
     sources: Arc<SharedSources>,
     /// The directories' sources, in `options.dirs` order.
     dirs: Vec<Arc<Reloadable<Bundle>>>,
+    /// Where its engines record their decisions.
+    recent: RecentDecisions,
 }
 
 impl Bundles {
@@ -136,13 +138,23 @@ impl Bundles {
             metrics: metrics.cloned(),
             sources,
             dirs,
+            recent: RecentDecisions::default(),
         })
     }
 
+    /// The newest decisions of every engine made by [`Bundles::engine`]
+    /// (what the dashboard shows).
+    pub fn recent(&self) -> RecentDecisions {
+        self.recent.clone()
+    }
+
     /// The engine over every source, those found later included (feeding
-    /// the metrics given to [`Bundles::load`]).
+    /// the metrics given to [`Bundles::load`]). Its decisions go to
+    /// [`Bundles::recent`] (weights that succeeded left out: one per
+    /// waiting workload each step), never to a log nobody takes.
     pub fn engine(&self) -> Engine {
-        let engine = Engine::shared(self.sources.clone());
+        let mut engine = Engine::shared(self.sources.clone()).keep_recent(self.recent.clone());
+        engine.log_weights = false;
         match &self.metrics {
             Some(metrics) => engine.with_metrics(metrics),
             None => engine,

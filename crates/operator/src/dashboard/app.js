@@ -7,6 +7,7 @@ const POLL_MS = 3000;
 // (#namespace/name) names it, so a link shows one workload's history.
 let selected = decodeURIComponent(location.hash.slice(1)) || null;
 let last = null;
+let timer = null;
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -109,25 +110,60 @@ function renderWorkloads(state) {
     tr.className = "state-" + w.state.toLowerCase();
     return tr;
   }));
-  renderDetail();
+  const shown = state.workloads.length;
+  document.getElementById("workloads-count").textContent =
+    shown + " shown of " + state.workloadsMatching + " matching (" + state.workloadsTotal + " in all)" +
+    (shown < state.workloadsMatching ? "; filter to see the others" : "");
 }
 
-function renderDetail() {
+// The operator's clock is Unix time in seconds.
+function when(seconds) {
+  return new Date(seconds * 1000).toISOString().replace(".000Z", "Z");
+}
+
+function decisionRow(d) {
+  const result = typeof d.result === "string" ? d.result : JSON.stringify(d.result);
+  return row([
+    d.lastAtSeconds !== undefined ? when(d.atSeconds) + " – " + when(d.lastAtSeconds) : when(d.atSeconds),
+    d.tenant ? d.bundle + " (tenant " + d.tenant + ")" : d.bundle,
+    d.policy, d.hook, d.mode, d.workload || d.subject || "", result,
+    d.reason || "", d.repeats ? d.repeats + 1 : 1,
+  ]);
+}
+
+// The selected workload's detail, fetched on selection and with each poll.
+async function renderDetail() {
   const box = document.getElementById("workload-detail");
-  const w = last && last.workloads.find((x) => x.namespace + "/" + x.name === selected);
-  if (!w) {
+  if (!selected || selected.indexOf("/") < 0) {
     box.hidden = true;
     return;
   }
+  const [namespace, name] = [selected.slice(0, selected.indexOf("/")), selected.slice(selected.indexOf("/") + 1)];
+  const query = "namespace=" + encodeURIComponent(namespace) + "&name=" + encodeURIComponent(name);
+  let d;
+  try {
+    const response = await fetch("api/workload?" + query, { cache: "no-store" });
+    if (!response.ok) throw new Error(response.status + " " + (await response.text()));
+    d = await response.json();
+  } catch (e) {
+    box.hidden = false;
+    document.getElementById("workload-title").textContent = "Workload " + selected;
+    document.getElementById("workload-message").textContent = "cannot show it: " + e.message;
+    return;
+  }
+  const w = d.workload;
   box.hidden = false;
   document.getElementById("workload-title").textContent =
     "Workload " + w.namespace + "/" + w.name + ": " + w.state;
   document.getElementById("workload-message").textContent =
     (w.reason ? w.reason + ": " : "") + w.message + (w.policy ? " (policy " + w.policy + ")" : "");
   document.getElementById("workload-flavors").textContent =
-    w.flavors.length ? "Flavors: " + w.flavors.join("; ") : "";
-  fill("workload-conditions", w.conditions.map((c) => row([c.type, c.status, c.reason, c.message, c.time])));
-  fill("workload-events", w.events.map((e) => row([e.time, e.type, e.reason, e.message, e.count])));
+    (w.job ? "Job: " + w.job + ". " : "") + (w.flavors.length ? "Flavors: " + w.flavors.join("; ") : "");
+  document.getElementById("workload-errors").replaceChildren(...d.errors.map((e) => el("li", e)));
+  fill("workload-conditions", d.conditions.map((c) => row([c.type, c.status, c.reason, c.message, c.time])));
+  fill("workload-events", d.events.map((e) => row([e.time, e.type, e.reason, e.message, e.count])));
+  document.getElementById("workload-decisions-section").hidden = d.decisions === undefined;
+  fill("workload-decisions", (d.decisions || []).map(decisionRow));
 }
 
 function render(state) {
@@ -136,6 +172,7 @@ function render(state) {
   renderTree(state.tree);
   renderQueues(state);
   renderWorkloads(state);
+  renderDetail();
   fill("bundles", state.bundles.map((b) => {
     const tr = row([b.namespace, b.name, b.result, b.status]);
     tr.className = "bundle-" + b.result;
@@ -147,26 +184,46 @@ function render(state) {
     b.source, b.name, b.version, b.digest,
     b.lastReloadOk === false ? "rejected (this one stays)" : (b.lastReloadOk ? "ok" : ""),
   ])));
+  // Only the operator knows its engine's decisions.
+  document.getElementById("decisions-section").hidden = state.decisions === undefined;
+  fill("decisions", (state.decisions || []).map(decisionRow));
   fill("flavors", state.flavors.map((f) => row([
     f.name, Object.entries(f.nodeLabels).map(([k, v]) => k + "=" + v).join(", "),
   ])));
   document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
+// The workloads' filter, from the form: ?namespace=&clusterQueue=&state=.
+function filterQuery() {
+  const params = new URLSearchParams();
+  for (const id of ["namespace", "clusterQueue", "state"]) {
+    const value = document.getElementById("filter-" + id).value.trim();
+    if (value) params.set(id, value);
+  }
+  const query = params.toString();
+  return query ? "?" + query : "";
+}
+
 async function poll() {
   try {
-    const response = await fetch("api/state", { cache: "no-store" });
+    const response = await fetch("api/state" + filterQuery(), { cache: "no-store" });
     if (!response.ok) throw new Error(response.status + " " + (await response.text()));
     render(await response.json());
   } catch (e) {
     document.getElementById("updated").textContent = "cannot refresh: " + e.message;
   }
-  setTimeout(poll, POLL_MS);
+  timer = setTimeout(poll, POLL_MS);
 }
 
 window.addEventListener("hashchange", () => {
   selected = decodeURIComponent(location.hash.slice(1)) || null;
   renderDetail();
+});
+
+document.getElementById("filter").addEventListener("submit", (e) => {
+  e.preventDefault();
+  clearTimeout(timer);
+  poll();
 });
 
 poll();

@@ -7,100 +7,45 @@
 //! port and by `arbiter dashboard --kubeconfig FILE`. GET only: it writes
 //! nothing, and the page renders every name with `textContent`.
 
+//! The read-only web dashboard: the cohort tree with quota and usage per
+//! flavor, the queues with pending and admitted, the workloads with their
+//! position and reasons (one in detail: conditions, Events, the policy
+//! decisions about it), the policy bundles' status and, served by the
+//! operator, its engine's bundles in force and newest decisions. Computed
+//! ([`model`]) from watches the first request starts ([`watches`]; they
+//! stop when unused), at most once per [`FRESH`] whatever the number of
+//! pages open; each page is sent a filtered, bounded part ([`page`]); a
+//! workload's Events are listed when it is shown ([`detail`]). Plain HTML,
+//! JavaScript and CSS compiled into the binary, no build step. Served by
+//! `arbiter run` on its own address (loopback by default: reached with
+//! `kubectl port-forward`, so whoever may port-forward to the operator's
+//! pod may read it) and by `arbiter dashboard --kubeconfig FILE`. GET
+//! only: it writes nothing, and the page renders every name with
+//! `textContent`.
+
+pub mod detail;
 pub mod engine;
 pub mod model;
+pub mod page;
+pub mod watches;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arbiter_core::model::api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
-use axum::extract::State;
+use arbiter_policy::engine::RecentDecisions;
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use kube::api::{Api, ListParams};
 use kube::Client;
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 pub use model::{Dashboard, Snapshot};
 
 const INDEX: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("style.css");
-
-/// The client the dashboard reads through, set once it exists (the
-/// operator builds its client after binding the admin port).
-pub type Source = Arc<OnceLock<Client>>;
-
-/// What to grant when listing `what` is forbidden.
-fn rbac_hint(what: &str) -> &'static str {
-    match what {
-        // The operator's own role (deploy/rbac.yaml) creates Events but
-        // reads none: on its admin port the dashboard shows conditions only.
-        "Events" => "grant list on events (core) to show the Events about workloads and their jobs; the operator's own role does not, `arbiter dashboard` with a kubeconfig that may shows them",
-        "policy bundle ConfigMaps" => "grant list on configmaps to show the bundles' status",
-        _ => "bind the ClusterRole arbiter-queue-viewer (deploy/queue-manager.yaml) or a platform role",
-    }
-}
-
-/// A list of every object of a kind, or a sentence saying why not.
-async fn list<K>(client: &Client, what: &str, params: ListParams) -> Result<Vec<K>, String>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let api: Api<K> = Api::all(client.clone());
-    match api.list(&params).await {
-        Ok(list) => Ok(list.items),
-        Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
-            "cannot list {what}: forbidden ({}); {}",
-            status.message,
-            rbac_hint(what)
-        )),
-        Err(kube::Error::Api(status)) if status.code == 404 => Err(format!(
-            "cannot list {what}: the API server does not serve them (is Arbiter installed?)"
-        )),
-        Err(e) => Err(format!("cannot list {what}: {e}")),
-    }
-}
-
-fn keep<K>(result: Result<Vec<K>, String>, errors: &mut Vec<String>) -> Vec<K> {
-    result.unwrap_or_else(|e| {
-        errors.push(e);
-        Vec::new()
-    })
-}
-
-/// Lists the objects the dashboard shows. What cannot be read is named in
-/// `errors`; the rest is still shown.
-pub async fn snapshot(client: &Client) -> Snapshot {
-    let all = ListParams::default;
-    let (flavors, cohorts, cluster_queues, local_queues, workloads, events, bundles) = tokio::join!(
-        list::<ResourceFlavor>(client, "ResourceFlavors", all()),
-        list::<Cohort>(client, "Cohorts", all()),
-        list::<ClusterQueue>(client, "ClusterQueues", all()),
-        list::<LocalQueue>(client, "LocalQueues", all()),
-        list::<Workload>(client, "Workloads", all()),
-        list::<Event>(client, "Events", all()),
-        list::<ConfigMap>(
-            client,
-            "policy bundle ConfigMaps",
-            all().labels(arbiter_policy::bundle::CONFIGMAP_LABEL)
-        ),
-    );
-    let mut errors = Vec::new();
-    Snapshot {
-        flavors: keep(flavors, &mut errors),
-        cohorts: keep(cohorts, &mut errors),
-        cluster_queues: keep(cluster_queues, &mut errors),
-        local_queues: keep(local_queues, &mut errors),
-        workloads: keep(workloads, &mut errors),
-        events: keep(events, &mut errors),
-        bundles: keep(bundles, &mut errors),
-        errors,
-    }
-}
 
 fn no_store(content_type: &'static str, body: &'static str) -> Response {
     (
@@ -130,47 +75,58 @@ async fn style() -> Response {
     no_store("text/css; charset=utf-8", STYLE)
 }
 
-/// Reads the policy engine's metrics text (the admin port's registry).
+/// Reads the policy engine's metrics text (the operator's registry).
 pub type EngineText = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// What only the operator knows: its engine's bundles in force (read from
+/// its metrics) and newest decisions. `arbiter dashboard` has neither.
+#[derive(Clone, Default)]
+pub struct Feeds {
+    pub engine: Option<EngineText>,
+    pub recent: Option<RecentDecisions>,
+}
+
 /// How long one computed state answers every page polling: with several
-/// pages open the API server is listed once per this, not once per poll
+/// pages open the state is computed once per this, not once per poll
 /// each (the page polls every 3 s).
-const FRESH: Duration = Duration::from_secs(2);
+pub const FRESH: Duration = Duration::from_secs(2);
+
+/// The last state and when it was computed.
+type Latest = Arc<tokio::sync::Mutex<Option<(Instant, Arc<Dashboard>)>>>;
 
 #[derive(Clone)]
 struct Serving {
-    source: Source,
-    engine: Option<EngineText>,
-    /// The last state's JSON and when it was computed; the lock also makes
-    /// concurrent requests wait for one listing instead of each listing.
-    latest: Arc<tokio::sync::Mutex<Option<(Instant, String)>>>,
+    client: Client,
+    feeds: Feeds,
+    watches: Arc<watches::OnDemand>,
+    /// The last state and when it was computed; the lock also makes
+    /// concurrent requests wait for one computation instead of each
+    /// computing.
+    latest: Latest,
 }
 
-async fn state(State(serving): State<Serving>) -> Response {
-    let Some(client) = serving.source.get() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the operator has no API client yet; try again in a moment",
-        )
-            .into_response();
-    };
-    let mut latest = serving.latest.lock().await;
-    let body = match &*latest {
-        Some((at, body)) if at.elapsed() < FRESH => Ok(body.clone()),
-        _ => {
-            let mut dashboard = Dashboard::of(&snapshot(client).await);
-            if let Some(text) = &serving.engine {
-                dashboard.engine = engine::bundles(&text());
+impl Serving {
+    async fn dashboard(&self) -> Arc<Dashboard> {
+        let mut latest = self.latest.lock().await;
+        if let Some((at, dashboard)) = &*latest {
+            if at.elapsed() < FRESH {
+                return dashboard.clone();
             }
-            let body = serde_json::to_string(&dashboard);
-            if let Ok(body) = &body {
-                *latest = Some((Instant::now(), body.clone()));
-            }
-            body
         }
-    };
-    drop(latest);
+        let mut dashboard = Dashboard::of(&self.watches.snapshot(&self.client).await);
+        if let Some(text) = &self.feeds.engine {
+            dashboard.engine = engine::bundles(&text());
+        }
+        if let Some(recent) = &self.feeds.recent {
+            dashboard.decisions = recent.latest(page::DECISIONS_SHOWN);
+        }
+        let dashboard = Arc::new(dashboard);
+        *latest = Some((Instant::now(), dashboard.clone()));
+        dashboard
+    }
+}
+
+fn json(body: Result<String, serde_json::Error>) -> Response {
     match body {
         Ok(body) => (
             [
@@ -184,27 +140,88 @@ async fn state(State(serving): State<Serving>) -> Response {
     }
 }
 
+async fn state(State(serving): State<Serving>, Query(filter): Query<page::Filter>) -> Response {
+    let dashboard = serving.dashboard().await;
+    let engine_runs = serving.feeds.recent.is_some();
+    json(serde_json::to_string(&dashboard.page(&filter, engine_runs)))
+}
+
+/// The query of `/dashboard/api/workload`.
+#[derive(Deserialize)]
+struct Which {
+    namespace: String,
+    name: String,
+}
+
+async fn workload(State(serving): State<Serving>, Query(which): Query<Which>) -> Response {
+    let snapshot = serving.watches.snapshot(&serving.client).await;
+    let found = detail::detail(
+        &serving.client,
+        &snapshot,
+        serving.feeds.recent.as_ref(),
+        &which.namespace,
+        &which.name,
+    )
+    .await;
+    match found {
+        Some(detail) => json(serde_json::to_string(&detail)),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!(
+                "no Workload {}/{} (finished and deleted, or not readable)",
+                which.namespace, which.name
+            ),
+        )
+            .into_response(),
+    }
+}
+
 /// The dashboard's routes, all GET: `/dashboard/` (the page),
-/// `/dashboard/app.js`, `/dashboard/style.css`, `/dashboard/api/state`;
-/// with `engine`, the state names the engine's bundles in force.
-pub fn router(source: Source, engine: Option<EngineText>) -> Router {
-    Router::new()
+/// `/dashboard/app.js`, `/dashboard/style.css`, `/dashboard/api/state`
+/// (`?namespace=&clusterQueue=&state=&limit=`) and
+/// `/dashboard/api/workload?namespace=&name=`. Returns the router and the
+/// watches it starts on demand (for [`stop_idle`]).
+pub fn router(client: Client, feeds: Feeds) -> (Router, Arc<watches::OnDemand>) {
+    let watches = Arc::new(watches::OnDemand::default());
+    let router = Router::new()
         .route(
             "/dashboard",
             get(|| async { Redirect::permanent("/dashboard/") }),
         )
+        .route("/", get(|| async { Redirect::temporary("/dashboard/") }))
         .route("/dashboard/", get(index))
         .route("/dashboard/app.js", get(script))
         .route("/dashboard/style.css", get(style))
         .route("/dashboard/api/state", get(state))
+        .route("/dashboard/api/workload", get(workload))
         .with_state(Serving {
-            source,
-            engine,
+            client,
+            feeds,
+            watches: watches.clone(),
             latest: Arc::default(),
-        })
+        });
+    (router, watches)
 }
 
-/// Serves the dashboard alone on `listener` (for `arbiter dashboard`).
-pub async fn serve(listener: tokio::net::TcpListener, source: Source) -> std::io::Result<()> {
-    axum::serve(listener, router(source, None)).await
+/// Stops `watches` whenever they have gone unused for [`watches::IDLE`];
+/// runs until dropped.
+pub async fn stop_idle(watches: Arc<watches::OnDemand>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        watches.stop_if_idle(watches::IDLE).await;
+    }
+}
+
+/// Serves the dashboard on `listener` until the future is dropped.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    client: Client,
+    feeds: Feeds,
+) -> std::io::Result<()> {
+    let (router, watches) = router(client, feeds);
+    tokio::select! {
+        served = axum::serve(listener, router) => served,
+        () = stop_idle(watches) => Ok(()),
+    }
 }

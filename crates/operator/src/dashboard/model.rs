@@ -3,34 +3,31 @@
 //! `arbiter dashboard` serve the same thing from the same objects.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use arbiter_core::model::api::{
     ClusterQueue, Cohort, LocalQueue, PendingWorkloadsStatus, ResourceFlavor, ResourceGroup,
     StopPolicy, Workload, WorkloadStatus,
 };
 use arbiter_core::model::quantity::Amount;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use arbiter_policy::engine::Decision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::Serialize;
 
-/// The objects the dashboard is computed from, as listed.
+/// The objects the dashboard is computed from, as its watches hold them.
 #[derive(Default, Debug, Clone)]
 pub struct Snapshot {
-    pub flavors: Vec<ResourceFlavor>,
-    pub cohorts: Vec<Cohort>,
-    pub cluster_queues: Vec<ClusterQueue>,
-    pub local_queues: Vec<LocalQueue>,
-    pub workloads: Vec<Workload>,
-    /// Events (those about Workloads and their jobs are shown).
-    pub events: Vec<Event>,
-    /// ConfigMaps labelled as policy bundles.
-    pub bundles: Vec<ConfigMap>,
+    pub flavors: Vec<Arc<ResourceFlavor>>,
+    pub cohorts: Vec<Arc<Cohort>>,
+    pub cluster_queues: Vec<Arc<ClusterQueue>>,
+    pub local_queues: Vec<Arc<LocalQueue>>,
+    pub workloads: Vec<Arc<Workload>>,
+    /// The metadata of the ConfigMaps labelled as policy bundles (their
+    /// status is an annotation; their data is never read).
+    pub bundles: Vec<ObjectMeta>,
     /// What could not be read (forbidden, not served), one sentence each.
     pub errors: Vec<String>,
 }
-
-/// Most Events kept per workload (the latest).
-pub const EVENTS_PER_WORKLOAD: usize = 10;
 
 /// The page's state.
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -41,10 +38,14 @@ pub struct Dashboard {
     pub flavors: Vec<FlavorView>,
     pub cluster_queues: Vec<ClusterQueueView>,
     pub local_queues: Vec<LocalQueueView>,
+    /// Every workload: pending first in queue order, then admitted, then
+    /// the rest (the page is sent a filtered, bounded part: `page`).
     pub workloads: Vec<WorkloadView>,
     pub bundles: Vec<BundleView>,
-    /// The policy engine's bundles in force (on the operator's admin port).
+    /// The policy engine's bundles in force (served by the operator).
     pub engine: Vec<super::engine::EngineBundle>,
+    /// The engine's newest decisions, newest first (served by the operator).
+    pub decisions: Vec<Decision>,
     pub errors: Vec<String>,
 }
 
@@ -129,9 +130,9 @@ pub struct WorkloadView {
     pub policy: Option<String>,
     /// Flavors assigned at admission: `pod set: resource=flavor, …`.
     pub flavors: Vec<String>,
-    pub conditions: Vec<ConditionView>,
-    /// Its latest Events and its job's, newest last.
-    pub events: Vec<EventView>,
+    /// The job it queues, `Kind/name` (its owner).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -143,17 +144,6 @@ pub struct ConditionView {
     pub reason: String,
     pub message: String,
     pub time: String,
-}
-
-#[derive(Serialize, Debug, Clone, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct EventView {
-    pub time: String,
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub reason: String,
-    pub message: String,
-    pub count: i32,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -247,7 +237,7 @@ pub fn deciding_policy(message: &str) -> Option<&str> {
     (end > 0).then(|| &rest[..end])
 }
 
-fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+pub(super) fn name_of(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
@@ -336,9 +326,11 @@ fn cluster_queue_view(cq: &ClusterQueue) -> ClusterQueueView {
 /// Cohorts (named by a Cohort object or by a ClusterQueue's `cohort`) and
 /// ClusterQueues as a forest. A cohort whose parent chain loops is shown
 /// as a root once.
-fn tree(cohorts: &[Cohort], queues: &[ClusterQueueView]) -> Vec<TreeNode> {
-    let specs: BTreeMap<String, &Cohort> =
-        cohorts.iter().map(|c| (name_of(&c.metadata), c)).collect();
+fn tree(cohorts: &[Arc<Cohort>], queues: &[ClusterQueueView]) -> Vec<TreeNode> {
+    let specs: BTreeMap<String, &Cohort> = cohorts
+        .iter()
+        .map(|c| (name_of(&c.metadata), c.as_ref()))
+        .collect();
     let mut names: BTreeSet<String> = specs.keys().cloned().collect();
     names.extend(queues.iter().filter_map(|q| q.cohort.clone()));
     names.extend(specs.values().filter_map(|c| c.spec.parent.clone()));
@@ -411,11 +403,11 @@ fn tree(cohorts: &[Cohort], queues: &[ClusterQueueView]) -> Vec<TreeNode> {
     roots
 }
 
-fn workload_view(
+/// The row of `wl`, with what its queues' objects say.
+pub(super) fn workload_view(
     wl: &Workload,
-    local_queues: &[LocalQueue],
-    cluster_queues: &[ClusterQueue],
-    events: &[&Event],
+    local_queues: &[Arc<LocalQueue>],
+    cluster_queues: &[Arc<ClusterQueue>],
 ) -> WorkloadView {
     let namespace = wl.metadata.namespace.clone().unwrap_or_default();
     let name = name_of(&wl.metadata);
@@ -463,12 +455,6 @@ fn workload_view(
     let policy = conditions
         .iter()
         .find_map(|c| deciding_policy(&c.message))
-        .or_else(|| {
-            events
-                .iter()
-                .rev()
-                .find_map(|e| deciding_policy(e.message.as_deref().unwrap_or_default()))
-        })
         .map(str::to_string);
     let flavors = status
         .and_then(|s| s.admission.as_ref())
@@ -494,52 +480,46 @@ fn workload_view(
         message,
         policy,
         flavors,
-        conditions: conditions
-            .iter()
-            .map(|c| ConditionView {
-                type_: c.type_.clone(),
-                status: c.status.clone(),
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-                time: c.last_transition_time.0.to_string(),
-            })
-            .collect(),
-        events: events.iter().map(|e| event_view(e)).collect(),
+        job: owner(wl).map(|o| format!("{}/{}", o.kind, o.name)),
     }
+}
+
+/// The job a Workload queues: its controller owner.
+pub(super) fn owner(
+    wl: &Workload,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    wl.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}
+
+/// A workload's conditions, as the page lists them.
+pub(super) fn condition_views(wl: &Workload) -> Vec<ConditionView> {
+    let conditions = wl
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    conditions
+        .iter()
+        .map(|c| ConditionView {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            time: c.last_transition_time.0.to_string(),
+        })
+        .collect()
 }
 
 fn latest(conditions: &[Condition]) -> Option<&Condition> {
     conditions.iter().max_by_key(|c| c.last_transition_time.0)
 }
 
-fn event_time(e: &Event) -> String {
-    e.last_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
-        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0.to_string()))
-        .or_else(|| {
-            e.metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.to_string())
-        })
-        .unwrap_or_default()
-}
-
-fn event_view(e: &Event) -> EventView {
-    EventView {
-        time: event_time(e),
-        type_: e.type_.clone().unwrap_or_default(),
-        reason: e.reason.clone().unwrap_or_default(),
-        message: e.message.clone().unwrap_or_default(),
-        count: e.count.unwrap_or(1),
-    }
-}
-
-fn bundle_view(cm: &ConfigMap) -> BundleView {
-    let status = cm
-        .metadata
+fn bundle_view(metadata: &ObjectMeta) -> BundleView {
+    let status = metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(crate::bundles::STATUS_ANNOTATION))
@@ -552,11 +532,30 @@ fn bundle_view(cm: &ConfigMap) -> BundleView {
         .unwrap_or("unknown")
         .to_string();
     BundleView {
-        namespace: cm.metadata.namespace.clone().unwrap_or_default(),
-        name: name_of(&cm.metadata),
+        namespace: metadata.namespace.clone().unwrap_or_default(),
+        name: name_of(metadata),
         result,
         status,
     }
+}
+
+/// Where a workload is listed: pending (in queue order: by position, the
+/// unnumbered last), admitted, inactive, rejected, finished; then by
+/// namespace and name.
+fn order(w: &WorkloadView) -> (u8, u32, String, String) {
+    let rank = match w.state {
+        "Pending" => 0,
+        "Admitted" => 1,
+        "Inactive" => 2,
+        "Rejected" => 3,
+        _ => 4,
+    };
+    let position = w
+        .position
+        .as_deref()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(u32::MAX);
+    (rank, position, w.namespace.clone(), w.name.clone())
 }
 
 impl Dashboard {
@@ -565,53 +564,15 @@ impl Dashboard {
         let mut cluster_queues: Vec<ClusterQueueView> = snapshot
             .cluster_queues
             .iter()
-            .map(cluster_queue_view)
+            .map(|cq| cluster_queue_view(cq))
             .collect();
         cluster_queues.sort_by(|a, b| a.name.cmp(&b.name));
-        // Events about a workload or its job (the operator tells about
-        // admission and eviction on the job, as Kueue does).
-        let mut about: BTreeMap<(&str, &str, &str), (&str, &str)> = BTreeMap::new();
-        for wl in &snapshot.workloads {
-            let namespace = wl.metadata.namespace.as_deref().unwrap_or_default();
-            let name = wl.metadata.name.as_deref().unwrap_or_default();
-            about.insert((namespace, "Workload", name), (namespace, name));
-            for owner in wl.metadata.owner_references.iter().flatten() {
-                about.insert(
-                    (namespace, owner.kind.as_str(), owner.name.as_str()),
-                    (namespace, name),
-                );
-            }
-        }
-        let mut by_workload: BTreeMap<(&str, &str), Vec<&Event>> = BTreeMap::new();
-        for e in &snapshot.events {
-            let o = &e.involved_object;
-            let key = (
-                o.namespace.as_deref().unwrap_or_default(),
-                o.kind.as_deref().unwrap_or_default(),
-                o.name.as_deref().unwrap_or_default(),
-            );
-            if let Some(workload) = about.get(&key) {
-                by_workload.entry(*workload).or_default().push(e);
-            }
-        }
-        for events in by_workload.values_mut() {
-            events.sort_by_key(|e| event_time(e));
-            let excess = events.len().saturating_sub(EVENTS_PER_WORKLOAD);
-            events.drain(..excess);
-        }
         let mut workloads: Vec<WorkloadView> = snapshot
             .workloads
             .iter()
-            .map(|wl| {
-                let key = (
-                    wl.metadata.namespace.as_deref().unwrap_or_default(),
-                    wl.metadata.name.as_deref().unwrap_or_default(),
-                );
-                let events = by_workload.get(&key).map(Vec::as_slice).unwrap_or_default();
-                workload_view(wl, &snapshot.local_queues, &snapshot.cluster_queues, events)
-            })
+            .map(|wl| workload_view(wl, &snapshot.local_queues, &snapshot.cluster_queues))
             .collect();
-        workloads.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        workloads.sort_by_cached_key(order);
         let mut local_queues: Vec<LocalQueueView> = snapshot
             .local_queues
             .iter()
@@ -647,6 +608,7 @@ impl Dashboard {
             workloads,
             bundles,
             engine: Vec::new(),
+            decisions: Vec::new(),
             errors: snapshot.errors.clone(),
         }
     }

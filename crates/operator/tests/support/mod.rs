@@ -205,13 +205,24 @@ pub fn start_operator_with_bundles(
     dirs: Vec<std::path::PathBuf>,
     metrics: Option<PolicyMetrics>,
 ) -> JoinHandle<()> {
+    start_operator_keeping_decisions(client, dirs, metrics).0
+}
+
+/// [`start_operator_with_bundles`], also returning where its engine keeps
+/// its newest decisions (what the dashboard shows).
+pub fn start_operator_keeping_decisions(
+    client: Client,
+    dirs: Vec<std::path::PathBuf>,
+    metrics: Option<PolicyMetrics>,
+) -> (JoinHandle<()>, arbiter_policy::engine::RecentDecisions) {
     init_tracing();
-    tokio::spawn(async move {
-        let options = BundleOptions {
-            platform_namespace: PLATFORM_NAMESPACE.to_string(),
-            dirs,
-        };
-        let bundles = Bundles::load(options, metrics.as_ref()).unwrap();
+    let options = BundleOptions {
+        platform_namespace: PLATFORM_NAMESPACE.to_string(),
+        dirs,
+    };
+    let bundles = Bundles::load(options, metrics.as_ref()).unwrap();
+    let recent = bundles.recent();
+    let task = tokio::spawn(async move {
         let hooks = Box::new(bundles.engine());
         let driver = Driver::start(
             client.clone(),
@@ -225,7 +236,8 @@ pub fn start_operator_with_bundles(
             .await
             .unwrap();
         driver.run(std::future::pending()).await;
-    })
+    });
+    (task, recent)
 }
 
 pub fn init_tracing() {

@@ -14,7 +14,9 @@
 //! log is taken; later new ones are dropped and counted in the policy's
 //! statistics (`decisionsDropped`). Each entry names its bundle by source
 //! and tenant as well as by name, so a tenant bundle named like the
-//! platform's is never mistaken for it.
+//! platform's is never mistaken for it. An engine keeping
+//! [`RecentDecisions`](super::RecentDecisions) (the operator's) records
+//! there instead: a ring of the newest, never taken.
 
 use std::collections::HashMap;
 
@@ -88,7 +90,7 @@ fn is_zero(n: &u64) -> bool {
 
 impl Decision {
     /// Is `other` the same decision as `self` again (a repeat to count)?
-    fn same_as(&self, other: &Decision) -> bool {
+    pub(super) fn same_as(&self, other: &Decision) -> bool {
         self.result == other.result
             && self.reason == other.reason
             && self.error == other.error
@@ -181,41 +183,42 @@ impl Engine {
         if policy.hook == Hook::Weight && !self.log_weights && error.is_none() {
             return;
         }
+        let decision = Decision {
+            at_seconds: build::seconds(now),
+            bundle: bundle.name.clone(),
+            source: bundle.source.clone(),
+            tenant: bundle.tenant.clone(),
+            policy: policy.name.clone(),
+            hook: policy.hook,
+            mode: policy.mode,
+            workload,
+            subject,
+            result: if error.is_some() {
+                "error".into()
+            } else {
+                result
+            },
+            reason: match error {
+                Some(e) => Some(e.message.clone()),
+                None => reason,
+            },
+            error: error.map(|e| e.kind.to_string()),
+            duration_micros: micros,
+            reused,
+            repeats: 0,
+            last_at_seconds: None,
+        };
+        if let Some(recent) = &self.recent {
+            recent.push(decision);
+            return;
+        }
         let cap = if bundle.tenant.is_some() {
             MAX_TENANT_DECISIONS_PER_POLICY
         } else {
             MAX_DECISIONS_PER_POLICY
         };
         let slot = tracked.slot;
-        let kept = self.decisions.push(
-            slot,
-            cap,
-            Decision {
-                at_seconds: build::seconds(now),
-                bundle: bundle.name.clone(),
-                source: bundle.source.clone(),
-                tenant: bundle.tenant.clone(),
-                policy: policy.name.clone(),
-                hook: policy.hook,
-                mode: policy.mode,
-                workload,
-                subject,
-                result: if error.is_some() {
-                    "error".into()
-                } else {
-                    result
-                },
-                reason: match error {
-                    Some(e) => Some(e.message.clone()),
-                    None => reason,
-                },
-                error: error.map(|e| e.kind.to_string()),
-                duration_micros: micros,
-                reused,
-                repeats: 0,
-                last_at_seconds: None,
-            },
-        );
+        let kept = self.decisions.push(slot, cap, decision);
         if !kept {
             self.stats
                 .tracked(self.metrics.as_ref(), bundle, policy)

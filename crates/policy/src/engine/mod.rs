@@ -21,7 +21,8 @@
 //! platform policies scoring nodes per pod), `stats` ([`PolicyStats`], kept across
 //! reloads, and their Prometheus handles), `decisions` ([`Decision`], the
 //! log, bounded per policy with repeats counted, and the one place an
-//! answer is counted and logged), `logs` (the `arbiter.log` lines kept per
+//! answer is counted and logged), `recent` ([`RecentDecisions`], the ring
+//! a long-running process keeps instead of the log), `logs` (the `arbiter.log` lines kept per
 //! policy, bounded the same way). This file holds
 //! the [`Engine`] itself: the bundle sources, what one scheduler call has
 //! pinned, and the accessors the drivers read after a run.
@@ -31,6 +32,7 @@ mod hooks;
 mod inputs;
 mod logs;
 mod placement;
+mod recent;
 mod stats;
 
 #[cfg(test)]
@@ -55,6 +57,7 @@ use decisions::DecisionLog;
 pub use decisions::{Decision, MAX_DECISIONS_PER_POLICY, MAX_TENANT_DECISIONS_PER_POLICY};
 use logs::PluginLines;
 pub use logs::{PluginLine, MAX_LOG_LINES_PER_POLICY, MAX_TENANT_LOG_LINES_PER_POLICY};
+pub use recent::{RecentDecisions, RECENT_DECISIONS};
 pub use stats::PolicyStats;
 use stats::StatsTable;
 
@@ -125,6 +128,8 @@ pub struct Engine {
     stats: StatsTable,
     metrics: Option<PolicyMetrics>,
     decisions: DecisionLog,
+    /// Where decisions go instead of `decisions`, when given.
+    recent: Option<RecentDecisions>,
     /// Keep per-workload weight decisions in the log (they are numerous).
     pub log_weights: bool,
     /// What the evaluation running now writes with `arbiter.log`.
@@ -153,6 +158,7 @@ impl Engine {
             stats: StatsTable::default(),
             metrics: None,
             decisions: DecisionLog::default(),
+            recent: None,
             log_weights: true,
             written: Vec::new(),
             logs: PluginLines::default(),
@@ -244,6 +250,13 @@ impl Engine {
     /// (bounded per policy; see `decisions`).
     pub fn decisions(&self) -> &[Decision] {
         self.decisions.entries()
+    }
+    /// Records every decision from now on in `recent` (a bounded ring the
+    /// caller reads while the engine runs) instead of the decision log,
+    /// which then stays empty: for a process that never takes the log.
+    pub fn keep_recent(mut self, recent: RecentDecisions) -> Engine {
+        self.recent = Some(recent);
+        self
     }
     /// Takes the decision log; each policy may then log its cap again.
     pub fn take_decisions(&mut self) -> Vec<Decision> {

@@ -770,6 +770,36 @@ fn the_decision_log_records_who_what_when_and_can_leave_out_weights() {
 }
 
 #[test]
+fn an_engine_keeping_recent_decisions_records_them_there_and_not_in_the_log() {
+    let mut state = scheduler();
+    let a = submit(&mut state, "research", "a", 2, 0);
+    let recent = RecentDecisions::new(10);
+    let mut engine = engine(vec![platform(
+        "base",
+        "  - {name: cap, hook: admission, cel: {expression: 'workload.gpus <= 8'}}\n",
+    )])
+    .keep_recent(recent.clone());
+    admit(&mut engine, &state, a, seconds(30));
+    admit(&mut engine, &state, a, seconds(31));
+    assert!(engine.decisions().is_empty(), "the log stays empty");
+    let kept = recent.about("research/a");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        (
+            kept[0].policy.as_str(),
+            kept[0].result.clone(),
+            kept[0].repeats
+        ),
+        ("cap", serde_json::json!("allow"), 1)
+    );
+    // Still counted in the statistics.
+    assert_eq!(
+        stats_of(&engine, "cap").evaluations + stats_of(&engine, "cap").reused,
+        2
+    );
+}
+
+#[test]
 fn a_time_free_answer_is_reused_until_its_view_or_bundle_changes() {
     let state = scheduler();
     let source = Arc::new(Reloadable::new(platform(
