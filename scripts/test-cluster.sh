@@ -11,7 +11,13 @@
 #   - the clients the deploy-side tests drive: kubectl (the same build as
 #     the API server; it finds the `kubectl-arbiter` plugin), helm (the
 #     chart in deploy/helm) and promtool (the alert rules in
-#     deploy/monitoring).
+#     deploy/monitoring);
+#   - upstream CRDs the deploy-side tests apply our objects against, as
+#     their Go modules publish them (nothing built): the Prometheus
+#     Operator's ServiceMonitor and PrometheusRule (its
+#     example/prometheus-operator-crd/ files) and cert-manager's
+#     Certificate and Issuer (rendered from its Helm chart, the form
+#     cert-manager ships them in, with the helm built here).
 #
 #   scripts/test-cluster.sh            build what is missing, print the bin dir
 #   scripts/test-cluster.sh --print    print the bin dir only (exit 1 if unbuilt)
@@ -24,6 +30,8 @@
 #   TRAINING_OPERATOR_VERSION   github.com/kubeflow/training-operator release
 #   HELM_VERSION                helm.sh/helm/v4 release
 #   PROMETHEUS_VERSION          github.com/prometheus/prometheus module (promtool)
+#   PROMETHEUS_OPERATOR_VERSION github.com/prometheus-operator/prometheus-operator (CRDs)
+#   CERT_MANAGER_VERSION        github.com/cert-manager/cert-manager (CRDs)
 #
 # The binaries land in $CACHE/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin
 # (kwok and the training-operator are built into their own versioned
@@ -49,6 +57,13 @@ PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 # The version Kueue v0.17 depends on; the proxy serves that pseudo-version.
 AUTOSCALER_APIS_VERSION=${AUTOSCALER_APIS_VERSION:-v0.0.0-20240830133931-adfbe7e45277}
 PROVISIONING_CRD=autoscaling.x-k8s.io_provisioningrequests.yaml
+# The newest version of the root module the Go module proxy serves (it
+# refuses later ones, though it serves v0.95.x of the pkg/apis/monitoring
+# module, which carries no CRD files).
+PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}
+MONITORING_CRDS="monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml"
+CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.21.2}
+CERT_MANAGER_CRDS="cert-manager.io_certificates.yaml cert-manager.io_issuers.yaml"
 cache=${ARBITER_TEST_CLUSTER_CACHE:-$HOME/.cache/arbiter/test-cluster}
 dir="$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 bin="$dir/bin"
@@ -60,7 +75,9 @@ if [ "${1:-}" = "--print" ]; then
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok training-operator helm promtool; do
     [ -x "$bin/$b" ] || exit 1
   done
-  [ -f "$bin/$PROVISIONING_CRD" ] || exit 1
+  for f in $PROVISIONING_CRD $MONITORING_CRDS $CERT_MANAGER_CRDS; do
+    [ -f "$bin/$f" ] || exit 1
+  done
   echo "$bin"
   exit 0
 elif [ $# -gt 0 ]; then
@@ -178,6 +195,64 @@ build_module helm helm.sh/helm/v4 "$HELM_VERSION" ./cmd/helm
 # Only rules are checked and tested: without Prometheus's service discovery
 # (its cloud SDKs), the build takes a fraction of the time.
 build_module promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" ./cmd/promtool remove_all_sd
+
+# Whether any of the files named in $2.. is missing from directory $1.
+any_missing() { # dir file...
+  local dir=$1 f
+  shift
+  for f in "$@"; do [ -f "$dir/$f" ] || return 0; done
+  return 1
+}
+
+# The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, the
+# files its module publishes (what its bundle.yaml is made of).
+crd_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
+# shellcheck disable=SC2086 # the lists are words
+if any_missing "$crd_dir" $MONITORING_CRDS; then
+  log "fetching the ServiceMonitor and PrometheusRule CRDs (github.com/prometheus-operator/prometheus-operator $PROMETHEUS_OPERATOR_VERSION)"
+  module_source github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" "$work/prometheus-operator"
+  mkdir -p "$crd_dir"
+  for f in $MONITORING_CRDS; do
+    cp "$work/prometheus-operator/example/prometheus-operator-crd/$f" "$crd_dir/$f.tmp"
+    mv "$crd_dir/$f.tmp" "$crd_dir/$f"
+  done
+  rm -rf "$work/prometheus-operator"
+fi
+for f in $MONITORING_CRDS; do ln -sfn "$crd_dir/$f" "$bin/$f"; done
+
+# cert-manager's Certificate and Issuer CRDs as its Helm chart installs
+# them (`crds.enabled=true`); the module's deploy/crds/ files are, its
+# README says, sources "for reference" that "might be incomplete". The
+# chart is packaged with the release's version first, as cert-manager's
+# release does (the module's Chart.yaml says v0.0.0), so the CRDs carry
+# the labels a real install gives them.
+crd_dir="$cache/cert-manager-crds-$CERT_MANAGER_VERSION"
+# shellcheck disable=SC2086
+if any_missing "$crd_dir" $CERT_MANAGER_CRDS; then
+  log "rendering the Certificate and Issuer CRDs from cert-manager's chart (github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION)"
+  module_source github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" "$work/cert-manager"
+  helm_in_work() {
+    HOME="$work/helm-home" HELM_CACHE_HOME="$work/helm-home/cache" \
+      HELM_CONFIG_HOME="$work/helm-home/config" HELM_DATA_HOME="$work/helm-home/data" \
+      "$bin/helm" "$@"
+  }
+  helm_in_work package "$work/cert-manager/deploy/charts/cert-manager" \
+    --version "$CERT_MANAGER_VERSION" --app-version "$CERT_MANAGER_VERSION" \
+    --destination "$work" >&2
+  mkdir -p "$crd_dir"
+  for f in $CERT_MANAGER_CRDS; do
+    helm_in_work template cert-manager "$work/cert-manager-$CERT_MANAGER_VERSION.tgz" \
+      --namespace cert-manager --set crds.enabled=true \
+      --show-only "templates/crd-$f" >"$crd_dir/$f.tmp"
+    if ! grep -q '^kind: CustomResourceDefinition$' "$crd_dir/$f.tmp"; then
+      echo "cert-manager $CERT_MANAGER_VERSION: its chart's templates/crd-$f rendered no CustomResourceDefinition with crds.enabled=true; the chart's layout changed" >&2
+      exit 1
+    fi
+    mv "$crd_dir/$f.tmp" "$crd_dir/$f"
+  done
+  rm -rf "$work/cert-manager"
+fi
+for f in $CERT_MANAGER_CRDS; do ln -sfn "$crd_dir/$f" "$bin/$f"; done
 
 "$bin/etcd" --version >&2 | head -n 1 || true
 "$bin/kube-apiserver" --version >&2 || true

@@ -11,9 +11,11 @@
 //! cover); bad values are refused naming the value. Against a real
 //! kube-apiserver, `helm install`, `helm upgrade` and `helm uninstall` make,
 //! change and remove what the chart renders (CRDs kept, as Helm keeps them);
-//! switched to cert-manager (its two CRDs stood in for: cert-manager is not
-//! in the test cluster), `arbiter run` with the rendered arguments, under
-//! the chart's ServiceAccount, leads, serves the certificate mounted where
+//! switched to cert-manager (cert-manager's own Certificate and Issuer CRDs,
+//! rendered from its chart by `scripts/test-cluster.sh`, take the chart's
+//! objects under Helm's strict field validation; cert-manager's controllers
+//! do not run), `arbiter run` with the rendered arguments, under the
+//! chart's ServiceAccount, leads, serves the certificate mounted where
 //! cert-manager's Secret would be, and leaves caBundle alone.
 //!
 //! Each test runs helm with its own cache, configuration and data
@@ -910,11 +912,12 @@ mod api_server {
     //! the Deployment is an object; helm v4 waits for nothing by default).
 
     use super::*;
+    use arbiter_testcluster::crd_documents;
     use arbiter_testcluster::TestCluster;
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{Namespace, Secret};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
+    use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
     use kube::discovery::{pinned_kind, Scope};
     use kube::Client;
 
@@ -1139,29 +1142,63 @@ mod api_server {
         assert_eq!(releases.trim(), "[]");
     }
 
-    /// Stand-ins for cert-manager's two CRDs (cert-manager itself is not in
-    /// the test cluster): the kinds are served and hold what they are
-    /// given; nothing issues or injects. The test gives the operator what
-    /// the kubelet would mount from the issued Secret.
-    fn cert_manager_kinds() -> Vec<CustomResourceDefinition> {
-        [("Certificate", "certificates"), ("Issuer", "issuers")]
-            .iter()
-            .map(|(kind, plural)| {
-                serde_json::from_value(json!({
-                    "metadata": {"name": format!("{plural}.cert-manager.io")},
-                    "spec": {
-                        "group": "cert-manager.io",
-                        "scope": "Namespaced",
-                        "names": {"kind": kind, "plural": plural, "listKind": format!("{kind}List"),
-                                  "singular": kind.to_lowercase()},
-                        "versions": [{"name": "v1", "served": true, "storage": true,
-                            "schema": {"openAPIV3Schema": {"type": "object",
-                                "x-kubernetes-preserve-unknown-fields": true}}}]
-                    }
-                }))
-                .unwrap_or_else(|e| panic!("{e}"))
-            })
-            .collect()
+    /// cert-manager's Certificate and Issuer CRDs as its chart installs
+    /// them, by file name in the test cluster's bin directory, with the CRD
+    /// each holds. `scripts/test-cluster.sh` renders them from the chart in
+    /// cert-manager's Go module. cert-manager's controllers do not run:
+    /// nothing issues or injects, and the test gives the operator what the
+    /// kubelet would mount from the issued Secret.
+    const CERT_MANAGER_CRDS: [(&str, &str); 2] = [
+        (
+            "cert-manager.io_certificates.yaml",
+            "certificates.cert-manager.io",
+        ),
+        ("cert-manager.io_issuers.yaml", "issuers.cert-manager.io"),
+    ];
+
+    fn cert_manager_crds() -> Vec<CustomResourceDefinition> {
+        let dir = arbiter_testcluster::binaries().unwrap_or_else(|e| panic!("{e}"));
+        let mut crds = Vec::new();
+        for (file, name) in CERT_MANAGER_CRDS {
+            let path = dir.join(file);
+            assert!(
+                path.is_file(),
+                "{} is missing; run scripts/test-cluster.sh (it renders cert-manager's CRDs \
+                 from the chart in its Go module into that directory)",
+                path.display()
+            );
+            let found = crd_documents(&path).unwrap_or_else(|e| panic!("{e}"));
+            let names: Vec<&str> = found
+                .iter()
+                .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+                .collect();
+            assert_eq!(names, [name], "{}", path.display());
+            crds.extend(found);
+        }
+        crds
+    }
+
+    /// Server-side apply of `object` as a dry run, refusing any field its
+    /// kind's schema does not declare (what Helm v4's server-side apply
+    /// asks for too).
+    async fn dry_run_strict(client: &Client, object: &Value) -> Result<(), kube::Error> {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let key = Key::of(object);
+        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
+        let (resource, _) = pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{key}: {gvk:?} is not served: {e}"));
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &key.namespace, &resource);
+        // Forced: the dry run may take fields Helm holds.
+        let params = PatchParams::apply("helm-test")
+            .force()
+            .dry_run()
+            .validation_strict();
+        api.patch(&key.name, &params, &Patch::Apply(object))
+            .await
+            .map(drop)
     }
 
     /// A plain HTTP GET on loopback: the status code (0: nothing answers).
@@ -1215,9 +1252,9 @@ mod api_server {
             .unwrap_or_else(|e| panic!("{e}"));
         let helm = Helm::with_kubeconfig(kubeconfig);
         cluster
-            .install_crds(&cert_manager_kinds())
+            .install_crds(&cert_manager_crds())
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("installing cert-manager's CRDs: {e}"));
 
         // Self-managed first, then switched to cert-manager by an upgrade:
         // the Certificate and Issuers made, the webhooks annotated, the
@@ -1236,6 +1273,37 @@ mod api_server {
         helm.ok(&upgrade);
         let rendered = helm.template(NAMESPACE, &cert_manager);
         assert_installed(&admin, &rendered).await;
+        // Helm applied them with strict field validation, and nothing was
+        // pruned (assert_installed); the Certificate made for an issuer of
+        // one's own is taken too, and a misspelled field is refused.
+        let own_issuer = helm.template(
+            NAMESPACE,
+            &[
+                "--set",
+                "webhook.certificates=cert-manager",
+                "--set",
+                "webhook.certManager.issuerRef.kind=ClusterIssuer",
+                "--set",
+                "webhook.certManager.issuerRef.name=corp-ca",
+                "--set",
+                "webhook.certManager.issuerRef.group=cert-manager.io",
+            ],
+        );
+        for object in of_kind(&own_issuer, "Certificate") {
+            dry_run_strict(&admin, object)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", Key::of(object)));
+        }
+        let mut misspelled = one(&rendered, "Certificate", "arbiter-webhook").clone();
+        misspelled["spec"]["dnsName"] = misspelled["spec"]["dnsNames"].take();
+        if let Some(spec) = misspelled["spec"].as_object_mut() {
+            spec.remove("dnsNames");
+        }
+        let refused = dry_run_strict(&admin, &misspelled).await;
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains(".spec.dnsName")),
+            "cert-manager's Certificate CRD refuses spec.dnsName (it has dnsNames): {refused:?}"
+        );
 
         // The operator as the Deployment runs it: its arguments, its
         // ServiceAccount's token, the Certificate's Secret as the kubelet

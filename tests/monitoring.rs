@@ -4,7 +4,12 @@
 //! file it is and runs `alerts-test.yaml`, which fires and clears every
 //! alert from written series; every alert is tested both ways and says
 //! what to do. Every panel has the data source variable and a target, and
-//! every dashboard query parses in promtool too. And every metric the rules
+//! every dashboard query parses in promtool too. On a real API server
+//! serving the Prometheus Operator's own ServiceMonitor and PrometheusRule
+//! CRDs (as its Go module publishes them), `kubectl apply --server-side
+//! --validate=strict -k deploy/monitoring/` stores every field the
+//! kustomization sets, and a misspelled field or a bad duration is refused
+//! naming it. And every metric the rules
 //! and the dashboard read is one `arbiter run` really serves on its admin
 //! port, scraped after a scenario against the full test cluster that makes
 //! every family report (an admission, a preemption, a finished job, a
@@ -67,13 +72,14 @@ fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
 
-/// A client built by `scripts/test-cluster.sh` into the test cluster's bin directory.
+/// A client built, or a CRD file fetched, by `scripts/test-cluster.sh` into
+/// the test cluster's bin directory.
 fn tool(name: &str) -> PathBuf {
     let dir = arbiter_testcluster::binaries().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.join(name);
     assert!(
         path.is_file(),
-        "{} is missing; run scripts/test-cluster.sh (it builds {name} into that directory)",
+        "{} is missing; run scripts/test-cluster.sh (it puts {name} into that directory)",
         path.display()
     );
     path
@@ -378,17 +384,25 @@ fn every_panel_has_the_data_source_and_a_target_and_every_query_parses() {
     );
 }
 
-#[test]
-fn the_kustomization_installs_the_monitor_the_rules_and_the_dashboard() {
+/// The objects `kubectl kustomize deploy/monitoring` makes.
+fn kustomized() -> Vec<Value> {
     let out = succeed(
         Command::new(tool("kubectl"))
             .arg("kustomize")
             .arg(monitoring("")),
         "kubectl kustomize deploy/monitoring",
     );
-    let objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&out)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
-        .collect();
+    serde_yaml_ng::Deserializer::from_str(&out)
+        .map(|doc| {
+            serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("`kubectl kustomize deploy/monitoring`: not YAML: {e}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_kustomization_installs_the_monitor_the_rules_and_the_dashboard() {
+    let objects = kustomized();
     let kinds: BTreeSet<String> = objects
         .iter()
         .map(|o| format!("{} {}", text(&o["kind"]), text(&o["metadata"]["name"])))
@@ -639,6 +653,219 @@ async fn prometheus_can_parse_what_the_operator_serves() {
                 .args(["check", "metrics"])
                 .stdin(std::fs::File::open(page.path()).unwrap()),
             &format!("promtool check metrics on /metrics:\n{body}"),
+        );
+    }
+}
+
+mod api_server {
+    //! deploy/monitoring/ against a real kube-apiserver serving the
+    //! Prometheus Operator's own CRDs, as its Go module publishes them
+    //! (`scripts/test-cluster.sh` caches them beside the binaries). No
+    //! Prometheus Operator runs: the API server's schema checks are the
+    //! point.
+
+    use super::*;
+    use arbiter_testcluster::{crd_documents, TestCluster};
+    use kube::api::{DynamicObject, GroupVersionKind};
+    use kube::discovery::{pinned_kind, Scope};
+    use kube::Client;
+
+    /// The CRDs of the kinds deploy/monitoring/ makes, by file name in the
+    /// test cluster's bin directory, with the CRD each holds.
+    const OPERATOR_CRDS: [(&str, &str); 2] = [
+        (
+            "monitoring.coreos.com_servicemonitors.yaml",
+            "servicemonitors.monitoring.coreos.com",
+        ),
+        (
+            "monitoring.coreos.com_prometheusrules.yaml",
+            "prometheusrules.monitoring.coreos.com",
+        ),
+    ];
+
+    /// `kubectl --kubeconfig KUBECONFIG ARGS` with its home (discovery
+    /// cache) in `home`: (succeeded, stdout and stderr).
+    fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str]) -> (bool, String) {
+        let output = Command::new(tool("kubectl"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .env("HOME", home)
+            .output()
+            .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    }
+
+    /// The object as the API server holds it now (`None`: not there).
+    async fn live(client: &Client, object: &Value) -> Option<Value> {
+        let api_version = text(&object["apiVersion"]);
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let kind = text(&object["kind"]);
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps) = pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: {gvk:?} is not served: {e}"));
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                text(&object["metadata"]["namespace"]),
+                &resource,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        let name = text(&object["metadata"]["name"]);
+        api.get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {kind} {name}: {e}"))
+            .map(|o| serde_json::to_value(o).unwrap_or_default())
+    }
+
+    /// Where `held` lacks or changed what `set` says (what the API server
+    /// adds — defaults, metadata — is not a difference).
+    fn lacks(path: &str, set: &Value, held: &Value, out: &mut Vec<String>) {
+        match (set, held) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (key, value) in a {
+                    let at = format!("{path}.{key}");
+                    match b.get(key) {
+                        Some(there) => lacks(&at, value, there, out),
+                        None => out.push(format!(
+                            "{at}: not there (pruned: not in the CRD's schema?)"
+                        )),
+                    }
+                }
+            }
+            (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    lacks(&format!("{path}[{i}]"), x, y, out);
+                }
+            }
+            _ if set != held => out.push(format!("{path}: set {set}, the API holds {held}")),
+            _ => {}
+        }
+    }
+
+    /// `object` (a copy of one in deploy/monitoring/, changed) as a file to apply.
+    fn write(dir: &Path, object: &Value) -> PathBuf {
+        let path = dir.join(format!("{}.yaml", text(&object["metadata"]["name"])));
+        let yaml = serde_yaml_ng::to_string(object).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+
+    #[tokio::test]
+    async fn the_prometheus_operators_crds_take_the_monitor_and_the_rules_under_strict_validation()
+    {
+        let cluster = TestCluster::start()
+            .await
+            .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
+        let mut crds = Vec::new();
+        for (file, name) in OPERATOR_CRDS {
+            let found = crd_documents(&tool(file)).unwrap_or_else(|e| panic!("{e}"));
+            let names: Vec<&str> = found
+                .iter()
+                .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+                .collect();
+            assert_eq!(names, [name], "{file}");
+            crds.extend(found);
+        }
+        cluster
+            .install_crds(&crds)
+            .await
+            .unwrap_or_else(|e| panic!("installing the Prometheus Operator's CRDs: {e}"));
+        let admin = cluster
+            .admin_client()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        create_namespace(&admin, "arbiter-system").await;
+        let token = cluster
+            .token("admin")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_string();
+        let kubeconfig = cluster
+            .write_kubeconfig("kubectl", &token)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let home = cluster.dir().join("kubectl-home");
+        let strict = ["apply", "--server-side", "--validate=strict"];
+
+        // What deploy/monitoring/README.md says to run, refusing any field
+        // the CRDs do not declare.
+        let directory = monitoring("");
+        let directory = directory.to_string_lossy();
+        let mut args = strict.to_vec();
+        args.extend(["-k", &directory]);
+        let (applied, out) = kubectl(&kubeconfig, &home, &args);
+        assert!(applied, "`kubectl {}` failed:\n{out}", args.join(" "));
+        let mut problems = Vec::new();
+        for object in kustomized() {
+            let key = format!(
+                "{} {}",
+                text(&object["kind"]),
+                text(&object["metadata"]["name"])
+            );
+            match live(&admin, &object).await {
+                None => problems.push(format!("{key}: not in the API after the apply")),
+                Some(held) => {
+                    let mut found = Vec::new();
+                    lacks("", &object, &held, &mut found);
+                    problems.extend(found.into_iter().map(|f| format!("{key}: {f}")));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+        // The validation bites: a misspelled field is refused, naming it…
+        let dir = cluster.dir().join("changed");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let mut monitor = yaml("servicemonitor.yaml");
+        monitor["metadata"]["name"] = json!("arbiter-misspelled");
+        let endpoint = &mut monitor["spec"]["endpoints"][0];
+        let interval = endpoint["interval"].take();
+        endpoint["scrapeInterval"] = interval;
+        if let Some(fields) = endpoint.as_object_mut() {
+            fields.remove("interval");
+        }
+        let file = write(&dir, &monitor);
+        let file = file.to_string_lossy();
+        let mut args = strict.to_vec();
+        args.extend(["-f", &file]);
+        let (applied, out) = kubectl(&kubeconfig, &home, &args);
+        assert!(
+            !applied && out.contains(".spec.endpoints[0].scrapeInterval"),
+            "a ServiceMonitor with spec.endpoints[0].scrapeInterval (the CRD says interval) \
+             must be refused naming the field; `kubectl {}` said:\n{out}",
+            args.join(" ")
+        );
+        assert!(live(&admin, &monitor).await.is_none(), "nothing stored");
+        // …and by a client-side `kubectl apply -f` (README.md's one at a
+        // time; kubectl validates strictly unless told not to).
+        let (applied, out) = kubectl(&kubeconfig, &home, &["apply", "-f", &file]);
+        assert!(
+            !applied && out.contains("spec.endpoints[0].scrapeInterval"),
+            "`kubectl apply -f` of the ServiceMonitor with scrapeInterval must be refused \
+             naming the field; it said:\n{out}"
+        );
+        assert!(live(&admin, &monitor).await.is_none(), "nothing stored");
+
+        // A `for` that is no Prometheus duration: the CRD's pattern refuses it.
+        let mut rule = yaml("prometheusrule.yaml");
+        rule["metadata"]["name"] = json!("arbiter-bad-duration");
+        rule["spec"]["groups"][0]["rules"][0]["for"] = json!("30 minutes");
+        let file = write(&dir, &rule);
+        let file = file.to_string_lossy();
+        let mut args = strict.to_vec();
+        args.extend(["-f", &file]);
+        let (applied, out) = kubectl(&kubeconfig, &home, &args);
+        assert!(
+            !applied && out.contains("spec.groups[0].rules[0].for"),
+            "a PrometheusRule whose first rule has `for: 30 minutes` must be refused naming \
+             the field; `kubectl {}` said:\n{out}",
+            args.join(" ")
         );
     }
 }
