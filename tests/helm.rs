@@ -492,6 +492,7 @@ fn custom_values() -> Value {
         "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
         "leaderElection": {"enabled": true, "leaseDurationSeconds": 30, "renewGraceSeconds": 10},
         "logFormat": "text",
+        "dashboard": {"enabled": false},
         "extraArgs": ["--batch-window-ms", "50"],
         "webhook": {"certificates": "cert-manager"},
         "defaultBundle": {"enabled": false},
@@ -597,6 +598,7 @@ fn other_values_set_the_operators_pods() {
     assert_eq!(flag(&args, "--lease-duration"), Some("30"));
     assert_eq!(flag(&args, "--lease-grace"), Some("10"));
     assert_eq!(flag(&args, "--batch-window-ms"), Some("50"));
+    assert!(args.iter().any(|a| a == "--no-dashboard"), "{args:?}");
     assert_parses(&args);
     assert_eq!(
         one(&objects, "PodDisruptionBudget", "arbiter")["spec"]["minAvailable"],
@@ -1203,17 +1205,29 @@ mod api_server {
 
     /// A plain HTTP GET on loopback: the status code (0: nothing answers).
     fn http_status(port: u16, path: &str) -> u16 {
+        http_get(port, path).0
+    }
+
+    /// GET `path` from the loopback `port`: the status (0 when nothing
+    /// answers) and the body.
+    fn http_get(port: u16, path: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-            return 0;
+            return (0, String::new());
         };
         let _ = write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
         let mut text = String::new();
         let _ = stream.read_to_string(&mut text);
-        text.split_whitespace()
+        let code = text
+            .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        (code, body.to_string())
     }
 
     fn free_port() -> u16 {
@@ -1327,14 +1341,14 @@ mod api_server {
         let operator_kubeconfig = cluster
             .write_kubeconfig("operator", &account)
             .unwrap_or_else(|e| panic!("{e}"));
-        let (admin_port, webhook_port) = (free_port(), free_port());
+        let (admin_port, webhook_port, dashboard_port) = (free_port(), free_port(), free_port());
         let cert_dir = flag(
             &strings(&container(&rendered)["args"]),
             "--webhook-cert-dir",
         )
         .unwrap_or_default()
         .to_string();
-        let args: Vec<String> = strings(&container(&rendered)["args"])
+        let mut args: Vec<String> = strings(&container(&rendered)["args"])
             .into_iter()
             .map(|a| match a.as_str() {
                 "0.0.0.0:8080" => format!("127.0.0.1:{admin_port}"),
@@ -1343,6 +1357,16 @@ mod api_server {
                 _ => a,
             })
             .collect();
+        // In the pod the dashboard is on 127.0.0.1:8081 (the default, no
+        // flag rendered); here, a free port beside other tests.
+        assert!(
+            !args.iter().any(|a| a.starts_with("--dashboard")),
+            "{args:?}"
+        );
+        args.extend([
+            "--dashboard-address".into(),
+            format!("127.0.0.1:{dashboard_port}"),
+        ]);
         let log_path = cluster.dir().join("operator.log");
         let log_file = std::fs::File::create(&log_path).unwrap_or_else(|e| panic!("{e}"));
         let mut operator = Operator(
@@ -1384,6 +1408,20 @@ mod api_server {
             );
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
+        // Its dashboard reads all it shows under the chart's roles.
+        let (code, body) =
+            tokio::task::spawn_blocking(move || http_get(dashboard_port, "/dashboard/api/state"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code, 200, "{body}");
+        let state: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(state["errors"], serde_json::json!([]), "{state:#}");
+        assert!(
+            items(&state["bundles"])
+                .iter()
+                .any(|b| b["name"] == "arbiter-default-bundle"),
+            "{state:#}"
+        );
         let log_text = log();
         assert!(
             log_text.contains("webhooks serving")
