@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seeds the fuzz corpora from the repo's real inputs:
 #   corpus/manifests/  scenarios, examples, the seed article's manifests,
-#                      YAML blocks of README.md and DESIGN.md, a few extra kinds
+#                      YAML blocks of README.md and docs/design.md, a few extra kinds
 #   corpus/bundle/     bundle.yaml files and PolicyBundle blocks of the docs,
 #                      plus a tenant, a WASM and an error-expecting bundle
 #   corpus/cel/        every `expression`/`messageExpression` of those
@@ -61,7 +61,7 @@ while IFS= read -r -d '' f; do
   add manifests <"$f"
 done < <(find "$root/tests/scenarios" "$root/examples" -name '*.yaml' -print0)
 [ -f "$shared/testdata/article/manifests.yaml" ] && add manifests <"$shared/testdata/article/manifests.yaml"
-for md in "$root/README.md" "$shared/DESIGN.md"; do
+for md in "$root/README.md" "$root/docs/design.md"; do
   [ -f "$md" ] || continue
   while IFS= read -r -d '' block; do
     if grep -q 'kind: PolicyBundle' <<<"$block"; then

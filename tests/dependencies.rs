@@ -1,4 +1,4 @@
-//! The crate graph keeps the architecture (DESIGN §1): the scheduler core
+//! The crate graph keeps the architecture (docs/design.md §1): the scheduler core
 //! (`arbiter-core`) must never reach an async runtime, a WebAssembly engine,
 //! a Kubernetes client, an HTTP stack or a file watcher. Read from
 //! `cargo tree`, so a new dependency that drags one in fails here, with the

@@ -1,4 +1,4 @@
-//! DESIGN §4's deterministic budget: a plugin's budget is counted in fuel
+//! docs/design.md §4's deterministic budget: a plugin's budget is counted in fuel
 //! (WebAssembly instructions), not wall time, so a plugin running near its
 //! budget decides the same on any machine and under any load, and
 //! `arbiter simulate --reproducible` writes the same report every time —

@@ -1,4 +1,4 @@
-//! Property tests for the invariants of DESIGN §3. Random small clusters
+//! Property tests for the invariants of docs/design.md §3. Random small clusters
 //! (1–3 flavors, 1–2 cohorts, 2–5 ClusterQueues with random quotas, limits,
 //! preemption and queueing policies, optional node pools) and random
 //! workload streams are written as YAML, loaded and built the way

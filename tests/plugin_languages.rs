@@ -436,7 +436,7 @@ fn scenario_yaml(tenants: &[String]) -> String {
     y
 }
 
-/// DESIGN §4's containment, through the engine the scheduler uses: with a
+/// docs/design.md §4's containment, through the engine the scheduler uses: with a
 /// hostile plugin as the tenant bundle of sixteen tenants (each
 /// misbehaviour in each language), every tenant's schedule — theirs
 /// included, as a failing weight policy falls back to the built-in order —

@@ -1,4 +1,4 @@
-//! Tenant isolation (DESIGN §3, README "Tenant bundles") proven over random
+//! Tenant isolation (docs/design.md §3, README "Tenant bundles") proven over random
 //! multi-tenant scenarios: ClusterQueues of either queueing strategy, with
 //! preemption, a cohort with borrowing and reclaim, fair sharing, node pools
 //! and partial admission; three namespaces; workloads of random sizes,

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use arbiter_core::model::api;
 
-/// All six CRDs, in DESIGN §2 order.
+/// All six CRDs, in docs/design.md §2 order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         api::ResourceFlavor::crd(),

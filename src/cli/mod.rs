@@ -1,4 +1,4 @@
-//! The command line (DESIGN §5): argument parsing, reading files, printing
+//! The command line (docs/design.md §5): argument parsing, reading files, printing
 //! results and mapping errors to exit codes (0 ok, 1 bad input, 2 usage).
 //! The only place `anyhow` is used; everything it calls returns typed errors.
 
