@@ -16,14 +16,24 @@ use crate::views::{
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionInput {
+    /// The workload asking to be admitted; its `flavors` are the ones it would be admitted on.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub workload: WorkloadView,
+    /// Its LocalQueue (empty unless a policy reads `queue`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub queue: QueueView,
+    /// Its ClusterQueue (empty unless a policy reads `clusterQueue`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cluster_queue: ClusterQueueView,
+    /// Its namespace (empty unless a policy reads `tenant`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub tenant: TenantView,
+    /// Its ClusterQueue's cohort, if any (absent unless a policy reads `cohort`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cohort: Option<CohortView>,
     /// Pod set → resource → flavor it would be admitted on.
@@ -32,17 +42,27 @@ pub struct AdmissionInput {
     /// Whether admitting it borrows from the cohort.
     #[serde(default)]
     pub borrowing: bool,
+    /// The scheduler's clock, in seconds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub now: f64,
+    /// The policy's `params` (its `config` in bundle.yaml), filled in by the host.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub params: serde_json::Value,
 }
 
+/// The `admission` response: admit or deny, and why.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct AdmissionOutput {
+    /// Whether the workload may be admitted.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     pub allowed: bool,
+    /// Why it is denied (shown in Events and reports); unused when allowed.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub reason: Option<String>,
     /// `false` rejects the workload for good; default true (it is tried again later).
@@ -91,23 +111,35 @@ impl AdmissionOutput {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WeightInput<W = WorkloadView> {
+    /// The workloads to score, in order.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub workloads: Vec<W>,
     /// By `namespace/name`.
     #[serde(default)]
     pub queues: BTreeMap<String, QueueView>,
+    /// The workloads' ClusterQueues, by name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cluster_queues: BTreeMap<String, ClusterQueueView>,
+    /// The workloads' namespaces, by name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub tenants: BTreeMap<String, TenantView>,
+    /// The scheduler's clock, in seconds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub now: f64,
+    /// The policy's `params` (its `config` in bundle.yaml), filled in by the host.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub params: serde_json::Value,
 }
 
+/// The `weight` response.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct WeightOutput {
     /// One finite number per workload, same order; higher goes first.
     pub scores: Vec<f64>,
@@ -118,16 +150,24 @@ pub struct WeightOutput {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FairShareInput {
+    /// The ClusterQueues to weigh, in order.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cluster_queues: Vec<ClusterQueueView>,
+    /// The scheduler's clock, in seconds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub now: f64,
+    /// The policy's `params` (its `config` in bundle.yaml), filled in by the host.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub params: serde_json::Value,
 }
 
+/// The `fairShare` response.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct FairShareOutput {
     /// One weight ≥ 0 per ClusterQueue, same order.
     pub weights: Vec<f64>,
@@ -138,16 +178,24 @@ pub struct FairShareOutput {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AutoscaleInput {
+    /// The flavors with node pools, in order.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub flavors: Vec<FlavorView>,
+    /// The scheduler's clock, in seconds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub now: f64,
+    /// The policy's `params` (its `config` in bundle.yaml), filled in by the host.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub params: serde_json::Value,
 }
 
+/// The `autoscale` response.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct AutoscaleOutput {
     /// Desired nodes per flavor, same order; clamped to `[minNodes, maxNodes]`.
     pub nodes: Vec<i64>,
@@ -158,25 +206,39 @@ pub struct AutoscaleOutput {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorInput {
+    /// The workload whose flavors are ordered.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub workload: WorkloadView,
+    /// Its LocalQueue (empty unless a policy reads `queue`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub queue: QueueView,
+    /// Its ClusterQueue (empty unless a policy reads `clusterQueue`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cluster_queue: ClusterQueueView,
+    /// Its namespace (empty unless a policy reads `tenant`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub tenant: TenantView,
     /// The ClusterQueue's flavors, in listed order.
     #[serde(default)]
     pub candidates: Vec<String>,
+    /// The scheduler's clock, in seconds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub now: f64,
+    /// The policy's `params` (its `config` in bundle.yaml), filled in by the host.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub params: serde_json::Value,
 }
 
+/// The `flavor` response.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct FlavorOutput {
     /// Preferred order, a subset of `candidates`.
     pub flavors: Vec<String>,
@@ -187,6 +249,8 @@ pub struct FlavorOutput {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementInput {
+    /// The admitted workload the pod belongs to.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub workload: WorkloadView,
     /// The pod set the pod belongs to.
@@ -196,6 +260,8 @@ pub struct PlacementInput {
     /// candidates serve several flavors (each node's `flavor` names its own).
     #[serde(default)]
     pub flavor: String,
+    /// The pod to place: what it asks for.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub pod: PodView,
     /// The nodes the pod fits on, with the pods placed before it taken off.
@@ -205,14 +271,20 @@ pub struct PlacementInput {
     /// that make up most of them, most frequent first.
     #[serde(default)]
     pub typical: Vec<TypicalPodView>,
+    /// The scheduler's clock, in seconds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub now: f64,
+    /// The policy's `params` (its `config` in bundle.yaml), filled in by the host.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub params: serde_json::Value,
 }
 
+/// The `placement` response.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct PlacementOutput {
     /// One finite number per node, same order; the pod goes to the highest.
     pub scores: Vec<f64>,

@@ -11,14 +11,22 @@ use serde::{Deserialize, Serialize};
 /// Quantities as numbers in base units (`cpu` in cores, `memory` in bytes).
 pub type Quantities = BTreeMap<String, f64>;
 
+/// A pod set of the workload: `count` pods of one shape.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct PodSetView {
+    /// The pod set's name (`worker`, `launcher`, …).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// How many pods it runs.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub count: u32,
+    /// The fewest pods it may run with (partial admission), if it may run with fewer.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_count: Option<u32>,
     /// Per pod.
@@ -39,31 +47,53 @@ pub struct EstimateView {
     pub samples: u32,
 }
 
+/// A workload: one job waiting or admitted, as every workload hook sees it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct WorkloadView {
+    /// The workload's name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// Its namespace: the tenant.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub namespace: String,
+    /// The kind of job it runs (`Job`, `JobSet`, `PyTorchJob`, …).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub kind: String,
+    /// The job's labels.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The job's annotations.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// Its priority value.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub priority: i64,
+    /// The name of its priority class, if it has one.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub priority_class: Option<String>,
     /// The weight multiplying priority (priority class, else LocalQueue `priorityClass.weight`, else ClusterQueue `priorityClass.weight`, else 1).
     #[serde(default = "one")]
     pub priority_weight: f64,
+    /// The LocalQueue it was submitted to.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub queue_name: String,
+    /// The ClusterQueue that LocalQueue feeds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cluster_queue: String,
+    /// Its pod sets, in order.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub pod_sets: Vec<PodSetView>,
     /// Totals over all pods, per resource.
@@ -75,10 +105,16 @@ pub struct WorkloadView {
     /// Seconds since it was queued.
     #[serde(default)]
     pub age_seconds: f64,
+    /// How many times it was tried again after a retryable denial or failure.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub retries: u32,
+    /// How many times it was evicted (preempted) after admission.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub evictions: u32,
+    /// The runtime estimate of its LocalQueue, if one is configured and known.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub estimate: Option<EstimateView>,
     /// Flavors it is admitted on — for `admission`, the ones it would be
@@ -122,22 +158,36 @@ impl Default for WorkloadView {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct QueueView {
+    /// The LocalQueue's name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// Its namespace.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub namespace: String,
+    /// The priority it gives its workloads, if it sets one.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub priority: Option<i64>,
+    /// The ClusterQueue it feeds.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cluster_queue: String,
 }
 
+/// A ClusterQueue: its fair-sharing state, quota and usage.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct ClusterQueueView {
+    /// The ClusterQueue's name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// The cohort it borrows and lends in, if any.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub cohort: Option<String>,
     /// Fair-sharing weight in force.
@@ -156,6 +206,8 @@ pub struct ClusterQueueView {
     /// Admitted usage: flavor → resource → amount.
     #[serde(default)]
     pub usage: BTreeMap<String, Quantities>,
+    /// The weight multiplying its workloads' priority (`priorityClass.weight`, else 1).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default = "one")]
     pub priority_weight: f64,
     /// Workloads admitted now.
@@ -190,20 +242,32 @@ impl Default for ClusterQueueView {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TenantView {
+    /// The namespace's name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// The namespace's labels.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The namespace's annotations.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
 }
 
+/// The cohort of a ClusterQueue.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(description = ""))]
 pub struct CohortView {
+    /// The cohort's name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// Its parent cohort, if it has one.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub parent: Option<String>,
 }
@@ -213,12 +277,20 @@ pub struct CohortView {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorView {
+    /// The flavor's name.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub name: String,
+    /// Nodes it has now.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub nodes: u32,
+    /// The fewest nodes its pool may have.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub min_nodes: u32,
+    /// The most nodes its pool may have.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub max_nodes: u32,
     /// Fraction (0–1) of the nodes' dominant resource in use.
@@ -248,6 +320,8 @@ pub struct PodView {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceView {
+    /// The resource its cards hold (`example.com/gpu-milli`).
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub resource: String,
     /// What one card holds.
@@ -276,8 +350,12 @@ pub struct NodeView {
     /// Free per resource the node limits (resources it does not limit are absent).
     #[serde(default)]
     pub free: Quantities,
+    /// What the node can hold, per resource.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub allocatable: Quantities,
+    /// Its resources held on separate cards.
+    #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub devices: Vec<DeviceView>,
 }

@@ -30,6 +30,7 @@ use arbiter_core::cel_bounds;
 
 use super::cel::{self, CelLimits, Params};
 pub use super::compiled::{Bundle, Policy, Program};
+use super::hooks;
 pub use super::spec::{
     BundleMeta, BundleSpec, BundleSpecBody, CelSpec, Expect, FailurePolicy, LimitsSpec, Match,
     Mode, PolicySpec, TestSpec, WasmSpec, API_VERSION,
@@ -364,13 +365,7 @@ pub fn load(
         message,
     };
     if let Files::ConfigMap(cm) = &files {
-        let size = configmap_size(cm);
-        if size > CONFIGMAP_LIMIT {
-            return Err(invalid(format!(
-                "is {size} bytes; Kubernetes refuses ConfigMaps over 1 MiB ({CONFIGMAP_LIMIT} bytes). \
-                 Shrink the modules (release build, opt-level \"s\", strip) or mount the bundle as a directory from another volume"
-            )));
-        }
+        check_configmap_size(cm).map_err(invalid)?;
     }
     let raw = files.read("bundle.yaml", FileCap::BundleYaml, "bundle.yaml")?;
     let spec = parse(&raw, &source)?;
@@ -379,43 +374,147 @@ pub fn load(
     if let Some(message) = test::too_many(spec.spec.tests.len(), tenant_bundle) {
         return Err(invalid(message));
     }
-    let mut hasher = Sha256::new();
-    hasher.update(&raw);
-    let mut modules: BTreeMap<String, Arc<Plugin>> = BTreeMap::new();
-    let mut policies = Vec::with_capacity(spec.spec.policies.len());
-    let tenant = match (&options.tenant, &spec.spec.tenant) {
-        (Some(forced), Some(own)) if forced != own => {
-            return Err(invalid(format!(
-                "bundle.yaml says spec.tenant: {own}, but it is loaded as the tenant bundle of {forced}; make them agree"
-            )))
-        }
-        (Some(forced), _) => Some(forced.clone()),
-        (None, own) => own.clone(),
-    };
-    let module_cap = if tenant.is_some() {
-        FileCap::TenantModule
-    } else {
-        FileCap::Module
+    let tenant = bundle_tenant(options, &spec).map_err(invalid)?;
+    let mut compiler = PolicyCompiler {
+        files: &files,
+        runtime,
+        source: &source,
+        tenant: tenant.as_deref(),
+        modules: BTreeMap::new(),
     };
     let mut names = BTreeSet::new();
+    let mut policies = Vec::with_capacity(spec.spec.policies.len());
     for p in &spec.spec.policies {
-        let fail = |message: String| BundleError::Policy {
-            at: source.clone(),
-            policy: p.name.clone(),
-            message,
-        };
         if p.name.is_empty() {
             return Err(invalid(
                 "a policy has an empty name; give every policy a unique name".into(),
             ));
         }
         if !names.insert(p.name.clone()) {
-            return Err(fail(
+            return Err(policy_error(
+                &source,
+                p,
                 "the name is used twice; policy names must be unique in a bundle".into(),
             ));
         }
-        if let Some(ns) = &tenant {
-            if !matches!(p.hook, Hook::Weight | Hook::Admission) {
+        policies.push(compiler.compile(p)?);
+    }
+    tests_name_policies(&spec, &names).map_err(invalid)?;
+    let bundle = Bundle {
+        name: spec.metadata.name.clone(),
+        version: spec.metadata.version.clone(),
+        digest: digest(&raw, &compiler.modules),
+        tenant,
+        policies,
+        tests: spec.spec.tests.clone(),
+        source: source.clone(),
+    };
+    // Checked whether or not the tests run now: `arbiter policy test` runs them next.
+    if let Some(message) = test::over_budget(&bundle) {
+        return Err(invalid(message));
+    }
+    if options.run_tests {
+        run_tests(&bundle)?;
+    }
+    Ok(bundle)
+}
+
+/// Why a ConfigMap is too large for the API server to hold, if it is.
+fn check_configmap_size(cm: &ConfigMap) -> Result<(), String> {
+    let size = configmap_size(cm);
+    if size > CONFIGMAP_LIMIT {
+        return Err(format!(
+            "is {size} bytes; Kubernetes refuses ConfigMaps over 1 MiB ({CONFIGMAP_LIMIT} bytes). \
+             Shrink the modules (release build, opt-level \"s\", strip) or mount the bundle as a directory from another volume"
+        ));
+    }
+    Ok(())
+}
+
+/// The namespace the bundle is a tenant bundle of: the one it is loaded
+/// as, which its own `spec.tenant` must then agree with, else its own.
+fn bundle_tenant(options: &LoadOptions, spec: &BundleSpec) -> Result<Option<String>, String> {
+    match (&options.tenant, &spec.spec.tenant) {
+        (Some(forced), Some(own)) if forced != own => Err(format!(
+            "bundle.yaml says spec.tenant: {own}, but it is loaded as the tenant bundle of {forced}; make them agree"
+        )),
+        (Some(forced), _) => Ok(Some(forced.clone())),
+        (None, own) => Ok(own.clone()),
+    }
+}
+
+/// Every test names a policy of the bundle (`names`).
+fn tests_name_policies(spec: &BundleSpec, names: &BTreeSet<String>) -> Result<(), String> {
+    match spec.spec.tests.iter().find(|t| !names.contains(&t.policy)) {
+        Some(t) => Err(format!(
+            "test {} names policy {}, which the bundle does not have",
+            t.name, t.policy
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The bundle's digest: sha256 over `bundle.yaml`, then each module's file
+/// name and digest, in name order.
+fn digest(raw: &[u8], modules: &BTreeMap<String, Arc<Plugin>>) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(raw);
+    for (name, plugin) in modules {
+        hasher.update(name.as_bytes());
+        hasher.update(plugin.digest().as_bytes());
+    }
+    hex(&hasher.finalize())
+}
+
+/// Runs the bundle's own tests; any failure refuses the bundle, every
+/// failed test named.
+fn run_tests(bundle: &Bundle) -> Result<(), BundleError> {
+    let results = test::run(bundle);
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.failure.as_ref().map(|f| format!("  {}: {f}", r.name)))
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(BundleError::Tests {
+        at: bundle.source.clone(),
+        failed: failed.len(),
+        total: results.len(),
+        details: failed.join("\n"),
+    })
+}
+
+/// Checks and compiles a bundle's policies one by one, sharing what they
+/// share: where the files are, the runtime, the bundle's tenant, and the
+/// modules loaded so far (each compiled once, by file name, however many
+/// policies name it).
+struct PolicyCompiler<'a> {
+    files: &'a Files<'a>,
+    runtime: &'a Runtime,
+    source: &'a str,
+    tenant: Option<&'a str>,
+    modules: BTreeMap<String, Arc<Plugin>>,
+}
+
+/// An error about policy `p` of the bundle loaded from `source`.
+fn policy_error(source: &str, p: &PolicySpec, message: String) -> BundleError {
+    BundleError::Policy {
+        at: source.to_string(),
+        policy: p.name.clone(),
+        message,
+    }
+}
+
+impl PolicyCompiler<'_> {
+    /// One policy checked against what its hook and the bundle allow, its
+    /// limits and params read, and its program compiled.
+    fn compile(&mut self, p: &PolicySpec) -> Result<Policy, BundleError> {
+        let source = self.source;
+        let fail = |message: String| policy_error(source, p, message);
+        let hook = hooks::descriptor(p.hook);
+        if let Some(ns) = self.tenant {
+            if !hook.tenant {
                 return Err(fail(format!(
                     "hook {} is not allowed in a tenant bundle (spec.tenant: {ns}); tenant bundles hold only weight and admission policies",
                     p.hook
@@ -427,99 +526,31 @@ pub fn load(
                 )));
             }
         }
-        let (default, max) = if tenant.is_some() {
+        let (default, max) = if self.tenant.is_some() {
             (Limits::TENANT, Limits::TENANT_MAX)
         } else {
             (Limits::PLATFORM, Limits::PLATFORM_MAX)
         };
-        let limits = limits(p.limits.as_ref(), default, max).map_err(&fail)?;
+        let limits = limits(p.limits.as_ref(), default, max).map_err(fail)?;
         let params = p
             .config
             .clone()
             .or_else(|| p.wasm.as_ref().and_then(|w| w.config.clone()))
             .unwrap_or(serde_json::Value::Object(Default::default()));
         let program = match (&p.cel, &p.wasm) {
-            (Some(c), None) => compile_cel(p.hook, c, &params, &limits).map_err(&fail)?,
-            (None, Some(w)) => {
-                let plugin = match modules.get(&w.module) {
-                    Some(plugin) => plugin.clone(),
-                    None => {
-                        if w.module.contains("..") || w.module.starts_with('/') {
-                            return Err(fail(format!(
-                                "wasm.module {:?} must be a file name inside the bundle",
-                                w.module
-                            )));
-                        }
-                        let bytes = files.read(
-                            &w.module,
-                            module_cap,
-                            &format!("policy {}: wasm.module {}", p.name, w.module),
-                        )?;
-                        // The pin is checked on the bytes: a module that is
-                        // not the one pinned is never compiled or run.
-                        check_pin(w, &hex(&Sha256::digest(&bytes))).map_err(&fail)?;
-                        // Shape caps, compile budget and load probe: the
-                        // bundle's own (tenant ones for a tenant bundle).
-                        let load_limits = match &tenant {
-                            Some(_) => LoadLimits::tenant(limits),
-                            None => LoadLimits::platform(limits),
-                        };
-                        // A compile error or trap may quote the module's own names.
-                        let plugin =
-                            runtime.load(&w.module, &bytes, &load_limits).map_err(|e| {
-                                fail(format!(
-                                    "wasm.module {}: {}",
-                                    w.module,
-                                    crate::text::clean(
-                                        &e.to_string(),
-                                        crate::text::MAX_ERROR_BYTES
-                                    )
-                                ))
-                            })?;
-                        modules.insert(w.module.clone(), plugin.clone());
-                        plugin
-                    }
-                };
-                // Another policy may name the module under other limits.
-                plugin
-                    .probe(&limits)
-                    .map_err(|e| fail(format!("wasm.module {}: {e}", w.module)))?;
-                check_pin(w, plugin.digest()).map_err(&fail)?;
-                if !plugin.exports_hook(p.hook) {
-                    return Err(fail(format!(
-                        "{} does not export {}, which hook {} needs",
-                        w.module,
-                        p.hook.export_name(),
-                        p.hook
-                    )));
-                }
-                let weight_fields = match plugin.weight_fields() {
-                    Some(names) => WeightFields::parse(names).map_err(|e| {
-                        fail(format!(
-                            "wasm.module {}: its arbiter_weight_fields {e}; fix the \
-                             declaration in the plugin (plugin-sdk/ABI.md)",
-                            w.module
-                        ))
-                    })?,
-                    None => WeightFields::ALL,
-                };
-                Program::Wasm {
-                    plugin,
-                    module: w.module.clone(),
-                    weight_fields,
-                }
-            }
+            (Some(c), None) => compile_cel(p.hook, c, &params, &limits).map_err(fail)?,
+            (None, Some(w)) => self.wasm(p, w, limits)?,
             (Some(_), Some(_)) => {
                 return Err(fail("has both cel and wasm; give exactly one".into()))
             }
             (None, None) => return Err(fail("has neither cel nor wasm; give exactly one".into())),
         };
-        if p.order_by_placement && p.hook != Hook::Flavor {
+        if p.order_by_placement && !hook.order_by_placement {
             return Err(fail(
                 "orderByPlacement orders a flavor policy's answer; remove it from this policy or make it a flavor policy".into(),
             ));
         }
-        policies.push(Policy {
+        Ok(Policy {
             order_by_placement: p.order_by_placement,
             name: p.name.clone(),
             hook: p.hook,
@@ -530,50 +561,105 @@ pub fn load(
             failure_policy: p.failure_policy,
             mode: p.mode,
             limits,
-        });
+        })
     }
-    for (name, plugin) in &modules {
-        hasher.update(name.as_bytes());
-        hasher.update(plugin.digest().as_bytes());
-    }
-    for t in &spec.spec.tests {
-        if !names.contains(&t.policy) {
-            return Err(invalid(format!(
-                "test {} names policy {}, which the bundle does not have",
-                t.name, t.policy
+
+    /// A WASM policy's program: its module (loaded, or the one already
+    /// loaded under that name) probed under this policy's limits, checked
+    /// against its pin, exporting the hook, with the weight fields it declares.
+    fn wasm(
+        &mut self,
+        p: &PolicySpec,
+        w: &WasmSpec,
+        limits: Limits,
+    ) -> Result<Program, BundleError> {
+        let plugin = match self.modules.get(&w.module) {
+            Some(plugin) => plugin.clone(),
+            None => {
+                let plugin = self.module(p, w, limits)?;
+                self.modules.insert(w.module.clone(), plugin.clone());
+                plugin
+            }
+        };
+        let source = self.source;
+        let fail = |message: String| policy_error(source, p, message);
+        // Another policy may name the module under other limits.
+        plugin
+            .probe(&limits)
+            .map_err(|e| fail(format!("wasm.module {}: {e}", w.module)))?;
+        check_pin(w, plugin.digest()).map_err(fail)?;
+        if !plugin.exports_hook(p.hook) {
+            return Err(fail(format!(
+                "{} does not export {}, which hook {} needs",
+                w.module,
+                p.hook.export_name(),
+                p.hook
             )));
         }
+        let weight_fields = match plugin.weight_fields() {
+            Some(names) => WeightFields::parse(names).map_err(|e| {
+                fail(format!(
+                    "wasm.module {}: its arbiter_weight_fields {e}; fix the \
+                     declaration in the plugin (plugin-sdk/ABI.md)",
+                    w.module
+                ))
+            })?,
+            None => WeightFields::ALL,
+        };
+        Ok(Program::Wasm {
+            plugin,
+            module: w.module.clone(),
+            weight_fields,
+        })
     }
-    let bundle = Bundle {
-        name: spec.metadata.name.clone(),
-        version: spec.metadata.version.clone(),
-        digest: hex(&hasher.finalize()),
-        tenant,
-        policies,
-        tests: spec.spec.tests.clone(),
-        source: source.clone(),
-    };
-    // Checked whether or not the tests run now: `arbiter policy test` runs them next.
-    if let Some(message) = test::over_budget(&bundle) {
-        return Err(invalid(message));
+
+    /// Reads a module named by a policy (a file inside the bundle, up to
+    /// the bundle's module cap), checks its pin on the bytes and compiles
+    /// it under the bundle's own load limits.
+    fn module(
+        &self,
+        p: &PolicySpec,
+        w: &WasmSpec,
+        limits: Limits,
+    ) -> Result<Arc<Plugin>, BundleError> {
+        let source = self.source;
+        let fail = |message: String| policy_error(source, p, message);
+        if w.module.contains("..") || w.module.starts_with('/') {
+            return Err(fail(format!(
+                "wasm.module {:?} must be a file name inside the bundle",
+                w.module
+            )));
+        }
+        let cap = if self.tenant.is_some() {
+            FileCap::TenantModule
+        } else {
+            FileCap::Module
+        };
+        let bytes = self.files.read(
+            &w.module,
+            cap,
+            &format!("policy {}: wasm.module {}", p.name, w.module),
+        )?;
+        // The pin is checked on the bytes: a module that is not the one
+        // pinned is never compiled or run.
+        check_pin(w, &hex(&Sha256::digest(&bytes))).map_err(fail)?;
+        // Shape caps, compile budget and load probe: the bundle's own
+        // (tenant ones for a tenant bundle).
+        let load_limits = match self.tenant {
+            Some(_) => LoadLimits::tenant(limits),
+            None => LoadLimits::platform(limits),
+        };
+        // A compile error or trap may quote the module's own names.
+        self.runtime
+            .load(&w.module, &bytes, &load_limits)
+            .map_err(|e| {
+                fail(format!(
+                    "wasm.module {}: {}",
+                    w.module,
+                    crate::text::clean(&e.to_string(), crate::text::MAX_ERROR_BYTES)
+                ))
+            })
     }
-    if !options.run_tests {
-        return Ok(bundle);
-    }
-    let results = test::run(&bundle);
-    let failed: Vec<String> = results
-        .iter()
-        .filter_map(|r| r.failure.as_ref().map(|f| format!("  {}: {f}", r.name)))
-        .collect();
-    if !failed.is_empty() {
-        return Err(BundleError::Tests {
-            at: source,
-            failed: failed.len(),
-            total: results.len(),
-            details: failed.join("\n"),
-        });
-    }
-    Ok(bundle)
 }
 
 /// A module's `sha256` pin against its digest; the message never shows the module's bytes.
@@ -708,7 +794,7 @@ fn compile_cel(
     let expression = cel::compile_with(&spec.expression, &limits, params)
         .map_err(|e| format!("cel.expression: {e}"))?;
     let message = match &spec.message_expression {
-        Some(m) if hook == Hook::Admission => Some(Box::new(
+        Some(m) if hooks::descriptor(hook).verdict => Some(Box::new(
             cel::compile_with(m, &limits, params)
                 .map_err(|e| format!("cel.messageExpression: {e}"))?,
         )),
@@ -719,7 +805,7 @@ fn compile_cel(
         }
         None => None,
     };
-    if spec.retryable.is_some() && hook != Hook::Admission {
+    if spec.retryable.is_some() && !hooks::descriptor(hook).verdict {
         return Err(format!(
             "cel.retryable is only for admission policies, not {hook}"
         ));

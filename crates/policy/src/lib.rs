@@ -8,8 +8,9 @@
 //! expressions) — the two languages; `spec` (bundle.yaml's wire types),
 //! `status` (what a reload reports: identity, outcome, history);
 //! `compiled` (a checked bundle: its policies and their programs); `eval`
-//! (one policy on one request, output checked); `test` (a bundle's own
-//! tests); `bundle` (the loader: directory or ConfigMap, parse → validate →
+//! (one policy on one request, output checked); `hooks` (one descriptor
+//! per hook: its request and response, evaluation, what a bundle may
+//! declare for it, how a test checks it); `test` (a bundle's own tests); `bundle` (the loader: directory or ConfigMap, parse → validate →
 //! compile → test); `metrics` (the `arbiter_policy_*` Prometheus families);
 //! `reload` (watching a directory, atomic swaps, last good bundle kept);
 //! `engine` (the core's `Hooks`: match, mode, failurePolicy, tenant
@@ -24,6 +25,7 @@ pub mod cel;
 pub mod compiled;
 pub mod engine;
 pub mod eval;
+pub mod hooks;
 pub mod metrics;
 pub mod reload;
 pub mod sources;
@@ -38,23 +40,15 @@ use schemars::{schema_for, Schema};
 
 /// The JSON Schemas of every hook's request and response, by file name
 /// (what `plugin-sdk/schema/` holds).
-pub fn schemas() -> Vec<(&'static str, Schema)> {
-    use view::*;
-    vec![
-        ("admission.request.json", schema_for!(AdmissionInput)),
-        ("admission.response.json", schema_for!(AdmissionOutput)),
-        ("weight.request.json", schema_for!(WeightInput)),
-        ("weight.response.json", schema_for!(WeightOutput)),
-        ("fairShare.request.json", schema_for!(FairShareInput)),
-        ("fairShare.response.json", schema_for!(FairShareOutput)),
-        ("autoscale.request.json", schema_for!(AutoscaleInput)),
-        ("autoscale.response.json", schema_for!(AutoscaleOutput)),
-        ("flavor.request.json", schema_for!(FlavorInput)),
-        ("flavor.response.json", schema_for!(FlavorOutput)),
-        ("placement.request.json", schema_for!(PlacementInput)),
-        ("placement.response.json", schema_for!(PlacementOutput)),
-        ("bundle.json", schema_for!(spec::BundleSpec)),
-    ]
+pub fn schemas() -> Vec<(String, Schema)> {
+    let mut files = Vec::new();
+    for hook in wasm::Hook::ALL {
+        let [request, response] = (hooks::descriptor(hook).schemas)();
+        files.push((format!("{hook}.request.json"), request));
+        files.push((format!("{hook}.response.json"), response));
+    }
+    files.push(("bundle.json".to_string(), schema_for!(spec::BundleSpec)));
+    files
 }
 
 /// A schema as the checked-in file holds it.

@@ -26,6 +26,7 @@ use serde::Serialize;
 use super::Engine;
 use crate::compiled::{Bundle, Policy};
 use crate::eval::PolicyError;
+use crate::hooks;
 use crate::spec::Mode;
 use crate::view::build;
 use crate::wasm::Hook;
@@ -157,30 +158,91 @@ impl DecisionLog {
     }
 }
 
-impl Engine {
-    /// Counts one answer in its policy's statistics and logs the decision;
-    /// with `reused`, an answer reused for an unchanged input (not timed).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn record(
-        &mut self,
-        bundle: &Bundle,
-        policy: &Policy,
+/// One answer a policy gave (or failed to give), as [`Engine::record`]
+/// counts and logs it. Start from [`Answer::given`] or [`Answer::failed`]
+/// and name the workload or subject it is about.
+pub(super) struct Answer<'a> {
+    pub bundle: &'a Bundle,
+    pub policy: &'a Policy,
+    /// When the scheduler asked.
+    pub now: Millis,
+    /// Wall-clock time of the evaluation (0 for a reused answer).
+    pub micros: f64,
+    /// `namespace/name` for workload hooks.
+    pub workload: Option<String>,
+    /// The ClusterQueue or flavor a fairShare/autoscale answer is about.
+    pub subject: Option<String>,
+    /// What was decided; ignored when `error` is given (logged as `error`).
+    pub result: serde_json::Value,
+    /// Why (an admission denial's reason).
+    pub reason: Option<String>,
+    /// Why the evaluation failed.
+    pub error: Option<&'a PolicyError>,
+    /// Reused for an unchanged input, not evaluated (not timed).
+    pub reused: bool,
+}
+
+impl<'a> Answer<'a> {
+    /// `policy` of `bundle` answered `result`, evaluated in `micros`.
+    pub(super) fn given(
+        bundle: &'a Bundle,
+        policy: &'a Policy,
         now: Millis,
         micros: f64,
-        workload: Option<String>,
-        subject: Option<String>,
         result: serde_json::Value,
-        reason: Option<String>,
-        error: Option<&PolicyError>,
-        reused: bool,
-    ) {
+    ) -> Answer<'a> {
+        Answer {
+            bundle,
+            policy,
+            now,
+            micros,
+            workload: None,
+            subject: None,
+            result,
+            reason: None,
+            error: None,
+            reused: false,
+        }
+    }
+
+    /// `policy` of `bundle` failed with `error` after `micros`.
+    pub(super) fn failed(
+        bundle: &'a Bundle,
+        policy: &'a Policy,
+        now: Millis,
+        micros: f64,
+        error: &'a PolicyError,
+    ) -> Answer<'a> {
+        Answer {
+            error: Some(error),
+            ..Answer::given(bundle, policy, now, micros, serde_json::Value::Null)
+        }
+    }
+}
+
+impl Engine {
+    /// Counts one answer in its policy's statistics and logs the decision;
+    /// a reused answer is counted as such (not timed).
+    pub(super) fn record(&mut self, answer: Answer<'_>) {
+        let Answer {
+            bundle,
+            policy,
+            now,
+            micros,
+            workload,
+            subject,
+            result,
+            reason,
+            error,
+            reused,
+        } = answer;
         let tracked = self.stats.tracked(self.metrics.as_ref(), bundle, policy);
         if reused {
             tracked.record_reused();
         } else {
             tracked.record(micros, error.map(|e| e.kind));
         }
-        if policy.hook == Hook::Weight && !self.log_weights && error.is_none() {
+        if hooks::descriptor(policy.hook).numerous && !self.log_weights && error.is_none() {
             return;
         }
         let decision = Decision {

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::decisions::Answer;
 use super::inputs::{
     admission_input, cluster_queue_views, flavor_input, flavor_views, reads, tenant_weight_input,
     weight_input, workload_name,
@@ -72,18 +73,11 @@ impl Hooks for Engine {
                     Ok(out) => {
                         let retryable = out.retryable.unwrap_or(true);
                         let label = if out.allowed { "allow" } else { "deny" };
-                        self.record(
-                            &bundle,
-                            policy,
-                            request.now,
-                            micros,
-                            who,
-                            None,
-                            label.into(),
-                            out.reason.clone(),
-                            None,
-                            false,
-                        );
+                        self.record(Answer {
+                            workload: who,
+                            reason: out.reason.clone(),
+                            ..Answer::given(&bundle, policy, request.now, micros, label.into())
+                        });
                         (!out.allowed).then(|| AdmissionVerdict::Deny {
                             policy: policy.name.clone(),
                             reason: out
@@ -94,18 +88,10 @@ impl Hooks for Engine {
                         })
                     }
                     Err(e) => {
-                        self.record(
-                            &bundle,
-                            policy,
-                            request.now,
-                            micros,
-                            who,
-                            None,
-                            serde_json::Value::Null,
-                            None,
-                            Some(&e),
-                            false,
-                        );
+                        self.record(Answer {
+                            workload: who,
+                            ..Answer::failed(&bundle, policy, request.now, micros, &e)
+                        });
                         (policy.failure_policy == FailurePolicy::Fail).then(|| {
                             AdmissionVerdict::Deny {
                                 policy: policy.name.clone(),
@@ -293,18 +279,10 @@ impl Hooks for Engine {
                 let who = Some(workload_name(&input.workload));
                 match result {
                     Ok(order) => {
-                        self.record(
-                            &bundle,
-                            policy,
-                            now,
-                            micros,
-                            who,
-                            None,
-                            order.clone().into(),
-                            None,
-                            None,
-                            false,
-                        );
+                        self.record(Answer {
+                            workload: who,
+                            ..Answer::given(&bundle, policy, now, micros, order.clone().into())
+                        });
                         if policy.mode == Mode::Enforce {
                             let cluster = state.cluster();
                             return Some(FlavorOrder {
@@ -316,18 +294,10 @@ impl Hooks for Engine {
                             });
                         }
                     }
-                    Err(e) => self.record(
-                        &bundle,
-                        policy,
-                        now,
-                        micros,
-                        who,
-                        None,
-                        serde_json::Value::Null,
-                        None,
-                        Some(&e),
-                        false,
-                    ),
+                    Err(e) => self.record(Answer {
+                        workload: who,
+                        ..Answer::failed(&bundle, policy, now, micros, &e)
+                    }),
                 }
             }
         }
@@ -403,36 +373,18 @@ impl Engine {
                                 answered.push((i, value, false));
                             }
                         }
-                        Err(e) => self.record(
-                            bundle,
-                            policy,
-                            now,
-                            micros,
-                            None,
-                            None,
-                            serde_json::Value::Null,
-                            None,
-                            Some(&e),
-                            false,
-                        ),
+                        Err(e) => self.record(Answer::failed(bundle, policy, now, micros, &e)),
                     }
                 }
                 answered.sort_by_key(|&(i, _, _)| i);
                 for &(i, value, reused) in &answered {
                     let subject = names[i].clone();
                     let micros = if reused { 0.0 } else { micros };
-                    self.record(
-                        bundle,
-                        policy,
-                        now,
-                        micros,
-                        None,
-                        Some(subject),
-                        value.into(),
-                        None,
-                        None,
+                    self.record(Answer {
+                        subject: Some(subject),
                         reused,
-                    );
+                        ..Answer::given(bundle, policy, now, micros, value.into())
+                    });
                 }
                 if policy.mode == Mode::Enforce {
                     for (i, value, _) in answered {
@@ -478,18 +430,10 @@ impl Engine {
         match result {
             Ok(scores) => {
                 for (k, &i) in picked.iter().enumerate() {
-                    self.record(
-                        bundle,
-                        policy,
-                        now,
-                        micros,
-                        Some(workload_name(&input.workloads[i])),
-                        None,
-                        scores[k].into(),
-                        None,
-                        None,
-                        false,
-                    );
+                    self.record(Answer {
+                        workload: Some(workload_name(&input.workloads[i])),
+                        ..Answer::given(bundle, policy, now, micros, scores[k].into())
+                    });
                 }
                 if policy.mode == Mode::Enforce {
                     picked.iter().copied().zip(scores).collect()
@@ -498,18 +442,8 @@ impl Engine {
                 }
             }
             Err(e) => {
-                self.record(
-                    bundle,
-                    policy,
-                    now,
-                    micros * picked.len() as f64,
-                    None,
-                    None,
-                    serde_json::Value::Null,
-                    None,
-                    Some(&e),
-                    false,
-                );
+                let micros = micros * picked.len() as f64;
+                self.record(Answer::failed(bundle, policy, now, micros, &e));
                 Vec::new()
             }
         }

@@ -10,6 +10,7 @@
 
 use std::time::Instant;
 
+use super::decisions::Answer;
 use super::inputs::{placement_input, workload_name};
 use super::Engine;
 use crate::eval;
@@ -55,34 +56,18 @@ impl Engine {
                 let who = Some(workload_name(&input.workload));
                 match result {
                     Ok(output) => {
-                        self.record(
-                            &bundle,
-                            policy,
-                            now,
-                            micros,
-                            who,
-                            None,
-                            summary(input, &output),
-                            None,
-                            None,
-                            false,
-                        );
+                        self.record(Answer {
+                            workload: who,
+                            ..Answer::given(&bundle, policy, now, micros, summary(input, &output))
+                        });
                         if policy.mode == Mode::Enforce {
                             return Some(node_scores(output));
                         }
                     }
-                    Err(e) => self.record(
-                        &bundle,
-                        policy,
-                        now,
-                        micros,
-                        who,
-                        None,
-                        serde_json::Value::Null,
-                        None,
-                        Some(&e),
-                        false,
-                    ),
+                    Err(e) => self.record(Answer {
+                        workload: who,
+                        ..Answer::failed(&bundle, policy, now, micros, &e)
+                    }),
                 }
             }
         }

@@ -171,13 +171,21 @@ impl Hook {
 
     /// The function a module exports to implement this hook.
     pub fn export_name(self) -> &'static str {
+        self.names().1
+    }
+
+    /// The hook's name as bundles spell it and the function a plugin
+    /// exports for it (plugin-sdk/ABI.md): the one place they are written.
+    /// Everything else the policy layer knows of a hook is its descriptor
+    /// (`crate::hooks`).
+    const fn names(self) -> (&'static str, &'static str) {
         match self {
-            Hook::Admission => "arbiter_admission",
-            Hook::Weight => "arbiter_weight",
-            Hook::FairShare => "arbiter_fair_share",
-            Hook::Autoscale => "arbiter_autoscale",
-            Hook::Flavor => "arbiter_flavor",
-            Hook::Placement => "arbiter_placement",
+            Hook::Admission => ("admission", "arbiter_admission"),
+            Hook::Weight => ("weight", "arbiter_weight"),
+            Hook::FairShare => ("fairShare", "arbiter_fair_share"),
+            Hook::Autoscale => ("autoscale", "arbiter_autoscale"),
+            Hook::Flavor => ("flavor", "arbiter_flavor"),
+            Hook::Placement => ("placement", "arbiter_placement"),
         }
     }
 }
@@ -185,14 +193,7 @@ impl Hook {
 impl fmt::Display for Hook {
     /// The hook's name as bundles spell it (`hook: fairShare`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Hook::Admission => "admission",
-            Hook::Weight => "weight",
-            Hook::FairShare => "fairShare",
-            Hook::Autoscale => "autoscale",
-            Hook::Flavor => "flavor",
-            Hook::Placement => "placement",
-        })
+        f.write_str(self.names().0)
     }
 }
 
