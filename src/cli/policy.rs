@@ -92,7 +92,8 @@ pub struct PolicyArgs {
 
 fn parse_hook(text: &str) -> Result<Hook, String> {
     Hook::parse(text).ok_or_else(|| {
-        format!("unknown hook {text:?}; one of admission, weight, fairShare, autoscale, flavor, placement")
+        let names: Vec<String> = Hook::ALL.iter().map(|h| h.to_string()).collect();
+        format!("unknown hook {text:?}; one of {}", names.join(", "))
     })
 }
 

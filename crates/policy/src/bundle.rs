@@ -1,4 +1,4 @@
-//! Policy bundles (DESIGN §4): `bundle.yaml` plus the WebAssembly modules
+//! Policy bundles (docs/design.md §4): `bundle.yaml` plus the WebAssembly modules
 //! it names, from a directory or a ConfigMap, through one loader.
 //!
 //! [`load`](fn@load) runs the whole pipeline but the swap: parse → validate →

@@ -1,4 +1,4 @@
-//! The policy engine (DESIGN §4): CEL expressions and sandboxed WASM
+//! The policy engine (docs/design.md §4): CEL expressions and sandboxed WASM
 //! plugins, loaded from bundles, hot-reloaded, evaluated through one path.
 //!
 //! From the bottom up (each module uses only those above it):

@@ -1,4 +1,4 @@
-//! The policy engine's Prometheus metrics (DESIGN §7: per-policy
+//! The policy engine's Prometheus metrics (docs/design.md §7: per-policy
 //! evaluations, latency and errors; bundle reloads), as `prometheus-client`
 //! families registered into the caller's [`Registry`].
 //!

@@ -1,4 +1,4 @@
-//! The typed views every policy sees (DESIGN §4) and the request/response
+//! The typed views every policy sees (docs/design.md §4) and the request/response
 //! types of each hook: the CEL variables and the JSON of plugin ABI v1 are
 //! the same structures, defined once in `arbiter-abi` (which the Rust
 //! plugin SDK shares) and re-exported here. Built from the core's

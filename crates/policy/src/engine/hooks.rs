@@ -132,7 +132,7 @@ impl Hooks for Engine {
             }
         }
         // Tenant bundles: only their own namespace's workloads, into the tenant
-        // score, and only the views those workloads use (DESIGN §3).
+        // score, and only the views those workloads use (docs/design.md §3).
         let tenants: Vec<(String, Arc<Bundle>)> = self
             .pinned
             .tenants

@@ -117,7 +117,7 @@ pub(super) fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightI
     input
 }
 
-/// The part of a weight batch a tenant's policies see (DESIGN §3): only its
+/// The part of a weight batch a tenant's policies see (docs/design.md §3): only its
 /// own workloads (`own`: indices into `input.workloads`) and the queue,
 /// namespace and ClusterQueue views those workloads use — never another
 /// namespace's workloads, labels, annotations or LocalQueues, nor a
