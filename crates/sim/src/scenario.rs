@@ -132,6 +132,10 @@ pub fn build_lenient(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     build_with(loaded, true)
 }
 
+/// The scenario's phases: job integrations, the documents sorted, the
+/// Simulation's settings, resource ids, the cluster built (strictly, or
+/// leaving out what is invalid when `lenient`), node pools, warnings about
+/// queues and runtimes, policy paths.
 fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> {
     let mut errors: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();

@@ -3,10 +3,11 @@
 //! with where it came from, and checks them into a [`Cluster`] in one
 //! pass: names interned to dense ids, cohorts implied by ClusterQueues
 //! created, the cohort tree checked for cycles, durations and policies
-//! parsed. Every problem becomes a [`ConfigError`] naming the source, the
-//! object, the field and the fix; it reports all it finds, except that a
-//! cohort cycle stops it before the ClusterQueues. It must never do I/O or
-//! panic on input. Called by the simulator's scenario loading.
+//! parsed (a queue's fields beyond names and quotas in `queue_fields`).
+//! Every problem becomes a [`ConfigError`] naming the source, the object,
+//! the field and the fix; it reports all it finds, except that a cohort
+//! cycle stops it before the ClusterQueues. It must never do I/O or panic
+//! on input. Called by the simulator's scenario loading.
 
 use std::collections::BTreeMap;
 
