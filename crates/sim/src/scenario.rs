@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use arbiter_core::jobs::{self, Integrations, JobInfo};
 use arbiter_core::model::cluster::{Cluster, ClusterBuilder, Namespace, PodsReadyPolicy};
-use arbiter_core::model::load::{Loaded, Manifest, Source};
+use arbiter_core::model::load::{Document, Loaded, Manifest, Source};
 use arbiter_core::model::sim_api::{
     self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION, STARTUP_ANNOTATION,
 };
@@ -132,13 +132,85 @@ pub fn build_lenient(loaded: Loaded) -> Result<Scenario, ScenarioError> {
     build_with(loaded, true)
 }
 
+/// The scenario's phases: job integrations, the documents sorted, the
+/// Simulation's settings, resource ids, the cluster built (strictly, or
+/// leaving out what is invalid when `lenient`), node pools, warnings about
+/// queues and runtimes, policy paths.
 fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> {
     let mut errors: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+    let integrations = job_integrations(&loaded.documents, &mut errors, &mut warnings);
+    let files = loaded.files;
+    let documents = loaded.documents.len();
+    let mut sorted = sort_documents(loaded.documents, &integrations, &mut errors, &mut warnings);
+    // (An error already found, an unknown kind say, says enough.)
+    if sorted.scenario_objects == 0 && errors.is_empty() {
+        errors.push(nothing_to_simulate(&files, documents));
+    }
+    let until = match &sorted.simulation {
+        Some((_, sim)) => apply_simulation(&mut sorted.builder, sim, &mut errors),
+        None => None,
+    };
+    name_resources(&mut sorted);
+    let cluster = if lenient {
+        let (cluster, inactive) = sorted.builder.build_lenient();
+        warnings.extend(inactive.iter().map(describe_inactive));
+        cluster
+    } else {
+        match sorted.builder.build() {
+            Ok(c) => c,
+            Err(e) => {
+                errors.extend(e.0.iter().map(|e| e.to_string()));
+                return Err(ScenarioError { errors, warnings });
+            }
+        }
+    };
+    let pools = match &sorted.simulation {
+        Some((source, sim)) => node_pools(&cluster, source, sim, &mut errors),
+        None => Vec::new(),
+    };
+    warn_of_generators_without_queue(&cluster, &sorted.generator_queues, &mut warnings);
+    let no_runtime = sorted.jobs.iter().filter(|j| j.runtime.is_none()).count();
+    if no_runtime > 0 {
+        warnings.push(format!(
+            "{no_runtime} job(s) have no {RUNTIME_ANNOTATION} annotation; they run until the end of the simulation"
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(ScenarioError { errors, warnings });
+    }
+    let policies = match &sorted.simulation {
+        Some((source, sim)) => {
+            let base = source.file.parent().unwrap_or(std::path::Path::new("."));
+            sim.spec
+                .policies
+                .iter()
+                .map(|p| normalize(&base.join(p)))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    Ok(Scenario {
+        cluster: Arc::new(cluster),
+        pools,
+        until,
+        jobs: sorted.jobs,
+        warnings,
+        policies,
+    })
+}
 
-    // Pass 1: user-defined job integrations, so jobs of those kinds are recognised.
+/// The job kinds this scenario knows: the built-in ones, its
+/// `JobIntegration`s (read first, so jobs of those kinds are recognised),
+/// and the article's PipelineRun when the scenario has one and does not
+/// say how to read it.
+fn job_integrations(
+    documents: &[Document],
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Integrations {
     let mut extra = Vec::new();
-    for doc in &loaded.documents {
+    for doc in documents {
         if let Manifest::Other {
             api_version,
             kind,
@@ -163,7 +235,7 @@ fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> 
     let defined = |spec: &jobs::IntegrationSpec| {
         jobs::article::is_pipeline_run(&spec.api_version, &spec.kind)
     };
-    let article_run = loaded.documents.iter().find(|doc| {
+    let article_run = documents.iter().find(|doc| {
         matches!(&doc.manifest, Manifest::Other { api_version, kind, .. }
             if jobs::article::is_pipeline_run(api_version, kind))
     });
@@ -176,33 +248,52 @@ fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> 
             Err(e) => errors.push(format!("{}: {e}", doc.source)),
         }
     }
-    let integrations = match Integrations::with_extra(extra) {
+    match Integrations::with_extra(extra) {
         Ok(i) => i,
         Err(e) => {
             errors.push(e.to_string());
             Integrations::builtin()
         }
-    };
+    }
+}
 
-    let mut builder = ClusterBuilder::new();
-    let mut simulation: Option<(Source, sim_api::Simulation)> = None;
-    let mut jobs: Vec<SimJob> = Vec::new();
-    // (source, generator, namespace, queueName) of each generator, checked once the queues are known.
-    let mut queue_names: Vec<(String, String, String, String)> = Vec::new();
-    let files = loaded.files;
-    let documents = loaded.documents.len();
-    // Documents that are scenario objects (queueing kinds, jobs, the
-    // simulator's kinds); Namespaces and JobIntegrations only support them.
-    let mut scenario_objects = 0usize;
-    for doc in loaded.documents {
+/// The documents sorted by what they are: queue objects and Namespaces in
+/// the cluster builder, the Simulation, the jobs.
+struct Sorted {
+    builder: ClusterBuilder,
+    simulation: Option<(Source, sim_api::Simulation)>,
+    jobs: Vec<SimJob>,
+    /// (source, generator, namespace, queueName) of each generator, checked once the queues are known.
+    generator_queues: Vec<(String, String, String, String)>,
+    /// Documents that are scenario objects (queueing kinds, jobs, the
+    /// simulator's kinds); Namespaces and JobIntegrations only support them.
+    scenario_objects: usize,
+}
+
+/// Sorts every document into [`Sorted`], expanding generators and reading
+/// jobs through `integrations`.
+fn sort_documents(
+    documents: Vec<Document>,
+    integrations: &Integrations,
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Sorted {
+    let mut sorted = Sorted {
+        builder: ClusterBuilder::new(),
+        simulation: None,
+        jobs: Vec::new(),
+        generator_queues: Vec::new(),
+        scenario_objects: 0,
+    };
+    for doc in documents {
         let source = doc.source.to_string();
         if !matches!(
             doc.manifest,
             Manifest::Namespace(_) | Manifest::Other { .. }
         ) {
-            scenario_objects += 1;
+            sorted.scenario_objects += 1;
         }
-        let Some(manifest) = builder.add(source.clone(), doc.manifest) else {
+        let Some(manifest) = sorted.builder.add(source.clone(), doc.manifest) else {
             continue;
         };
         match manifest {
@@ -214,7 +305,7 @@ fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> 
             | Manifest::WorkloadPriorityClass(_) => {}
             Manifest::Namespace(ns) => {
                 let name = ns.metadata.name.clone().unwrap_or_default();
-                builder.namespace(
+                sorted.builder.namespace(
                     source,
                     name,
                     Namespace {
@@ -224,244 +315,261 @@ fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> 
                 );
             }
             Manifest::Simulation(sim) => {
-                if let Some((first, _)) = &simulation {
+                if let Some((first, _)) = &sorted.simulation {
                     errors.push(format!("{source}: a second Simulation; a scenario has at most one (the first is in {first})"));
                 } else {
-                    simulation = Some((doc.source, sim));
+                    sorted.simulation = Some((doc.source, sim));
                 }
             }
             Manifest::WorkloadGenerator(generator) => match expand_generator(&generator, &source) {
                 Ok(mut generated) => {
-                    queue_names.push((
+                    sorted.generator_queues.push((
                         source.clone(),
                         generator.metadata.name.clone().unwrap_or_default(),
                         generator.spec.namespace.clone(),
                         generator.spec.queue_name.clone(),
                     ));
-                    jobs.append(&mut generated);
+                    sorted.jobs.append(&mut generated);
                 }
                 Err(e) => errors.push(e),
             },
             Manifest::Workload(workload) => {
                 let explicit = workload.spec.priority;
                 match jobs::job_info_from_workload(&workload) {
-                    Ok(info) => push_job(&mut jobs, &mut errors, info, explicit, &source),
+                    Ok(info) => push_job(&mut sorted.jobs, errors, info, explicit, &source),
                     Err(e) => errors.push(format!("{source}: {e}")),
                 }
             }
-            Manifest::Other {
-                api_version,
-                kind,
-                object,
-            } => {
-                if api_version == api::API_VERSION && kind == JOB_INTEGRATION_KIND {
-                    continue;
-                }
-                match integrations.extract(&object) {
-                    Ok(Some(info)) => {
-                        scenario_objects += 1;
-                        push_job(&mut jobs, &mut errors, info, None, &source)
-                    }
-                    Ok(None) => {
-                        let text = |pointer: &str| object.pointer(pointer).and_then(|v| v.as_str());
-                        let named = match (text("/metadata/namespace"), text("/metadata/name")) {
-                            (Some(ns), Some(name)) => format!("{ns}/{name}"),
-                            (None, Some(name)) => name.to_string(),
-                            _ => "(no metadata.name)".to_string(),
-                        };
-                        let labels = object.pointer("/metadata/labels");
-                        let queued = jobs::QUEUE_NAME_LABELS
-                            .iter()
-                            .any(|label| labels.and_then(|l| l.get(*label)).is_some());
-                        match not_simulated(&api_version, &kind, &named, queued) {
-                            Some(why) => warnings.push(format!("{source}: {why}; ignored")),
-                            None => errors.push(format!(
-                                "{source}: unknown kind {kind} (apiVersion {api_version}); expected an arbiter.dev or kueue.x-k8s.io kind, a Namespace, a sim.arbiter.dev kind, or a job kind ({}) — or add a JobIntegration for it",
-                                integrations.kinds().map(|(_, k)| k).collect::<Vec<_>>().join(", ")
-                            )),
-                        }
-                    }
-                    Err(e) => {
-                        scenario_objects += 1;
-                        errors.push(format!("{source}: {e}"))
-                    }
-                }
+            other @ Manifest::Other { .. } => {
+                sort_other(&source, &other, integrations, &mut sorted, errors, warnings)
             }
         }
     }
+    sorted
+}
 
-    // (An error already found, an unknown kind say, says enough.)
-    if scenario_objects == 0 && errors.is_empty() {
-        errors.push(nothing_to_simulate(&files, documents));
+/// A document of a kind neither Kueue's, Arbiter's nor the simulator's
+/// (a JobIntegration was read before): a job if an integration reads it;
+/// else a warning if it is a kind the simulator knows it need not run, or
+/// an error naming the kinds it does know.
+fn sort_other(
+    source: &str,
+    manifest: &Manifest,
+    integrations: &Integrations,
+    sorted: &mut Sorted,
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let Manifest::Other {
+        api_version,
+        kind,
+        object,
+    } = manifest
+    else {
+        return;
+    };
+    if api_version == api::API_VERSION && kind == JOB_INTEGRATION_KIND {
+        return;
     }
-
-    let mut pools = Vec::new();
-    let mut until = None;
-    if let Some((_, sim)) = &simulation {
-        builder.fair_sharing_everywhere(sim.spec.fair_sharing.as_ref().is_some_and(|f| f.enabled));
-        if let Some(spec) = &sim.spec.wait_for_pods_ready {
-            match PodsReadyPolicy::from_spec(spec) {
-                Ok(policy) => builder.pods_ready(policy),
-                Err(e) => errors.push(format!(
-                    "Simulation {}: spec.{e}",
-                    sim.metadata.name.as_deref().unwrap_or("")
+    match integrations.extract(object) {
+        Ok(Some(info)) => {
+            sorted.scenario_objects += 1;
+            push_job(&mut sorted.jobs, errors, info, None, source)
+        }
+        Ok(None) => {
+            let text = |pointer: &str| object.pointer(pointer).and_then(|v| v.as_str());
+            let named = match (text("/metadata/namespace"), text("/metadata/name")) {
+                (Some(ns), Some(name)) => format!("{ns}/{name}"),
+                (None, Some(name)) => name.to_string(),
+                _ => "(no metadata.name)".to_string(),
+            };
+            let labels = object.pointer("/metadata/labels");
+            let queued = jobs::QUEUE_NAME_LABELS
+                .iter()
+                .any(|label| labels.and_then(|l| l.get(*label)).is_some());
+            match not_simulated(api_version, kind, &named, queued) {
+                Some(why) => warnings.push(format!("{source}: {why}; ignored")),
+                None => errors.push(format!(
+                    "{source}: unknown kind {kind} (apiVersion {api_version}); expected an arbiter.dev or kueue.x-k8s.io kind, a Namespace, a sim.arbiter.dev kind, or a job kind ({}) — or add a JobIntegration for it",
+                    integrations.kinds().map(|(_, k)| k).collect::<Vec<_>>().join(", ")
                 )),
             }
         }
-        if let Some(text) = &sim.spec.until {
-            match Millis::parse(text) {
-                Ok(d) => until = Some(d),
-                Err(e) => errors.push(format!(
-                    "Simulation {}: spec.until: {e}",
-                    sim.metadata.name.as_deref().unwrap_or("")
-                )),
-            }
+        Err(e) => {
+            sorted.scenario_objects += 1;
+            errors.push(format!("{source}: {e}"))
         }
     }
-    // Every resource a job or pool names gets an id, so "not covered" is a pending reason, not a crash.
-    for job in &jobs {
+}
+
+/// Applies the Simulation's cluster-wide settings (fair sharing,
+/// `waitForPodsReady`) to `builder`; returns its end (`spec.until`).
+fn apply_simulation(
+    builder: &mut ClusterBuilder,
+    sim: &sim_api::Simulation,
+    errors: &mut Vec<String>,
+) -> Option<Millis> {
+    builder.fair_sharing_everywhere(sim.spec.fair_sharing.as_ref().is_some_and(|f| f.enabled));
+    if let Some(spec) = &sim.spec.wait_for_pods_ready {
+        match PodsReadyPolicy::from_spec(spec) {
+            Ok(policy) => builder.pods_ready(policy),
+            Err(e) => errors.push(format!(
+                "Simulation {}: spec.{e}",
+                sim.metadata.name.as_deref().unwrap_or("")
+            )),
+        }
+    }
+    let text = sim.spec.until.as_ref()?;
+    match Millis::parse(text) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errors.push(format!(
+                "Simulation {}: spec.until: {e}",
+                sim.metadata.name.as_deref().unwrap_or("")
+            ));
+            None
+        }
+    }
+}
+
+/// Every resource a job or pool names gets an id, so "not covered" is a
+/// pending reason, not a crash.
+fn name_resources(sorted: &mut Sorted) {
+    for job in &sorted.jobs {
         for ps in &job.info.pod_sets {
             for name in ps.requests.keys() {
-                builder.resource(name);
+                sorted.builder.resource(name);
             }
         }
     }
-    if let Some((_, sim)) = &simulation {
+    if let Some((_, sim)) = &sorted.simulation {
         for pool in &sim.spec.node_pools {
             for name in pool.allocatable.keys() {
-                builder.resource(name);
+                sorted.builder.resource(name);
             }
         }
     }
-    let cluster = if lenient {
-        let (cluster, inactive) = builder.build_lenient();
-        warnings.extend(inactive.iter().map(describe_inactive));
-        cluster
-    } else {
-        match builder.build() {
-            Ok(c) => c,
-            Err(e) => {
-                errors.extend(e.0.iter().map(|e| e.to_string()));
-                return Err(ScenarioError { errors, warnings });
+}
+
+/// The Simulation's node pools, checked against the cluster; a pool with
+/// an unknown flavor or too many nodes is left out with an error.
+fn node_pools(
+    cluster: &Cluster,
+    source: &Source,
+    sim: &sim_api::Simulation,
+    errors: &mut Vec<String>,
+) -> Vec<SimPool> {
+    sim.spec
+        .node_pools
+        .iter()
+        .enumerate()
+        .filter_map(|(i, pool)| {
+            let field = format!("{source}: Simulation spec.nodePools[{i}]");
+            node_pool(cluster, &field, pool, errors)
+        })
+        .collect()
+}
+
+/// One node pool (named `field` in errors): its flavor, allocatable,
+/// devices, node bounds and provisioning delay.
+fn node_pool(
+    cluster: &Cluster,
+    field: &str,
+    pool: &sim_api::NodePool,
+    errors: &mut Vec<String>,
+) -> Option<SimPool> {
+    let Some(flavor) = cluster.flavor_id(&pool.flavor) else {
+        errors.push(format!(
+            "{field}.flavor: ResourceFlavor `{}` is not defined; define it or fix the name",
+            pool.flavor
+        ));
+        return None;
+    };
+    let mut allocatable = Vec::new();
+    for (name, q) in &pool.allocatable {
+        match Amount::from_quantity(q) {
+            Ok(a) if a.is_negative() => {
+                errors.push(format!("{field}.allocatable.{name}: {a} is negative"))
             }
+            Ok(a) => {
+                if let Some(r) = cluster.resource_id(name) {
+                    allocatable.push((r, a));
+                }
+            }
+            Err(e) => errors.push(format!("{field}.allocatable.{name}: {e}")),
+        }
+    }
+    allocatable.sort();
+    let mut devices = Vec::new();
+    for (name, device) in &pool.devices {
+        let field = format!("{field}.devices.{name}");
+        let Some(r) = cluster.resource_id(name) else {
+            // Nothing asks for it: no card of it is ever taken.
+            continue;
+        };
+        let Some(&(_, total)) = allocatable.iter().find(|(ar, _)| *ar == r) else {
+            errors.push(format!(
+                "{field}: the pool's allocatable does not list {name}; give each node's total there (cards × one card)"
+            ));
+            continue;
+        };
+        match DeviceSpec::split(r, name, total, device.cards as u64) {
+            Ok(spec) => devices.push(spec),
+            Err(e) => errors.push(format!("{field}.cards: {e}")),
+        }
+    }
+    let min_nodes = pool.min_nodes.unwrap_or(pool.nodes);
+    let max_nodes = pool.max_nodes.unwrap_or(pool.nodes);
+    let cap = limits::MAX_NODES_PER_POOL;
+    if max_nodes.max(pool.nodes) > cap {
+        errors.push(format!(
+            "{field}: nodes {}, maxNodes {max_nodes}: more than the {cap} nodes a pool may have; split it into several pools",
+            pool.nodes
+        ));
+        return None;
+    }
+    if min_nodes > max_nodes || pool.nodes > max_nodes {
+        errors.push(format!(
+            "{field}: nodes {}, minNodes {min_nodes}, maxNodes {max_nodes} must satisfy minNodes ≤ maxNodes and nodes ≤ maxNodes",
+            pool.nodes
+        ));
+    }
+    let provisioning_delay = match pool.provisioning_delay.as_deref().map(Millis::parse) {
+        None => Millis::ZERO,
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            errors.push(format!("{field}.provisioningDelay: {e}"));
+            Millis::ZERO
         }
     };
-    if let Some((source, sim)) = &simulation {
-        for (i, pool) in sim.spec.node_pools.iter().enumerate() {
-            let field = format!("{source}: Simulation spec.nodePools[{i}]");
-            let Some(flavor) = cluster.flavor_id(&pool.flavor) else {
-                errors.push(format!(
-                    "{field}.flavor: ResourceFlavor `{}` is not defined; define it or fix the name",
-                    pool.flavor
-                ));
-                continue;
-            };
-            let mut allocatable = Vec::new();
-            for (name, q) in &pool.allocatable {
-                match Amount::from_quantity(q) {
-                    Ok(a) if a.is_negative() => {
-                        errors.push(format!("{field}.allocatable.{name}: {a} is negative"))
-                    }
-                    Ok(a) => {
-                        if let Some(r) = cluster.resource_id(name) {
-                            allocatable.push((r, a));
-                        }
-                    }
-                    Err(e) => errors.push(format!("{field}.allocatable.{name}: {e}")),
-                }
-            }
-            allocatable.sort();
-            let mut devices = Vec::new();
-            for (name, device) in &pool.devices {
-                let field = format!("{field}.devices.{name}");
-                let Some(r) = cluster.resource_id(name) else {
-                    // Nothing asks for it: no card of it is ever taken.
-                    continue;
-                };
-                let Some(&(_, total)) = allocatable.iter().find(|(ar, _)| *ar == r) else {
-                    errors.push(format!(
-                        "{field}: the pool's allocatable does not list {name}; give each node's total there (cards × one card)"
-                    ));
-                    continue;
-                };
-                match DeviceSpec::split(r, name, total, device.cards as u64) {
-                    Ok(spec) => devices.push(spec),
-                    Err(e) => errors.push(format!("{field}.cards: {e}")),
-                }
-            }
-            let min_nodes = pool.min_nodes.unwrap_or(pool.nodes);
-            let max_nodes = pool.max_nodes.unwrap_or(pool.nodes);
-            let cap = limits::MAX_NODES_PER_POOL;
-            if max_nodes.max(pool.nodes) > cap {
-                errors.push(format!(
-                    "{field}: nodes {}, maxNodes {max_nodes}: more than the {cap} nodes a pool may have; split it into several pools",
-                    pool.nodes
-                ));
-                continue;
-            }
-            if min_nodes > max_nodes || pool.nodes > max_nodes {
-                errors.push(format!(
-                    "{field}: nodes {}, minNodes {min_nodes}, maxNodes {max_nodes} must satisfy minNodes ≤ maxNodes and nodes ≤ maxNodes",
-                    pool.nodes
-                ));
-            }
-            let provisioning_delay = match pool.provisioning_delay.as_deref().map(Millis::parse) {
-                None => Millis::ZERO,
-                Some(Ok(d)) => d,
-                Some(Err(e)) => {
-                    errors.push(format!("{field}.provisioningDelay: {e}"));
-                    Millis::ZERO
-                }
-            };
-            pools.push(SimPool {
-                spec: PoolSpec {
-                    flavor,
-                    nodes: pool.nodes,
-                    allocatable,
-                    min_nodes,
-                    max_nodes,
-                    devices,
-                    names: Vec::new(),
-                },
-                provisioning_delay,
-            });
-        }
-    }
-    for (source, generator, namespace, queue) in &queue_names {
+    Some(SimPool {
+        spec: PoolSpec {
+            flavor,
+            nodes: pool.nodes,
+            allocatable,
+            min_nodes,
+            max_nodes,
+            devices,
+            names: Vec::new(),
+        },
+        provisioning_delay,
+    })
+}
+
+/// A warning for each generator whose LocalQueue does not exist: none of
+/// its workloads can be queued.
+fn warn_of_generators_without_queue(
+    cluster: &Cluster,
+    generator_queues: &[(String, String, String, String)],
+    warnings: &mut Vec<String>,
+) {
+    for (source, generator, namespace, queue) in generator_queues {
         if cluster.local_queue_id(namespace, queue).is_none() {
             warnings.push(format!(
                 "{source}: WorkloadGenerator {generator}: spec.queueName: LocalQueue {namespace}/{queue} does not exist, so none of its workloads can be queued; create it or fix spec.namespace/spec.queueName"
             ));
         }
     }
-    let no_runtime = jobs.iter().filter(|j| j.runtime.is_none()).count();
-    if no_runtime > 0 {
-        warnings.push(format!(
-            "{no_runtime} job(s) have no {RUNTIME_ANNOTATION} annotation; they run until the end of the simulation"
-        ));
-    }
-    if !errors.is_empty() {
-        return Err(ScenarioError { errors, warnings });
-    }
-    let policies = match &simulation {
-        Some((source, sim)) => {
-            let base = source.file.parent().unwrap_or(std::path::Path::new("."));
-            sim.spec
-                .policies
-                .iter()
-                .map(|p| normalize(&base.join(p)))
-                .collect()
-        }
-        None => Vec::new(),
-    };
-    Ok(Scenario {
-        cluster: Arc::new(cluster),
-        pools,
-        until,
-        jobs,
-        warnings,
-        policies,
-    })
 }
 
 /// The warning for a queue object left out: where it is, why, and what

@@ -10,14 +10,16 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::model::api::FlavorPreference;
-use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, Fungibility, ResourceId};
+use crate::model::cluster::{
+    ClusterQueue, ClusterQueueId, FlavorId, FlavorResource, Fungibility, Group, ResourceId,
+};
 use crate::model::selector::{node_constraints_allow, untolerated_taint};
 use crate::model::Amount;
 
 use super::capacity::{By, Capacity, Scratch};
 use super::quota::QuotaTree;
 use super::reason::{NeverFits, NotFit, Problem};
-use super::workload::{Placement, PodSetFlavors, Workload};
+use super::workload::{Placement, PodSetFlavors, PodSetRequest, Workload};
 use crate::model::cluster::Cluster;
 
 /// How a workload (or one flavor for one pod set) fits; ordered best first.
@@ -202,16 +204,7 @@ pub fn assign(
     preferred: Option<&[FlavorId]>,
     counts: Option<&[u32]>,
 ) -> Assignment {
-    let cluster = ctx.cluster;
-    let def = cluster.cluster_queue(cq);
-    // Kueue's `canPreemptWhileBorrowing`: `borrowWithinCohort`, or fair
-    // sharing with reclaim.
-    // (Asked only for a request beyond nominal quota that no subtree holds.)
-    let preempt_while_borrowing = || {
-        def.borrow_within_cohort.is_some()
-            || (def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never
-                && cluster.fair_sharing_for(cq))
-    };
+    let def = ctx.cluster.cluster_queue(cq);
     let mut scratch = Scratch::default();
     let mut out = Assignment {
         pod_sets: Vec::with_capacity(workload.pod_sets.len()),
@@ -232,10 +225,19 @@ pub fn assign(
         let mut flavors_of_ps = PodSetFlavors {
             flavors: Vec::with_capacity(ps.per_pod.len()),
         };
+        // Pods are placed on nodes for the first group that fits only.
         let mut placed = false;
         for group in &def.groups {
-            let in_group = |r: &ResourceId| group.resources.contains(r);
-            if !ps.per_pod.iter().any(|(r, _)| in_group(r)) {
+            let request = GroupRequest {
+                ctx,
+                cq,
+                def,
+                ps_index,
+                ps,
+                group,
+                count,
+            };
+            if request.requested().next().is_none() {
                 continue;
             }
             let reordered: Vec<FlavorId>;
@@ -250,196 +252,300 @@ pub fn assign(
                 }
                 None => &group.flavors,
             };
-            let mut problems: Vec<Problem> = Vec::new();
-            let mut best: Option<Choice> = None;
-            for &f in order {
-                let flavor = &cluster.flavors[f.index()];
-                if !node_constraints_allow(
-                    &ps.node_selector,
-                    ps.required_affinity.as_ref(),
-                    &flavor.node_labels,
-                ) {
-                    problems.push(Problem::Excluded { flavor: f });
-                    continue;
-                }
-                if let Some(taint) =
-                    untolerated_taint(&flavor.node_taints, &[&ps.tolerations, &flavor.tolerations])
-                {
-                    let index = flavor
-                        .node_taints
-                        .iter()
-                        .position(|t| t == taint)
-                        .unwrap_or(0);
-                    problems.push(Problem::Taint {
-                        flavor: f,
-                        taint: index,
-                    });
-                    continue;
-                }
-                // The worst resource under the preference (Kueue's representative mode).
-                let mut rank = Rank {
-                    kind: Kind::Fit,
-                    level: 0,
-                };
-                let mut borrowing = false;
-                for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
-                    let fr = cluster.flavor_resource(f, r);
-                    let need = per_pod.saturating_mul(count as i64) + charged(&out.usage, fr);
-                    let available = ctx.quota.available(cq, fr);
-                    let potential = ctx.quota.potential(cq, fr);
-                    let nominal = ctx.quota.nominal(cq, fr);
-                    let (level, in_subtree) = ctx.quota.lowest_fitting_subtree(cq, fr, need);
-                    let this = if need <= available {
-                        if ctx.quota.usage(cq, fr) + need > nominal {
-                            borrowing = true;
-                        }
-                        Rank {
-                            kind: Kind::Fit,
-                            level,
-                        }
-                    } else if need <= potential
-                        // Kueue's rule: preemption is tried only for a request
-                        // within the nominal quota, or one a subtree smaller than
-                        // the whole cohort tree can hold (hierarchical reclaim),
-                        // or when the queue may preempt while borrowing.
-                        && (need <= nominal || in_subtree || preempt_while_borrowing())
-                    {
-                        let (possibility, after) = match ctx.oracle {
-                            Some(oracle) => oracle.ask(fr, need),
-                            None => ASSUMED,
-                        };
-                        let kind = match possibility {
-                            Possibility::Reclaim => Kind::Reclaim,
-                            Possibility::Preempt => Kind::Preempt,
-                            Possibility::NoCandidates => Kind::NoCandidates,
-                        };
-                        Rank { kind, level: after }
-                    } else {
-                        Rank {
-                            kind: Kind::NoFit,
-                            level,
-                        }
-                    };
-                    if is_preferred(rank, this, def.preference) {
-                        rank = this;
-                    }
-                    if this.kind != Kind::Fit {
-                        let own_free = nominal.positive_sub(ctx.quota.usage(cq, fr));
-                        problems.push(Problem::Quota {
-                            flavor: f,
-                            resource: r,
-                            need,
-                            available,
-                            nominal,
-                            borrowed: ctx.quota.borrowed(cq, fr),
-                            cohort_lend: def.cohort.map(|_| available.positive_sub(own_free)),
-                            potential,
-                        });
-                    }
-                }
-                let mode = match rank.kind {
-                    Kind::Fit => Mode::Fit,
-                    Kind::NoFit => Mode::NoFit,
-                    _ => Mode::Preempt,
-                };
-                let mut choice = Choice {
-                    flavor: f,
-                    mode,
-                    rank,
-                    borrowing,
-                    scratch_after: None,
-                    placements: Vec::new(),
-                };
-                if mode == Mode::Fit && !placed && ctx.capacity.has_pools(f) {
-                    let mut trial = scratch.clone();
-                    match ctx.capacity.place(
-                        &mut trial,
-                        ps_index as u32,
-                        &[f],
-                        count,
-                        &ps.per_pod,
-                        &mut By::BestFit,
-                    ) {
-                        Some(p) => {
-                            choice.placements = p;
-                            choice.scratch_after = Some(trial);
-                        }
-                        None => {
-                            choice.mode = Mode::NoFit;
-                            choice.rank.kind = Kind::NoFit;
-                            problems.push(Problem::Capacity {
-                                flavor: f,
-                                pods: count,
-                                nodes: ctx.capacity.ready_nodes(f),
-                            });
-                        }
-                    }
-                }
-                // Kueue's `shouldTryNextFlavor`.
-                let stop = match choice.rank.kind {
-                    Kind::NoFit | Kind::NoCandidates => false,
-                    kind => {
-                        let preempts = kind != Kind::Fit;
-                        let next_to_preempt =
-                            preempts && def.when_can_preempt == Fungibility::TryNextFlavor;
-                        let next_to_borrow = choice.rank.level > 0
-                            && def.when_can_borrow == Fungibility::TryNextFlavor;
-                        !(next_to_preempt || next_to_borrow)
-                    }
-                };
-                let better = choice.mode != Mode::NoFit
-                    && best
-                        .as_ref()
-                        .is_none_or(|b| is_preferred(choice.rank, b.rank, def.preference));
-                if better {
-                    best = Some(choice);
-                }
-                if stop {
-                    break;
-                }
-            }
-            match best {
-                Some(choice) => {
-                    for &(r, per_pod) in ps.per_pod.iter().filter(|(r, _)| in_group(r)) {
-                        let fr = cluster.flavor_resource(choice.flavor, r);
-                        let amount = per_pod.saturating_mul(count as i64);
-                        match out.usage.iter_mut().find(|(f, _)| *f == fr) {
-                            Some((_, total)) => *total += amount,
-                            None => out.usage.push((fr, amount)),
-                        }
-                        flavors_of_ps.flavors.push((r, choice.flavor));
-                    }
-                    if let Some(s) = choice.scratch_after {
-                        scratch = s;
-                        placed = true;
-                    }
-                    out.placements.extend(choice.placements);
-                    out.mode = out.mode.max(choice.mode);
-                    out.borrowing |= choice.borrowing;
-                    out.borrow_level = out.borrow_level.max(choice.rank.level);
-                    if choice.mode != Mode::Fit && out.not_fit.is_none() {
-                        out.not_fit = Some(NotFit {
-                            pod_set: ps_index,
-                            problems,
-                        });
-                    }
-                }
-                None => {
-                    // A pod set with no flavor at all explains more than one that needs preemption.
-                    if out.mode != Mode::NoFit {
-                        out.not_fit = Some(NotFit {
-                            pod_set: ps_index,
-                            problems,
-                        });
-                    }
-                    out.mode = Mode::NoFit;
-                }
+            let unplaced = (!placed).then_some(&scratch);
+            let (best, problems) = request.choose(order, &out.usage, unplaced);
+            if let Some(after) = request.record(best, problems, &mut out, &mut flavors_of_ps) {
+                scratch = after;
+                placed = true;
             }
         }
         out.pod_sets.push(flavors_of_ps);
     }
     out.usage.sort();
     out
+}
+
+/// One pod set's request in one resource group of its ClusterQueue: what
+/// the flavor search for that group weighs.
+struct GroupRequest<'a> {
+    ctx: &'a Context<'a>,
+    cq: ClusterQueueId,
+    def: &'a ClusterQueue,
+    ps_index: usize,
+    ps: &'a PodSetRequest,
+    group: &'a Group,
+    /// Pods to assign (below the pod set's count when partially admitted).
+    count: u32,
+}
+
+impl GroupRequest<'_> {
+    /// What one pod asks for of the group's resources.
+    fn requested(&self) -> impl Iterator<Item = (ResourceId, Amount)> + '_ {
+        self.ps
+            .per_pod
+            .iter()
+            .copied()
+            .filter(|(r, _)| self.group.resources.contains(r))
+    }
+
+    /// Tries the flavors in `order` (Kueue's flavor search): the best
+    /// choice under the queue's preference, if any flavor fits at all, and
+    /// why each flavor tried falls short. `unplaced` is the nodes' state
+    /// when this pod set's pods are not placed yet: then a flavor with
+    /// node pools must hold them.
+    fn choose(
+        &self,
+        order: &[FlavorId],
+        usage: &[(FlavorResource, Amount)],
+        unplaced: Option<&Scratch>,
+    ) -> (Option<Choice>, Vec<Problem>) {
+        let mut problems: Vec<Problem> = Vec::new();
+        let mut best: Option<Choice> = None;
+        for &f in order {
+            if let Some(problem) = self.excluded(f) {
+                problems.push(problem);
+                continue;
+            }
+            let (rank, borrowing) = self.rank_flavor(f, usage, &mut problems);
+            let mode = match rank.kind {
+                Kind::Fit => Mode::Fit,
+                Kind::NoFit => Mode::NoFit,
+                _ => Mode::Preempt,
+            };
+            let mut choice = Choice {
+                flavor: f,
+                mode,
+                rank,
+                borrowing,
+                scratch_after: None,
+                placements: Vec::new(),
+            };
+            if let Some(scratch) = unplaced {
+                if mode == Mode::Fit && self.ctx.capacity.has_pools(f) {
+                    self.place(&mut choice, scratch, &mut problems);
+                }
+            }
+            let stop = self.stops_search(choice.rank);
+            let better = choice.mode != Mode::NoFit
+                && best
+                    .as_ref()
+                    .is_none_or(|b| is_preferred(choice.rank, b.rank, self.def.preference));
+            if better {
+                best = Some(choice);
+            }
+            if stop {
+                break;
+            }
+        }
+        (best, problems)
+    }
+
+    /// Why flavor `f` cannot take this pod set at all: its node selector
+    /// or required affinity excludes the flavor's nodes, or a taint is not
+    /// tolerated.
+    fn excluded(&self, f: FlavorId) -> Option<Problem> {
+        let (ps, flavor) = (self.ps, &self.ctx.cluster.flavors[f.index()]);
+        if !node_constraints_allow(
+            &ps.node_selector,
+            ps.required_affinity.as_ref(),
+            &flavor.node_labels,
+        ) {
+            return Some(Problem::Excluded { flavor: f });
+        }
+        let taint =
+            untolerated_taint(&flavor.node_taints, &[&ps.tolerations, &flavor.tolerations])?;
+        let index = flavor
+            .node_taints
+            .iter()
+            .position(|t| t == taint)
+            .unwrap_or(0);
+        Some(Problem::Taint {
+            flavor: f,
+            taint: index,
+        })
+    }
+
+    /// How flavor `f` fits, as its worst resource under the preference
+    /// (Kueue's representative mode), and whether it borrows; each
+    /// resource that does not fit now is explained in `problems`.
+    fn rank_flavor(
+        &self,
+        f: FlavorId,
+        usage: &[(FlavorResource, Amount)],
+        problems: &mut Vec<Problem>,
+    ) -> (Rank, bool) {
+        let (ctx, cq) = (self.ctx, self.cq);
+        let mut rank = Rank {
+            kind: Kind::Fit,
+            level: 0,
+        };
+        let mut borrowing = false;
+        for (r, per_pod) in self.requested() {
+            let fr = ctx.cluster.flavor_resource(f, r);
+            let need = per_pod.saturating_mul(self.count as i64) + charged(usage, fr);
+            let (this, borrows) = self.rank_resource(fr, need);
+            borrowing |= borrows;
+            if is_preferred(rank, this, self.def.preference) {
+                rank = this;
+            }
+            if this.kind != Kind::Fit {
+                let available = ctx.quota.available(cq, fr);
+                let nominal = ctx.quota.nominal(cq, fr);
+                let own_free = nominal.positive_sub(ctx.quota.usage(cq, fr));
+                problems.push(Problem::Quota {
+                    flavor: f,
+                    resource: r,
+                    need,
+                    available,
+                    nominal,
+                    borrowed: ctx.quota.borrowed(cq, fr),
+                    cohort_lend: self.def.cohort.map(|_| available.positive_sub(own_free)),
+                    potential: ctx.quota.potential(cq, fr),
+                });
+            }
+        }
+        (rank, borrowing)
+    }
+
+    /// How `need` of flavor resource `fr` fits: now (and whether that
+    /// borrows), by preempting (as the oracle answers), or not at all.
+    fn rank_resource(&self, fr: FlavorResource, need: Amount) -> (Rank, bool) {
+        let (quota, cq) = (self.ctx.quota, self.cq);
+        let available = quota.available(cq, fr);
+        let potential = quota.potential(cq, fr);
+        let nominal = quota.nominal(cq, fr);
+        let (level, in_subtree) = quota.lowest_fitting_subtree(cq, fr, need);
+        if need <= available {
+            let borrows = quota.usage(cq, fr) + need > nominal;
+            let rank = Rank {
+                kind: Kind::Fit,
+                level,
+            };
+            (rank, borrows)
+        } else if need <= potential
+            // Kueue's rule: preemption is tried only for a request
+            // within the nominal quota, or one a subtree smaller than
+            // the whole cohort tree can hold (hierarchical reclaim),
+            // or when the queue may preempt while borrowing.
+            && (need <= nominal || in_subtree || self.preempt_while_borrowing())
+        {
+            let (possibility, after) = match self.ctx.oracle {
+                Some(oracle) => oracle.ask(fr, need),
+                None => ASSUMED,
+            };
+            let kind = match possibility {
+                Possibility::Reclaim => Kind::Reclaim,
+                Possibility::Preempt => Kind::Preempt,
+                Possibility::NoCandidates => Kind::NoCandidates,
+            };
+            (Rank { kind, level: after }, false)
+        } else {
+            let rank = Rank {
+                kind: Kind::NoFit,
+                level,
+            };
+            (rank, false)
+        }
+    }
+
+    /// Kueue's `canPreemptWhileBorrowing`: `borrowWithinCohort`, or fair
+    /// sharing with reclaim. (Asked only for a request beyond nominal
+    /// quota that no subtree holds.)
+    fn preempt_while_borrowing(&self) -> bool {
+        self.def.borrow_within_cohort.is_some()
+            || (self.def.reclaim_within_cohort != crate::model::api::ReclaimWithinCohort::Never
+                && self.ctx.cluster.fair_sharing_for(self.cq))
+    }
+
+    /// Places the pods on `choice`'s flavor's nodes, best fit, from
+    /// `scratch`; when they do not fit, the choice does not fit either and
+    /// `problems` says so.
+    fn place(&self, choice: &mut Choice, scratch: &Scratch, problems: &mut Vec<Problem>) {
+        let f = choice.flavor;
+        let mut trial = scratch.clone();
+        match self.ctx.capacity.place(
+            &mut trial,
+            self.ps_index as u32,
+            &[f],
+            self.count,
+            &self.ps.per_pod,
+            &mut By::BestFit,
+        ) {
+            Some(p) => {
+                choice.placements = p;
+                choice.scratch_after = Some(trial);
+            }
+            None => {
+                choice.mode = Mode::NoFit;
+                choice.rank.kind = Kind::NoFit;
+                problems.push(Problem::Capacity {
+                    flavor: f,
+                    pods: self.count,
+                    nodes: self.ctx.capacity.ready_nodes(f),
+                });
+            }
+        }
+    }
+
+    /// Kueue's `shouldTryNextFlavor`, negated: whether a flavor ranked
+    /// `rank` ends the search under the queue's `flavorFungibility`.
+    fn stops_search(&self, rank: Rank) -> bool {
+        match rank.kind {
+            Kind::NoFit | Kind::NoCandidates => false,
+            kind => {
+                let preempts = kind != Kind::Fit;
+                let next_to_preempt =
+                    preempts && self.def.when_can_preempt == Fungibility::TryNextFlavor;
+                let next_to_borrow =
+                    rank.level > 0 && self.def.when_can_borrow == Fungibility::TryNextFlavor;
+                !(next_to_preempt || next_to_borrow)
+            }
+        }
+    }
+
+    /// Adds the search's outcome to the assignment: the chosen flavor's
+    /// usage, flavors and placements, or that the pod set does not fit
+    /// (with `problems` as the reason). Returns the nodes' state after the
+    /// pods were placed, if they were.
+    fn record(
+        &self,
+        best: Option<Choice>,
+        problems: Vec<Problem>,
+        out: &mut Assignment,
+        flavors_of_ps: &mut PodSetFlavors,
+    ) -> Option<Scratch> {
+        let Some(choice) = best else {
+            // A pod set with no flavor at all explains more than one that needs preemption.
+            if out.mode != Mode::NoFit {
+                out.not_fit = Some(NotFit {
+                    pod_set: self.ps_index,
+                    problems,
+                });
+            }
+            out.mode = Mode::NoFit;
+            return None;
+        };
+        for (r, per_pod) in self.requested() {
+            let fr = self.ctx.cluster.flavor_resource(choice.flavor, r);
+            let amount = per_pod.saturating_mul(self.count as i64);
+            match out.usage.iter_mut().find(|(f, _)| *f == fr) {
+                Some((_, total)) => *total += amount,
+                None => out.usage.push((fr, amount)),
+            }
+            flavors_of_ps.flavors.push((r, choice.flavor));
+        }
+        out.placements.extend(choice.placements);
+        out.mode = out.mode.max(choice.mode);
+        out.borrowing |= choice.borrowing;
+        out.borrow_level = out.borrow_level.max(choice.rank.level);
+        if choice.mode != Mode::Fit && out.not_fit.is_none() {
+            out.not_fit = Some(NotFit {
+                pod_set: self.ps_index,
+                problems,
+            });
+        }
+        choice.scratch_after
+    }
 }
 
 /// Why this workload can never be admitted in `cq` as configured, if so:

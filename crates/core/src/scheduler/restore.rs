@@ -117,6 +117,21 @@ pub struct Reconfigured {
 /// Per pod set: resource name → flavor name.
 type FlavorNames = Vec<Vec<(String, String)>>;
 
+/// An admitted workload to install again: when it was admitted, its input
+/// order, its id and its flavors by name.
+type ToInstall = (Millis, Seq, WorkloadId, FlavorNames);
+
+/// What a reconfiguration gathers as it takes the old workloads over.
+#[derive(Default)]
+struct Reconfiguring {
+    /// Per workload orphaned, detached or to install again, its requests by name.
+    orphans: BTreeMap<WorkloadId, Portable>,
+    report: Reconfigured,
+    to_install: Vec<ToInstall>,
+    /// Admitted workloads to detach once the others are installed.
+    detached: BTreeSet<WorkloadId>,
+}
+
 fn resource_name(cluster: &Cluster, r: ResourceId) -> String {
     cluster
         .resources
@@ -411,133 +426,181 @@ impl Scheduler {
     pub fn reconfigure(&mut self, cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Reconfigured {
         let mut next = Scheduler::new(cluster, pools);
         let old = std::mem::replace(self, Scheduler::new(next.cluster.clone(), &[]));
-        next.cycles = old.cycles;
-        next.next_seq = old.next_seq;
-        next.now = old.now;
-        next.history_at = old.history_at;
-        // Workloads not scored yet keep the backoff they carried.
-        next.carried_backoff = old.carried_backoff.clone();
-        for (i, cq) in old.cluster.cluster_queues.iter().enumerate() {
-            if let Some(new) = next.cluster.cluster_queue_id(&cq.name) {
-                next.decayed[new.index()] = old.decayed[i].clone();
-            }
-        }
-        for (i, lq) in old.cluster.local_queues.iter().enumerate() {
-            let new = next.cluster.local_queue_id(&lq.namespace, &lq.name);
-            if let (Some(new), Some(history)) = (new, &old.runtimes[i]) {
-                if next.runtimes[new.index()].is_some() {
-                    next.runtimes[new.index()] = Some(history.clone());
-                }
-            }
-        }
-        for (i, flavor) in old.cluster.flavors.iter().enumerate() {
-            if let Some(new) = next.cluster.flavor_id(&flavor.name) {
-                next.provisioning[new.index()] = old.provisioning[i];
-            }
-        }
-        if next.next_fair_adjust.is_some() {
-            next.next_fair_adjust = Some(old.next_fair_adjust.unwrap_or(old.now));
-        }
-        let mut orphans = old.orphans;
-        let mut report = Reconfigured::default();
-        let mut to_install: Vec<(Millis, Seq, WorkloadId, FlavorNames)> = Vec::new();
-        let mut detached: BTreeSet<WorkloadId> = BTreeSet::new();
+        next.carry_over_history(&old);
+        let mut taking = Reconfiguring {
+            orphans: old.orphans,
+            ..Reconfiguring::default()
+        };
         next.entries = Vec::with_capacity(old.entries.len());
         next.free = old.free;
-        for (i, mut entry) in old.entries.into_iter().enumerate() {
+        for (i, entry) in old.entries.into_iter().enumerate() {
             let id = WorkloadId(i as u32);
-            let mut portable = match orphans.remove(&id) {
+            let mut portable = match taking.orphans.remove(&id) {
                 Some(p) => p,
                 None => Portable::of(&old.cluster, &old.capacity, &entry),
             };
             if let Some(placements) = old.detached.get(&id) {
                 portable.placements = named_placements(&old.cluster, &old.capacity, placements);
             }
-            let resolved = resolve(&next.cluster, &entry.workload, &portable);
-            let status = entry.status;
-            if let Ok(workload) = &resolved {
-                entry.workload = workload.clone();
+            next.take_over(id, entry, portable, &mut taking);
+        }
+        next.install_again(std::mem::take(&mut taking.to_install), &mut taking.orphans);
+        next.rearm_pods_ready(&old.unready, &old.recovering);
+        for &id in &taking.detached {
+            next.detach(id, &taking.orphans);
+            taking.report.detached.push(id);
+        }
+        next.orphans = taking
+            .orphans
+            .into_iter()
+            .filter(|(id, _)| {
+                matches!(
+                    next.entries[id.index()].status,
+                    Status::Orphaned | Status::Detached
+                )
+            })
+            .collect();
+        *self = next;
+        taking.report
+    }
+
+    /// Carries the old scheduler's counters and clock over, and its history
+    /// by name: decayed usage per ClusterQueue, runtime estimates per
+    /// LocalQueue, nodes being provisioned per flavor, the next adaptive
+    /// weight adjustment.
+    fn carry_over_history(&mut self, old: &Scheduler) {
+        self.cycles = old.cycles;
+        self.next_seq = old.next_seq;
+        self.now = old.now;
+        self.history_at = old.history_at;
+        // Workloads not scored yet keep the backoff they carried.
+        self.carried_backoff = old.carried_backoff.clone();
+        for (i, cq) in old.cluster.cluster_queues.iter().enumerate() {
+            if let Some(new) = self.cluster.cluster_queue_id(&cq.name) {
+                self.decayed[new.index()] = old.decayed[i].clone();
             }
-            let was_detached = status == Status::Detached;
-            match (status, resolved) {
-                (
-                    Status::Withdrawn | Status::Finished | Status::Rejected | Status::Deactivated,
-                    _,
-                ) => {
-                    next.entries.push(entry);
-                }
-                (Status::Admitted | Status::Detached, Ok(workload)) => {
-                    entry.admission = None;
-                    let flavors = portable.flavors.clone().unwrap_or_default();
-                    let fits = resolve_flavors(&next.cluster, workload.cluster_queue, &flavors)
-                        .is_some()
-                        && flavors.len() == workload.pod_sets.len();
-                    let at = portable.admitted.as_ref().map_or(next.now, |a| a.0);
-                    if fits {
-                        if was_detached {
-                            report.adopted.push(id);
-                        }
-                        to_install.push((at, entry.seq, id, flavors));
-                    } else {
-                        detached.insert(id);
-                    }
-                    orphans.insert(id, portable);
-                    next.entries.push(entry);
-                }
-                (Status::Admitted | Status::Detached, Err(_)) => {
-                    detached.insert(id);
-                    orphans.insert(id, portable);
-                    next.entries.push(entry);
-                }
-                (_, Ok(_)) => {
-                    if status == Status::Orphaned {
-                        report.adopted.push(id);
-                    }
-                    let backoff_until = match (&entry.reason, status) {
-                        (Reason::Backoff { until, .. }, Status::Backoff)
-                        | (Reason::PodsReadyBackoff { until, .. }, Status::Backoff) => Some(*until),
-                        _ => None,
-                    };
-                    if backoff_until.is_none() {
-                        entry.reason = Reason::None;
-                    }
-                    let scored = portable.scored;
-                    next.entries.push(entry);
-                    next.requeue(id, scored, backoff_until);
-                }
-                (_, Err(reason)) => {
-                    entry.status = Status::Orphaned;
-                    entry.reason = reason;
-                    entry.admission = None;
-                    report.orphaned.push(id);
-                    orphans.insert(id, portable);
-                    next.entries.push(entry);
+        }
+        for (i, lq) in old.cluster.local_queues.iter().enumerate() {
+            let new = self.cluster.local_queue_id(&lq.namespace, &lq.name);
+            if let (Some(new), Some(history)) = (new, &old.runtimes[i]) {
+                if self.runtimes[new.index()].is_some() {
+                    self.runtimes[new.index()] = Some(history.clone());
                 }
             }
         }
-        // Admitted workloads in admission order, so their placements are deterministic.
+        for (i, flavor) in old.cluster.flavors.iter().enumerate() {
+            if let Some(new) = self.cluster.flavor_id(&flavor.name) {
+                self.provisioning[new.index()] = old.provisioning[i];
+            }
+        }
+        if self.next_fair_adjust.is_some() {
+            self.next_fair_adjust = Some(old.next_fair_adjust.unwrap_or(old.now));
+        }
+    }
+
+    /// Takes one old workload (`entry`, its requests by name in
+    /// `portable`) into this scheduler under its new configuration: kept
+    /// as it was when it is over, to be installed again when admitted and
+    /// still fitting, detached when admitted and not, queued again when
+    /// pending and resolvable, orphaned otherwise.
+    fn take_over(
+        &mut self,
+        id: WorkloadId,
+        mut entry: Entry,
+        portable: Portable,
+        taking: &mut Reconfiguring,
+    ) {
+        let resolved = resolve(&self.cluster, &entry.workload, &portable);
+        let status = entry.status;
+        if let Ok(workload) = &resolved {
+            entry.workload = workload.clone();
+        }
+        let was_detached = status == Status::Detached;
+        match (status, resolved) {
+            (Status::Withdrawn | Status::Finished | Status::Rejected | Status::Deactivated, _) => {
+                self.entries.push(entry);
+            }
+            (Status::Admitted | Status::Detached, Ok(workload)) => {
+                entry.admission = None;
+                let flavors = portable.flavors.clone().unwrap_or_default();
+                let fits = resolve_flavors(&self.cluster, workload.cluster_queue, &flavors)
+                    .is_some()
+                    && flavors.len() == workload.pod_sets.len();
+                let at = portable.admitted.as_ref().map_or(self.now, |a| a.0);
+                if fits {
+                    if was_detached {
+                        taking.report.adopted.push(id);
+                    }
+                    taking.to_install.push((at, entry.seq, id, flavors));
+                } else {
+                    taking.detached.insert(id);
+                }
+                taking.orphans.insert(id, portable);
+                self.entries.push(entry);
+            }
+            (Status::Admitted | Status::Detached, Err(_)) => {
+                taking.detached.insert(id);
+                taking.orphans.insert(id, portable);
+                self.entries.push(entry);
+            }
+            (_, Ok(_)) => {
+                if status == Status::Orphaned {
+                    taking.report.adopted.push(id);
+                }
+                let backoff_until = match (&entry.reason, status) {
+                    (Reason::Backoff { until, .. }, Status::Backoff)
+                    | (Reason::PodsReadyBackoff { until, .. }, Status::Backoff) => Some(*until),
+                    _ => None,
+                };
+                if backoff_until.is_none() {
+                    entry.reason = Reason::None;
+                }
+                let scored = portable.scored;
+                self.entries.push(entry);
+                self.requeue(id, scored, backoff_until);
+            }
+            (_, Err(reason)) => {
+                entry.status = Status::Orphaned;
+                entry.reason = reason;
+                entry.admission = None;
+                taking.report.orphaned.push(id);
+                taking.orphans.insert(id, portable);
+                self.entries.push(entry);
+            }
+        }
+    }
+
+    /// Installs the admitted workloads that still fit again, in admission
+    /// order so their placements are deterministic: on their flavors,
+    /// charged to the new quota, their pods where they were if those nodes
+    /// have room, else placed again best-fit.
+    fn install_again(
+        &mut self,
+        mut to_install: Vec<ToInstall>,
+        orphans: &mut BTreeMap<WorkloadId, Portable>,
+    ) {
         to_install.sort();
         for (at, _, id, flavors) in to_install {
             let portable = orphans.remove(&id);
-            let workload = next.entries[id.index()].workload.clone();
+            let workload = self.entries[id.index()].workload.clone();
             let cq = workload.cluster_queue;
-            let chosen = resolve_flavors(&next.cluster, cq, &flavors).unwrap_or_default();
+            let chosen = resolve_flavors(&self.cluster, cq, &flavors).unwrap_or_default();
             let named = portable.as_ref().map_or(&[][..], |p| &p.placements[..]);
             let (counts, borrowing) = match portable.as_ref().and_then(|p| p.admitted.clone()) {
                 Some((_, counts, borrowing)) => (counts, borrowing),
                 None => (workload.pod_sets.iter().map(|p| p.count).collect(), false),
             };
-            let usage = next.usage_of(&workload, &chosen, &counts);
+            let usage = self.usage_of(&workload, &chosen, &counts);
             // The pods stay on their nodes where those are still there with
             // room; otherwise they are placed again, best-fit.
-            let placements = match next.kept_placements(named) {
+            let placements = match self.kept_placements(named) {
                 Some(kept) => kept,
-                None => next.place_all(&workload, &chosen, &counts),
+                None => self.place_all(&workload, &chosen, &counts),
             };
             // Not a new admission: the epoch stays, so the driver's finish events still match.
-            let entry = &mut next.entries[id.index()];
+            let entry = &mut self.entries[id.index()];
             entry.epoch = entry.epoch.wrapping_sub(1);
-            next.install(
+            self.install(
                 cq,
                 id,
                 Admission {
@@ -550,33 +613,25 @@ impl Scheduler {
                 },
             );
         }
-        // Admitted workloads whose pods were not all ready still wait, with
-        // their timeout counted from their admission, under the policy now
-        // in force.
-        for &id in &old.unready {
-            if next.entries[id.index()].status != Status::Admitted {
+    }
+
+    /// Admitted workloads whose pods were not all ready still wait, with
+    /// their timeout counted from their admission, under the policy now in
+    /// force.
+    fn rearm_pods_ready(
+        &mut self,
+        unready: &BTreeSet<WorkloadId>,
+        recovering: &BTreeMap<WorkloadId, Millis>,
+    ) {
+        for &id in unready {
+            if self.entries[id.index()].status != Status::Admitted {
                 continue;
             }
-            match old.recovering.get(&id) {
-                Some(&since) => next.await_recovery(id, since),
-                None => next.await_pods_ready(id),
+            match recovering.get(&id) {
+                Some(&since) => self.await_recovery(id, since),
+                None => self.await_pods_ready(id),
             }
         }
-        for id in detached {
-            next.detach(id, &orphans);
-            report.detached.push(id);
-        }
-        next.orphans = orphans
-            .into_iter()
-            .filter(|(id, _)| {
-                matches!(
-                    next.entries[id.index()].status,
-                    Status::Orphaned | Status::Detached
-                )
-            })
-            .collect();
-        *self = next;
-        report
     }
 
     /// Puts a pending workload back where it waits: its queue (scored before),

@@ -3,22 +3,24 @@
 //! with where it came from, and checks them into a [`Cluster`] in one
 //! pass: names interned to dense ids, cohorts implied by ClusterQueues
 //! created, the cohort tree checked for cycles, durations and policies
-//! parsed. Every problem becomes a [`ConfigError`] naming the source, the
-//! object, the field and the fix; it reports all it finds, except that a
-//! cohort cycle stops it before the ClusterQueues. It must never do I/O or
-//! panic on input. Called by the simulator's scenario loading.
+//! parsed (a queue's fields beyond names and quotas in `queue_fields`).
+//! Every problem becomes a [`ConfigError`] naming the source, the object,
+//! the field and the fix; it reports all it finds, except that a cohort
+//! cycle stops it before the ClusterQueues. It must never do I/O or panic
+//! on input. Called by the simulator's scenario loading.
 
 use std::collections::BTreeMap;
 
-use crate::model::api::{self, FungibilityPolicy, ResourceGroup};
-use crate::model::{selector, Amount, Millis};
+use crate::model::api::{self, ResourceGroup};
+use crate::model::{selector, Amount};
 
 use super::checked::{
-    AutoscalingPolicy, Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Estimation, Flavor,
-    FlavorId, FlavorResource, Fungibility, HistoryWindow, LocalQueue, LocalQueueId, Namespace,
-    PodsReadyPolicy, PriorityClass, ResourceBounds, ResourceId, RetryPolicy,
+    Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Flavor, FlavorId, Fungibility,
+    LocalQueue, LocalQueueId, Namespace, PodsReadyPolicy, PriorityClass, ResourceBounds,
+    ResourceId,
 };
 use super::error::{ConfigError, ConfigErrors};
+use super::queue_fields::{self, fungibility, ReportError};
 use super::resource_groups::quota_table;
 
 #[derive(Clone)]
@@ -115,6 +117,10 @@ impl ClusterBuilder {
         self.extra_resources.push(name.to_string());
     }
 
+    /// Checks everything collected into a [`Cluster`], phase by phase:
+    /// resource names, flavors, cohorts (a cycle stops here), ClusterQueues,
+    /// priority classes, Namespaces, LocalQueues. All problems found, or
+    /// the cluster.
     pub fn build(self) -> Result<Cluster, ConfigErrors> {
         let mut errors = Vec::new();
         let mut cluster = Cluster {
@@ -130,8 +136,34 @@ impl ClusterBuilder {
                 message,
             })
         };
+        self.intern_resources(&mut cluster);
+        self.check_flavors(&mut cluster, &mut err);
+        let cohorts = self.check_cohorts(&mut cluster, &mut err);
+        if has_cohort_cycle(&cluster, &cohorts.sources, &mut err) {
+            return Err(ConfigErrors(errors));
+        }
+        for s in &self.cluster_queues {
+            check_cluster_queue(&mut cluster, &cohorts.ids, s, &mut err);
+        }
+        self.check_priority_classes(&mut cluster, &mut err);
+        for s in &self.namespaces {
+            cluster
+                .namespaces
+                .insert(s.item.0.clone(), s.item.1.clone());
+        }
+        for s in &self.local_queues {
+            check_local_queue(&mut cluster, s, &mut err);
+        }
+        if errors.is_empty() {
+            Ok(cluster)
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
 
-        // Resource names: every covered resource, then extras, sorted for stable ids.
+    /// Gives every resource an id: those the queues and cohorts cover, then
+    /// those only workloads name, sorted for stable ids.
+    fn intern_resources(&self, cluster: &mut Cluster) {
         let groups_of = |groups: &[ResourceGroup]| -> Vec<String> {
             groups
                 .iter()
@@ -156,7 +188,10 @@ impl ClusterBuilder {
             cluster.resource_ids.insert(name.clone(), id);
             cluster.resources.push(name);
         }
+    }
 
+    /// The ResourceFlavors, each name once.
+    fn check_flavors(&self, cluster: &mut Cluster, err: &mut ReportError<'_>) {
         for s in &self.flavors {
             let name = object_name(&s.item.metadata);
             if cluster.flavor_ids.contains_key(&name) {
@@ -178,15 +213,18 @@ impl ClusterBuilder {
                 tolerations: s.item.spec.tolerations.clone(),
             });
         }
+    }
 
-        // Cohorts: explicit objects first, then those implied by ClusterQueues.
-        let mut cohort_ids: BTreeMap<String, CohortId> = BTreeMap::new();
+    /// The cohorts: the Cohort objects first (each name once, with its
+    /// quotas and weight), then those only named by a ClusterQueue or as a
+    /// parent; then each one's parent resolved.
+    fn check_cohorts(&self, cluster: &mut Cluster, err: &mut ReportError<'_>) -> CohortNames {
+        let mut cohorts = CohortNames::default();
         let mut cohort_parents: Vec<Option<String>> = Vec::new();
         let frs = cluster.flavor_resource_count();
-        let mut cohort_sources: Vec<String> = Vec::new();
         for s in &self.cohorts {
             let name = object_name(&s.item.metadata);
-            if cohort_ids.contains_key(&name) {
+            if cohorts.ids.contains_key(&name) {
                 err(
                     &s.source,
                     format!("Cohort {name}"),
@@ -195,29 +233,26 @@ impl ClusterBuilder {
                 );
                 continue;
             }
-            cohort_ids.insert(name.clone(), CohortId(cluster.cohorts.len() as u32));
+            cohorts
+                .ids
+                .insert(name.clone(), CohortId(cluster.cohorts.len() as u32));
             cohort_parents.push(s.item.spec.parent.clone());
-            cohort_sources.push(s.source.clone());
+            cohorts.sources.push(s.source.clone());
             let object = format!("Cohort {name}");
             let quotas = quota_table(
-                &cluster,
+                cluster,
                 &s.item.spec.resource_groups,
                 &s.source,
                 &object,
                 frs,
-                &mut err,
+                err,
             )
             .1;
             cluster.cohorts.push(Cohort {
                 name,
                 parent: None,
                 quotas,
-                fair_weight: weight_of(
-                    s.item.spec.fair_sharing.as_ref(),
-                    &s.source,
-                    &object,
-                    &mut err,
-                ),
+                fair_weight: weight_of(s.item.spec.fair_sharing.as_ref(), &s.source, &object, err),
             });
         }
         let implied: Vec<String> = self
@@ -227,10 +262,12 @@ impl ClusterBuilder {
             .chain(cohort_parents.iter().flatten().cloned())
             .collect();
         for name in implied {
-            if !cohort_ids.contains_key(&name) {
-                cohort_ids.insert(name.clone(), CohortId(cluster.cohorts.len() as u32));
+            if !cohorts.ids.contains_key(&name) {
+                cohorts
+                    .ids
+                    .insert(name.clone(), CohortId(cluster.cohorts.len() as u32));
                 cohort_parents.push(None);
-                cohort_sources.push(String::new());
+                cohorts.sources.push(String::new());
                 cluster.cohorts.push(Cohort {
                     name,
                     parent: None,
@@ -240,271 +277,14 @@ impl ClusterBuilder {
             }
         }
         for (i, parent) in cohort_parents.iter().enumerate() {
-            cluster.cohorts[i].parent = parent.as_ref().and_then(|p| cohort_ids.get(p).copied());
+            cluster.cohorts[i].parent = parent.as_ref().and_then(|p| cohorts.ids.get(p).copied());
         }
-        let mut has_cycle = false;
-        #[allow(clippy::needless_range_loop)]
-        for start in 0..cluster.cohorts.len() {
-            let mut chain = vec![start];
-            let mut current = cluster.cohorts[start].parent;
-            while let Some(next) = current {
-                if next.index() == start {
-                    let path: Vec<&str> = chain
-                        .iter()
-                        .chain(std::iter::once(&start))
-                        .map(|&i| cluster.cohorts[i].name.as_str())
-                        .collect();
-                    err(
-                        &cohort_sources[start],
-                        format!("Cohort {}", cluster.cohorts[start].name),
-                        "spec.parent".into(),
-                        format!(
-                            "parent chain {} is a cycle; a cohort tree must have a root",
-                            path.join(" → ")
-                        ),
-                    );
-                    has_cycle = true;
-                    break;
-                }
-                if chain.len() > cluster.cohorts.len() {
-                    break;
-                }
-                chain.push(next.index());
-                current = cluster.cohorts[next.index()].parent;
-            }
-        }
-        if has_cycle {
-            return Err(ConfigErrors(errors));
-        }
+        cohorts
+    }
 
-        for s in &self.cluster_queues {
-            let name = object_name(&s.item.metadata);
-            let object = format!("ClusterQueue {name}");
-            if cluster.cluster_queue_ids.contains_key(&name) {
-                err(
-                    &s.source,
-                    object,
-                    "metadata.name".into(),
-                    "defined twice; rename one".into(),
-                );
-                continue;
-            }
-            let spec = &s.item.spec;
-            let (groups, quotas) = quota_table(
-                &cluster,
-                &spec.resource_groups,
-                &s.source,
-                &object,
-                frs,
-                &mut err,
-            );
-            let cohort = spec
-                .cohort
-                .as_ref()
-                .and_then(|c| cohort_ids.get(c).copied());
-            if cohort.is_none() {
-                for (fr, quota) in quotas.iter().enumerate() {
-                    if let Some(q) = quota {
-                        if q.borrowing_limit.is_some() || q.lending_limit.is_some() {
-                            let (f, r) = cluster.split(FlavorResource(fr as u32));
-                            err(
-                                &s.source,
-                                object.clone(),
-                                format!("spec.resourceGroups (flavor {}, resource {})", cluster.flavors[f.index()].name, cluster.resources[r.index()]),
-                                "borrowingLimit/lendingLimit need a cohort to borrow from or lend to; set spec.cohort or remove the limit".into(),
-                            );
-                            break;
-                        }
-                    }
-                }
-            }
-            if let Some(selector) = &spec.namespace_selector {
-                if let Err(message) = selector::check_label_selector(selector) {
-                    err(
-                        &s.source,
-                        object.clone(),
-                        "spec.namespaceSelector".into(),
-                        message,
-                    );
-                }
-            }
-            let fungibility = |policy: Option<FungibilityPolicy>, default: Fungibility| match policy
-            {
-                None => default,
-                Some(FungibilityPolicy::TryNextFlavor) => Fungibility::TryNextFlavor,
-                Some(_) => Fungibility::MayStopSearch,
-            };
-            let ff = spec.flavor_fungibility.clone().unwrap_or_default();
-            let preemption = spec.preemption.clone().unwrap_or_default();
-            let duration = |text: &Option<String>,
-                            field: &str,
-                            default: Millis,
-                            err: &mut dyn FnMut(&str, String, String, String)|
-             -> Millis {
-                match text {
-                    None => default,
-                    Some(t) => Millis::parse(t).unwrap_or_else(|e| {
-                        err(&s.source, object.clone(), field.to_string(), e.to_string());
-                        default
-                    }),
-                }
-            };
-            let scheduling = spec.scheduling.clone().unwrap_or_default();
-            let adaptive_interval = match &scheduling.adaptive_weights {
-                Some(a) if a.enabled => {
-                    let field = "spec.scheduling.adaptiveWeights.adjustmentInterval";
-                    let interval = duration(
-                        &a.adjustment_interval,
-                        field,
-                        Millis::from_secs(300),
-                        &mut err,
-                    );
-                    let min = crate::model::limits::MIN_ADJUSTMENT_INTERVAL;
-                    if interval < min {
-                        err(
-                            &s.source,
-                            object.clone(),
-                            field.to_string(),
-                            format!("is {interval}, shorter than the minimum {min}; weights adjusted more often than that only cost cycles"),
-                        );
-                    }
-                    Some(interval.max(min))
-                }
-                _ => None,
-            };
-            let usage_half_life = duration(
-                &scheduling
-                    .adaptive_weights
-                    .as_ref()
-                    .and_then(|a| a.usage_half_life.clone()),
-                "spec.scheduling.adaptiveWeights.usageHalfLife",
-                Millis::from_secs(3600),
-                &mut err,
-            )
-            .max(Millis(1));
-            let retry = spec.retry_policy.as_ref().map(|r| RetryPolicy {
-                max_retries: r.max_retries.unwrap_or(RetryPolicy::DEFAULT.max_retries),
-                backoff: duration(
-                    &r.backoff_duration,
-                    "spec.retryPolicy.backoffDuration",
-                    RetryPolicy::DEFAULT.backoff,
-                    &mut err,
-                ),
-            });
-            let reclaim_timeout = match &spec.resource_reclaim {
-                Some(r) if r.enabled => match &r.reclaim_timeout {
-                    None => {
-                        err(
-                            &s.source,
-                            object.clone(),
-                            "spec.resourceReclaim.reclaimTimeout".into(),
-                            "required when resourceReclaim is enabled (e.g. `2h`)".into(),
-                        );
-                        None
-                    }
-                    t => Some(duration(
-                        t,
-                        "spec.resourceReclaim.reclaimTimeout",
-                        Millis::MAX,
-                        &mut err,
-                    )),
-                },
-                _ => None,
-            };
-            let autoscaling = match &spec.autoscaling {
-                Some(a) if a.enabled => {
-                    if let (Some(min), Some(max)) = (a.min_replicas, a.max_replicas) {
-                        if min > max {
-                            err(
-                                &s.source,
-                                object.clone(),
-                                "spec.autoscaling".into(),
-                                format!("minReplicas {min} is above maxReplicas {max}"),
-                            );
-                        }
-                    }
-                    let target = a.target_utilization.unwrap_or(80.0);
-                    if !(target > 0.0 && target <= 100.0) {
-                        err(
-                            &s.source,
-                            object.clone(),
-                            "spec.autoscaling.targetUtilization".into(),
-                            format!("{target} is not a percentage in (0, 100]"),
-                        );
-                    }
-                    Some(AutoscalingPolicy {
-                        min_replicas: a.min_replicas,
-                        max_replicas: a.max_replicas,
-                        target_utilization: target,
-                    })
-                }
-                _ => None,
-            };
-            let when_can_borrow = fungibility(ff.when_can_borrow, Fungibility::MayStopSearch);
-            let when_can_preempt = fungibility(ff.when_can_preempt, Fungibility::TryNextFlavor);
-            if ff.preference.is_some()
-                && (when_can_borrow, when_can_preempt)
-                    != (Fungibility::TryNextFlavor, Fungibility::TryNextFlavor)
-            {
-                // Kueue's API server refuses it the same way.
-                err(
-                    &s.source,
-                    object.clone(),
-                    "spec.flavorFungibility.preference".into(),
-                    "may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor; set them or drop preference".into(),
-                );
-            }
-            if preemption
-                .borrow_within_cohort
-                .as_ref()
-                .is_some_and(|b| b.policy != api::BorrowWithinCohortPolicy::Never)
-                && preemption.reclaim_within_cohort.unwrap_or_default()
-                    == api::ReclaimWithinCohort::Never
-            {
-                // Kueue's API server refuses it the same way.
-                err(
-                    &s.source,
-                    object.clone(),
-                    "spec.preemption.borrowWithinCohort.policy".into(),
-                    "needs reclaimWithinCohort other than Never (preempting while borrowing is reclaiming); set reclaimWithinCohort or make the policy Never".into(),
-                );
-            }
-            let priority_weight =
-                class_weight(spec.priority_class.as_ref(), &s.source, &object, &mut err)
-                    .unwrap_or(1.0);
-            cluster.cluster_queue_ids.insert(
-                name.clone(),
-                ClusterQueueId(cluster.cluster_queues.len() as u32),
-            );
-            cluster.cluster_queues.push(ClusterQueue {
-                name,
-                cohort,
-                groups,
-                quotas,
-                strategy: spec.queueing_strategy.unwrap_or_default(),
-                namespace_selector: spec.namespace_selector.clone(),
-                when_can_borrow,
-                when_can_preempt,
-                preference: ff.preference.unwrap_or_default(),
-                within_cluster_queue: preemption.within_cluster_queue.unwrap_or_default(),
-                reclaim_within_cohort: preemption.reclaim_within_cohort.unwrap_or_default(),
-                borrow_within_cohort: preemption
-                    .borrow_within_cohort
-                    .as_ref()
-                    .filter(|b| b.policy == api::BorrowWithinCohortPolicy::LowerPriority)
-                    .map(|b| b.max_priority_threshold),
-                fair_weight: weight_of(spec.fair_sharing.as_ref(), &s.source, &object, &mut err),
-                stop_policy: spec.stop_policy.unwrap_or_default(),
-                priority_weight,
-                algorithm: scheduling.algorithm.unwrap_or_default(),
-                adaptive_interval,
-                usage_half_life,
-                autoscaling,
-                retry,
-                reclaim_timeout,
-            });
-        }
-
+    /// The WorkloadPriorityClasses, each name once, weights finite and
+    /// non-negative.
+    fn check_priority_classes(&self, cluster: &mut Cluster, err: &mut ReportError<'_>) {
         for s in &self.priority_classes {
             let name = object_name(&s.item.metadata);
             let object = format!("WorkloadPriorityClass {name}");
@@ -536,157 +316,199 @@ impl ClusterBuilder {
                 );
             }
         }
+    }
+}
 
-        for s in &self.namespaces {
-            cluster
-                .namespaces
-                .insert(s.item.0.clone(), s.item.1.clone());
-        }
+/// The cohorts by name, and per cohort where it was defined (empty for
+/// one only named by others).
+#[derive(Default)]
+struct CohortNames {
+    ids: BTreeMap<String, CohortId>,
+    sources: Vec<String>,
+}
 
-        for s in &self.local_queues {
-            let name = object_name(&s.item.metadata);
-            let namespace = s
-                .item
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".to_string());
-            let object = format!("LocalQueue {namespace}/{name}");
-            let spec = &s.item.spec;
-            let Some(cq) = cluster.cluster_queue_id(&spec.cluster_queue) else {
+/// Reports each cohort whose parent chain comes back to it; true if there
+/// is one (a cohort tree must have a root).
+fn has_cohort_cycle(cluster: &Cluster, sources: &[String], err: &mut ReportError<'_>) -> bool {
+    let mut has_cycle = false;
+    #[allow(clippy::needless_range_loop)]
+    for start in 0..cluster.cohorts.len() {
+        let mut chain = vec![start];
+        let mut current = cluster.cohorts[start].parent;
+        while let Some(next) = current {
+            if next.index() == start {
+                let path: Vec<&str> = chain
+                    .iter()
+                    .chain(std::iter::once(&start))
+                    .map(|&i| cluster.cohorts[i].name.as_str())
+                    .collect();
                 err(
-                    &s.source,
-                    object,
-                    "spec.clusterQueue".into(),
+                    &sources[start],
+                    format!("Cohort {}", cluster.cohorts[start].name),
+                    "spec.parent".into(),
                     format!(
-                        "ClusterQueue `{}` is not defined; define it or fix the name",
-                        spec.cluster_queue
+                        "parent chain {} is a cycle; a cohort tree must have a root",
+                        path.join(" → ")
                     ),
                 );
-                continue;
-            };
-            let mut bounds = Vec::new();
-            for (i, rq) in spec.resource_quotas.iter().enumerate() {
-                let mut parse =
-                    |q: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-                     what: &str| {
-                        q.as_ref().and_then(|q| match Amount::from_quantity(q) {
-                            Ok(a) if a.is_negative() => {
-                                err(
-                                    &s.source,
-                                    object.clone(),
-                                    format!("spec.resourceQuotas[{i}].{what}"),
-                                    format!("{a} is negative; bounds must be ≥ 0"),
-                                );
-                                None
-                            }
-                            Ok(a) => Some(a),
-                            Err(e) => {
-                                err(
-                                    &s.source,
-                                    object.clone(),
-                                    format!("spec.resourceQuotas[{i}].{what}"),
-                                    e.to_string(),
-                                );
-                                None
-                            }
-                        })
-                    };
-                let b = ResourceBounds {
-                    resource: rq.name.clone(),
-                    min: parse(&rq.min, "min"),
-                    max: parse(&rq.max, "max"),
-                    default: parse(&rq.default, "default"),
-                };
-                if let (Some(min), Some(max)) = (b.min, b.max) {
-                    if min > max {
-                        err(
-                            &s.source,
-                            object.clone(),
-                            format!("spec.resourceQuotas[{i}]"),
-                            format!("min {min} is above max {max}"),
-                        );
-                    }
-                }
-                if let Some(d) = b.default {
-                    if b.min.is_some_and(|m| d < m) || b.max.is_some_and(|m| d > m) {
-                        err(
-                            &s.source,
-                            object.clone(),
-                            format!("spec.resourceQuotas[{i}].default"),
-                            format!("{d} lies outside [min, max]"),
-                        );
-                    }
-                }
-                bounds.push(b);
+                has_cycle = true;
+                break;
             }
-            let estimation = match &spec.resource_estimation {
-                Some(e) if e.enabled => {
-                    let window = match &e.history_window {
-                        None => HistoryWindow::Count(100),
-                        Some(api::HistoryWindow::Count(n)) => HistoryWindow::Count(*n),
-                        Some(api::HistoryWindow::Duration(t)) => match Millis::parse(t) {
-                            Ok(d) => HistoryWindow::Duration(d),
-                            Err(e) => {
-                                err(
-                                    &s.source,
-                                    object.clone(),
-                                    "spec.resourceEstimation.historyWindow".into(),
-                                    format!("{e}; or give a count of finished workloads"),
-                                );
-                                HistoryWindow::Count(100)
-                            }
-                        },
-                    };
-                    let confidence = e.confidence_level.unwrap_or(0.9);
-                    if !(confidence > 0.0 && confidence <= 1.0) {
-                        err(
-                            &s.source,
-                            object.clone(),
-                            "spec.resourceEstimation.confidenceLevel".into(),
-                            format!("{confidence} is not in (0, 1]"),
-                        );
-                    }
-                    Some(Estimation { window, confidence })
-                }
-                _ => None,
-            };
-            let key = (namespace.clone(), name.clone());
-            if cluster.local_queue_ids.contains_key(&key) {
-                err(
-                    &s.source,
-                    object,
-                    "metadata.name".into(),
-                    "defined twice in this namespace; rename one".into(),
-                );
-                continue;
+            if chain.len() > cluster.cohorts.len() {
+                break;
             }
-            cluster
-                .local_queue_ids
-                .insert(key, LocalQueueId(cluster.local_queues.len() as u32));
-            cluster.local_queues.push(LocalQueue {
-                namespace,
-                name,
-                cluster_queue: cq,
-                priority: spec.priority,
-                priority_weight: class_weight(
-                    spec.priority_class.as_ref(),
-                    &s.source,
-                    &object,
-                    &mut err,
-                ),
-                resource_bounds: bounds,
-                estimation,
-                stop_policy: spec.stop_policy.unwrap_or_default(),
-            });
-        }
-
-        if errors.is_empty() {
-            Ok(cluster)
-        } else {
-            Err(ConfigErrors(errors))
+            chain.push(next.index());
+            current = cluster.cohorts[next.index()].parent;
         }
     }
+    has_cycle
+}
+
+/// Checks one ClusterQueue into `cluster` (unless its name is taken): its
+/// quotas, cohort, namespace selector and every policy field.
+fn check_cluster_queue(
+    cluster: &mut Cluster,
+    cohort_ids: &BTreeMap<String, CohortId>,
+    s: &Sourced<api::ClusterQueue>,
+    err: &mut ReportError<'_>,
+) {
+    let name = object_name(&s.item.metadata);
+    let object = format!("ClusterQueue {name}");
+    if cluster.cluster_queue_ids.contains_key(&name) {
+        err(
+            &s.source,
+            object,
+            "metadata.name".into(),
+            "defined twice; rename one".into(),
+        );
+        return;
+    }
+    let (source, spec) = (s.source.as_str(), &s.item.spec);
+    let frs = cluster.flavor_resource_count();
+    let (groups, quotas) = quota_table(cluster, &spec.resource_groups, source, &object, frs, err);
+    let cohort = spec
+        .cohort
+        .as_ref()
+        .and_then(|c| cohort_ids.get(c).copied());
+    if cohort.is_none() {
+        queue_fields::check_limits_need_cohort(cluster, &quotas, source, &object, err);
+    }
+    if let Some(selector) = &spec.namespace_selector {
+        if let Err(message) = selector::check_label_selector(selector) {
+            err(
+                source,
+                object.clone(),
+                "spec.namespaceSelector".into(),
+                message,
+            );
+        }
+    }
+    let ff = spec.flavor_fungibility.clone().unwrap_or_default();
+    let preemption = spec.preemption.clone().unwrap_or_default();
+    let scheduling = spec.scheduling.clone().unwrap_or_default();
+    let adaptive_interval = queue_fields::adaptive_interval(&scheduling, source, &object, err);
+    let usage_half_life = queue_fields::usage_half_life(&scheduling, source, &object, err);
+    let retry = queue_fields::retry(spec.retry_policy.as_ref(), source, &object, err);
+    let reclaim = spec.resource_reclaim.as_ref();
+    let reclaim_timeout = queue_fields::reclaim_timeout(reclaim, source, &object, err);
+    let autoscaling = queue_fields::autoscaling(spec.autoscaling.as_ref(), source, &object, err);
+    queue_fields::check_preference(&ff, source, &object, err);
+    queue_fields::check_borrow_within_cohort(&preemption, source, &object, err);
+    let priority_weight =
+        class_weight(spec.priority_class.as_ref(), source, &object, err).unwrap_or(1.0);
+    cluster.cluster_queue_ids.insert(
+        name.clone(),
+        ClusterQueueId(cluster.cluster_queues.len() as u32),
+    );
+    cluster.cluster_queues.push(ClusterQueue {
+        name,
+        cohort,
+        groups,
+        quotas,
+        strategy: spec.queueing_strategy.unwrap_or_default(),
+        namespace_selector: spec.namespace_selector.clone(),
+        when_can_borrow: fungibility(ff.when_can_borrow, Fungibility::MayStopSearch),
+        when_can_preempt: fungibility(ff.when_can_preempt, Fungibility::TryNextFlavor),
+        preference: ff.preference.unwrap_or_default(),
+        within_cluster_queue: preemption.within_cluster_queue.unwrap_or_default(),
+        reclaim_within_cohort: preemption.reclaim_within_cohort.unwrap_or_default(),
+        borrow_within_cohort: preemption
+            .borrow_within_cohort
+            .as_ref()
+            .filter(|b| b.policy == api::BorrowWithinCohortPolicy::LowerPriority)
+            .map(|b| b.max_priority_threshold),
+        fair_weight: weight_of(spec.fair_sharing.as_ref(), source, &object, err),
+        stop_policy: spec.stop_policy.unwrap_or_default(),
+        priority_weight,
+        algorithm: scheduling.algorithm.unwrap_or_default(),
+        adaptive_interval,
+        usage_half_life,
+        autoscaling,
+        retry,
+        reclaim_timeout,
+    });
+}
+
+/// Checks one LocalQueue into `cluster` (unless its ClusterQueue is
+/// unknown or its name taken in its namespace): its resource bounds,
+/// estimation and priority-class weight.
+fn check_local_queue(
+    cluster: &mut Cluster,
+    s: &Sourced<api::LocalQueue>,
+    err: &mut ReportError<'_>,
+) {
+    let name = object_name(&s.item.metadata);
+    let namespace = s
+        .item
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_string());
+    let object = format!("LocalQueue {namespace}/{name}");
+    let spec = &s.item.spec;
+    let Some(cq) = cluster.cluster_queue_id(&spec.cluster_queue) else {
+        err(
+            &s.source,
+            object,
+            "spec.clusterQueue".into(),
+            format!(
+                "ClusterQueue `{}` is not defined; define it or fix the name",
+                spec.cluster_queue
+            ),
+        );
+        return;
+    };
+    let bounds: Vec<ResourceBounds> = spec
+        .resource_quotas
+        .iter()
+        .enumerate()
+        .map(|(i, rq)| queue_fields::resource_bounds(i, rq, &s.source, &object, err))
+        .collect();
+    let estimation =
+        queue_fields::estimation(spec.resource_estimation.as_ref(), &s.source, &object, err);
+    let key = (namespace.clone(), name.clone());
+    if cluster.local_queue_ids.contains_key(&key) {
+        err(
+            &s.source,
+            object,
+            "metadata.name".into(),
+            "defined twice in this namespace; rename one".into(),
+        );
+        return;
+    }
+    cluster
+        .local_queue_ids
+        .insert(key, LocalQueueId(cluster.local_queues.len() as u32));
+    cluster.local_queues.push(LocalQueue {
+        namespace,
+        name,
+        cluster_queue: cq,
+        priority: spec.priority,
+        priority_weight: class_weight(spec.priority_class.as_ref(), &s.source, &object, err),
+        resource_bounds: bounds,
+        estimation,
+        stop_policy: spec.stop_policy.unwrap_or_default(),
+    });
 }
 
 /// The weight of a queue's `priorityClass`, if it gives one; a bad one is
@@ -695,7 +517,7 @@ fn class_weight(
     class: Option<&api::PriorityClassWeight>,
     source: &str,
     object: &str,
-    err: &mut dyn FnMut(&str, String, String, String),
+    err: &mut ReportError<'_>,
 ) -> Option<f64> {
     let weight = class?.weight?;
     if weight.is_finite() && weight >= 0.0 {
@@ -715,7 +537,7 @@ fn weight_of(
     fair: Option<&api::FairSharing>,
     source: &str,
     object: &str,
-    err: &mut dyn FnMut(&str, String, String, String),
+    err: &mut ReportError<'_>,
 ) -> f64 {
     match fair.and_then(|f| f.weight.as_ref()) {
         None => 1.0,

@@ -7,13 +7,15 @@
 //! Nothing here does I/O. `checked` holds the types and lookups,
 //! `builder` the checking, `lenient` building what is valid (each object
 //! in force or not on its own, as Kueue does), `resource_groups` the quota
-//! tables shared by Cohorts and ClusterQueues, `error` the error types; everything public
+//! tables shared by Cohorts and ClusterQueues, `queue_fields` a queue's
+//! other fields (policies, durations, bounds), `error` the error types; everything public
 //! is re-exported here, so callers name `model::cluster::X`.
 
 mod builder;
 mod checked;
 mod error;
 mod lenient;
+mod queue_fields;
 mod resource_groups;
 #[cfg(test)]
 pub(crate) mod tests;
