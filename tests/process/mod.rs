@@ -31,8 +31,9 @@ impl Operator {
     }
 }
 
-/// Starts `arbiter run --kubeconfig KUBECONFIG --admin-address 127.0.0.1:ADMIN ARGS…`,
-/// its log (stderr) in `log`.
+/// Starts `arbiter run --kubeconfig KUBECONFIG --admin-address 127.0.0.1:ADMIN
+/// --dashboard-address 127.0.0.1:0 ARGS…` (the dashboard on a free port, so
+/// several replicas run on one machine), its log (stderr) in `log`.
 pub fn start(
     kubeconfig: &Path,
     log: &Path,
@@ -45,6 +46,7 @@ pub fn start(
         .args(["run", "--kubeconfig"])
         .arg(kubeconfig)
         .arg(format!("--admin-address=127.0.0.1:{admin}"))
+        .arg("--dashboard-address=127.0.0.1:0")
         .args(args)
         .envs(env.iter().copied())
         .env("ARBITER_LOG", "info")

@@ -1,4 +1,4 @@
-//! The simulator (DESIGN §5–6): replays a scenario — cluster manifests,
+//! The simulator (docs/design.md §5–6): replays a scenario — cluster manifests,
 //! node pools and a stream of jobs — through the real scheduler core and
 //! policies in virtual time, and reports what happened. `scenario` turns
 //! loaded manifests into a run, `driver` runs it, `report` is the JSON

@@ -1,4 +1,4 @@
-//! The simulation report (DESIGN §6): the JSON contract, plus the series the
+//! The simulation report (docs/design.md §6): the JSON contract, plus the series the
 //! plots draw. Built by the driver; serialised with sorted maps so the same
 //! inputs give byte-identical output. `scheduler.cpuSeconds` is the one
 //! measured (machine-dependent) field; `--reproducible` zeroes it.

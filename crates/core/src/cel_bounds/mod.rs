@@ -1,5 +1,5 @@
 //! Bounds on every CEL evaluation, policy and job-integration CEL alike
-//! (DESIGN §4: "CEL bounded by a cost estimate at load and a run-time
+//! (docs/design.md §4: "CEL bounded by a cost estimate at load and a run-time
 //! budget"): limits on the source and its tree checked before and after
 //! parsing ([`CelLimits`], [`parse`]), a worst-case cost [`estimate`] made
 //! at load from the [`Shape`]s of the variables, and a run-time meter

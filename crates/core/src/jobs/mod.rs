@@ -1,7 +1,7 @@
 //! Job integrations: from a job object (a `batch/v1 Job`, a Kubeflow
 //! training job, a pipeline run, any kind added by configuration) to the
 //! pod sets the scheduler queues, and the field that holds the job until
-//! admission (DESIGN §2, §3 "Pod-set names").
+//! admission (docs/design.md §2, §3 "Pod-set names").
 //!
 //! One mechanism serves every kind: an [`IntegrationSpec`] (GVK, a CEL
 //! expression yielding the pod sets, a hold path and values) is compiled

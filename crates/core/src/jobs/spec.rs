@@ -1,5 +1,5 @@
 //! What a job integration *is*, as data: the job's GVK, a CEL expression
-//! that yields its pod sets, and the field that holds/releases it (DESIGN §2).
+//! that yields its pod sets, and the field that holds/releases it (docs/design.md §2).
 //!
 //! Built-in kinds are rows of [`builtin_integrations`]; a platform team adds
 //! a kind with a `JobIntegration` manifest, read by
@@ -333,7 +333,7 @@ const TEKTON_PIPELINE_RUN: &str = "(object.spec.pipelineSpec.tasks \
         && has(object.spec.taskRunTemplate.podTemplate.tolerations) \
       ? object.spec.taskRunTemplate.podTemplate.tolerations : []}}})";
 
-/// The job kinds Arbiter knows out of the box (DESIGN §2), as data.
+/// The job kinds Arbiter knows out of the box (docs/design.md §2), as data.
 pub fn builtin_integrations() -> Vec<IntegrationSpec> {
     let run_policy = || suspend("spec.runPolicy.suspend");
     let kubeflow = |kind: &str, field: &str, types: &[&str]| IntegrationSpec {

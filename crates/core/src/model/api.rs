@@ -1,4 +1,4 @@
-//! The `arbiter.dev/v1alpha1` kinds as Rust types (DESIGN §2).
+//! The `arbiter.dev/v1alpha1` kinds as Rust types (docs/design.md §2).
 //!
 //! These are the wire types: what a manifest says, with Kubernetes'
 //! spelling, deserialized by serde and described by schemars so that

@@ -1,4 +1,4 @@
-//! The seed article's dialect (DESIGN §2): the forms its examples write
+//! The seed article's dialect (docs/design.md §2): the forms its examples write
 //! that are neither Kueue's nor Arbiter's, rewritten — in the JSON of one
 //! object, before it is decoded — into the form Arbiter reads and
 //! `arbiter convert` writes, each with a warning that names that form.

@@ -1,4 +1,4 @@
-//! The simulator's own kinds, `sim.arbiter.dev/v1alpha1` (DESIGN §6):
+//! The simulator's own kinds, `sim.arbiter.dev/v1alpha1` (docs/design.md §6):
 //! `Simulation` (node pools, horizon, global fair sharing) and
 //! `WorkloadGenerator` (streams of identical workloads for large scenarios).
 //! Wire types only; `sim::scenario` checks them. No I/O.

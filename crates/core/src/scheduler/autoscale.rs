@@ -1,4 +1,4 @@
-//! Autoscaling (DESIGN §2 `autoscaling`, §4 the autoscale hook): per flavor
+//! Autoscaling (docs/design.md §2 `autoscaling`, §4 the autoscale hook): per flavor
 //! with node pools used by an autoscaling ClusterQueue, what runs and what
 //! waits for nodes (not quota), the hook's desired node count within the
 //! bounds, and the plan the driver carries out — nodes to provision (their

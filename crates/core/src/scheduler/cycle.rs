@@ -1,4 +1,4 @@
-//! One scheduling cycle (DESIGN §3): score new arrivals, take every
+//! One scheduling cycle (docs/design.md §3): score new arrivals, take every
 //! ClusterQueue's head, assign flavors (with partial admission), order the
 //! heads across ClusterQueues and admit what fits — asking the admission
 //! hook once per attempt — or hand the head to `preemption`. Changes
@@ -64,7 +64,7 @@ impl Scheduler {
     }
 
     /// One scheduling cycle at `now`: score new arrivals, take every
-    /// ClusterQueue's head, order them (DESIGN §3) and admit what fits,
+    /// ClusterQueue's head, order them (docs/design.md §3) and admit what fits,
     /// preempting where allowed.
     pub(super) fn schedule(&mut self, now: Millis, hooks: &mut dyn Hooks) -> Cycle {
         self.cycles += 1;

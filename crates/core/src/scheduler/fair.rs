@@ -1,4 +1,4 @@
-//! Fair sharing (DESIGN §3, Kueue's hierarchical fair sharing): the
+//! Fair sharing (docs/design.md §3, Kueue's hierarchical fair sharing): the
 //! dominant resource share (DRS) of every node of a cohort tree — a
 //! ClusterQueue or a cohort, weighted by its `fairSharing.weight` —, the
 //! tournament that picks which head of a tree goes next, the adaptive

@@ -1,4 +1,4 @@
-//! Fair-sharing preemption (DESIGN §3, Kueue's `fairPreemptions`): in a
+//! Fair-sharing preemption (docs/design.md §3, Kueue's `fairPreemptions`): in a
 //! cohort tree with fair sharing, the victims of a head that needs
 //! preemption. Candidates are its own queue's (by `withinClusterQueue`) and
 //! those of every queue of the tree that borrows on what it needs (by

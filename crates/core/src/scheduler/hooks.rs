@@ -1,4 +1,4 @@
-//! The six policy hooks the core consults (DESIGN §4): `admission`,
+//! The six policy hooks the core consults (docs/design.md §4): `admission`,
 //! `weight`, `fairShare`, `autoscale`, `flavor`, `placement`. The core calls them with
 //! typed, read-only views and never knows how they are implemented; the
 //! built-in [`DefaultHooks`] give Kueue's behaviour, and the CEL/WASM
@@ -34,7 +34,7 @@ pub enum AdmissionVerdict {
         retryable: bool,
         /// The tenant (namespace) whose own bundle denied it, if a tenant's.
         /// A tenant's denial never blocks a queue: the workload is set
-        /// aside whatever the queueing strategy (DESIGN §3).
+        /// aside whatever the queueing strategy (docs/design.md §3).
         tenant: Option<String>,
     },
 }

@@ -1,4 +1,4 @@
-//! From a job to a queued workload (DESIGN §2): find its LocalQueue and
+//! From a job to a queued workload (docs/design.md §2): find its LocalQueue and
 //! ClusterQueue, resolve its priority (priority-class label → LocalQueue
 //! `priority` → namespace annotation `arbiter.dev/priority` → 0), apply the
 //! LocalQueue's `resourceQuotas` (default fills an absent request; outside

@@ -1,4 +1,4 @@
-//! The scheduler core (DESIGN §3): per-ClusterQueue queues, flavor
+//! The scheduler core (docs/design.md §3): per-ClusterQueue queues, flavor
 //! assignment, quota with borrowing and lending, preemption, fair sharing,
 //! retry backoff, reclaim timeouts, stop policies and physical capacity.
 //!

@@ -1,4 +1,4 @@
-//! Preemption (DESIGN §3, Kueue's): the candidates a head may preempt —
+//! Preemption (docs/design.md §3, Kueue's): the candidates a head may preempt —
 //! within its ClusterQueue by priority, reclaim from queues of its cohort
 //! tree that use more than their quota — in Kueue's order, the victim set
 //! (greedy, then every victim not needed put back), fair sharing's share

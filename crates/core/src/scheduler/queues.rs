@@ -4,7 +4,7 @@
 //! slots, and the set-aside (inadmissible) workloads with the O(1) wake
 //! that puts them up for another try. Never decides admission.
 //!
-//! Tenant isolation (DESIGN §3). A tenant's scores order only its own
+//! Tenant isolation (docs/design.md §3). A tenant's scores order only its own
 //! waiting workloads of one ClusterQueue and priority, and a workload takes
 //! only the queue position (slot) of one that asks the same
 //! ([`Workload::asks_same_as`](super::Workload::asks_same_as): LocalQueue,
@@ -169,7 +169,7 @@ impl Scheduler {
     /// a class the k-th best takes the k-th earliest position. A position
     /// stays what it was — queued, or set aside with the reason it was set
     /// aside — whoever takes it, so every position asks the scheduler for
-    /// what it asked before (DESIGN §3; the module doc says what holds). A
+    /// what it asked before (docs/design.md §3; the module doc says what holds). A
     /// workload a policy denied, or preempted at this instant, keeps its own
     /// position: what set it aside is its own, not its position's.
     pub(super) fn permute(&mut self, group: &TenantGroup) {

@@ -17,7 +17,7 @@ use crate::model::{Amount, Millis};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WorkloadId(pub u32);
 
-/// Input order: the final tie-break between workloads ("uid" in DESIGN §3),
+/// Input order: the final tie-break between workloads ("uid" in docs/design.md §3),
 /// counted from 0 per scheduler and never reused.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Seq(pub u64);

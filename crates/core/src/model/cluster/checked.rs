@@ -188,7 +188,7 @@ pub struct ClusterQueue {
     /// Indexed by [`FlavorResource`]; `None` where the queue has no quota.
     pub quotas: Vec<Option<Quota>>,
     pub strategy: QueueingStrategy,
-    /// `None`: every namespace (DESIGN §3).
+    /// `None`: every namespace (docs/design.md §3).
     pub namespace_selector: Option<LabelSelector>,
     pub when_can_borrow: Fungibility,
     pub when_can_preempt: Fungibility,
