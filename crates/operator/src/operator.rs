@@ -50,7 +50,7 @@ enum Policy {
     /// Hooks given as they are (Kueue's own by default).
     Hooks(Box<dyn Hooks + Send>),
     /// The engine over policy bundles, watched while the operator runs.
-    Bundles(Bundles),
+    Bundles(Box<Bundles>),
 }
 
 /// What [`OperatorBuilder::start`] starts; see [`Operator::builder`].
@@ -79,7 +79,7 @@ impl OperatorBuilder {
     /// watched from before the first decision; replaces
     /// [`OperatorBuilder::hooks`].
     pub fn bundles(mut self, bundles: Bundles) -> OperatorBuilder {
-        self.policy = Policy::Bundles(bundles);
+        self.policy = Policy::Bundles(Box::new(bundles));
         self
     }
 
@@ -153,7 +153,7 @@ impl OperatorBuilder {
         };
         let (hooks, bundles): (Box<dyn Hooks + Send>, _) = match policy {
             Policy::Hooks(hooks) => (hooks, None),
-            Policy::Bundles(bundles) => (Box::new(bundles.engine()), Some(bundles)),
+            Policy::Bundles(bundles) => (Box::new(bundles.engine()), Some(*bundles)),
         };
         let dashboard = match dashboard {
             Some(address) => {
