@@ -23,9 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use arbiter_core::jobs::Integrations;
-use arbiter_core::scheduler::hooks::DefaultHooks;
-use arbiter_operator::{Driver, DriverOptions};
+use arbiter_operator::Operator;
 use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
 use clap::Parser;
 use futures::StreamExt;
@@ -180,14 +178,12 @@ async fn main() -> anyhow::Result<()> {
 
     let client = admin.clone();
     let operator = tokio::spawn(async move {
-        let driver = Driver::start(
-            client,
-            Integrations::builtin(),
-            Box::new(DefaultHooks),
-            DriverOptions::default(),
-        )
-        .await;
-        driver.run(std::future::pending()).await;
+        match Operator::builder(client).start().await {
+            Ok(operator) => {
+                let _ = operator.run_until(std::future::pending()).await;
+            }
+            Err(e) => eprintln!("the operator did not start: {e}"),
+        }
     });
 
     let jobs: Api<Job> = Api::namespaced(admin.clone(), NAMESPACE);

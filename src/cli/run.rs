@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arbiter_core::scheduler::hooks::Hooks;
+use arbiter_core::model::cluster::PodsReadyPolicy;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::bundles::{BundleOptions, Bundles};
-use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
+use arbiter_operator::leader::{Ended, LeaseOptions};
 use arbiter_operator::webhook::{CertSource, Rotation, WebhookOptions};
-use arbiter_operator::{Driver, DriverOptions};
+use arbiter_operator::{DriverOptions, Operator, StartError};
 use arbiter_policy::metrics::PolicyMetrics;
 use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -105,28 +105,11 @@ pub enum LogFormat {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ARBITER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    init_tracing(args.log_format);
     let mut registry = Registry::default();
     let policy_metrics = PolicyMetrics::register(&mut registry);
     let operator_metrics = OperatorMetrics::register(&mut registry);
-    let namespace = args
-        .namespace
-        .clone()
-        .or_else(|| {
-            std::env::var("POD_NAMESPACE")
-                .ok()
-                .filter(|ns| !ns.is_empty())
-        })
-        .unwrap_or_else(|| "arbiter-system".to_string());
+    let namespace = platform_namespace(args);
     let bundles = Bundles::load(
         BundleOptions {
             platform_namespace: namespace.clone(),
@@ -134,28 +117,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         },
         Some(&policy_metrics),
     )?;
-    let hooks: Box<dyn Hooks + Send> = Box::new(bundles.engine());
-    let recent = bundles.recent();
     let (integrations, warnings) = arbiter_operator::integrations::read(&args.integrations)?;
     for warning in &warnings {
         tracing::warn!(%warning, "job integration");
     }
-    let pods_ready = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading --config {}", path.display()))?;
-            let source = arbiter_core::model::load::Source {
-                file: path.clone(),
-                document: 1,
-            };
-            let read = arbiter_core::model::configuration::read(&text, &source)
-                .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
-            for warning in &read.warnings {
-                tracing::warn!(%warning, "configuration");
-            }
-            read.pods_ready
-        }
-        None => None,
+    let options = DriverOptions {
+        batch_window: Duration::from_millis(args.batch_window_ms),
+        pods_ready: pods_ready(args)?,
+        namespace: namespace.clone(),
+        ..DriverOptions::default()
     };
     let admin = AdminState::new(registry);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -163,107 +133,121 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let config = match &args.kubeconfig {
-            Some(path) => {
-                let file = Kubeconfig::read_from(path)
-                    .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                    .await
-                    .with_context(|| format!("using the kubeconfig {}", path.display()))?
-            }
-            None => kube::Config::infer()
-                .await
-                .context("finding the cluster: no in-cluster configuration and no usable kubeconfig; pass --kubeconfig")?,
-        };
-        let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-        let options = DriverOptions {
-            batch_window: Duration::from_millis(args.batch_window_ms),
-            pods_ready,
-            namespace: namespace.clone(),
-            ..DriverOptions::default()
-        };
-        let (bound, _server) = arbiter_operator::admin::serve(args.admin_address, admin.clone())
-            .await
-            .with_context(|| format!("binding the admin port {}; pass --admin-address", args.admin_address))?;
-        tracing::info!(address = %bound, "admin port serving /metrics, /healthz and /readyz");
-        let _dashboard = if args.no_dashboard {
-            None
-        } else {
-            let listener = tokio::net::TcpListener::bind(args.dashboard_address)
-                .await
-                .with_context(|| format!("binding the dashboard's address {}; pass --dashboard-address or --no-dashboard", args.dashboard_address))?;
-            let bound = listener.local_addr()?;
-            let feeds = arbiter_operator::dashboard::Feeds {
-                engine: Some(admin.metrics_text()),
-                recent: Some(recent),
-            };
-            let serving = tokio::spawn(arbiter_operator::dashboard::serve(listener, client.clone(), feeds));
-            tracing::info!(address = %bound, "dashboard at http://{bound}/dashboard/ (read-only, no authentication of its own)");
-            Some(AbortOnDrop(serving))
-        };
-        let driver = Driver::start(client.clone(), integrations, hooks, options)
-            .await
-            .with_admin(admin.clone(), operator_metrics.clone());
-        tracing::info!(%namespace, "watching policy bundle ConfigMaps (platform bundles in this namespace, tenant bundles elsewhere)");
-        // Every replica loads the bundles (a follower takes over warm); only
-        // the leader tells about them.
-        if args.leader_election {
-            admin
-                .following
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+        let client = connect(args).await?;
+        let mut operator = Operator::builder(client)
+            .bundles(bundles)
+            .integrations(integrations)
+            .driver_options(options)
+            .metrics(admin, operator_metrics)
+            .admin_address(args.admin_address);
+        if !args.no_dashboard {
+            operator = operator.dashboard(args.dashboard_address);
         }
-        let following = admin.clone();
-        let speaks = std::sync::Arc::new(move || {
-            !following
-                .following
-                .load(std::sync::atomic::Ordering::Relaxed)
+        if let Some(webhooks) = webhook_options(args, &namespace) {
+            operator = operator.webhooks(args.webhook_address, webhooks);
+        }
+        let lease = args.leader_election.then(|| LeaseOptions {
+            namespace: namespace.clone(),
+            name: args.lease_name.clone(),
+            identity: identity(),
+            duration_seconds: args.lease_duration,
+            grace_seconds: args.lease_grace,
         });
-        let _bundles = bundles.watch(client.clone(), driver.wake(), speaks).await?;
-        // The job-hold webhook covers every job kind served, user-defined ones too.
-        let _rules = webhook_options(args, &namespace)
-            .and_then(|w| w.configuration)
-            .map(|name| {
-                arbiter_operator::webhook::rules::keep_job_rules(
-                    client.clone(),
-                    name,
-                    driver.served_kinds(),
-                )
-            });
-        let _webhook = match webhook_options(args, &namespace) {
-            Some(webhook) => Some(
-                arbiter_operator::webhook::start(
-                    &client,
-                    args.webhook_address,
-                    &webhook,
-                    driver.integrations().clone(),
-                    driver.config_view(),
-                )
-                .await
-                .context("starting the webhooks (pass --no-webhooks to run without them)")?,
-            ),
-            None => None,
-        };
-        if args.leader_election {
-            let lease = LeaseOptions {
-                namespace: namespace.clone(),
-                name: args.lease_name.clone(),
-                identity: identity(),
-                duration_seconds: args.lease_duration,
-                grace_seconds: args.lease_grace,
-            };
-            let ended = run_as_leader(client, &lease, driver, Some((admin, operator_metrics)), shutdown())
-                .await
-                .with_context(|| format!("leader election on the Lease {namespace}/{}", lease.name))?;
+        if let Some(lease) = &lease {
+            operator = operator.leader_election(lease.clone());
+        }
+        let operator = operator.start().await.map_err(start_error)?;
+        let ended = operator.run_until(shutdown()).await;
+        if let Some(lease) = &lease {
+            let ended = ended.with_context(|| {
+                format!("leader election on the Lease {namespace}/{}", lease.name)
+            })?;
             if ended == Ended::LostLease {
                 anyhow::bail!("lost the leader lease {namespace}/{} to another replica; exiting so this one restarts as a follower", lease.name);
             }
-        } else {
-            operator_metrics.set_leader(true);
-            driver.run(shutdown()).await;
         }
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// Logs to stderr, filtered by `ARBITER_LOG` (default `info`), as text or JSON.
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ARBITER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// The operator's namespace: `--namespace`, else `$POD_NAMESPACE`, else
+/// `arbiter-system`.
+fn platform_namespace(args: &RunArgs) -> String {
+    args.namespace
+        .clone()
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|ns| !ns.is_empty())
+        })
+        .unwrap_or_else(|| "arbiter-system".to_string())
+}
+
+/// `--config`'s `waitForPodsReady` (its other fields reported as unused).
+fn pods_ready(args: &RunArgs) -> anyhow::Result<Option<PodsReadyPolicy>> {
+    let Some(path) = &args.config else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --config {}", path.display()))?;
+    let source = arbiter_core::model::load::Source {
+        file: path.clone(),
+        document: 1,
+    };
+    let read = arbiter_core::model::configuration::read(&text, &source)
+        .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
+    for warning in &read.warnings {
+        tracing::warn!(%warning, "configuration");
+    }
+    Ok(read.pods_ready)
+}
+
+/// The API client: from `--kubeconfig`, else the in-cluster configuration
+/// or the default kubeconfig.
+async fn connect(args: &RunArgs) -> anyhow::Result<kube::Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using the kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding the cluster: no in-cluster configuration and no usable kubeconfig; pass --kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Why the operator did not start, with the flag that changes it.
+fn start_error(error: StartError) -> anyhow::Error {
+    match error {
+        StartError::AdminPort { address, source } => anyhow::Error::new(source).context(format!(
+            "binding the admin port {address}; pass --admin-address"
+        )),
+        StartError::Dashboard { address, source } => anyhow::Error::new(source).context(format!(
+            "binding the dashboard's address {address}; pass --dashboard-address or --no-dashboard"
+        )),
+        StartError::Bundles(e) => e.into(),
+        StartError::Webhooks(e) => anyhow::Error::new(e)
+            .context("starting the webhooks (pass --no-webhooks to run without them)"),
+    }
 }
 
 /// How the webhooks are served, from the flags (`None`: not at all).
@@ -288,15 +272,6 @@ fn webhook_options(args: &RunArgs, namespace: &str) -> Option<WebhookOptions> {
         configuration: (!args.webhook_configuration.is_empty())
             .then(|| args.webhook_configuration.clone()),
     })
-}
-
-/// Stops a task when dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// This replica's name in the Lease: the Pod's name, else host and process.

@@ -28,6 +28,7 @@
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
 //! | `provision` | the scale plan as cluster-autoscaler's ProvisioningRequests (one per scale-up, node-sized PodTemplates), withdrawn on scale-down; ended ones told back to the core |
 //! | `bundles` | policy bundles in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
+//! | `operator` | the operator put together: `Operator::builder` wires the driver, the bundle watches, the admin port, the dashboard, the webhooks and leader election; `arbiter run` and the tests start it so |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, each job's want set; the level-triggered writer (kube-runtime's `applier`) brings the jobs there |
 
 pub mod activity;
@@ -41,6 +42,7 @@ pub mod inject;
 pub mod integrations;
 pub mod jobs;
 pub mod leader;
+pub mod operator;
 pub mod provision;
 pub mod publish;
 pub mod queue_status;
@@ -52,3 +54,4 @@ pub mod webhook;
 pub mod workloads;
 
 pub use driver::{Driver, DriverOptions};
+pub use operator::{Operator, OperatorBuilder, StartError};

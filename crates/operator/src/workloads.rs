@@ -257,91 +257,26 @@ pub fn desired(
     let cluster = scheduler.cluster();
     let entry = scheduler.entry(id);
     let reason = scheduler.reason(id);
-    let pending_message = scheduler.reason_text(id);
-    let mut wanted = Vec::new();
     let admitted =
         matches!(entry.status, Status::Admitted | Status::Detached) && entry.admission.is_some();
     let finished_now = entry.status == Status::Finished || finished.is_some();
-    let admission = entry.admission.as_ref().filter(|_| admitted);
-    let (status_reason, message) = match (admission, finished_now) {
-        (Some(a), _) => (
-            "QuotaReserved".to_string(),
-            format!(
-                "Quota reserved in {}",
-                render_admission(cluster, &entry.workload, a)
-            ),
-        ),
-        (None, true) => ("Finished".to_string(), "The workload finished".to_string()),
-        (None, false) => {
-            let code = if reason.is_none() {
-                "Pending"
-            } else {
-                reason.code()
-            };
-            let message = if pending_message.is_empty() {
-                "Waiting to be scheduled".to_string()
-            } else {
-                pending_message.clone()
-            };
-            (code.to_string(), message)
-        }
-    };
-    wanted.push(Wanted {
-        type_: "QuotaReserved",
-        status: admitted,
-        reason: status_reason.clone(),
-        message: message.clone(),
-    });
-    wanted.push(Wanted {
-        type_: "Admitted",
-        status: admitted,
-        reason: if admitted {
-            "Admitted".into()
-        } else {
-            status_reason
-        },
-        message: if admitted {
-            "The workload is admitted".into()
-        } else {
-            message
-        },
-    });
+    let mut wanted = Vec::from(quota_conditions(
+        scheduler,
+        id,
+        &reason,
+        admitted,
+        finished_now,
+    ));
     if let Some((code, sentence)) = eviction {
-        let evicted = !admitted && !finished_now;
-        wanted.push(Wanted {
-            type_: "Evicted",
-            status: evicted,
-            reason: if evicted {
-                code.clone()
-            } else {
-                "QuotaReserved".to_string()
-            },
-            message: if evicted {
-                sentence.clone()
-            } else {
-                "Admitted again after its eviction".to_string()
-            },
-        });
+        wanted.push(evicted_condition(
+            code,
+            sentence,
+            !admitted && !finished_now,
+        ));
     }
     // `waitForPodsReady`: whether the admitted workload's pods are all ready.
     if cluster.pods_ready.is_some() && admitted {
-        let waiting = scheduler.awaiting_pods(id);
-        let recovering = scheduler.recovering_pods(id);
-        wanted.push(Wanted {
-            type_: "PodsReady",
-            status: !waiting,
-            reason: match (waiting, recovering) {
-                (true, true) => "WaitForRecovery",
-                (true, false) => "WaitForStart",
-                (false, _) => "PodsReady",
-            }
-            .to_string(),
-            message: if waiting {
-                "Not all pods are ready or succeeded".to_string()
-            } else {
-                "All pods are ready or succeeded".to_string()
-            },
-        });
+        wanted.push(pods_ready_condition(scheduler, id));
     }
     if let Some(message) = refused {
         wanted.push(Wanted {
@@ -351,26 +286,165 @@ pub fn desired(
             message: message.to_string(),
         });
     }
+    wanted.extend(finished_condition(scheduler, id, &reason, finished));
+    let (requeue_at, retry_at) = match reason {
+        Reason::PodsReadyBackoff { until, .. } if entry.status == Status::Backoff => {
+            (Some(until), None)
+        }
+        Reason::Backoff { until, .. } if entry.status == Status::Backoff => (None, Some(until)),
+        _ => (None, None),
+    };
+    Desired {
+        wanted,
+        admission: admitted.then(|| admission_of(scheduler, id)).flatten(),
+        evictions: entry.evictions,
+        requeues: entry.pods_ready_requeues,
+        requeue_at,
+        retries: entry.retries,
+        retry_at,
+        admission_seal: None,
+    }
+}
+
+/// The `QuotaReserved` and `Admitted` conditions: where quota is reserved
+/// when `admitted`, else that it finished, else why it waits (`reason`).
+fn quota_conditions(
+    scheduler: &Scheduler,
+    id: WorkloadId,
+    reason: &Reason,
+    admitted: bool,
+    finished_now: bool,
+) -> [Wanted; 2] {
+    let entry = scheduler.entry(id);
+    let admission = entry.admission.as_ref().filter(|_| admitted);
+    let (status_reason, message) = match (admission, finished_now) {
+        (Some(a), _) => (
+            "QuotaReserved".to_string(),
+            format!(
+                "Quota reserved in {}",
+                render_admission(scheduler.cluster(), &entry.workload, a)
+            ),
+        ),
+        (None, true) => ("Finished".to_string(), "The workload finished".to_string()),
+        (None, false) => {
+            let code = if reason.is_none() {
+                "Pending"
+            } else {
+                reason.code()
+            };
+            let pending_message = scheduler.reason_text(id);
+            let message = if pending_message.is_empty() {
+                "Waiting to be scheduled".to_string()
+            } else {
+                pending_message
+            };
+            (code.to_string(), message)
+        }
+    };
+    [
+        Wanted {
+            type_: "QuotaReserved",
+            status: admitted,
+            reason: status_reason.clone(),
+            message: message.clone(),
+        },
+        Wanted {
+            type_: "Admitted",
+            status: admitted,
+            reason: if admitted {
+                "Admitted".into()
+            } else {
+                status_reason
+            },
+            message: if admitted {
+                "The workload is admitted".into()
+            } else {
+                message
+            },
+        },
+    ]
+}
+
+/// The `Evicted` condition of a workload evicted once (`code`,
+/// `sentence`): true while it is still `evicted`, else that it was
+/// admitted again.
+fn evicted_condition(code: &str, sentence: &str, evicted: bool) -> Wanted {
+    Wanted {
+        type_: "Evicted",
+        status: evicted,
+        reason: if evicted {
+            code.to_string()
+        } else {
+            "QuotaReserved".to_string()
+        },
+        message: if evicted {
+            sentence.to_string()
+        } else {
+            "Admitted again after its eviction".to_string()
+        },
+    }
+}
+
+/// The `PodsReady` condition of an admitted workload under
+/// `waitForPodsReady`: its pods all ready, waiting to start, or waiting
+/// to recover.
+fn pods_ready_condition(scheduler: &Scheduler, id: WorkloadId) -> Wanted {
+    let waiting = scheduler.awaiting_pods(id);
+    let recovering = scheduler.recovering_pods(id);
+    Wanted {
+        type_: "PodsReady",
+        status: !waiting,
+        reason: match (waiting, recovering) {
+            (true, true) => "WaitForRecovery",
+            (true, false) => "WaitForStart",
+            (false, _) => "PodsReady",
+        }
+        .to_string(),
+        message: if waiting {
+            "Not all pods are ready or succeeded".to_string()
+        } else {
+            "All pods are ready or succeeded".to_string()
+        },
+    }
+}
+
+/// The `Finished` condition, if the workload is done: rejected or
+/// deactivated by the scheduler (`reason`), or its job ended (`finished`).
+fn finished_condition(
+    scheduler: &Scheduler,
+    id: WorkloadId,
+    reason: &Reason,
+    finished: Option<&Ended>,
+) -> Option<Wanted> {
+    let entry = scheduler.entry(id);
     if entry.status == Status::Rejected || entry.status == Status::Deactivated {
-        wanted.push(Wanted {
+        return Some(Wanted {
             type_: "Finished",
             status: true,
             reason: reason.code().to_string(),
             message: scheduler.reason_text(id),
         });
-    } else if let Some(how) = finished {
-        let (reason, message) = match how {
-            Ended::Succeeded => ("Succeeded", "The job succeeded".to_string()),
-            Ended::Failed { message } => ("Failed", format!("The job failed: {message}")),
-        };
-        wanted.push(Wanted {
-            type_: "Finished",
-            status: true,
-            reason: reason.to_string(),
-            message,
-        });
     }
-    let admission = admission.map(|a| Admission {
+    let (reason, message) = match finished? {
+        Ended::Succeeded => ("Succeeded", "The job succeeded".to_string()),
+        Ended::Failed { message } => ("Failed", format!("The job failed: {message}")),
+    };
+    Some(Wanted {
+        type_: "Finished",
+        status: true,
+        reason: reason.to_string(),
+        message,
+    })
+}
+
+/// The admitted workload's admission as the Workload's status says it:
+/// its ClusterQueue, and per pod set the flavor of each resource and the
+/// count.
+fn admission_of(scheduler: &Scheduler, id: WorkloadId) -> Option<Admission> {
+    let cluster = scheduler.cluster();
+    let entry = scheduler.entry(id);
+    let admission = entry.admission.as_ref()?;
+    Some(Admission {
         cluster_queue: cluster.cluster_queues[entry.workload.cluster_queue.index()]
             .name
             .clone(),
@@ -378,8 +452,8 @@ pub fn desired(
             .workload
             .pod_sets
             .iter()
-            .zip(&a.pod_sets)
-            .zip(&a.counts)
+            .zip(&admission.pod_sets)
+            .zip(&admission.counts)
             .map(|((pod_set, assigned), count)| PodSetAssignment {
                 name: pod_set.name.clone(),
                 flavors: assigned
@@ -395,24 +469,7 @@ pub fn desired(
                 count: Some(*count),
             })
             .collect(),
-    });
-    let (requeue_at, retry_at) = match reason {
-        Reason::PodsReadyBackoff { until, .. } if entry.status == Status::Backoff => {
-            (Some(until), None)
-        }
-        Reason::Backoff { until, .. } if entry.status == Status::Backoff => (None, Some(until)),
-        _ => (None, None),
-    };
-    Desired {
-        wanted,
-        admission,
-        evictions: entry.evictions,
-        requeues: entry.pods_ready_requeues,
-        requeue_at,
-        retries: entry.retries,
-        retry_at,
-        admission_seal: None,
-    }
+    })
 }
 
 /// The conditions with their transition times: a condition whose status is

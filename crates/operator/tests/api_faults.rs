@@ -27,12 +27,10 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use arbiter_core::jobs::Integrations;
 use arbiter_core::model::api::Workload;
-use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
-use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
-use arbiter_operator::Driver;
+use arbiter_operator::leader::{Ended, LeaseOptions};
+use arbiter_operator::Operator;
 use arbiter_testcluster::proxy::{Fault, FaultProxy, Requests};
 use arbiter_testcluster::tcp::{Reach, TcpProxy};
 use arbiter_testcluster::Options;
@@ -410,24 +408,13 @@ async fn a_leader_cut_off_from_the_api_stops_before_another_takes_its_lease() {
         let mut registry = Default::default();
         let metrics = OperatorMetrics::register(&mut registry);
         let state = AdminState::new(registry);
-        let admin_state = Some((state.clone(), metrics));
+        let builder = Operator::builder(client)
+            .driver_options(test_driver_options())
+            .metrics(state.clone(), metrics)
+            .leader_election(options);
         let task = tokio::spawn(async move {
-            let driver = Driver::start(
-                client.clone(),
-                Integrations::builtin(),
-                Box::new(DefaultHooks),
-                test_driver_options(),
-            )
-            .await;
-            run_as_leader(
-                client,
-                &options,
-                driver,
-                admin_state,
-                std::future::pending(),
-            )
-            .await
-            .unwrap()
+            let operator = builder.start().await.unwrap();
+            operator.run_until(std::future::pending()).await.unwrap()
         });
         (task, state)
     };
@@ -523,15 +510,12 @@ async fn watches_expired_by_etcd_compaction_are_listed_again_and_nothing_is_miss
     let mut registry = Default::default();
     let metrics = OperatorMetrics::register(&mut registry);
     let state = AdminState::new(registry);
-    let driver = Driver::start(
-        proxy.client_for("admin").await.unwrap(),
-        Integrations::builtin(),
-        Box::new(DefaultHooks),
-        test_driver_options(),
-    )
-    .await
-    .with_admin(state.clone(), metrics);
-    let operator = tokio::spawn(driver.run(std::future::pending()));
+    let operator = Operator::builder(proxy.client_for("admin").await.unwrap())
+        .driver_options(test_driver_options())
+        .metrics(state.clone(), metrics)
+        .start()
+        .await
+        .unwrap();
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     for name in ["kept", "deleted"] {
         jobs.create(&PostParams::default(), &job(name, 2))
@@ -602,15 +586,13 @@ async fn pods_of(admin: &kube::Client, job: &str) -> usize {
 #[tokio::test]
 async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
     let (_cluster, admin) = full_cluster_with_setup().await;
-    let driver = Driver::start(
-        admin.clone(),
-        Integrations::builtin(),
-        Box::new(DefaultHooks),
-        test_driver_options(),
-    )
-    .await;
-    let served = serve_webhooks(&admin, &driver, Default::default(), None).await;
-    let operator = tokio::spawn(driver.run(std::future::pending()));
+    let operator = Operator::builder(admin.clone())
+        .driver_options(test_driver_options())
+        .webhooks(LOOPBACK, webhook_options(Default::default(), None))
+        .start()
+        .await
+        .unwrap();
+    let served = operator.webhook().expect("the webhooks served");
     // The API server calls the webhook through a forwarder that can slow
     // it down or cut it off; it waits 8 s for an answer. The forwarder
     // delays every read, so a new TLS connection pays the delay several
@@ -720,17 +702,11 @@ async fn webhooks_slow_or_down_let_no_job_run_unadmitted() {
 async fn a_graceful_stop_writes_what_it_decided_before_it_goes() {
     let (_cluster, admin) = cluster_with_setup().await;
     init_tracing();
-    let driver = Driver::start(
-        admin.clone(),
-        Integrations::builtin(),
-        Box::new(DefaultHooks),
-        test_driver_options(),
-    )
-    .await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = tokio::spawn(driver.run(async {
-        let _ = stopped.await;
-    }));
+    let operator = Operator::builder(admin.clone())
+        .driver_options(test_driver_options())
+        .start()
+        .await
+        .unwrap();
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     jobs.create(&PostParams::default(), &job("last", 2))
         .await
@@ -738,8 +714,7 @@ async fn a_graceful_stop_writes_what_it_decided_before_it_goes() {
     wait_for(&jobs, "last", "admitted", released).await;
     // Stopped (SIGTERM) at once: its Workload and Event would be written
     // only once settled, seconds later.
-    let _ = stop.send(());
-    operator.await.unwrap();
+    operator.stop().await.unwrap();
     // Nothing runs now; what it decided is in the API all the same.
     let workloads: Api<Workload> = Api::namespaced(admin.clone(), "team-a");
     let workload = workloads

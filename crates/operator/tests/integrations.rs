@@ -9,8 +9,7 @@
 
 mod support;
 
-use arbiter_core::scheduler::hooks::DefaultHooks;
-use arbiter_operator::{integrations, Driver, DriverOptions};
+use arbiter_operator::{integrations, Operator};
 use arbiter_testcluster::workspace_root;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -55,14 +54,11 @@ async fn the_articles_pipeline_run_is_queued_by_a_job_integration_from_configura
     let file = workspace_root().join("examples/integrations/article-pipelinerun.yaml");
     let (kinds, warnings) = integrations::read(&[file]).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
-    let driver = Driver::start(
-        admin.clone(),
-        kinds,
-        Box::new(DefaultHooks),
-        DriverOptions::default(),
-    )
-    .await;
-    let _operator = tokio::spawn(driver.run(std::future::pending()));
+    let _operator = Operator::builder(admin.clone())
+        .integrations(kinds)
+        .start()
+        .await
+        .unwrap();
 
     let resource =
         ApiResource::from_gvk(&GroupVersionKind::gvk("kubeflow.org", "v1", "PipelineRun"));

@@ -14,11 +14,9 @@
 
 mod support;
 
-use arbiter_core::jobs::Integrations;
 use arbiter_core::model::api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor};
-use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
-use arbiter_operator::Driver;
+use arbiter_operator::Operator;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -428,15 +426,12 @@ async fn a_broken_queue_object_is_told_on_itself_and_the_others_go_on() {
     let mut registry = Default::default();
     let metrics = OperatorMetrics::register(&mut registry);
     let state = AdminState::new(registry);
-    let driver = Driver::start(
-        admin.clone(),
-        Integrations::builtin(),
-        Box::new(DefaultHooks),
-        test_driver_options(),
-    )
-    .await
-    .with_admin(state.clone(), metrics);
-    let _operator = tokio::spawn(driver.run(std::future::pending()));
+    let _operator = Operator::builder(admin.clone())
+        .driver_options(test_driver_options())
+        .metrics(state.clone(), metrics)
+        .start()
+        .await
+        .unwrap();
     // The setup's queue is in force, and says so.
     cluster_queue_active(&admin, "research", "True", "Ready").await;
     local_queue_active(&admin, "team-a", "research", "True", "Ready").await;

@@ -2,15 +2,18 @@
 //! namespace a platform bundle, in any other the oldest (creation time,
 //! then name) its tenant bundle and the others ignored — and what one
 //! ConfigMap's change may change ([`affected`]): it alone, or its whole
-//! namespace when that namespace's oldest is another now. Pure; the index
-//! (`super::Index`) acts on it.
+//! namespace when that namespace's oldest is another now. Pure; the
+//! ConfigMap watcher (`watcher`) acts on it, and [`in_force`] gives the
+//! same answer to a look at the cluster from outside.
 
 use std::collections::BTreeMap;
 
+use arbiter_policy::bundle::Bundle;
+use arbiter_policy::wasm::Runtime;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Key, Role, Tracked};
+use super::configmap::{load_configmap, Key, Role};
 
 /// Which labelled ConfigMaps are bundles, and as what; and the tenant
 /// ConfigMaps not used, each with the one used instead (the oldest by
@@ -55,9 +58,9 @@ fn age<'a>(key: &'a Key, cm: &ConfigMap) -> (Option<Timestamp>, &'a Key) {
 /// is another now, or none) or `key` alone (a platform ConfigMap, or a
 /// tenant's whose oldest stays): thousands of ConfigMaps in one namespace
 /// cost each change of one of them a look for the oldest, no more.
-pub(super) fn affected(
+pub(super) fn affected<V>(
     objects: &BTreeMap<Key, ConfigMap>,
-    loaded: &BTreeMap<Key, Tracked>,
+    loaded: &BTreeMap<Key, V>,
     key: &Key,
     platform_namespace: &str,
 ) -> (BTreeMap<Key, Role>, BTreeMap<Key, Key>, bool) {
@@ -114,9 +117,67 @@ pub(super) fn in_namespace<'a, V>(
     }
 }
 
+/// A labelled ConfigMap the operator puts in force: `tenant` is the
+/// namespace it is the tenant bundle of (`None`: a platform bundle).
+#[derive(Clone, Debug)]
+pub struct InForce<'a> {
+    pub configmap: &'a ConfigMap,
+    pub tenant: Option<String>,
+    /// `ConfigMap namespace/name`, as the loader names the bundle's source.
+    pub source: String,
+}
+
+/// Which of the labelled ConfigMaps `configmaps` the operator puts in
+/// force, as the watch does (see the module docs): the platform ones by
+/// name, then each tenant's oldest; and each one ignored, with the one in
+/// force instead (`ConfigMap ns/name`). For a look at the cluster from
+/// outside (`arbiter simulate --from-cluster`), which loads each with
+/// [`load_as`].
+pub fn in_force<'a>(
+    configmaps: &'a [ConfigMap],
+    platform_namespace: &str,
+) -> (Vec<InForce<'a>>, Vec<(String, String)>) {
+    let keyed: Vec<(Key, &ConfigMap)> = configmaps.iter().map(|cm| (Key::of(cm), cm)).collect();
+    let (roles, ignored) = roles_of(keyed.iter().map(|(k, cm)| (k, *cm)), platform_namespace);
+    let by_key: BTreeMap<&Key, &ConfigMap> = keyed.iter().map(|(k, cm)| (k, *cm)).collect();
+    let mut platform = Vec::new();
+    let mut tenants = Vec::new();
+    for (key, role) in roles {
+        let Some(&configmap) = by_key.get(&key) else {
+            continue;
+        };
+        let entry = InForce {
+            configmap,
+            tenant: role.tenant(),
+            source: key.source(),
+        };
+        match role {
+            Role::Platform => platform.push(entry),
+            Role::Tenant(_) => tenants.push(entry),
+        }
+    }
+    platform.extend(tenants);
+    let ignored = ignored
+        .into_iter()
+        .map(|(ignored, used)| (ignored.source(), used.source()))
+        .collect();
+    (platform, ignored)
+}
+
+/// Loads a bundle ConfigMap as the operator does: a platform bundle, or
+/// `tenant`'s (under the tenant rules); the loader's error otherwise.
+pub fn load_as(cm: &ConfigMap, runtime: &Runtime, tenant: Option<&str>) -> Result<Bundle, String> {
+    let role = match tenant {
+        Some(ns) => Role::Tenant(ns.to_string()),
+        None => Role::Platform,
+    };
+    load_configmap(cm, runtime, &role)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bundles::watcher::Tracked;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn configmap(namespace: &str, name: &str, created: i64) -> ConfigMap {

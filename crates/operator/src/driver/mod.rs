@@ -2,7 +2,7 @@
 //! simulator. Each tick it reads the stores the reflectors keep (only the
 //! jobs a watch noted as changed: `index`), rebuilds the configuration
 //! when the queue objects, Namespaces or Nodes changed (the core's
-//! `reconfigure`), turns what happened to jobs into `Input`s, calls
+//! `reconfigure`), turns what happened to jobs into `Input`s (`changes`), calls
 //! `Scheduler::step` with the wall clock, sets what each job must be
 //! (`carry`: its want, `converge`) for the writer to bring it there
 //! (`writer`, `inject`), and hands what the Workloads and queues should say
@@ -27,7 +27,7 @@ use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::Restored;
-use arbiter_core::scheduler::{Input, Reason, Scheduler, Status, WorkloadId};
+use arbiter_core::scheduler::{Input, Reason, Scheduler, Status, Step, WorkloadId};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
@@ -44,6 +44,7 @@ use crate::ungate::Ungater;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
 mod carry;
+mod changes;
 mod configure;
 mod converge;
 mod index;
@@ -451,34 +452,11 @@ impl Driver {
         let indexed = started.elapsed();
         let (configured, rebuilt) = self.refresh_config().await;
         let reconfigured = started.elapsed();
-        if let Some((state, metrics)) = &self.admin {
-            state
-                .configured
-                .store(configured, std::sync::atomic::Ordering::Relaxed);
-            let watches = (self.config.iter().map(|w| (&w.what, &w.changes)))
-                .chain([
-                    (&self.namespaces.what, &self.namespaces.changes),
-                    (&self.nodes.what, &self.nodes.changes),
-                ])
-                .chain(
-                    self.jobs
-                        .iter()
-                        .map(|j| (&j.watched.what, &j.watched.changes)),
-                );
-            for (what, changes) in watches {
-                metrics.set_watch_lists(what, changes.lists());
-            }
-        }
+        self.report_watches(configured);
         if !configured {
             return None;
         }
         let now = now_millis();
-        let mut inputs = Vec::new();
-        let mut withdrawn = BTreeSet::new();
-        let mut submits: Vec<(JobKey, String, Vec<Option<String>>)> = Vec::new();
-        let mut unqueued = Vec::new();
-        let mut touched = BTreeSet::new();
-        let mut adopted = Vec::new();
         // Every job is looked at after a new configuration (one that could
         // not be queued may be now) and every `SWEEP`; in between only the
         // jobs that changed.
@@ -486,208 +464,81 @@ impl Driver {
         if sweep {
             self.swept_at = std::time::Instant::now();
         }
-        // The changed ones first, in the order they were seen, so jobs new
-        // in this tick are queued in that order even in a sweep.
-        let mut keys: Vec<JobKey> = self.index.changed.clone();
-        if sweep {
-            let changed: HashSet<&JobKey> = self.index.changed.iter().collect();
-            keys.extend(
-                self.index
-                    .iter()
-                    .map(|(k, _)| k)
-                    .filter(|k| !changed.contains(k))
-                    .cloned(),
-            );
-        }
-        {
-            let scheduler = self.scheduler.as_ref().expect("configured");
-            let cluster = scheduler.cluster_arc().clone();
-            for key in &keys {
-                let Some(seen) = self.index.get(key) else {
-                    continue;
-                };
-                let info = match &seen.info {
-                    Ok(info) => info,
-                    Err(e) => {
-                        // Arbiter's job (it names a queue) that cannot be
-                        // read: held, so it never runs unadmitted, and told.
-                        if seen.queue_label && !self.tracked.contains_key(key) {
-                            self.writer.want(key, &seen.uid, Want::Held);
-                            if self.unqueued_changed(key, &seen.uid, e) {
-                                let uid = seen.uid.clone();
-                                unqueued.push((key.clone(), uid, "InvalidJob", e.clone(), None));
-                            }
-                        }
-                        continue;
-                    }
-                };
-                // Being deleted (a finalizer may keep the object a while):
-                // gone for the scheduler, its quota free at once.
-                if !queued(seen) {
-                    continue;
-                }
-                if let Some(tracked) = self.tracked.get_mut(key) {
-                    if tracked.owner.uid != seen.uid {
-                        let replaced = tracked.recreate.as_ref().map(|(_, uid)| uid);
-                        if replaced.is_some() && seen.retry_of.as_ref() == replaced {
-                            // The failed job, created anew by us to run
-                            // again: the same workload, a new object.
-                            tracked.owner.uid = seen.uid.clone();
-                            tracked.ended = None;
-                            tracked.recreate = None;
-                            tracked.published = None;
-                            adopted.push(key.clone());
-                        } else {
-                            // Deleted and created again under the same name.
-                            inputs.push(Input::Withdraw(tracked.id));
-                            withdrawn.insert(tracked.id);
-                        }
-                        continue;
-                    }
-                    if tracked.recreate.is_some() {
-                        // The failed job is still there: the writer
-                        // deletes it and creates it anew.
-                        continue;
-                    }
-                    if let (None, Some(ended)) = (&tracked.ended, &seen.ended) {
-                        // An ended job is left as it is.
-                        self.writer.forget(key);
-                        tracked.ended = Some(ended.clone());
-                        inputs.push(match ended {
-                            Ended::Succeeded => Input::Finish(tracked.id),
-                            Ended::Failed { message } => Input::Fail {
-                                workload: tracked.id,
-                                message: message.clone(),
-                            },
-                        });
-                        touched.insert(tracked.id);
-                    }
-                    // Its pods are ready (a kind that cannot say: at once),
-                    // or, ready once, no longer all are (a pod failed, its
-                    // node went away: `recoveryTimeout`).
-                    let awaiting = scheduler.awaiting_pods(tracked.id);
-                    if awaiting && seen.pods_ready != Some(false) {
-                        inputs.push(Input::PodsReady(tracked.id));
-                        touched.insert(tracked.id);
-                    } else if !awaiting
-                        && seen.pods_ready == Some(false)
-                        && scheduler.entry(tracked.id).status == Status::Admitted
-                    {
-                        inputs.push(Input::PodsNotReady(tracked.id));
-                        touched.insert(tracked.id);
-                    }
-                    continue;
-                }
-                if seen.ended.is_some() {
-                    continue;
-                }
-                match intake(&cluster, info, None) {
-                    Intake::Queued(workload) => {
-                        self.writer.want(key, &seen.uid, Want::Held);
-                        submits.push((key.clone(), seen.uid.clone(), template_paths(info)));
-                        // Queued as of the job's creation (Kueue orders by
-                        // it too), so jobs created while the operator was
-                        // down keep their order.
-                        // What its Workload carried from before a restart,
-                        // if it is this job's (or the failed one's it
-                        // runs again in place of).
-                        let name = crate::workloads::workload_name(
-                            &self.jobs[key.watch].resource.kind,
-                            &key.name,
-                        );
-                        let carried = self
-                            .read_back
-                            .remove(&(key.namespace.clone(), name))
-                            .filter(|(owner, _)| {
-                                *owner == seen.uid || Some(owner) == seen.retry_of.as_ref()
-                            })
-                            .map(|(_, carried)| carried)
-                            .unwrap_or_default();
-                        inputs.push(match seen.created {
-                            Some(queue_time) => Input::SubmitQueued {
-                                workload,
-                                queue_time,
-                                carried,
-                            },
-                            None => Input::Submit(workload),
-                        });
-                    }
-                    Intake::Rejected(rejection) => {
-                        self.writer.want(key, &seen.uid, Want::Held);
-                        let message = rejection.to_string();
-                        if self.unqueued_changed(key, &seen.uid, &message) {
-                            unqueued.push((
-                                key.clone(),
-                                seen.uid.clone(),
-                                rejection.code(),
-                                message,
-                                Some(info.clone()),
-                            ));
-                        }
-                    }
-                    Intake::Unqueued(why) => {
-                        self.writer.want(key, &seen.uid, Want::Held);
-                        let message = why.to_string();
-                        if self.unqueued_changed(key, &seen.uid, &message) {
-                            unqueued.push((
-                                key.clone(),
-                                seen.uid.clone(),
-                                why.code(),
-                                message,
-                                Some(info.clone()),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        for (key, uid, reason, message, job) in unqueued {
-            self.note_unqueued(&key, uid, reason, message, job.as_ref());
-        }
-        self.forget_unqueued(sweep);
-        // Gone, being deleted, or no longer naming a queue: only a job
-        // read again or gone can have become so; every tracked job is
-        // looked at every `SWEEP` all the same.
-        let candidates: Box<dyn Iterator<Item = &JobKey>> = if sweep {
-            Box::new(self.tracked.keys())
-        } else {
-            Box::new(self.index.changed.iter())
-        };
-        for key in candidates {
-            let Some(tracked) = self.tracked.get(key) else {
-                continue;
-            };
-            // Gone while being created anew: not withdrawn; the writer
-            // makes the creation.
-            if self.index.get(key).is_some_and(queued)
-                || withdrawn.contains(&tracked.id)
-                || tracked.recreate.is_some()
-            {
-                continue;
-            }
-            inputs.push(Input::Withdraw(tracked.id));
-            withdrawn.insert(tracked.id);
-        }
-        // A job of no one's queue any more, gone or being deleted is left
-        // as it is (a tracked one once its withdrawal is stepped).
-        for key in &self.index.changed {
-            let ours = self
-                .index
-                .get(key)
-                .is_some_and(|s| s.queue_label && !s.deleting);
-            if !ours && !self.tracked.contains_key(key) {
-                self.writer.forget(key);
-            }
-        }
-        self.provisioning_inputs(&mut inputs);
+        let mut changes = self.read_changes(sweep);
         let read = started.elapsed();
-        self.queues_changed |= rebuilt || !inputs.is_empty();
+        self.queues_changed |= rebuilt || !changes.inputs.is_empty();
         let step = {
             let scheduler = self.scheduler.as_mut().expect("configured");
             let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+            let inputs = std::mem::take(&mut changes.inputs);
             scheduler.step(Millis(now), inputs, hooks.as_mut())
         };
         let stepped = started.elapsed();
+        self.take_in(
+            &step,
+            changes.submits,
+            changes.adopted,
+            &mut changes.touched,
+        );
+        self.carry_decisions(&step, sweep);
+        let carried = started.elapsed();
+        let (owed, queues_due) = self.tell(&step, changes.touched);
+        tracing::debug!(
+            jobs = self.index.len(),
+            events = step.events.len(),
+            cycles = step.cycles,
+            indexed_ms = indexed.as_millis() as u64,
+            configured_ms = reconfigured.as_millis() as u64,
+            read_ms = read.as_millis() as u64,
+            stepped_ms = stepped.as_millis() as u64,
+            carried_ms = carried.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "tick"
+        );
+        if let Some((_, metrics)) = &self.admin {
+            metrics.observe_tick(started.elapsed().as_secs_f64());
+        }
+        let publish_due = owed.then(|| Millis(now + FULL_PUBLISH.as_millis() as i64));
+        [step.next_wake, publish_due, queues_due]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Tells the admin port whether a configuration is in force, and how
+    /// often each watch listed.
+    fn report_watches(&self, configured: bool) {
+        let Some((state, metrics)) = &self.admin else {
+            return;
+        };
+        state
+            .configured
+            .store(configured, std::sync::atomic::Ordering::Relaxed);
+        let watches = (self.config.iter().map(|w| (&w.what, &w.changes)))
+            .chain([
+                (&self.namespaces.what, &self.namespaces.changes),
+                (&self.nodes.what, &self.nodes.changes),
+            ])
+            .chain(
+                self.jobs
+                    .iter()
+                    .map(|j| (&j.watched.what, &j.watched.changes)),
+            );
+        for (what, changes) in watches {
+            metrics.set_watch_lists(what, changes.lists());
+        }
+    }
+
+    /// Takes in what the step made of the jobs read: a job created anew
+    /// owns its Workload again, each job submitted is tracked under the id
+    /// the step gave it, and both get their Workload written.
+    fn take_in(
+        &mut self,
+        step: &Step,
+        submits: Vec<(JobKey, String, Vec<Option<String>>)>,
+        adopted: Vec<JobKey>,
+        touched: &mut BTreeSet<WorkloadId>,
+    ) {
         let scheduler = self.scheduler.as_ref().expect("configured");
         // A job created anew owns its Workload from now on.
         for key in adopted {
@@ -710,6 +561,13 @@ impl Driver {
             self.tracked
                 .insert(key, Tracked::new(*id, owner, template_paths));
         }
+    }
+
+    /// Carries out the step's decisions: each job's want set from them,
+    /// preemptors released once their victims are held, every job seen
+    /// changed compared with its want again, the scale plan, the pods
+    /// placed per card ungated (all of them on a `sweep`).
+    fn carry_decisions(&mut self, step: &Step, sweep: bool) {
         if let (Some((_, metrics)), Some(scheduler)) = (&self.admin, &self.scheduler) {
             metrics.observe(scheduler, &step.events);
         }
@@ -721,7 +579,14 @@ impl Driver {
         }
         self.scale(&step.scale);
         self.ungate(sweep);
-        let carried = started.elapsed();
+    }
+
+    /// Hands what the Workloads, queues and jobs should say to the
+    /// publisher: the Workloads `touched` (and the step's), the Events of
+    /// jobs that cannot be queued, the queue statuses, the finalizers.
+    /// Returns whether Workload statuses are owed, and when queue statuses
+    /// come due.
+    fn tell(&mut self, step: &Step, mut touched: BTreeSet<WorkloadId>) -> (bool, Option<Millis>) {
         touched.extend(step.submitted.iter().copied());
         touched.extend(step.events.iter().map(|e| e.workload()));
         let owed = self.publish(&touched);
@@ -731,26 +596,7 @@ impl Driver {
         self.queues_changed |= !step.events.is_empty() || !step.submitted.is_empty();
         let queues_due = self.queue_statuses();
         self.finalize();
-        tracing::debug!(
-            jobs = self.index.len(),
-            events = step.events.len(),
-            cycles = step.cycles,
-            indexed_ms = indexed.as_millis() as u64,
-            configured_ms = reconfigured.as_millis() as u64,
-            read_ms = read.as_millis() as u64,
-            stepped_ms = stepped.as_millis() as u64,
-            carried_ms = carried.as_millis() as u64,
-            total_ms = started.elapsed().as_millis() as u64,
-            "tick"
-        );
-        if let Some((_, metrics)) = &self.admin {
-            metrics.observe_tick(started.elapsed().as_secs_f64());
-        }
-        let publish_due = owed.then(|| Millis(now + FULL_PUBLISH.as_millis() as i64));
-        [step.next_wake, publish_due, queues_due]
-            .into_iter()
-            .flatten()
-            .min()
+        (owed, queues_due)
     }
 
     /// The job as a Workload's owner.

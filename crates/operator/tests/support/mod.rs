@@ -7,11 +7,10 @@
 
 use std::time::Duration;
 
-use arbiter_core::jobs::Integrations;
 use arbiter_core::model::api::{ClusterQueue, Workload};
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::bundles::{BundleOptions, Bundles};
-use arbiter_operator::{Driver, DriverOptions};
+use arbiter_operator::{Driver, DriverOptions, Operator, OperatorBuilder};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_testcluster::{
     crd_documents, workspace_root, NodeSpec, Options, TestCluster, RUN_FOR_ANNOTATION,
@@ -182,9 +181,17 @@ pub fn start_operator_configured(
     options: DriverOptions,
 ) -> JoinHandle<()> {
     init_tracing();
+    let operator = Operator::builder(client)
+        .hooks(hooks)
+        .driver_options(options);
+    run_operator(operator)
+}
+
+/// Starts `operator` and runs it until the task is aborted.
+pub fn run_operator(operator: OperatorBuilder) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let driver = Driver::start(client, Integrations::builtin(), hooks, options).await;
-        driver.run(std::future::pending()).await;
+        let operator = operator.start().await.unwrap();
+        let _ = operator.run_until(std::future::pending()).await;
     })
 }
 
@@ -222,22 +229,10 @@ pub fn start_operator_keeping_decisions(
     };
     let bundles = Bundles::load(options, metrics.as_ref()).unwrap();
     let recent = bundles.recent();
-    let task = tokio::spawn(async move {
-        let hooks = Box::new(bundles.engine());
-        let driver = Driver::start(
-            client.clone(),
-            Integrations::builtin(),
-            hooks,
-            driver_options(),
-        )
-        .await;
-        let _watching = bundles
-            .watch(client, driver.wake(), std::sync::Arc::new(|| true))
-            .await
-            .unwrap();
-        driver.run(std::future::pending()).await;
-    });
-    (task, recent)
+    let operator = Operator::builder(client)
+        .bundles(bundles)
+        .driver_options(driver_options());
+    (run_operator(operator), recent)
 }
 
 pub fn init_tracing() {
@@ -630,6 +625,30 @@ pub async fn wait_queue_usage(client: &Client, queue: &str, admitted: i64, gpus:
     }
 }
 
+/// A free loopback port.
+pub const LOOPBACK: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// The webhooks as `arbiter run` serves them by default: a generated
+/// certificate kept in the Secret `arbiter-system/arbiter-webhook-tls`,
+/// rotated as `rotation` says, its CA kept in the configurations named
+/// `configuration` (`None`: left alone).
+pub fn webhook_options(
+    rotation: arbiter_operator::webhook::certs::Rotation,
+    configuration: Option<&str>,
+) -> arbiter_operator::webhook::WebhookOptions {
+    use arbiter_operator::webhook::{certs, CertSource, WebhookOptions};
+    WebhookOptions {
+        certs: CertSource::Secret {
+            namespace: "arbiter-system".into(),
+            name: "arbiter-webhook-tls".into(),
+            names: certs::service_names("arbiter", "arbiter-system"),
+            rotation,
+        },
+        configuration: configuration.map(str::to_string),
+    }
+}
+
 /// Serves `driver`'s webhooks on a free loopback port as `arbiter run`
 /// does: a generated certificate kept in the Secret
 /// `arbiter-system/arbiter-webhook-tls`, rotated as `rotation` says, its CA
@@ -640,19 +659,10 @@ pub async fn serve_webhooks(
     rotation: arbiter_operator::webhook::certs::Rotation,
     configuration: Option<&str>,
 ) -> arbiter_operator::webhook::Webhook {
-    use arbiter_operator::webhook::{self, certs, CertSource, WebhookOptions};
-    let options = WebhookOptions {
-        certs: CertSource::Secret {
-            namespace: "arbiter-system".into(),
-            name: "arbiter-webhook-tls".into(),
-            names: certs::service_names("arbiter", "arbiter-system"),
-            rotation,
-        },
-        configuration: configuration.map(str::to_string),
-    };
-    webhook::start(
+    let options = webhook_options(rotation, configuration);
+    arbiter_operator::webhook::start(
         client,
-        "127.0.0.1:0".parse().unwrap(),
+        LOOPBACK,
         &options,
         driver.integrations().clone(),
         driver.config_view(),
