@@ -1,6 +1,6 @@
 //! `arbiter simulate` as a user runs it: bad input gets exit code 1 and a
 //! message naming the file and the field (never a panic or a backtrace),
-//! usage errors get 2, and the happy path prints the DESIGN §6 report, the
+//! usage errors get 2, and the happy path prints the docs/design.md §6 report, the
 //! plot and runs unmodified Kueue manifests.
 
 use std::path::{Path, PathBuf};

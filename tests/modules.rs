@@ -1,6 +1,7 @@
 //! The shape ARCHITECTURE.md promises inside each crate: no module's code
-//! (tests left out) is over about 800 lines, and the modules of one
-//! directory never import each other in a cycle. Read from the source, so a
+//! (tests left out) is over about 800 lines, no function outside tests is
+//! over about 150 (read with `syn`), and the modules of one directory
+//! never import each other in a cycle. Read from the source, so a
 //! change that breaks either fails here with the file or the cycle named.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -225,4 +226,86 @@ fn the_cycle_check_finds_a_cycle() {
         scheduler["reason"].contains("workload"),
         "the import scan sees reason -> workload: {scheduler:?}"
     );
+}
+
+/// Most lines a non-test function may span, signature to closing brace.
+const MAX_FN_LINES: usize = 150;
+
+/// Every function with a body in a parsed file: `(name, first line, lines)`.
+#[derive(Default)]
+struct Functions(Vec<(String, usize, usize)>);
+
+impl Functions {
+    fn note(&mut self, name: &syn::Ident, sig: &syn::Signature, block: &syn::Block) {
+        let start = sig.fn_token.span.start().line;
+        let end = block.brace_token.span.close().end().line;
+        self.0.push((name.to_string(), start, end + 1 - start));
+    }
+}
+
+impl<'a> syn::visit::Visit<'a> for Functions {
+    fn visit_item_fn(&mut self, f: &'a syn::ItemFn) {
+        self.note(&f.sig.ident, &f.sig, &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+    fn visit_impl_item_fn(&mut self, f: &'a syn::ImplItemFn) {
+        self.note(&f.sig.ident, &f.sig, &f.block);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+    fn visit_trait_item_fn(&mut self, f: &'a syn::TraitItemFn) {
+        if let Some(block) = &f.default {
+            self.note(&f.sig.ident, &f.sig, block);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+    /// Test modules inside a file (`#[cfg(test)] mod …`) are not code.
+    fn visit_item_mod(&mut self, m: &'a syn::ItemMod) {
+        let test_only = m.attrs.iter().any(|a| {
+            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|arg| arg == "test")
+        });
+        if !test_only {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+}
+
+/// The functions of `text` (a whole Rust file) longer than `max` lines.
+fn long_functions(text: &str, max: usize) -> Result<Vec<(String, usize, usize)>, String> {
+    let file = syn::parse_file(text).map_err(|e| format!("does not parse: {e}"))?;
+    let mut found = Functions::default();
+    syn::visit::Visit::visit_file(&mut found, &file);
+    Ok(found.0.into_iter().filter(|(_, _, n)| *n > max).collect())
+}
+
+#[test]
+fn no_function_is_over_about_150_lines() {
+    let mut files = Vec::new();
+    for dir in ROOTS {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let mut long = Vec::new();
+    for file in files.iter().filter(|f| !is_test_file(f)) {
+        let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        match long_functions(&text, MAX_FN_LINES) {
+            Ok(found) => {
+                long.extend(found.into_iter().map(|(name, line, n)| {
+                    format!("{}:{line}: fn {name}: {n} lines", file.display())
+                }))
+            }
+            Err(e) => long.push(format!("{}: {e}", file.display())),
+        }
+    }
+    assert!(long.is_empty(), "split these along their phases: {long:#?}");
+}
+
+#[test]
+fn the_function_check_measures_bodies_and_leaves_test_modules_out() {
+    let body = "    let x = 1;\n".repeat(10);
+    let text = format!(
+        "fn short() {{\n}}\nimpl S {{\n    fn long(&self) {{\n{body}    }}\n}}\n\
+         #[cfg(test)]\nmod tests {{\n    fn in_a_test() {{\n{body}    }}\n}}\n"
+    );
+    let found = long_functions(&text, 5).unwrap();
+    assert_eq!(found, vec![("long".to_string(), 4, 12)]);
+    assert!(long_functions("fn broken(", 5).is_err());
 }

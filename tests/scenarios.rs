@@ -3,7 +3,7 @@
 //! (load → scenario → driver with the default hooks) and the test checks the
 //! report: who was admitted when, on which flavor, who was evicted by whom,
 //! and the reason given for everything still waiting. One test per promise
-//! of DESIGN §3; the test names say the promise.
+//! of docs/design.md §3; the test names say the promise.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! DESIGN §3's promise: a tenant's plugin orders only that tenant's own
+//! docs/design.md §3's promise: a tenant's plugin orders only that tenant's own
 //! workloads and sees nothing of anyone else's. Three hostile tenants — one
 //! loops forever, one traps, one returns absurd scores — and every other
 //! tenant's schedule is identical to the run without any tenant plugin; a
@@ -280,7 +280,7 @@ fn snooping_plugin() -> Vec<u8> {
     .expect("test WAT is valid")
 }
 
-/// DESIGN §3: no tenant's policy sees another tenant's data. A weight batch
+/// docs/design.md §3: no tenant's policy sees another tenant's data. A weight batch
 /// holds workloads of several namespaces; the tenant plugin of `mine` gets
 /// only its own workload and the queue, namespace and ClusterQueue views
 /// its own workloads use — nothing of namespace `other` (its labels,

@@ -1,4 +1,4 @@
-//! `arbiter run`: the operator (DESIGN §7). Connects with the kubeconfig
+//! `arbiter run`: the operator (docs/design.md §7). Connects with the kubeconfig
 //! given, else the in-cluster configuration or the default kubeconfig,
 //! loads the platform bundle directories named by `--policies` and watches
 //! them, watches the ConfigMaps labelled `arbiter.dev/policy-bundle`
@@ -240,9 +240,6 @@ fn start_error(error: StartError) -> anyhow::Error {
     match error {
         StartError::AdminPort { address, source } => anyhow::Error::new(source).context(format!(
             "binding the admin port {address}; pass --admin-address"
-        )),
-        StartError::Dashboard { address, source } => anyhow::Error::new(source).context(format!(
-            "binding the dashboard's address {address}; pass --dashboard-address or --no-dashboard"
         )),
         StartError::Bundles(e) => e.into(),
         StartError::Webhooks(e) => anyhow::Error::new(e)

@@ -34,11 +34,6 @@ pub enum StartError {
         address: SocketAddr,
         source: std::io::Error,
     },
-    #[error("binding the dashboard's address {address}: {source}")]
-    Dashboard {
-        address: SocketAddr,
-        source: std::io::Error,
-    },
     #[error(transparent)]
     Bundles(#[from] BundleSetupError),
     #[error("starting the webhooks: {0}")]
@@ -161,7 +156,15 @@ impl OperatorBuilder {
                     engine: admin.as_ref().map(|(state, _)| state.metrics_text()),
                     recent: bundles.as_ref().map(Bundles::recent),
                 };
-                Some(serve_dashboard(address, client.clone(), feeds).await?)
+                // The dashboard is read-only: one that cannot be served
+                // must not keep the operator from scheduling.
+                match serve_dashboard(address, client.clone(), feeds).await {
+                    Ok(served) => Some(served),
+                    Err(e) => {
+                        tracing::error!(%address, error = %e, "the dashboard is not served (everything else runs); pass --dashboard-address with a free address, or --no-dashboard");
+                        None
+                    }
+                }
             }
             None => None,
         };
@@ -224,12 +227,9 @@ async fn serve_dashboard(
     address: SocketAddr,
     client: Client,
     feeds: Feeds,
-) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>), StartError> {
-    let bound = |source| StartError::Dashboard { address, source };
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .map_err(bound)?;
-    let bound = listener.local_addr().map_err(bound)?;
+) -> std::io::Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    let bound = listener.local_addr()?;
     let serving = tokio::spawn(crate::dashboard::serve(listener, client, feeds));
     tracing::info!(address = %bound, "dashboard at http://{bound}/dashboard/ (read-only, no authentication of its own)");
     Ok((bound, serving))
