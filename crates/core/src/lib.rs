@@ -7,6 +7,8 @@
 //! no WebAssembly engine, no Kubernetes client and no file watcher; a test
 //! (`tests/dependencies.rs` at the workspace root) keeps it so.
 
+#![warn(missing_docs)]
+
 pub mod cel_bounds;
 pub mod cel_json;
 pub mod jobs;

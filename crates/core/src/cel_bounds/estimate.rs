@@ -1,11 +1,11 @@
 //! The cost estimate made at load: an upper bound on the cost units one
-//! evaluation of a tree can spend, given the [`Shape`]s of its variables —
+//! evaluation of a tree can spend, given the [`ValueBound`]s of its variables —
 //! the caps on the views' collections, the exact sizes of `params`, or an
 //! assumed size for what nobody bounds. A node costs one unit; a
 //! comprehension costs its range, its start and, for each element the
 //! range can hold, its condition and step; a `+` that builds a string or a
 //! list costs the most entries or bytes it can build (as the run-time meter
-//! charges it). Recursive: call only on a tree [`super::check_tree`] has
+//! charges it). Recursive: call only on a tree [`super::limits::check_tree`] has
 //! measured.
 
 use std::collections::BTreeMap;
@@ -19,7 +19,7 @@ use super::{MAX_BUILT_LIST, MAX_BUILT_STRING, STRING_BYTES_PER_UNIT};
 
 /// What is known of the values an expression can see or build.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Shape {
+pub struct ValueBound {
     /// The most entries (a list or map) or bytes (a string) it can have.
     pub len: u64,
     /// A number, bool or null: nothing to iterate, nothing to copy.
@@ -28,69 +28,72 @@ pub struct Shape {
     /// [`STRING_BYTES_PER_UNIT`] bytes per unit.
     pub text: bool,
     /// The shape of each entry (list element, map value); `None`: unknown.
-    pub item: Option<Box<Shape>>,
+    pub item: Option<Box<ValueBound>>,
     /// The fields of an object whose fields are known (a view, `params`).
-    pub fields: Option<BTreeMap<String, Shape>>,
+    pub fields: Option<BTreeMap<String, ValueBound>>,
 }
 
-impl Shape {
-    pub fn scalar() -> Shape {
-        Shape {
+impl ValueBound {
+    /// A number, bool or null.
+    pub fn scalar() -> ValueBound {
+        ValueBound {
             scalar: true,
-            ..Shape::default()
+            ..ValueBound::default()
         }
     }
 
     /// A string of at most `bytes` bytes.
-    pub fn string(bytes: u64) -> Shape {
-        Shape {
+    pub fn string(bytes: u64) -> ValueBound {
+        ValueBound {
             len: bytes,
             text: true,
-            ..Shape::default()
+            ..ValueBound::default()
         }
     }
 
     /// A list or map of at most `len` entries shaped `item`.
-    pub fn collection(len: u64, item: Shape) -> Shape {
-        Shape {
+    pub fn collection(len: u64, item: ValueBound) -> ValueBound {
+        ValueBound {
             len,
             item: Some(Box::new(item)),
-            ..Shape::default()
+            ..ValueBound::default()
         }
     }
 
     /// An object with these fields.
-    pub fn object(fields: impl IntoIterator<Item = (String, Shape)>) -> Shape {
-        let fields: BTreeMap<String, Shape> = fields.into_iter().collect();
-        Shape {
+    pub fn object(fields: impl IntoIterator<Item = (String, ValueBound)>) -> ValueBound {
+        let fields: BTreeMap<String, ValueBound> = fields.into_iter().collect();
+        ValueBound {
             len: fields.len() as u64,
             fields: Some(fields),
-            ..Shape::default()
+            ..ValueBound::default()
         }
     }
 
     /// The exact shape of a JSON value (a policy's `params`).
-    pub fn of_json(value: &serde_json::Value) -> Shape {
+    pub fn of_json(value: &serde_json::Value) -> ValueBound {
         use serde_json::Value as Json;
         match value {
-            Json::Null | Json::Bool(_) | Json::Number(_) => Shape::scalar(),
-            Json::String(s) => Shape::string(s.len() as u64),
+            Json::Null | Json::Bool(_) | Json::Number(_) => ValueBound::scalar(),
+            Json::String(s) => ValueBound::string(s.len() as u64),
             Json::Array(items) => {
                 let item = items
                     .iter()
-                    .map(Shape::of_json)
+                    .map(ValueBound::of_json)
                     .reduce(|a, b| a.merge(&b))
-                    .unwrap_or_else(Shape::scalar);
-                Shape::collection(items.len() as u64, item)
+                    .unwrap_or_else(ValueBound::scalar);
+                ValueBound::collection(items.len() as u64, item)
             }
-            Json::Object(fields) => {
-                Shape::object(fields.iter().map(|(k, v)| (k.clone(), Shape::of_json(v))))
-            }
+            Json::Object(fields) => ValueBound::object(
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.clone(), ValueBound::of_json(v))),
+            ),
         }
     }
 
-    /// A shape that covers both.
-    pub fn merge(&self, other: &Shape) -> Shape {
+    /// A bound that covers both.
+    pub fn merge(&self, other: &ValueBound) -> ValueBound {
         let item = match (&self.item, &other.item) {
             (Some(a), Some(b)) => Some(Box::new(a.merge(b))),
             (Some(a), None) if other.scalar => Some(a.clone()),
@@ -110,7 +113,7 @@ impl Shape {
             (None, Some(b)) if self.scalar => Some(b.clone()),
             _ => None,
         };
-        Shape {
+        ValueBound {
             len: self.len.max(other.len),
             scalar: self.scalar && other.scalar,
             text: (self.text || self.scalar) && (other.text || other.scalar),
@@ -128,7 +131,7 @@ impl Shape {
     }
 
     /// The shape of one of its entries.
-    fn entry(&self, unknown: &Shape) -> Shape {
+    fn entry(&self, unknown: &ValueBound) -> ValueBound {
         if let Some(item) = &self.item {
             return (**item).clone();
         }
@@ -137,12 +140,12 @@ impl Shape {
                 .values()
                 .cloned()
                 .reduce(|a, b| a.merge(&b))
-                .unwrap_or_else(Shape::scalar),
+                .unwrap_or_else(ValueBound::scalar),
             None => unknown.clone(),
         }
     }
 
-    fn field(&self, name: &str, unknown: &Shape) -> Shape {
+    fn field(&self, name: &str, unknown: &ValueBound) -> ValueBound {
         match &self.fields {
             Some(fields) => fields.get(name).cloned().unwrap_or_else(|| unknown.clone()),
             None => self.entry(unknown),
@@ -155,22 +158,22 @@ impl Shape {
 /// to hold at most `unknown_len` entries or bytes, each unknown too.
 pub fn estimate(
     root: &Expression,
-    variable: &dyn Fn(&str) -> Option<Shape>,
+    variable: &dyn Fn(&str) -> Option<ValueBound>,
     unknown_len: u64,
 ) -> u64 {
     let estimator = Estimator {
         variable,
-        unknown: Shape {
+        unknown: ValueBound {
             len: unknown_len,
-            ..Shape::default()
+            ..ValueBound::default()
         },
     };
     estimator.node(root, &mut Vec::new()).0
 }
 
 struct Estimator<'a> {
-    variable: &'a dyn Fn(&str) -> Option<Shape>,
-    unknown: Shape,
+    variable: &'a dyn Fn(&str) -> Option<ValueBound>,
+    unknown: ValueBound,
 }
 
 /// The most a `+` can build.
@@ -181,16 +184,20 @@ const BUILT_CAP: u64 = if MAX_BUILT_STRING > MAX_BUILT_LIST {
 };
 
 impl Estimator<'_> {
-    fn node(&self, node: &Expression, scope: &mut Vec<(String, Shape)>) -> (u64, Shape) {
+    fn node(&self, node: &Expression, scope: &mut Vec<(String, ValueBound)>) -> (u64, ValueBound) {
         match &node.expr {
-            Expr::Literal(LiteralValue::String(s)) => (1, Shape::string(s.inner().len() as u64)),
-            Expr::Literal(LiteralValue::Bytes(b)) => (1, Shape::string(b.inner().len() as u64)),
-            Expr::Literal(_) => (1, Shape::scalar()),
+            Expr::Literal(LiteralValue::String(s)) => {
+                (1, ValueBound::string(s.inner().len() as u64))
+            }
+            Expr::Literal(LiteralValue::Bytes(b)) => {
+                (1, ValueBound::string(b.inner().len() as u64))
+            }
+            Expr::Literal(_) => (1, ValueBound::scalar()),
             Expr::Ident(name) => (1, self.ident(name, scope)),
             Expr::Select(select) => {
                 let (cost, operand) = self.node(&select.operand, scope);
                 let shape = if select.test {
-                    Shape::scalar()
+                    ValueBound::scalar()
                 } else {
                     operand.field(&select.field, &self.unknown)
                 };
@@ -198,12 +205,15 @@ impl Estimator<'_> {
             }
             Expr::List(list) => {
                 let (cost, item) = self.all(list.elements.iter(), scope);
-                (cost, Shape::collection(list.elements.len() as u64, item))
+                (
+                    cost,
+                    ValueBound::collection(list.elements.len() as u64, item),
+                )
             }
             Expr::Map(map) => {
                 let mut cost = 1u64;
                 let mut fields = BTreeMap::new();
-                let mut item: Option<Shape> = None;
+                let mut item: Option<ValueBound> = None;
                 let mut known = true;
                 for entry in &map.entries {
                     let EntryExpr::MapEntry(e) = &entry.expr else {
@@ -221,9 +231,9 @@ impl Estimator<'_> {
                     }
                 }
                 let shape = if known {
-                    Shape::object(fields)
+                    ValueBound::object(fields)
                 } else {
-                    Shape::collection(map.entries.len() as u64, item.unwrap_or_default())
+                    ValueBound::collection(map.entries.len() as u64, item.unwrap_or_default())
                 };
                 (cost, shape)
             }
@@ -249,19 +259,19 @@ impl Estimator<'_> {
     fn all<'e>(
         &self,
         nodes: impl Iterator<Item = &'e Expression>,
-        scope: &mut Vec<(String, Shape)>,
-    ) -> (u64, Shape) {
+        scope: &mut Vec<(String, ValueBound)>,
+    ) -> (u64, ValueBound) {
         let mut cost = 1u64;
-        let mut merged: Option<Shape> = None;
+        let mut merged: Option<ValueBound> = None;
         for node in nodes {
             let (c, s) = self.node(node, scope);
             cost = cost.saturating_add(c);
             merged = Some(merged.map_or_else(|| s.clone(), |m| m.merge(&s)));
         }
-        (cost, merged.unwrap_or_else(Shape::scalar))
+        (cost, merged.unwrap_or_else(ValueBound::scalar))
     }
 
-    fn ident(&self, name: &str, scope: &[(String, Shape)]) -> Shape {
+    fn ident(&self, name: &str, scope: &[(String, ValueBound)]) -> ValueBound {
         if let Some((_, shape)) = scope.iter().rev().find(|(n, _)| n == name) {
             return shape.clone();
         }
@@ -279,12 +289,12 @@ impl Estimator<'_> {
 
     /// The extra cost and the result of a call on arguments shaped `args`
     /// (the target first).
-    fn call(&self, name: &str, exprs: &[Expression], args: &[Shape]) -> (u64, Shape) {
-        let bytes = |s: &Shape| s.len / STRING_BYTES_PER_UNIT;
-        let first = || args.first().cloned().unwrap_or_else(Shape::scalar);
+    fn call(&self, name: &str, exprs: &[Expression], args: &[ValueBound]) -> (u64, ValueBound) {
+        let bytes = |s: &ValueBound| s.len / STRING_BYTES_PER_UNIT;
+        let first = || args.first().cloned().unwrap_or_else(ValueBound::scalar);
         match (name, args) {
             ("_+_", [a, b]) => {
-                let shape = Shape {
+                let shape = ValueBound {
                     len: a.len.saturating_add(b.len).min(BUILT_CAP),
                     ..a.merge(b)
                 };
@@ -305,11 +315,11 @@ impl Estimator<'_> {
                 (0, shape)
             }
             ("_?_:_", [_, a, b]) => (0, a.merge(b)),
-            ("@in", [_, collection]) => (collection.entries(), Shape::scalar()),
+            ("@in", [_, collection]) => (collection.entries(), ValueBound::scalar()),
             ("_==_" | "_!=_" | "contains" | "startsWith" | "endsWith" | "matches", [a, b]) => {
-                (bytes(a).saturating_add(bytes(b)), Shape::scalar())
+                (bytes(a).saturating_add(bytes(b)), ValueBound::scalar())
             }
-            ("string", [a]) if a.scalar => (0, Shape::string(32)),
+            ("string", [a]) if a.scalar => (0, ValueBound::string(32)),
             ("string" | "lowerAscii" | "upperAscii" | "trim" | "dyn" | "optional.of", [a]) => {
                 (bytes(a), a.clone())
             }
@@ -336,7 +346,7 @@ impl Estimator<'_> {
                 | "hasValue"
                 | "quantity",
                 _,
-            ) => (0, Shape::scalar()),
+            ) => (0, ValueBound::scalar()),
             _ => (
                 0,
                 args.iter()
@@ -350,20 +360,20 @@ impl Estimator<'_> {
     fn comprehension(
         &self,
         c: &ComprehensionExpr,
-        scope: &mut Vec<(String, Shape)>,
-    ) -> (u64, Shape) {
+        scope: &mut Vec<(String, ValueBound)>,
+    ) -> (u64, ValueBound) {
         let (range_cost, range) = self.node(&c.iter_range, scope);
         let (init_cost, init) = self.node(&c.accu_init, scope);
         let n = range.entries();
         let outer = scope.len();
         match &c.iter_var2 {
             Some(second) => {
-                scope.push((c.iter_var.clone(), Shape::string(self.unknown.len)));
+                scope.push((c.iter_var.clone(), ValueBound::string(self.unknown.len)));
                 scope.push((second.clone(), range.entry(&self.unknown)));
             }
             None => scope.push((c.iter_var.clone(), range.entry(&self.unknown))),
         }
-        let body = |scope: &mut Vec<(String, Shape)>, accu: &Shape| {
+        let body = |scope: &mut Vec<(String, ValueBound)>, accu: &ValueBound| {
             scope.push((c.accu_var.clone(), accu.clone()));
             let (cond, _) = self.node(&c.loop_cond, scope);
             let (step_cost, step) = self.node(&c.loop_step, scope);
@@ -373,10 +383,10 @@ impl Estimator<'_> {
         let (first_cost, step) = body(scope, &init);
         let (per_iteration, accu) = if append_step_guarded(c).is_some() {
             // built in place: each step appends one element
-            let accu = Shape::collection(n.min(BUILT_CAP), step.entry(&self.unknown));
+            let accu = ValueBound::collection(n.min(BUILT_CAP), step.entry(&self.unknown));
             (first_cost, accu)
         } else {
-            let accu = Shape {
+            let accu = ValueBound {
                 len: init
                     .len
                     .saturating_add(n.saturating_mul(step.len.max(1)))

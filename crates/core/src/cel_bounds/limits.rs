@@ -15,24 +15,53 @@ use super::DEFAULT_BUDGET;
 /// Why an expression was refused by its limits or did not parse.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum LimitError {
+    /// The CEL parser refused the source.
     #[error("syntax error at line {line}, column {column}: {message}")]
     Syntax {
+        /// Line of the error, from 1.
         line: usize,
+        /// Column of the error, from 1.
         column: usize,
+        /// The parser's message.
         message: String,
     },
+    /// The source is longer than the limits allow.
     #[error("expression is {bytes} bytes long; at most {max} are allowed")]
-    TooLong { bytes: usize, max: usize },
+    TooLong {
+        /// Length of the source, in bytes.
+        bytes: usize,
+        /// Most bytes allowed.
+        max: usize,
+    },
+    /// The expression nests deeper than the limits allow.
     #[error(
         "expression nests {depth} deep; at most {max} is allowed — split it into simpler terms"
     )]
-    TooDeep { depth: usize, max: usize },
+    TooDeep {
+        /// How deep it nests.
+        depth: usize,
+        /// Deepest nesting allowed.
+        max: usize,
+    },
+    /// Comprehensions nest deeper than the limits allow.
     #[error(
         "comprehensions (all, exists, map, filter…) nest {depth} deep; at most {max} is allowed"
     )]
-    TooManyComprehensions { depth: usize, max: usize },
+    TooManyComprehensions {
+        /// How deep comprehensions nest.
+        depth: usize,
+        /// Deepest comprehension nesting allowed.
+        max: usize,
+    },
+    /// A list or map literal has more entries than the limits allow.
     #[error("a list or map literal has {elements} elements; at most {max} are allowed")]
-    LiteralTooLarge { elements: usize, max: usize },
+    LiteralTooLarge {
+        /// Entries in the literal.
+        elements: usize,
+        /// Most entries allowed.
+        max: usize,
+    },
+    /// The estimated worst-case cost is over the budget.
     #[error("{0}")]
     TooCostly(super::TooCostly),
 }
@@ -69,7 +98,7 @@ impl Default for CelLimits {
 /// The checks made on the source before parsing: its length, its bracket
 /// nesting and the token-level estimate of its depth ([`lexical_depth`]).
 /// Returns the estimate, which a parser refusal reports as the depth.
-pub fn check_source(expression: &str, limits: &CelLimits) -> Result<usize, LimitError> {
+pub(crate) fn check_source(expression: &str, limits: &CelLimits) -> Result<usize, LimitError> {
     let max = limits.max_expression_bytes.min(PARSER_MAX_BYTES);
     if expression.len() > max {
         return Err(LimitError::TooLong {
@@ -99,7 +128,7 @@ const PARSER_MAX_BYTES: usize = 65_535;
 
 /// The recursion limit the parser gets: a source that passed
 /// [`check_source`] never reaches it unless the estimate was exact.
-pub fn parser_limit(limits: &CelLimits) -> usize {
+pub(crate) fn parser_limit(limits: &CelLimits) -> usize {
     limits.max_nesting.saturating_mul(LEXICAL_SLACK)
 }
 
@@ -137,7 +166,7 @@ pub fn parse(env: &Env, source: &str, limits: &CelLimits) -> Result<Expression, 
 /// The checks made on the parsed tree, without recursion: its depth,
 /// comprehension nesting and largest literal. A tree that passes is
 /// shallow enough for the recursive walks of `ast` and `compiler`.
-pub fn check_tree(parsed: &Expression, limits: &CelLimits) -> Result<(), LimitError> {
+pub(crate) fn check_tree(parsed: &Expression, limits: &CelLimits) -> Result<(), LimitError> {
     let shape = measure(parsed);
     if shape.depth > limits.max_nesting {
         return Err(LimitError::TooDeep {

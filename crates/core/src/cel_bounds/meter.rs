@@ -23,23 +23,32 @@ use cel::common::value::{CowVal, Val};
 use cel::parser::Expression;
 use cel::{Env, ExecutionError};
 
-use super::estimate::Shape;
+use super::estimate::ValueBound;
 use super::walk::{children, children_mut};
 use super::{MAX_BUILT_LIST, MAX_BUILT_STRING, STRING_BYTES_PER_UNIT};
 
 /// The function the rewritten tree calls: `@arbiter.charge(value, units)`
 /// returns `value` after drawing `units` plus the value's weight.
-pub const CHARGE: &str = "@arbiter.charge";
+pub(crate) const CHARGE: &str = "@arbiter.charge";
 
 /// Why an evaluation was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Overrun {
     /// It spent more than its budget of cost units.
-    Budget { budget: u64 },
+    Budget {
+        /// The budget, in cost units.
+        budget: u64,
+    },
     /// It built a string longer than [`MAX_BUILT_STRING`] bytes.
-    String { bytes: usize },
+    String {
+        /// Length of the string it tried to build, in bytes.
+        bytes: usize,
+    },
     /// It built a list or map of more than [`MAX_BUILT_LIST`] entries.
-    List { entries: usize },
+    List {
+        /// Entries of the list or map it tried to build.
+        entries: usize,
+    },
 }
 
 impl std::fmt::Display for Overrun {
@@ -209,8 +218,8 @@ fn overrun(overrun: Overrun) -> Weight {
 /// comprehension iteration is charged the nodes of its condition and step,
 /// and each `_+_` not known to add numbers is charged the weight of what it
 /// built. `variable` gives the shapes of the variables, to tell which are
-/// numbers. Call once, on a tree [`super::check_tree`] has measured.
-pub fn instrument(node: &mut Expression, variable: &dyn Fn(&str) -> Option<Shape>) {
+/// numbers. Call once, on a tree [`super::limits::check_tree`] has measured.
+pub(crate) fn instrument(node: &mut Expression, variable: &dyn Fn(&str) -> Option<ValueBound>) {
     Instrument {
         variable,
         bound: Vec::new(),
@@ -219,7 +228,7 @@ pub fn instrument(node: &mut Expression, variable: &dyn Fn(&str) -> Option<Shape
 }
 
 struct Instrument<'a> {
-    variable: &'a dyn Fn(&str) -> Option<Shape>,
+    variable: &'a dyn Fn(&str) -> Option<ValueBound>,
     /// Comprehension variables in scope: never known to be numbers.
     bound: Vec<String>,
 }

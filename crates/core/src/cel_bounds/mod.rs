@@ -2,7 +2,7 @@
 //! (docs/design.md §4: "CEL bounded by a cost estimate at load and a run-time
 //! budget"): limits on the source and its tree checked before and after
 //! parsing ([`CelLimits`], [`parse`]), a worst-case cost [`estimate`] made
-//! at load from the [`Shape`]s of the variables, and a run-time meter
+//! at load from the [`ValueBound`]s of the variables, and a run-time meter
 //! ([`instrument`], [`metered`]) that stops an evaluation spending more than
 //! its budget or building a string or list over the caps. Costs are counted
 //! in units — a node evaluated, an entry of a list or map built, 16 bytes
@@ -21,9 +21,10 @@ mod tests;
 
 use cel::parser::Expression;
 
-pub use estimate::{estimate, Shape};
-pub use limits::{check_source, check_tree, parse, parser_limit, CelLimits, LimitError};
-pub use meter::{instrument, metered, register, Overrun, CHARGE};
+pub use estimate::{estimate, ValueBound};
+pub use limits::{parse, CelLimits, LimitError};
+use meter::instrument;
+pub use meter::{metered, register, Overrun};
 pub use walk::{children, children_mut};
 
 /// The budget of one evaluation unless a policy's limits give another: the
@@ -46,7 +47,9 @@ pub const STRING_BYTES_PER_UNIT: u64 = 16;
 /// An expression whose estimated worst case is over its budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TooCostly {
+    /// The estimated worst case, in cost units.
     pub estimated: u64,
+    /// The budget, in cost units.
     pub max: u64,
 }
 
@@ -69,7 +72,7 @@ impl std::fmt::Display for TooCostly {
 pub fn bound(
     expression: &mut Expression,
     limits: &CelLimits,
-    variable: &dyn Fn(&str) -> Option<Shape>,
+    variable: &dyn Fn(&str) -> Option<ValueBound>,
     unknown_len: u64,
 ) -> Result<u64, LimitError> {
     let estimated = estimate(expression, variable, unknown_len);

@@ -10,7 +10,7 @@ fn env() -> Arc<Env> {
     Arc::new(env)
 }
 
-fn no_variables(_: &str) -> Option<Shape> {
+fn no_variables(_: &str) -> Option<ValueBound> {
     None
 }
 
@@ -93,7 +93,7 @@ fn the_estimate_multiplies_nested_comprehensions_by_their_ranges() {
     let limits = CelLimits::default();
     let cost = |source: &str, params: &serde_json::Value| {
         let tree = parse(&env, source, &limits).unwrap();
-        let shape = Shape::of_json(params);
+        let shape = ValueBound::of_json(params);
         estimate(
             &tree,
             &|name| (name == "params").then(|| shape.clone()),

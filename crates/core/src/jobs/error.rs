@@ -13,7 +13,9 @@ pub enum JobError {
     /// An integration's description is unusable (bad hold path, duplicate kind…).
     #[error("job integration `{integration}`: {problem}")]
     InvalidIntegration {
+        /// The integration, as `apiVersion Kind`.
         integration: String,
+        /// What is wrong with it.
         problem: String,
     },
 
@@ -24,18 +26,29 @@ pub enum JobError {
          fix its CEL:\n{message}"
     )]
     Compile {
+        /// The integration, as `apiVersion Kind`.
         integration: String,
+        /// The field holding the expression.
         field: &'static str,
+        /// The CEL compiler's message.
         message: String,
     },
 
     /// A `JobIntegration` manifest could not be read.
     #[error("JobIntegration manifest: {message}")]
-    Manifest { message: String },
+    Manifest {
+        /// Why it could not be read.
+        message: String,
+    },
 
     /// The job object itself is malformed (no name, bad metadata, wrong kind).
     #[error("{job}: {problem}")]
-    Job { job: String, problem: String },
+    Job {
+        /// The job, as `Kind namespace/name`.
+        job: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 
     /// The pod-set expression failed on this job (usually a missing field).
     #[error(
@@ -43,8 +56,11 @@ pub enum JobError {
          check that the job has the fields the integration reads (or fix the expression)"
     )]
     Evaluate {
+        /// The job, as `Kind namespace/name`.
         job: String,
+        /// The integration, as `apiVersion Kind`.
         integration: String,
+        /// The evaluation's error.
         message: String,
     },
 
@@ -52,9 +68,13 @@ pub enum JobError {
     /// `spec.podsReady`) failed on this job.
     #[error("{job}: `{field}` of job integration `{integration}` failed: {message}")]
     Finished {
+        /// The job, as `Kind namespace/name`.
         job: String,
+        /// The integration, as `apiVersion Kind`.
         integration: String,
+        /// The field holding the expression.
         field: &'static str,
+        /// The evaluation's error.
         message: String,
     },
 
@@ -63,14 +83,23 @@ pub enum JobError {
         "{job}: job integration `{integration}` found no pod sets in it; \
          a job must describe at least one group of pods (e.g. a replica spec with a template)"
     )]
-    NoPodSets { job: String, integration: String },
+    NoPodSets {
+        /// The job, as `Kind namespace/name`.
+        job: String,
+        /// The integration, as `apiVersion Kind`.
+        integration: String,
+    },
 
     /// A pod set, as the expression yielded it, has a bad field.
     #[error("{job}, pod set `{pod_set}`: `{field}` {problem}")]
     PodSet {
+        /// The job, as `Kind namespace/name`.
         job: String,
+        /// The pod set's name.
         pod_set: String,
+        /// The pod set's field at fault.
         field: String,
+        /// What is wrong with it.
         problem: String,
     },
 
@@ -79,15 +108,20 @@ pub enum JobError {
     Quantity {
         /// Where the quantity sits, e.g. ``container `trainer` resources.requests``.
         location: String,
+        /// The resource name, e.g. `nvidia.com/gpu`.
         resource: String,
+        /// What is wrong with the quantity.
         problem: String,
     },
 
     /// An error inside one pod set of a job (e.g. a bad quantity in its template).
     #[error("{job}, pod set `{pod_set}`: {cause}")]
     InPodSet {
+        /// The job, as `Kind namespace/name`.
         job: String,
+        /// The pod set's name.
         pod_set: String,
+        /// The error inside it.
         cause: Box<JobError>,
     },
 }

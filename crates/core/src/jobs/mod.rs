@@ -33,7 +33,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 pub use error::JobError;
-pub use requests::pod_requests;
+pub(crate) use requests::pod_requests;
 pub use spec::{builtin_integrations, FinishedSpec, HoldSpec, IntegrationSpec, JobIntegrationSpec};
 
 use crate::cel_bounds::{self, CelLimits};
@@ -52,12 +52,17 @@ pub const PRIORITY_CLASS_LABELS: [&str; 2] = [
 /// What the scheduler needs to know about one job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobInfo {
+    /// The job object's `apiVersion`.
     pub api_version: String,
+    /// The job object's `kind`.
     pub kind: String,
     /// `default` when the object names none.
     pub namespace: String,
+    /// The job object's `metadata.name`.
     pub name: String,
+    /// The job object's labels.
     pub labels: BTreeMap<String, String>,
+    /// The job object's annotations.
     pub annotations: BTreeMap<String, String>,
     /// From [`QUEUE_NAME_LABELS`], first found wins.
     pub queue_name: Option<String>,
@@ -70,14 +75,19 @@ pub struct JobInfo {
 /// One group of identical pods of a job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodSetInfo {
+    /// The pod set's name, unique in its job.
     pub name: String,
+    /// Pods in the set.
     pub count: u32,
     /// Fewest pods the job can run with (partial admission).
     pub min_count: Option<u32>,
     /// Requests of ONE pod, computed as Kubernetes does ([`pod_requests`]).
     pub requests: BTreeMap<String, Amount>,
+    /// The pod template's `nodeSelector`.
     pub node_selector: BTreeMap<String, String>,
+    /// The pod template's required node affinity, if any.
     pub required_node_affinity: Option<NodeSelector>,
+    /// The pod template's tolerations.
     pub tolerations: Vec<Toleration>,
     /// Dot-separated path of the pod set's `PodTemplateSpec` in the job
     /// object (the expression's optional `templatePath`), where a driver
@@ -104,15 +114,18 @@ impl PodSetInfo {
 /// How a job ended, as its integration reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ended {
+    /// Succeeded.
     Succeeded,
     /// Failed; `message` says why (the job's own words where it has any).
     Failed {
+        /// Why it failed.
         message: String,
     },
 }
 
 /// An integration compiled and ready to run.
 pub struct Integration {
+    /// What it was compiled from.
     pub spec: IntegrationSpec,
     /// The pod-set expression, parsed, checked and instrumented for the
     /// run-time meter (`cel_bounds`).
@@ -455,6 +468,7 @@ impl Integrations {
         Ok(integrations)
     }
 
+    /// The integration for jobs of this `apiVersion` and `kind`, if any.
     pub fn find(&self, api_version: &str, kind: &str) -> Option<&Integration> {
         self.by_gvk
             .get(&(api_version.to_string(), kind.to_string()))

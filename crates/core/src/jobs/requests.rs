@@ -20,7 +20,7 @@ use super::JobError;
 use crate::model::Amount;
 
 /// The requests of one pod built from `spec`, per resource name.
-pub fn pod_requests(spec: &PodSpec) -> Result<BTreeMap<String, Amount>, JobError> {
+pub(crate) fn pod_requests(spec: &PodSpec) -> Result<BTreeMap<String, Amount>, JobError> {
     let mut total = BTreeMap::new();
     for (index, container) in spec.containers.iter().enumerate() {
         let requests = container_requests(container, "container", index)?;

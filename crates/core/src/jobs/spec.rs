@@ -139,10 +139,12 @@ struct JobIntegrationManifest {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobIntegrationSpec {
-    pub job_api_version: String,
+    pub(crate) job_api_version: String,
+    /// The `kind` of the jobs it describes.
     pub job_kind: String,
     /// CEL over `object` yielding the pod sets (see the module docs).
     pub pod_sets: String,
+    /// How a job of this kind is held and released.
     pub hold: HoldSpec,
     /// How the job says it ended (absent: [`FinishedSpec::common`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 /// The queueing kinds whose article forms are rewritten.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArticleKind {
+pub(crate) enum ArticleKind {
     ResourceFlavor,
     Cohort,
     ClusterQueue,

@@ -15,26 +15,34 @@ use serde::{Deserialize, Serialize};
 )]
 pub struct Millis(pub i64);
 
+/// A duration string that does not parse; holds the string.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a duration (expected Go syntax such as `100ms`, `30s`, `10m`, `1h30m`)")]
 pub struct DurationError(pub String);
 
 impl Millis {
+    /// No time.
     pub const ZERO: Millis = Millis(0);
+    /// The longest representable duration.
     pub const MAX: Millis = Millis(i64::MAX);
 
+    /// `secs` seconds.
     pub fn from_secs(secs: i64) -> Millis {
         Millis(secs.saturating_mul(1000))
     }
+    /// In seconds.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1000.0
     }
+    /// `self + other`, saturating.
     pub fn saturating_add(self, other: Millis) -> Millis {
         Millis(self.0.saturating_add(other.0))
     }
+    /// `self - other`, saturating.
     pub fn saturating_sub(self, other: Millis) -> Millis {
         Millis(self.0.saturating_sub(other.0))
     }
+    /// `self × factor`, saturating.
     pub fn saturating_mul(self, factor: i64) -> Millis {
         Millis(self.0.saturating_mul(factor))
     }

@@ -7,7 +7,7 @@
 use super::Millis;
 
 /// Pods in one pod set (Job `parallelism`, `replicas`, a Workload's `count`).
-pub const MAX_PODS_PER_POD_SET: u32 = 100_000;
+pub(crate) const MAX_PODS_PER_POD_SET: u32 = 100_000;
 /// Nodes in one simulated node pool (`nodes` and `maxNodes`).
 pub const MAX_NODES_PER_POOL: u32 = 10_000;
 
@@ -16,4 +16,4 @@ pub const MAX_CARDS_PER_NODE: u32 = 256;
 /// Workloads one `WorkloadGenerator` may generate (`count`).
 pub const MAX_GENERATED_WORKLOADS: u32 = 1_000_000;
 /// The shortest `adaptiveWeights.adjustmentInterval`.
-pub const MIN_ADJUSTMENT_INTERVAL: Millis = Millis(1_000);
+pub(crate) const MIN_ADJUSTMENT_INTERVAL: Millis = Millis(1_000);

@@ -36,7 +36,9 @@ use suggest::Suggester;
 /// editor shows between `---` separators).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Source {
+    /// The file.
     pub file: PathBuf,
+    /// 1-based position of the document in the file.
     pub document: usize,
 }
 
@@ -49,7 +51,9 @@ impl fmt::Display for Source {
 /// Something in the input that was accepted but not used as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
+    /// The document it is in.
     pub source: Source,
+    /// What was not used, and why.
     pub message: String,
 }
 
@@ -62,22 +66,33 @@ impl fmt::Display for Warning {
 /// One decoded object.
 #[derive(Clone, Debug)]
 pub enum Manifest {
+    /// A ResourceFlavor.
     ResourceFlavor(api::ResourceFlavor),
+    /// A Cohort.
     Cohort(api::Cohort),
     /// Boxed: by far the largest manifest.
     ClusterQueue(Box<api::ClusterQueue>),
+    /// A LocalQueue.
     LocalQueue(api::LocalQueue),
+    /// A WorkloadPriorityClass.
     WorkloadPriorityClass(api::WorkloadPriorityClass),
+    /// A Workload.
     Workload(api::Workload),
+    /// A Namespace.
     Namespace(Namespace),
+    /// A Simulation.
     Simulation(sim_api::Simulation),
+    /// A WorkloadGenerator.
     WorkloadGenerator(sim_api::WorkloadGenerator),
     /// Any other apiVersion/kind (jobs such as PyTorchJob, JobIntegration
     /// configs, …), kept whole as JSON; the caller decides whether it knows
     /// the kind.
     Other {
+        /// The object's `apiVersion`.
         api_version: String,
+        /// The object's `kind`.
         kind: String,
+        /// The whole object.
         object: Value,
     },
 }
@@ -126,8 +141,11 @@ pub enum Origin {
 /// One object from the input, with where it came from.
 #[derive(Clone, Debug)]
 pub struct Document {
+    /// Where it came from.
     pub source: Source,
+    /// Which API it was written against.
     pub origin: Origin,
+    /// The object, decoded.
     pub manifest: Manifest,
 }
 
@@ -135,7 +153,9 @@ pub struct Document {
 /// document order), plus what was ignored on the way.
 #[derive(Clone, Debug, Default)]
 pub struct Loaded {
+    /// The objects read.
     pub documents: Vec<Document>,
+    /// What was accepted but not used as written.
     pub warnings: Vec<Warning>,
     /// The files read ([`load_str`]'s `file`), in order, so input that holds
     /// nothing can be named.
@@ -158,52 +178,91 @@ pub enum LoadError {
     /// The I/O error is part of the message (not a `source`), so it is printed once.
     #[error("cannot read {}: {error}", path.display())]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         error: std::io::Error,
     },
+    /// A directory holding no `.yaml` or `.yml` file.
     #[error("{}: no .yaml or .yml files found in this directory; pass manifest files or a directory that holds some", path.display())]
-    NoManifests { path: PathBuf },
+    NoManifests {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A FIFO, a device, a socket (or a symlink to one): never read.
     #[error("{}: is {kind}, not a regular file; pass manifest files or directories of them", path.display())]
-    NotRegularFile { path: PathBuf, kind: &'static str },
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead (`a FIFO`, …).
+        kind: &'static str,
+    },
+    /// A file over the size cap for a manifest file.
     #[error("{}: {}, over the cap of {cap} bytes for a manifest file; split it into several files in a directory", path.display(), size_text(*size))]
     TooLarge {
+        /// The file.
         path: PathBuf,
         /// From the file's metadata; `None` if it grew past the cap while being read.
         size: Option<u64>,
+        /// The cap, in bytes.
         cap: u64,
     },
+    /// The file is not well-formed YAML.
     #[error("{}{}: malformed YAML: {message}; fix the YAML syntax there", file.display(), location(*document, *line, *column))]
     Yaml {
+        /// The file.
         file: PathBuf,
         /// 1-based document number, when the parser got that far.
         document: Option<usize>,
+        /// 1-based line, when known.
         line: Option<usize>,
+        /// 1-based column, when known.
         column: Option<usize>,
+        /// The YAML parser's message.
         message: String,
     },
     /// Well-formed YAML holding a value no manifest may have (a NaN or an infinity).
     #[error("{at}{}: {object}: {message}", location(None, *line, *column))]
     Value {
+        /// The document.
         at: Source,
+        /// 1-based line, when known.
         line: Option<usize>,
+        /// 1-based column, when known.
         column: Option<usize>,
         /// `Kind name`.
         object: String,
+        /// What is wrong with the value.
         message: String,
     },
+    /// A document that is not a mapping.
     #[error(
         "{at}: expected a Kubernetes object (a mapping with apiVersion and kind), found {found}"
     )]
-    NotAnObject { at: Source, found: &'static str },
+    NotAnObject {
+        /// The document.
+        at: Source,
+        /// What it is instead (`a boolean`, …).
+        found: &'static str,
+    },
+    /// A document without a string `apiVersion` or `kind`.
     #[error("{at}: `{field}` is missing or not a string; every document needs `apiVersion` and `kind` (for example `apiVersion: arbiter.dev/v1alpha1` and `kind: ClusterQueue`)")]
-    MissingTypeField { at: Source, field: &'static str },
+    MissingTypeField {
+        /// The document.
+        at: Source,
+        /// `apiVersion` or `kind`.
+        field: &'static str,
+    },
+    /// A document that does not decode as its kind.
     #[error("{at}: {}", invalid_message(path, message, kind))]
     Invalid {
+        /// The document.
         at: Source,
+        /// The object's `kind`.
         kind: String,
         /// Field path in YAML terms (`spec.podSets[0].count`); empty for the object itself.
         path: String,
+        /// What is wrong, from the decoder.
         message: String,
     },
 }

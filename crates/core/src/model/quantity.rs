@@ -23,21 +23,26 @@ pub struct Amount(i64);
 /// Why a quantity string was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
+    /// The quantity string is empty.
     #[error("empty quantity")]
     Empty,
     #[error(
         "`{0}` is not a Kubernetes quantity (expected e.g. `500m`, `2`, `1.5`, `32Gi`, `2e3`)"
     )]
+    /// Not Kubernetes quantity syntax.
     Syntax(String),
+    /// Too large to represent.
     #[error("`{0}` is too large (at most about 9.2e15 units)")]
     Overflow(String),
 }
 
 impl Amount {
+    /// Nothing.
     pub const ZERO: Amount = Amount(0);
     /// The largest representable amount; used as "no limit".
     pub const MAX: Amount = Amount(i64::MAX);
 
+    /// `milli` thousandths of a unit.
     pub const fn from_milli(milli: i64) -> Amount {
         Amount(milli)
     }
@@ -45,6 +50,7 @@ impl Amount {
     pub const fn from_units(units: i64) -> Amount {
         Amount(units.saturating_mul(1000))
     }
+    /// In thousandths of a unit.
     pub const fn milli(self) -> i64 {
         self.0
     }
@@ -53,21 +59,27 @@ impl Amount {
     pub const fn units_ceil(self) -> i64 {
         self.0.div_euclid(1000) + if self.0.rem_euclid(1000) == 0 { 0 } else { 1 }
     }
+    /// In units, as a float.
     pub fn as_f64(self) -> f64 {
         self.0 as f64 / 1000.0
     }
+    /// Is it zero?
     pub fn is_zero(self) -> bool {
         self.0 == 0
     }
+    /// Is it below zero?
     pub fn is_negative(self) -> bool {
         self.0 < 0
     }
+    /// `self + other`, saturating.
     pub fn saturating_add(self, other: Amount) -> Amount {
         Amount(self.0.saturating_add(other.0))
     }
+    /// `self - other`, saturating.
     pub fn saturating_sub(self, other: Amount) -> Amount {
         Amount(self.0.saturating_sub(other.0))
     }
+    /// `self × factor`, saturating.
     pub fn saturating_mul(self, factor: i64) -> Amount {
         Amount(self.0.saturating_mul(factor))
     }
@@ -111,6 +123,7 @@ impl Amount {
         units.to_string()
     }
 
+    /// As a Kubernetes `Quantity` (canonical form).
     pub fn to_quantity(self) -> Quantity {
         Quantity(self.to_quantity_string())
     }

@@ -9,7 +9,10 @@ use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, Taint, T
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// Does `selector` select an object with `labels`? An empty selector selects all.
-pub fn label_selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn label_selector_matches(
+    selector: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let labels_ok = selector
         .match_labels
         .iter()
@@ -30,7 +33,7 @@ pub fn label_selector_matches(selector: &LabelSelector, labels: &BTreeMap<String
 }
 
 /// Checks a selector's operators once, at the input boundary.
-pub fn check_label_selector(selector: &LabelSelector) -> Result<(), String> {
+pub(crate) fn check_label_selector(selector: &LabelSelector) -> Result<(), String> {
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
         let has_values = req.values.as_ref().is_some_and(|v| !v.is_empty());
         match req.operator.as_str() {
@@ -53,7 +56,7 @@ pub fn check_label_selector(selector: &LabelSelector) -> Result<(), String> {
 
 /// Could a pod with this nodeSelector and required affinity land on a node
 /// carrying `node_labels`? Keys the flavor does not define are not judged.
-pub fn node_constraints_allow(
+pub(crate) fn node_constraints_allow(
     node_selector: &BTreeMap<String, String>,
     affinity: Option<&NodeSelector>,
     node_labels: &BTreeMap<String, String>,
@@ -116,7 +119,7 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 }
 
 /// The first taint (NoSchedule/NoExecute) that none of the tolerations tolerate.
-pub fn untolerated_taint<'a>(
+pub(crate) fn untolerated_taint<'a>(
     taints: &'a [Taint],
     tolerations: &[&[Toleration]],
 ) -> Option<&'a Taint> {

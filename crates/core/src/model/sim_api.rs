@@ -22,30 +22,38 @@ pub const RUNTIME_ANNOTATION: &str = "sim.arbiter.dev/runtime";
 /// default `0s`; `never`: they never start). Its runtime counts from then.
 pub const STARTUP_ANNOTATION: &str = "sim.arbiter.dev/startup";
 
+/// A simulation run's settings (`kind: Simulation`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Simulation {
+    /// `sim.arbiter.dev/v1alpha1`.
     #[serde(default)]
     pub api_version: String,
+    /// `Simulation`.
     #[serde(default)]
     pub kind: String,
+    /// Standard object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// The settings.
     #[serde(default)]
     pub spec: SimulationSpec,
 }
 
+/// The settings of a simulation run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SimulationSpec {
     /// Stop and report at this virtual time (duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
+    /// Fair sharing for every cohort tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<GlobalFairSharing>,
     /// All-or-nothing admission, as Kueue's configuration has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_for_pods_ready: Option<super::api::WaitForPodsReady>,
+    /// The nodes of each flavor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_pools: Vec<NodePool>,
     /// Policy bundles in force: directories (or ConfigMap files), relative to this file.
@@ -53,9 +61,11 @@ pub struct SimulationSpec {
     pub policies: Vec<String>,
 }
 
+/// Fair sharing for every cohort tree.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GlobalFairSharing {
+    /// Turns it on.
     #[serde(default)]
     pub enabled: bool,
 }
@@ -64,11 +74,16 @@ pub struct GlobalFairSharing {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePool {
+    /// The flavor of its nodes.
     pub flavor: String,
+    /// Nodes at the start.
     pub nodes: u32,
+    /// Per node, by resource.
     pub allocatable: BTreeMap<String, Quantity>,
+    /// Fewest nodes autoscaling may leave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_nodes: Option<u32>,
+    /// Most nodes autoscaling may reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<u32>,
     /// Time from a scale-up decision to the node being usable (duration).
@@ -91,22 +106,30 @@ pub struct Device {
     pub cards: u32,
 }
 
+/// Generated workloads (`kind: WorkloadGenerator`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadGenerator {
+    /// `sim.arbiter.dev/v1alpha1`.
     #[serde(default)]
     pub api_version: String,
+    /// `WorkloadGenerator`.
     #[serde(default)]
     pub kind: String,
+    /// Standard object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// What to generate.
     pub spec: WorkloadGeneratorSpec,
 }
 
+/// What a WorkloadGenerator generates.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadGeneratorSpec {
+    /// Workloads to generate.
     pub count: u32,
+    /// Their namespace.
     pub namespace: String,
     /// LocalQueue the generated workloads are submitted to.
     pub queue_name: String,
@@ -117,10 +140,13 @@ pub struct WorkloadGeneratorSpec {
     /// exponentially distributed gaps (a Poisson stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
+    /// Their WorkloadPriorityClass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
+    /// Their priority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// Their pod sets.
     pub pod_sets: Vec<PodSet>,
     /// How long each runs once admitted (duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -31,7 +31,7 @@ pub enum Mode {
 }
 
 #[derive(Clone, Debug)]
-pub struct Assignment {
+pub(crate) struct Assignment {
     pub pod_sets: Vec<PodSetFlavors>,
     /// Quota charged, aggregated by (flavor, resource), sorted.
     pub usage: Vec<(FlavorResource, Amount)>,
@@ -43,9 +43,9 @@ pub struct Assignment {
     /// ClusterQueue's own nominal quota), the most over its resources.
     /// Counted for the resources that fit now; a resource that needs
     /// preemption counts 0.
-    pub borrow_level: u32,
+    pub(crate) borrow_level: u32,
     /// Why the workload does not fit now (`None` when it fits).
-    pub not_fit: Option<NotFit>,
+    pub(crate) not_fit: Option<NotFit>,
     /// Pods per pod set this assignment is for (below `count` when partially admitted).
     pub counts: Vec<u32>,
     /// With `Mode::Preempt`: what the victim search for exactly `usage`
@@ -66,7 +66,7 @@ pub struct Context<'a> {
 /// What preempting for one flavor resource would do (Kueue's
 /// `PreemptionPossibility`); ordered best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Possibility {
+pub(crate) enum Possibility {
     /// Every victim is in another ClusterQueue.
     Reclaim,
     /// Some victim is in the preemptor's own ClusterQueue.
@@ -77,7 +77,7 @@ pub enum Possibility {
 
 /// A victim search's outcome.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Victims {
+pub(crate) struct Victims {
     /// The workloads to preempt; empty when no set of candidates would do.
     pub chosen: Vec<super::workload::WorkloadId>,
     /// How many candidates the search weighed.
@@ -91,13 +91,13 @@ pub struct Victims {
 /// `Preempt` at level 0, and the scheduler answers and assigns again until
 /// nothing new is asked.
 #[derive(Debug, Default)]
-pub struct Oracle {
+pub(crate) struct Oracle {
     pub answers: BTreeMap<(FlavorResource, Amount), (Possibility, u32)>,
     asked: RefCell<Vec<(FlavorResource, Amount)>>,
 }
 
 /// What the assigner takes an unanswered question's answer to be.
-pub const ASSUMED: (Possibility, u32) = (Possibility::Preempt, 0);
+pub(crate) const ASSUMED: (Possibility, u32) = (Possibility::Preempt, 0);
 
 impl Oracle {
     fn ask(&self, fr: FlavorResource, need: Amount) -> (Possibility, u32) {
@@ -111,7 +111,7 @@ impl Oracle {
     }
 
     /// The questions asked since the last call that have no answer.
-    pub fn take_asked(&self) -> Vec<(FlavorResource, Amount)> {
+    pub(crate) fn take_asked(&self) -> Vec<(FlavorResource, Amount)> {
         let mut asked = std::mem::take(&mut *self.asked.borrow_mut());
         asked.sort();
         asked.dedup();
@@ -174,7 +174,7 @@ fn charged(usage: &[(FlavorResource, Amount)], fr: FlavorResource) -> Amount {
 
 /// The flavors of `candidates` a pod set's node selector, required
 /// affinity and tolerations allow it on.
-pub fn eligible_flavors(
+pub(crate) fn eligible_flavors(
     cluster: &crate::model::cluster::Cluster,
     candidates: &[FlavorId],
     ps: &super::workload::PodSetRequest,

@@ -23,8 +23,11 @@ pub enum ScaleKind {
 /// One line of the autoscale plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScaleRequest {
+    /// The flavor to scale.
     pub flavor: FlavorId,
+    /// Up or down.
     pub kind: ScaleKind,
+    /// Nodes to add or remove.
     pub nodes: u32,
 }
 

@@ -30,6 +30,7 @@ pub use place::{By, Candidate, NodeScore, Scorer};
 /// A resource a pool's nodes hold on separate cards.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceSpec {
+    /// The device resource.
     pub resource: ResourceId,
     /// Cards per node (the node's allocatable of `resource` is `cards × per_card`).
     pub cards: u16,
@@ -40,11 +41,15 @@ pub struct DeviceSpec {
 /// A node pool as configured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolSpec {
+    /// The flavor of its nodes.
     pub flavor: FlavorId,
+    /// Nodes it has at the start.
     pub nodes: u32,
     /// Per node; resources not listed are not limited by the node.
     pub allocatable: Vec<(ResourceId, Amount)>,
+    /// Fewest nodes autoscaling may leave it.
     pub min_nodes: u32,
+    /// Most nodes autoscaling may give it.
     pub max_nodes: u32,
     /// The resources of `allocatable` held per card; at most one entry per resource.
     pub devices: Vec<DeviceSpec>,
@@ -114,12 +119,16 @@ pub type TypicalShape<'a> = (&'a [(ResourceId, Amount)], &'a [FlavorId], f64);
 /// measure: free capacity no typical pod could use), in the device's units.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Fragmentation {
+    /// All the flavor's capacity of the device.
     pub capacity: Amount,
+    /// What is free of it.
     pub free: Amount,
+    /// What is free but no typical pod could use.
     pub fragmented: f64,
 }
 
 impl Capacity {
+    /// The nodes of `pools`, empty, for a configuration of `flavors` flavors and `resources` resources.
     pub fn new(flavors: usize, resources: usize, pools: &[PoolSpec]) -> Capacity {
         let mut capacity = Capacity {
             resources,
@@ -174,7 +183,7 @@ impl Capacity {
 
     /// Gives back `version`, read before trial commits and releases that
     /// have all been undone since.
-    pub fn restore_version(&mut self, version: u64) {
+    pub(crate) fn restore_version(&mut self, version: u64) {
         self.version = version;
     }
 
@@ -202,12 +211,13 @@ impl Capacity {
         }
     }
 
+    /// Does the flavor have node pools?
     pub fn has_pools(&self, flavor: FlavorId) -> bool {
         !self.flavors[flavor.index()].pools.is_empty()
     }
 
     /// Flavors with node pools.
-    pub fn pooled_flavors(&self) -> impl Iterator<Item = FlavorId> + '_ {
+    pub(crate) fn pooled_flavors(&self) -> impl Iterator<Item = FlavorId> + '_ {
         self.flavors
             .iter()
             .enumerate()
@@ -215,6 +225,7 @@ impl Capacity {
             .map(|(i, _)| FlavorId(i as u16))
     }
 
+    /// Ready nodes of the flavor.
     pub fn ready_nodes(&self, flavor: FlavorId) -> u32 {
         self.flavors[flavor.index()]
             .nodes
@@ -223,7 +234,7 @@ impl Capacity {
             .count() as u32
     }
 
-    pub fn node_bounds(&self, flavor: FlavorId) -> (u32, u32) {
+    pub(crate) fn node_bounds(&self, flavor: FlavorId) -> (u32, u32) {
         let pools = &self.flavors[flavor.index()].pools;
         (
             pools.iter().map(|p| p.min_nodes).sum(),
@@ -281,7 +292,7 @@ impl Capacity {
     }
 
     /// Removes one empty node (the last), keeping each pool at or above its minimum.
-    pub fn remove_idle_node(&mut self, flavor: FlavorId) -> bool {
+    pub(crate) fn remove_idle_node(&mut self, flavor: FlavorId) -> bool {
         let fl = &mut self.flavors[flavor.index()];
         let counts: Vec<usize> = (0..fl.pools.len())
             .map(|p| fl.nodes.iter().filter(|n| n.ready && n.pool == p).count())
@@ -303,7 +314,11 @@ impl Capacity {
     /// at once: every pool at its largest size, every node empty. An upper
     /// bound, so a pod set above it can never be placed. `u64::MAX` when
     /// nothing limits them (no node pools, or no request a node limits).
-    pub fn pods_could_ever_fit(&self, flavor: FlavorId, per_pod: &[(ResourceId, Amount)]) -> u64 {
+    pub(crate) fn pods_could_ever_fit(
+        &self,
+        flavor: FlavorId,
+        per_pod: &[(ResourceId, Amount)],
+    ) -> u64 {
         let fl = &self.flavors[flavor.index()];
         if fl.pools.is_empty() {
             return u64::MAX;
@@ -330,7 +345,7 @@ impl Capacity {
 
     /// Would `placements` fit where they say, on ready nodes with room now
     /// (per card where they hold cards)?
-    pub fn has_room(&self, placements: &[Placement]) -> bool {
+    pub(crate) fn has_room(&self, placements: &[Placement]) -> bool {
         let mut needed: BTreeMap<(FlavorId, u32), (Vec<Amount>, Vec<Amount>)> = BTreeMap::new();
         for p in placements {
             let Some(fl) = self.flavors.get(p.flavor.index()) else {
@@ -371,6 +386,7 @@ impl Capacity {
         })
     }
 
+    /// Takes on their nodes what `placements` hold.
     pub fn commit(&mut self, placements: &[Placement]) {
         self.changed();
         for p in placements {
@@ -391,6 +407,7 @@ impl Capacity {
         }
     }
 
+    /// Gives back on their nodes what `placements` held.
     pub fn release(&mut self, placements: &[Placement]) {
         self.changed();
         for p in placements {
@@ -486,7 +503,11 @@ impl Capacity {
     }
 
     /// Per-node allocatable of `resource` in the flavor's first pool that lists it.
-    pub fn node_allocatable(&self, flavor: FlavorId, resource: ResourceId) -> Option<Amount> {
+    pub(crate) fn node_allocatable(
+        &self,
+        flavor: FlavorId,
+        resource: ResourceId,
+    ) -> Option<Amount> {
         self.flavors[flavor.index()].pools.iter().find_map(|p| {
             p.allocatable
                 .iter()

@@ -12,9 +12,13 @@ use super::workload::{Admission, Seq, Slot, Status, Workload};
 /// A new workload carries nothing (`Carried::default()`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Carried {
+    /// Retries after failed runs so far (`retryPolicy`).
     pub retries: u32,
+    /// Requeues after its pods were not all ready in time (`waitForPodsReady`).
     pub pods_ready_requeues: u32,
+    /// Evictions so far.
     pub evictions: u32,
+    /// The backoff it was waiting out: when it ends, and why.
     pub backoff: Option<(Millis, Backoff)>,
 }
 
@@ -30,31 +34,37 @@ pub enum Backoff {
 /// The scheduler's record of one workload.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The workload as submitted.
     pub workload: Workload,
+    /// Where it is in its life.
     pub status: Status,
+    /// When it was queued; orders it in its queue.
     pub queue_time: Millis,
     /// Its own place in input order (its slot's `seq` unless a tenant permuted it).
     pub seq: Seq,
     /// The platform's policy score.
     pub score: f64,
     /// The tenant's own score, if a tenant bundle scored it.
-    pub tenant_score: Option<f64>,
+    pub(crate) tenant_score: Option<f64>,
     /// Where it sits in its queue (see [`Slot`]).
     pub slot: Slot,
     /// Why it is not admitted (`Reason::None` when admitted or never examined).
     pub reason: Reason,
+    /// Retries after failed runs so far (`retryPolicy`).
     pub retries: u32,
     /// Requeues after its pods were not all ready in time (`waitForPodsReady`).
     pub pods_ready_requeues: u32,
+    /// Evictions so far.
     pub evictions: u32,
+    /// Its admission while admitted.
     pub admission: Option<Admission>,
     /// Bumped on each admission so stale timers and finish events are ignored.
     pub epoch: u32,
     /// Its own tenant's admission policy denied (or failed on) it at its
     /// last try: until it is admitted it is set aside whatever the queueing
     /// strategy, also when it does not fit, so it never holds a queue.
-    pub held_by_tenant: bool,
+    pub(crate) held_by_tenant: bool,
     /// When it was last preempted: a victim does not preempt in turn at the same
     /// instant, so chains of preemptions cannot cycle without time passing.
-    pub preempted_at: Option<Millis>,
+    pub(crate) preempted_at: Option<Millis>,
 }

@@ -22,7 +22,7 @@ use super::Scheduler;
 /// `potentialAvailable` at the parent); the largest such ratio, divided by
 /// the node's weight. A root, or a node within its quota, has 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Drs {
+pub(crate) struct Drs {
     weight: f64,
     /// The largest per-resource ratio, unweighted (Kueue's `unweightedRatio`).
     ratio: f64,
@@ -32,7 +32,7 @@ pub struct Drs {
 
 impl Drs {
     /// Below every real share: where a comparison starts.
-    pub const NEGATIVE: Drs = Drs {
+    pub(crate) const NEGATIVE: Drs = Drs {
         weight: 1.0,
         ratio: -1.0,
         borrowing: false,

@@ -13,7 +13,7 @@ use crate::model::{Amount, Millis};
 
 /// GPU-seconds used, decayed with a half-life: d(t) = ∫ u(s)·2^(−(t−s)/h) ds.
 #[derive(Clone, Debug)]
-pub struct DecayedUsage {
+pub(crate) struct DecayedUsage {
     value: f64,
     last: Millis,
     half_life_secs: f64,
@@ -57,11 +57,14 @@ pub struct RuntimeHistory {
 /// The configured quantile of past runtimes and how many runs it rests on.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
+    /// The quantile of past runtimes.
     pub runtime: Millis,
+    /// Runs it rests on.
     pub samples: u32,
 }
 
 impl RuntimeHistory {
+    /// An empty history estimating as `estimation` says.
     pub fn new(estimation: Estimation) -> RuntimeHistory {
         RuntimeHistory {
             estimation,
@@ -99,13 +102,14 @@ impl RuntimeHistory {
         });
     }
 
+    /// The estimate, once there are runs to make it from.
     pub fn estimate(&self) -> Option<Estimate> {
         self.estimate
     }
 }
 
 /// Per LocalQueue: its history if `resourceEstimation` is enabled.
-pub fn runtime_histories(cluster: &Cluster) -> Vec<Option<RuntimeHistory>> {
+pub(crate) fn runtime_histories(cluster: &Cluster) -> Vec<Option<RuntimeHistory>> {
     cluster
         .local_queues
         .iter()
@@ -157,8 +161,10 @@ mod tests {
 /// What one pod asks: its requests in `ResourceId` order, and the flavors
 /// it may run on (empty: any its ClusterQueue lists).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Shape {
+pub(crate) struct PodRequest {
+    /// What one pod requests, by resource.
     pub per_pod: Arc<[(ResourceId, Amount)]>,
+    /// The flavors it may run on; empty: any.
     pub flavors: Arc<[FlavorId]>,
 }
 
@@ -168,18 +174,20 @@ pub struct Shape {
 #[derive(Clone, Debug, Default)]
 pub struct PodShapes {
     /// (shape, pods), oldest first.
-    recent: VecDeque<(Shape, u32)>,
+    recent: VecDeque<(PodRequest, u32)>,
     /// Pods per shape in `recent`.
-    counts: BTreeMap<Shape, u64>,
+    counts: BTreeMap<PodRequest, u64>,
     pods: u64,
 }
 
 /// A shape of the recent pods and its share of them (0–1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TypicalPod {
+    /// What one pod requests, by resource.
     pub per_pod: Arc<[(ResourceId, Amount)]>,
     /// The flavors it may run on; empty: any.
     pub flavors: Arc<[FlavorId]>,
+    /// Its share of the recent pods (0–1).
     pub share: f64,
 }
 
@@ -195,11 +203,11 @@ impl PodShapes {
         if pods == 0 {
             return;
         }
-        let key = Shape {
+        let key = PodRequest {
             per_pod: per_pod.into(),
             flavors: flavors.into(),
         };
-        let shape: Shape = match self.counts.get_key_value(&key) {
+        let shape: PodRequest = match self.counts.get_key_value(&key) {
             Some((k, _)) => k.clone(),
             None => key,
         };
@@ -229,7 +237,8 @@ impl PodShapes {
     /// requests first), until they cover [`PodShapes::COVER`] of the pods
     /// remembered; shares renormalised to sum to 1 over those returned.
     pub fn typical(&self) -> Vec<TypicalPod> {
-        let mut by_count: Vec<(&Shape, u64)> = self.counts.iter().map(|(k, &c)| (k, c)).collect();
+        let mut by_count: Vec<(&PodRequest, u64)> =
+            self.counts.iter().map(|(k, &c)| (k, c)).collect();
         by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let want = Self::COVER * self.pods as f64;
         let mut covered = 0u64;

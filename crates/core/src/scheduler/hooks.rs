@@ -16,19 +16,28 @@ use super::Scheduler;
 
 /// What the admission hook sees: the workload, where it would go, and when.
 pub struct AdmissionRequest<'a> {
+    /// The scheduler's state, read-only.
     pub state: &'a Scheduler,
+    /// The workload.
     pub entry: &'a Entry,
+    /// The flavors it would get, per pod set.
     pub flavors: &'a [PodSetFlavors],
+    /// Would it borrow quota from its cohort?
     pub borrowing: bool,
+    /// The current time.
     pub now: Millis,
 }
 
+/// The admission hook's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AdmissionVerdict {
+    /// Admit it.
     Allow,
+    /// Do not admit it now (or, unless `retryable`, ever).
     Deny {
         /// The deciding policy.
         policy: String,
+        /// The policy's message.
         reason: String,
         /// `false`: the workload is rejected for good.
         retryable: bool,
@@ -41,8 +50,11 @@ pub enum AdmissionVerdict {
 
 /// One workload to score; higher scores go first among equal priorities.
 pub struct WeightRequest<'a> {
+    /// The scheduler's state, read-only.
     pub state: &'a Scheduler,
+    /// The workload.
     pub entry: &'a Entry,
+    /// The current time.
     pub now: Millis,
 }
 
@@ -52,30 +64,42 @@ pub struct WeightRequest<'a> {
 /// only with those asking the same (`queues` says what that guarantees).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Weight {
+    /// The platform's score.
     pub score: f64,
+    /// The tenant's score, if a tenant bundle scored it.
     pub tenant: Option<f64>,
 }
 
 /// Current shares, for the fair-share hook to turn into weights.
 pub struct FairShareRequest<'a> {
+    /// The scheduler's state, read-only.
     pub state: &'a Scheduler,
     /// Per ClusterQueue: dominant resource share now (0–1000 per mille of the tree's capacity).
     pub shares: &'a [f64],
+    /// The current time.
     pub now: Millis,
 }
 
 /// Per flavor with node pools: nodes now, nodes wanted by pending work.
 pub struct AutoscaleRequest<'a> {
+    /// The scheduler's state, read-only.
     pub state: &'a Scheduler,
+    /// Each flavor with node pools and its load.
     pub flavors: &'a [FlavorLoad],
+    /// The current time.
     pub now: Millis,
 }
 
+/// One flavor with node pools: its nodes and how busy they are.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlavorLoad {
+    /// The flavor.
     pub flavor: FlavorId,
+    /// Its nodes now.
     pub nodes: u32,
+    /// Fewest nodes its pools may have.
     pub min_nodes: u32,
+    /// Most nodes its pools may have.
     pub max_nodes: u32,
     /// Fraction (0–1) of the flavor's node capacity in use, dominant resource.
     pub utilization: f64,
@@ -87,7 +111,7 @@ pub struct FlavorLoad {
 
 impl FlavorLoad {
     /// Nodes needed to run what runs and waits at the target utilisation, within bounds.
-    pub fn to_target(&self) -> u32 {
+    pub(crate) fn to_target(&self) -> u32 {
         let target = (self.target_utilization / 100.0).clamp(0.01, 1.0);
         let busy_nodes = self.utilization * self.nodes as f64 + self.pending_nodes;
         let wanted = (busy_nodes / target).ceil() as u32;
@@ -102,7 +126,9 @@ impl FlavorLoad {
 /// chooses among them (flavors it fits no node of keep their order, last).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlavorOrder {
+    /// The flavors, in order.
     pub flavors: Vec<FlavorId>,
+    /// Order them by where the placement hook would put the first pod.
     pub by_placement: bool,
 }
 
@@ -115,9 +141,13 @@ impl From<Vec<FlavorId>> for FlavorOrder {
     }
 }
 
+/// What the flavor hook sees: the workload and the flavors its ClusterQueue lists.
 pub struct FlavorRequest<'a> {
+    /// The scheduler's state, read-only.
     pub state: &'a Scheduler,
+    /// The workload.
     pub entry: &'a Entry,
+    /// Its ClusterQueue.
     pub cluster_queue: ClusterQueueId,
     /// Flavors the ClusterQueue lists, in order.
     pub candidates: &'a [FlavorId],
@@ -127,12 +157,17 @@ pub struct FlavorRequest<'a> {
 /// it fits on (every limited resource, and per card where the node holds
 /// devices). Asked pod by pod, each seeing the pods placed before it.
 pub struct PlacementRequest<'a> {
+    /// The scheduler's state, read-only.
     pub state: &'a Scheduler,
+    /// The workload.
     pub entry: &'a Entry,
     /// Index into the workload's pod sets.
     pub pod_set: usize,
+    /// What the pod requests.
     pub per_pod: &'a [(ResourceId, Amount)],
+    /// The nodes it fits on.
     pub candidates: &'a [Candidate<'a>],
+    /// The current time.
     pub now: Millis,
 }
 

@@ -15,7 +15,7 @@ use crate::model::Amount;
 use super::workload::{PodSetRequest, Workload};
 
 /// Namespace annotation giving a default priority to its workloads.
-pub const NAMESPACE_PRIORITY_ANNOTATION: &str = "arbiter.dev/priority";
+pub(crate) const NAMESPACE_PRIORITY_ANNOTATION: &str = "arbiter.dev/priority";
 
 /// (name, count, minCount, per-pod requests) while bounds are applied.
 type PodSetDraft = (String, u32, Option<u32>, BTreeMap<String, Amount>);
@@ -36,11 +36,17 @@ pub enum Intake {
 pub enum Rejection {
     /// Its total request of `resource` is outside its LocalQueue's `resourceQuotas` bounds.
     OutOfBounds {
+        /// The resource.
         resource: String,
+        /// The job's total request of it.
         total: Amount,
+        /// The LocalQueue's lower bound, if any.
         min: Option<Amount>,
+        /// The LocalQueue's upper bound, if any.
         max: Option<Amount>,
+        /// The LocalQueue's namespace.
         namespace: String,
+        /// The LocalQueue's name.
         local_queue: String,
     },
 }
@@ -86,21 +92,36 @@ pub enum Unqueued {
     /// It carries no queue-name label: not Arbiter's.
     NoQueueLabel,
     /// Its queue-name label names no LocalQueue of its namespace.
-    NoLocalQueue { namespace: String, name: String },
+    NoLocalQueue {
+        /// The job's namespace.
+        namespace: String,
+        /// The LocalQueue named.
+        name: String,
+    },
     /// Its LocalQueue exists but is left out of the configuration in force
     /// (invalid, or its ClusterQueue is missing or inactive).
     InactiveLocalQueue {
+        /// The LocalQueue's namespace.
         namespace: String,
+        /// The LocalQueue's name.
         name: String,
+        /// Why it is inactive, as a one-word code.
         reason: &'static str,
+        /// Why it is inactive, in words.
         message: String,
     },
     /// Its priority-class label names no WorkloadPriorityClass.
-    NoPriorityClass { name: String },
+    NoPriorityClass {
+        /// The WorkloadPriorityClass named.
+        name: String,
+    },
     /// A pod set requests a resource no ClusterQueue covers.
     Uncovered {
+        /// The pod set's name.
         pod_set: String,
+        /// The resource's name.
         resource: String,
+        /// The ClusterQueue of the job's LocalQueue.
         cluster_queue: String,
     },
 }

@@ -16,7 +16,9 @@ use super::{Event, Scheduler};
 /// What a timer does when it fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TimerKind {
+    /// A backoff ends: the workload is queued again.
     BackoffEnds,
+    /// `resourceReclaim.reclaimTimeout` after an admission.
     Reclaim,
     /// `waitForPodsReady.timeout` after an admission.
     PodsReady,

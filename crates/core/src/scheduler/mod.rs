@@ -17,11 +17,11 @@
 //! usage), `autoscale` (node demand and the scale plan), `restore`
 //! (restart and reconfiguration), `step` (the driver API).
 
-pub mod assign;
+pub(crate) mod assign;
 mod autoscale;
 pub mod capacity;
 mod cycle;
-pub mod entry;
+pub(crate) mod entry;
 mod fair;
 mod fair_preemption;
 pub mod history;
@@ -78,44 +78,63 @@ pub const MAX_CYCLES_PER_STEP: u32 = 10_000;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// Admitted; details in `Entry::admission`.
-    Admitted { workload: WorkloadId },
+    Admitted {
+        /// The workload.
+        workload: WorkloadId,
+    },
     /// Lost its admission; `released`: the quota it gave back.
     Evicted {
+        /// The workload.
         workload: WorkloadId,
+        /// Why it lost its admission.
         cause: Eviction,
         /// The preemptor (`namespace/name`), when preempted.
         by: Option<String>,
+        /// The quota it gave back.
         released: Vec<(FlavorResource, Amount)>,
     },
     /// Back in its queue (after preemption at once, after a failure once the backoff is over).
     Requeued {
+        /// The workload.
         workload: WorkloadId,
+        /// Why it was requeued.
         cause: Requeue,
     },
     /// Ran to its end: completed, or failed (`failure`: what the driver
     /// saw) in a ClusterQueue without a `retryPolicy` (Kueue's rule: a
     /// failed job's workload is finished, not run again).
     Finished {
+        /// The workload.
         workload: WorkloadId,
+        /// The quota it gave back.
         released: Vec<(FlavorResource, Amount)>,
+        /// `None`: completed; otherwise what the driver saw of its failure.
         failure: Option<String>,
     },
     /// Refused for good by an admission policy.
     Rejected {
+        /// The workload.
         workload: WorkloadId,
+        /// The policy's name.
         policy: String,
+        /// The policy's message.
         message: String,
     },
     /// Evicted more often than `retryPolicy.maxRetries` allows: it stays out.
     Deactivated {
+        /// The workload.
         workload: WorkloadId,
+        /// Retries it had.
         retries: u32,
+        /// `retryPolicy.maxRetries`.
         max_retries: u32,
     },
     /// The job was deleted: forgotten, its quota and nodes released. Its id
     /// may name another workload from the next submission on.
     Withdrawn {
+        /// The workload.
         workload: WorkloadId,
+        /// The quota it gave back.
         released: Vec<(FlavorResource, Amount)>,
     },
 }
@@ -138,6 +157,7 @@ impl Event {
 /// Result of one scheduling cycle.
 #[derive(Debug, Default)]
 pub struct Cycle {
+    /// The decisions taken, in order.
     pub events: Vec<Event>,
     /// Did anything change (admission, eviction, a head set aside)? If not,
     /// another cycle now would decide the same.
@@ -246,6 +266,8 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler for `cluster` with no workloads, its flavors' nodes
+    /// described by `pools`.
     pub fn new(cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Scheduler {
         let quota = QuotaTree::new(&cluster);
         let lendable = fair::lendable_by_node(&cluster, &quota);
@@ -339,6 +361,7 @@ impl Scheduler {
         }
     }
 
+    /// The configuration in force.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
     }
@@ -346,12 +369,15 @@ impl Scheduler {
     pub fn cluster_arc(&self) -> &Arc<Cluster> {
         &self.cluster
     }
+    /// Quota and its usage, per ClusterQueue and cohort.
     pub fn quota(&self) -> &QuotaTree {
         &self.quota
     }
+    /// The nodes of each flavor and what they hold.
     pub fn capacity(&self) -> &Capacity {
         &self.capacity
     }
+    /// The workload in slot `id` (panics if out of range).
     pub fn entry(&self, id: WorkloadId) -> &Entry {
         &self.entries[id.index()]
     }
@@ -373,6 +399,7 @@ impl Scheduler {
             .filter(|(_, e)| e.status != Status::Withdrawn)
             .map(|(i, e)| (WorkloadId(i as u32), e))
     }
+    /// Scheduling cycles run so far.
     pub fn cycles(&self) -> u64 {
         self.cycles
     }
@@ -397,11 +424,11 @@ impl Scheduler {
     /// shares weighted by the pods it remembers.
     pub fn typical_pods_all(&self) -> Vec<TypicalPod> {
         let total: u64 = self.shapes.iter().map(PodShapes::pods).sum();
-        let mut merged: BTreeMap<history::Shape, f64> = BTreeMap::new();
+        let mut merged: BTreeMap<history::PodRequest, f64> = BTreeMap::new();
         for shapes in &self.shapes {
             let weight = shapes.pods() as f64 / total.max(1) as f64;
             for t in shapes.typical() {
-                let key = history::Shape {
+                let key = history::PodRequest {
                     per_pod: t.per_pod,
                     flavors: t.flavors,
                 };

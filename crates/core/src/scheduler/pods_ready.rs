@@ -151,7 +151,7 @@ impl Scheduler {
 
     /// With `blockAdmission`, the admitted workload (`namespace/name`)
     /// whose pods all admission waits for; `None` when nothing blocks it.
-    pub fn admission_blocked_by(&self) -> Option<String> {
+    pub(crate) fn admission_blocked_by(&self) -> Option<String> {
         if !self.block_admission() {
             return None;
         }

@@ -46,6 +46,7 @@ pub struct QuotaTree {
 }
 
 impl QuotaTree {
+    /// The quota tree of `cluster`, with no usage.
     pub fn new(cluster: &Cluster) -> QuotaTree {
         let frs = cluster.flavor_resource_count();
         let cqs = cluster.cluster_queues.len();
@@ -168,16 +169,20 @@ impl QuotaTree {
         order.into_iter().map(|(_, n)| n).collect()
     }
 
+    /// The tree node of a cohort.
     pub fn cohort_node(&self, cohort: CohortId) -> Node {
         Node((self.cluster_queues + cohort.index()) as u32)
     }
+    /// Flavor-resource pairs in the configuration.
     pub fn flavor_resources(&self) -> usize {
         self.frs
     }
 
+    /// What the ClusterQueue uses of a flavor's resource.
     pub fn usage(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
         self.nodes[cq.index()].usage[fr.index()]
     }
+    /// What the cohort uses of a flavor's resource.
     pub fn cohort_usage(&self, cohort: CohortId, fr: FlavorResource) -> Amount {
         self.nodes[self.cohort_node(cohort).0 as usize].usage[fr.index()]
     }
@@ -217,7 +222,7 @@ impl QuotaTree {
     /// `val` more of `fr` beyond what is used now — the whole tree's height
     /// when none does — and whether that subtree is smaller than the whole
     /// tree (a ClusterQueue in a cohort fitting alone counts as smaller).
-    pub fn lowest_fitting_subtree(
+    pub(crate) fn lowest_fitting_subtree(
         &self,
         cq: ClusterQueueId,
         fr: FlavorResource,
@@ -260,17 +265,17 @@ impl QuotaTree {
     }
 
     /// The ClusterQueue's node.
-    pub fn cq_node(cq: ClusterQueueId) -> Node {
+    pub(crate) fn cq_node(cq: ClusterQueueId) -> Node {
         Node(cq.0)
     }
 
     /// The ClusterQueue a node is, if it is one.
-    pub fn node_cq(&self, node: Node) -> Option<ClusterQueueId> {
+    pub(crate) fn node_cq(&self, node: Node) -> Option<ClusterQueueId> {
         ((node.0 as usize) < self.cluster_queues).then_some(ClusterQueueId(node.0))
     }
 
     /// The cohort a node is, if it is one.
-    pub fn node_cohort(&self, node: Node) -> Option<CohortId> {
+    pub(crate) fn node_cohort(&self, node: Node) -> Option<CohortId> {
         (node.0 as usize)
             .checked_sub(self.cluster_queues)
             .map(|i| CohortId(i as u32))
@@ -288,7 +293,7 @@ impl QuotaTree {
 
     /// Kueue's `IsWithinNominalInResources`: the node uses no more than its
     /// subtree quota at each of `frs`.
-    pub fn within_nominal(&self, node: Node, frs: &[FlavorResource]) -> bool {
+    pub(crate) fn within_nominal(&self, node: Node, frs: &[FlavorResource]) -> bool {
         let n = &self.nodes[node.0 as usize];
         frs.iter()
             .all(|fr| n.usage[fr.index()] <= n.subtree[fr.index()])
@@ -297,7 +302,7 @@ impl QuotaTree {
     /// Kueue's `QuantitiesFitInQuota`: whether `requests` more fit in the
     /// node's subtree quota, and what of them its local (unlent) quota
     /// leaves for its parent.
-    pub fn fits_in_quota(
+    pub(crate) fn fits_in_quota(
         &self,
         node: Node,
         requests: &[(FlavorResource, Amount)],
@@ -322,23 +327,23 @@ impl QuotaTree {
 
     /// A node's usage at `fr` (for a cohort: what its children use beyond
     /// their unlent quota).
-    pub fn node_usage(&self, node: Node, fr: FlavorResource) -> Amount {
+    pub(crate) fn node_usage(&self, node: Node, fr: FlavorResource) -> Amount {
         self.nodes[node.0 as usize].usage[fr.index()]
     }
 
     /// A node's subtree quota at `fr` (a ClusterQueue's: its nominal quota).
-    pub fn subtree_quota(&self, node: Node, fr: FlavorResource) -> Amount {
+    pub(crate) fn subtree_quota(&self, node: Node, fr: FlavorResource) -> Amount {
         self.nodes[node.0 as usize].subtree[fr.index()]
     }
 
     /// Kueue's `potentialAvailable`: the most the node could ever have at
     /// `fr`, everything else idle, borrowing limits respected.
-    pub fn potential_of(&self, node: Node, fr: FlavorResource) -> Amount {
+    pub(crate) fn potential_of(&self, node: Node, fr: FlavorResource) -> Amount {
         self.potential_at(node, fr.index())
     }
 
     /// The most the ClusterQueue could ever have at `fr` (everything else idle).
-    pub fn potential(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
+    pub(crate) fn potential(&self, cq: ClusterQueueId, fr: FlavorResource) -> Amount {
         self.potential_at(Node(cq.0), fr.index())
     }
 
@@ -367,13 +372,13 @@ impl QuotaTree {
     /// Gives `cq`'s tree back `version`, read before trial changes of usage
     /// in that tree that have all been undone since: the usage is again
     /// what that version stood for.
-    pub fn restore_version(&mut self, cq: ClusterQueueId, version: u64) {
+    pub(crate) fn restore_version(&mut self, cq: ClusterQueueId, version: u64) {
         self.versions[self.roots[cq.index()].0 as usize] = version;
     }
 
     /// Adds `delta` (may be negative) to a ClusterQueue's usage and propagates
     /// what exceeds each node's guaranteed part up the tree.
-    pub fn add_usage(&mut self, cq: ClusterQueueId, fr: FlavorResource, delta: Amount) {
+    pub(crate) fn add_usage(&mut self, cq: ClusterQueueId, fr: FlavorResource, delta: Amount) {
         self.last_version += 1;
         self.versions[self.roots[cq.index()].0 as usize] = self.last_version;
         let mut node = Node(cq.0);

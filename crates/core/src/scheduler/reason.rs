@@ -19,16 +19,30 @@ use super::workload::{Admission, Workload};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Problem {
     /// The pod set's nodeSelector / required affinity excludes the flavor.
-    Excluded { flavor: FlavorId },
+    Excluded {
+        /// The flavor.
+        flavor: FlavorId,
+    },
     /// The flavor's taint (index into its `node_taints`) is not tolerated.
-    Taint { flavor: FlavorId, taint: usize },
+    Taint {
+        /// The flavor.
+        flavor: FlavorId,
+        /// Index of the taint in the flavor's `node_taints`.
+        taint: usize,
+    },
     /// Not enough quota.
     Quota {
+        /// The flavor.
         flavor: FlavorId,
+        /// The resource short of quota.
         resource: ResourceId,
+        /// What the pod set needs of it.
         need: Amount,
+        /// What the ClusterQueue has free of it.
         available: Amount,
+        /// The ClusterQueue's nominal quota of it.
         nominal: Amount,
+        /// What the ClusterQueue has borrowed of it.
         borrowed: Amount,
         /// What the cohort can lend beyond the queue's own free quota (`None`: no cohort).
         cohort_lend: Option<Amount>,
@@ -37,8 +51,11 @@ pub enum Problem {
     },
     /// Quota allows it, but no node has room for every pod.
     Capacity {
+        /// The flavor.
         flavor: FlavorId,
+        /// Pods of the pod set.
         pods: u32,
+        /// Ready nodes of the flavor.
         nodes: u32,
     },
 }
@@ -46,7 +63,9 @@ pub enum Problem {
 /// Why one pod set found no flavor.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NotFit {
+    /// Index of the pod set in its workload.
     pub pod_set: usize,
+    /// What stopped each flavor tried.
     pub problems: Vec<Problem>,
 }
 
@@ -56,19 +75,27 @@ pub struct NotFit {
 pub enum NeverFits {
     /// The pod set requests a resource its ClusterQueue does not cover.
     Uncovered {
+        /// Index of the pod set in its workload.
         pod_set: usize,
+        /// The resource not covered.
         resource: ResourceId,
     },
     /// No flavor could ever hold the pod set (`pods` of `wants` in all).
     PodSetTooBig {
+        /// Index of the pod set in its workload.
         pod_set: usize,
+        /// What one pod requests, by resource.
         wants: Vec<(ResourceId, Amount)>,
+        /// Pods of the pod set.
         pods: u32,
     },
     /// The pod sets together need more of `resource` than all the group's flavors.
     TotalTooBig {
+        /// The resource.
         resource: ResourceId,
+        /// What the pod sets need of it together.
         total: Amount,
+        /// The most of it the group's flavors could ever hold.
         potential: Amount,
     },
 }
@@ -77,23 +104,36 @@ pub enum NeverFits {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Eviction {
     /// The job failed while running; `message` is what the driver saw.
-    Failed { message: String },
+    Failed {
+        /// What the driver saw.
+        message: String,
+    },
     /// Admitted longer than its ClusterQueue's `resourceReclaim.reclaimTimeout`.
     Reclaimed {
+        /// The ClusterQueue's name.
         cluster_queue: String,
+        /// Its `reclaimTimeout`.
         timeout: Millis,
     },
     /// Preempted by `preemptor` (`namespace/name`); `reclaimed_by` names the
     /// preemptor's ClusterQueue when it is another queue of the cohort.
     Preempted {
+        /// The preemptor, as `namespace/name`.
         preemptor: String,
+        /// The preemptor's priority.
         priority: i32,
+        /// The preemptor's ClusterQueue, when another queue of the cohort.
         reclaimed_by: Option<String>,
     },
     /// Its pods were not all ready within `waitForPodsReady.timeout` of
     /// its admission, or (`recovery`) not all ready again within
     /// `recoveryTimeout` of one failing.
-    PodsReadyTimeout { timeout: Millis, recovery: bool },
+    PodsReadyTimeout {
+        /// The timeout that ran out.
+        timeout: Millis,
+        /// It was `recoveryTimeout` (not `timeout`).
+        recovery: bool,
+    },
 }
 
 impl Eviction {
@@ -172,22 +212,30 @@ impl fmt::Display for Requeue {
 /// Why a workload is where it is.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Reason {
+    /// Nothing to say: admitted, or not yet tried.
     #[default]
     None,
+    /// No flavor could take one of its pod sets.
     NoFit(NotFit),
     /// Needs preemption, but the allowed candidates cannot free enough.
     PreemptionFailed {
+        /// Why it does not fit without preemption.
         not_fit: NotFit,
+        /// The candidates considered.
         candidates: usize,
     },
     /// Preempting would free quota, but the workload still does not fit (nodes).
     PreemptionNotEnough {
+        /// Why it does not fit without preemption.
         not_fit: NotFit,
+        /// The victims that would be preempted.
         victims: usize,
+        /// Why it would still not fit once they were.
         after: Option<NotFit>,
     },
     /// It needs preemption but was itself preempted at this instant.
     PreemptedThisInstant {
+        /// Why it did not fit, if known.
         not_fit: Option<NotFit>,
     },
     /// Its namespace is not selected by its ClusterQueue's `namespaceSelector`.
@@ -196,77 +244,102 @@ pub enum Reason {
     NeverFits(NeverFits),
     /// Its ClusterQueue has a `stopPolicy`.
     ClusterQueueStopped {
+        /// The ClusterQueue's `stopPolicy`.
         policy: StopPolicy,
     },
     /// Its LocalQueue has a `stopPolicy`.
     LocalQueueStopped {
+        /// The LocalQueue's `stopPolicy`.
         policy: StopPolicy,
     },
     /// StrictFIFO: the head of its ClusterQueue (`namespace/name`) waits, so it waits.
     BehindStrictHead {
+        /// The head, as `namespace/name`.
         head: String,
     },
     /// An admission policy denied it for now.
     Denied {
+        /// The policy's name.
         policy: String,
+        /// The policy's message.
         message: String,
     },
     /// An admission policy refused it for good.
     Rejected {
+        /// The policy's name.
         policy: String,
+        /// The policy's message.
         message: String,
     },
     /// It lost its admission.
     Evicted(Eviction),
     /// Waiting out a retry backoff after `after`.
     Backoff {
+        /// Why it was evicted.
         after: Box<Reason>,
+        /// Its retry number (`retry` of `max_retries`).
         retry: u32,
+        /// `retryPolicy.maxRetries`.
         max_retries: u32,
+        /// When the backoff ends.
         until: Millis,
     },
     /// Evicted more often than `retryPolicy.maxRetries` allows.
     Deactivated {
+        /// Retries it had.
         retries: u32,
+        /// `retryPolicy.maxRetries`.
         max_retries: u32,
     },
     /// `waitForPodsReady.blockAdmission`: the pods of `workload`
     /// (`namespace/name`), admitted, are not all ready, and nothing is
     /// admitted until they are.
     WaitingForPodsReady {
+        /// The admitted workload, as `namespace/name`.
         workload: String,
     },
     /// Waiting out the backoff of its `requeue`-th requeue after its pods
     /// were not all ready within `timeout` (`limit`: `backoffLimitCount`).
     PodsReadyBackoff {
+        /// The timeout that ran out.
         timeout: Millis,
         /// The timeout was `recoveryTimeout` (not `timeout`).
         recovery: bool,
+        /// Its requeue number.
         requeue: u32,
+        /// `backoffLimitCount`; `None`: no limit.
         limit: Option<u32>,
+        /// When the backoff ends.
         until: Millis,
     },
     /// Requeued after its pods' timeout more often than
     /// `waitForPodsReady.requeuingStrategy.backoffLimitCount` allows.
     RequeuingLimitExceeded {
+        /// Requeues it had.
         requeues: u32,
+        /// `backoffLimitCount`.
         limit: u32,
     },
     /// Its LocalQueue (or the LocalQueue's ClusterQueue) no longer exists; it
     /// waits until a configuration brings one back under the same name.
     QueueRemoved {
+        /// The workload's namespace.
         namespace: String,
+        /// The LocalQueue's name.
         queue: String,
     },
     /// It requests a resource the configuration no longer knows; it waits
     /// until a configuration covers it again.
     ResourceRemoved {
+        /// The pod set's name.
         pod_set: String,
+        /// The resource's name.
         resource: String,
     },
     /// Admitted under a ClusterQueue, LocalQueue or flavor that has since been
     /// removed: it keeps running and holding its nodes, charged to no quota.
     Detached {
+        /// The ClusterQueue it was admitted under.
         cluster_queue: String,
     },
 }
@@ -300,6 +373,7 @@ impl Reason {
         }
     }
 
+    /// Is it [`Reason::None`]?
     pub fn is_none(&self) -> bool {
         matches!(self, Reason::None)
     }
@@ -310,7 +384,7 @@ impl Reason {
     }
 
     /// Is the workload waiting for nodes (rather than quota)?
-    pub fn waits_for_capacity(&self) -> bool {
+    pub(crate) fn waits_for_capacity(&self) -> bool {
         let capacity = |n: &NotFit| {
             n.problems
                 .iter()

@@ -53,7 +53,9 @@ pub struct Restored {
     pub flavors: Vec<BTreeMap<String, String>>,
     /// Pods admitted per pod set (below the count after partial admission).
     pub counts: Vec<u32>,
+    /// When it was admitted.
     pub admitted_at: Millis,
+    /// When it was first queued.
     pub queue_time: Millis,
     /// Where its pods run, as recorded; empty: placed again best-fit. Kept
     /// when every node named is there with room, placed again otherwise.
@@ -69,8 +71,11 @@ pub struct Restored {
 pub struct PlacedPods {
     /// Index into the workload's pod sets.
     pub pod_set: u32,
+    /// The flavor's name.
     pub flavor: String,
+    /// The node's name.
     pub node: String,
+    /// Pods on the node.
     pub pods: u32,
     /// What these pods hold per card: resource name, card, amount.
     pub cards: Vec<(String, u16, Amount)>,
@@ -80,25 +85,40 @@ pub struct PlacedPods {
 /// added; the driver should hold its job again and submit it as pending.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RestoreError {
+    /// The admission names more or fewer pod sets than the workload has.
     #[error("{workload}: its admission lists {given} pod sets but the workload has {expected}; submit it again as pending")]
     PodSets {
+        /// The workload, as `namespace/name`.
         workload: String,
+        /// Pod sets the admission names.
         given: usize,
+        /// Pod sets the workload has.
         expected: usize,
     },
+    /// A pod set was admitted on a flavor its ClusterQueue does not list.
     #[error("{workload}: pod set {pod_set} was admitted on flavor {flavor}, which ClusterQueue {cluster_queue} does not list for {resource}; submit it again as pending")]
     Flavor {
+        /// The workload, as `namespace/name`.
         workload: String,
+        /// The pod set's name.
         pod_set: String,
+        /// The resource's name.
         resource: String,
+        /// The flavor's name.
         flavor: String,
+        /// The ClusterQueue's name.
         cluster_queue: String,
     },
+    /// A pod set was admitted with more pods than it has.
     #[error("{workload}: pod set {pod_set} was admitted with {admitted} pods, more than its {count}; submit it again as pending")]
     Count {
+        /// The workload, as `namespace/name`.
         workload: String,
+        /// The pod set's name.
         pod_set: String,
+        /// Pods admitted.
         admitted: u32,
+        /// Pods the pod set has.
         count: u32,
     },
 }

@@ -27,7 +27,9 @@ pub enum Input {
     /// while the driver was not watching): `queue_time` (at most the step's
     /// time) orders it in its queue instead of the step's time.
     SubmitQueued {
+        /// The workload.
         workload: Workload,
+        /// When it was first queued.
         queue_time: Millis,
         /// What it brings from before the driver restarted.
         carried: Carried,
@@ -43,7 +45,9 @@ pub enum Input {
     PodsNotReady(WorkloadId),
     /// An admitted workload failed; `message` is what the driver saw.
     Fail {
+        /// The workload.
         workload: WorkloadId,
+        /// What the driver saw.
         message: String,
     },
     /// The job was deleted: forget the workload, releasing its quota and
@@ -56,7 +60,12 @@ pub enum Input {
     /// `nodes` of a scale-up of the flavor are no longer in flight: they
     /// arrived, as nodes of the driver's own pools (the operator's Nodes),
     /// or will not. Unlike [`Input::NodeReady`] it adds no capacity.
-    ProvisioningDone { flavor: FlavorId, nodes: u32 },
+    ProvisioningDone {
+        /// The flavor scaled up.
+        flavor: FlavorId,
+        /// Nodes no longer in flight.
+        nodes: u32,
+    },
 }
 
 /// What one step decided.

@@ -23,6 +23,7 @@ pub struct WorkloadId(pub u32);
 pub struct Seq(pub u64);
 
 impl WorkloadId {
+    /// Its index in [`Scheduler::entries`](super::Scheduler::entries).
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -31,13 +32,19 @@ impl WorkloadId {
 /// One group of identical pods and what each pod requests.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodSetRequest {
+    /// Its name, unique in its workload.
     pub name: String,
+    /// Pods in the set.
     pub count: u32,
+    /// Fewest pods it can run with (partial admission); `None`: all of them.
     pub min_count: Option<u32>,
     /// Per pod, sorted by resource, no zero entries.
     pub per_pod: Vec<(ResourceId, Amount)>,
+    /// The pods' `nodeSelector`.
     pub node_selector: BTreeMap<String, String>,
+    /// The pods' required node affinity, if any.
     pub required_affinity: Option<NodeSelector>,
+    /// The pods' tolerations.
     pub tolerations: Vec<Toleration>,
 }
 
@@ -52,7 +59,7 @@ pub fn amount_of(amounts: &[(ResourceId, Amount)], resource: ResourceId) -> Amou
 
 impl PodSetRequest {
     /// What one pod requests of `resource`.
-    pub fn per_pod_of(&self, resource: ResourceId) -> Amount {
+    pub(crate) fn per_pod_of(&self, resource: ResourceId) -> Amount {
         amount_of(&self.per_pod, resource)
     }
     /// What all `count` pods request of `resource`.
@@ -64,18 +71,29 @@ impl PodSetRequest {
 /// What a job asks of the scheduler.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
+    /// The job's `kind`.
     pub kind: String,
+    /// The job's namespace.
     pub namespace: String,
+    /// The job's name.
     pub name: String,
+    /// The job's labels.
     pub labels: BTreeMap<String, String>,
+    /// The job's annotations.
     pub annotations: BTreeMap<String, String>,
+    /// The name of the LocalQueue it was submitted to.
     pub queue_name: String,
+    /// That LocalQueue.
     pub local_queue: LocalQueueId,
+    /// The LocalQueue's ClusterQueue.
     pub cluster_queue: ClusterQueueId,
+    /// Its priority (higher is more important).
     pub priority: i32,
+    /// Its WorkloadPriorityClass, if it names one.
     pub priority_class: Option<String>,
     /// Weight multiplying priority in the default weighting policy.
     pub priority_weight: f64,
+    /// Its pod sets, in the job's order.
     pub pod_sets: Vec<PodSetRequest>,
 }
 
@@ -106,6 +124,7 @@ impl Workload {
 /// Flavor chosen for each resource of one pod set (same index as `Workload::pod_sets`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PodSetFlavors {
+    /// The flavor of each resource the pod set requests.
     pub flavors: Vec<(ResourceId, FlavorId)>,
 }
 
@@ -114,9 +133,13 @@ pub struct PodSetFlavors {
 pub struct Placement {
     /// The pod set these pods belong to (index into `Workload::pod_sets`).
     pub pod_set: u32,
+    /// The flavor of the node.
     pub flavor: FlavorId,
+    /// The node's index among the flavor's nodes.
     pub node: u32,
+    /// What each pod requests.
     pub per_pod: Vec<(ResourceId, Amount)>,
+    /// Pods placed on the node.
     pub pods: u32,
     /// What these pods hold of each card of the node's device resources
     /// (summed over the pods, one entry per card); empty where the node
@@ -127,19 +150,26 @@ pub struct Placement {
 /// An amount of one card of a device resource, held by placed pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct CardUse {
+    /// The device resource.
     pub resource: ResourceId,
     /// The card's index among the node's cards of `resource`.
     pub card: u16,
+    /// How much of the card the pods hold.
     pub amount: Amount,
 }
 
 /// A workload's admission: flavors, quota charged and pods placed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {
+    /// When it was admitted.
     pub at: Millis,
+    /// The flavors chosen, per pod set.
     pub pod_sets: Vec<PodSetFlavors>,
+    /// Quota charged, per flavor and resource.
     pub usage: Vec<(FlavorResource, Amount)>,
+    /// Where its pods were placed.
     pub placements: Vec<Placement>,
+    /// Did it borrow quota from its cohort?
     pub borrowing: bool,
     /// Pods admitted per pod set (below the requested count after partial admission).
     pub counts: Vec<u32>,
@@ -156,7 +186,9 @@ pub enum Status {
     Inadmissible,
     /// Waiting out a retry backoff.
     Backoff,
+    /// Admitted and running.
     Admitted,
+    /// Ran to its end.
     Finished,
     /// Refused for good (admission policy, LocalQueue bounds).
     Rejected,
@@ -182,8 +214,11 @@ pub enum Status {
 /// its slot to another of the tenant's workloads that asks the same.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slot {
+    /// The platform's policy score (higher goes first).
     pub score: f64,
+    /// The queue time (earlier goes first).
     pub queue_time: Millis,
+    /// Input order, the final tie-break.
     pub seq: Seq,
 }
 

@@ -1,13 +1,13 @@
 //! The input sizes that bound a run: the caps on a workload's collections
 //! checked before each evaluation ([`check_input_sizes`]), and the
-//! [`Shape`]s of the variables the load-time cost estimate works from
+//! [`ValueBound`]s of the variables the load-time cost estimate works from
 //! ([`variable_shape`]: the caps, the sizes assumed for strings, the exact
 //! `params`). The limits on the expression itself are [`CelLimits`], shared
 //! with the job integrations (`arbiter_core::cel_bounds`). Called by
 //! `compiler` and, for the input caps, by the policy layer's `eval`.
 
 pub use arbiter_core::cel_bounds::CelLimits;
-use arbiter_core::cel_bounds::Shape;
+use arbiter_core::cel_bounds::ValueBound;
 
 use arbiter_core::model::limits::MAX_CARDS_PER_NODE;
 
@@ -119,15 +119,21 @@ pub fn check_placement_sizes(input: &PlacementInput, reads_typical: bool) -> Res
 
 /// The shape of variable `name` for the cost estimate; `params` is the
 /// policy's config as it is.
-pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<Shape> {
-    let string = || Shape::string(ASSUMED_NAME);
-    let scalar = Shape::scalar;
-    let labels = || Shape::collection(MAX_LABELS as u64, Shape::string(ASSUMED_LABEL_VALUE));
-    let annotations =
-        || Shape::collection(MAX_LABELS as u64, Shape::string(ASSUMED_ANNOTATION_VALUE));
-    let quantities = || Shape::collection(MAX_RESOURCES as u64, scalar());
-    let fields =
-        |f: Vec<(&str, Shape)>| Shape::object(f.into_iter().map(|(k, v)| (k.to_string(), v)));
+pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<ValueBound> {
+    let string = || ValueBound::string(ASSUMED_NAME);
+    let scalar = ValueBound::scalar;
+    let labels =
+        || ValueBound::collection(MAX_LABELS as u64, ValueBound::string(ASSUMED_LABEL_VALUE));
+    let annotations = || {
+        ValueBound::collection(
+            MAX_LABELS as u64,
+            ValueBound::string(ASSUMED_ANNOTATION_VALUE),
+        )
+    };
+    let quantities = || ValueBound::collection(MAX_RESOURCES as u64, scalar());
+    let fields = |f: Vec<(&str, ValueBound)>| {
+        ValueBound::object(f.into_iter().map(|(k, v)| (k.to_string(), v)))
+    };
     Some(match name {
         "workload" => fields(vec![
             ("name", string()),
@@ -142,7 +148,7 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<S
             ("clusterQueue", string()),
             (
                 "podSets",
-                Shape::collection(
+                ValueBound::collection(
                     MAX_POD_SETS as u64,
                     fields(vec![
                         ("name", string()),
@@ -161,7 +167,7 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<S
                 "estimate",
                 fields(vec![("runtimeSeconds", scalar()), ("samples", scalar())]),
             ),
-            ("flavors", Shape::collection(ASSUMED_FLAVORS, string())),
+            ("flavors", ValueBound::collection(ASSUMED_FLAVORS, string())),
         ]),
         "queue" => fields(vec![
             ("name", string()),
@@ -175,8 +181,14 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<S
             ("weight", scalar()),
             ("share", scalar()),
             ("decayedUsage", scalar()),
-            ("nominal", Shape::collection(ASSUMED_FLAVORS, quantities())),
-            ("usage", Shape::collection(ASSUMED_FLAVORS, quantities())),
+            (
+                "nominal",
+                ValueBound::collection(ASSUMED_FLAVORS, quantities()),
+            ),
+            (
+                "usage",
+                ValueBound::collection(ASSUMED_FLAVORS, quantities()),
+            ),
             ("priorityWeight", scalar()),
             ("admitted", scalar()),
             ("pending", scalar()),
@@ -203,26 +215,26 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<S
             ("allocatable", quantities()),
             (
                 "devices",
-                Shape::collection(
+                ValueBound::collection(
                     MAX_RESOURCES as u64,
                     fields(vec![
                         ("resource", string()),
                         ("perCard", scalar()),
                         (
                             "cards",
-                            Shape::collection(u64::from(MAX_CARDS_PER_NODE), scalar()),
+                            ValueBound::collection(u64::from(MAX_CARDS_PER_NODE), scalar()),
                         ),
                     ]),
                 ),
             ),
         ]),
         "pod" => fields(vec![("requests", quantities())]),
-        "typical" => Shape::collection(
+        "typical" => ValueBound::collection(
             MAX_TYPICAL as u64,
             fields(vec![("requests", quantities()), ("share", scalar())]),
         ),
         "now" => scalar(),
-        "params" => Shape::of_json(params),
+        "params" => ValueBound::of_json(params),
         _ => return None,
     })
 }

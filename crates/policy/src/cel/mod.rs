@@ -69,7 +69,7 @@
 //! recursive parser cannot overflow the stack), comprehensions nest at most
 //! `max_comprehension_nesting` (2) deep, and a list or map literal holds at
 //! most `max_literal_elements` (256) entries. Then the worst-case cost is
-//! estimated from the [`Shape`](arbiter_core::cel_bounds::Shape)s of the
+//! estimated from the [`ValueBound`](arbiter_core::cel_bounds::ValueBound)s of the
 //! variables — the input caps the engine enforces with
 //! [`check_input_sizes`] ([`MAX_LABELS`], [`MAX_POD_SETS`],
 //! [`MAX_RESOURCES`]) and the policy's actual `params` — and must not pass

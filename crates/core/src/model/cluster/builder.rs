@@ -49,33 +49,39 @@ fn object_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta
 }
 
 impl ClusterBuilder {
+    /// An empty builder.
     pub fn new() -> ClusterBuilder {
         ClusterBuilder::default()
     }
+    /// Adds a ResourceFlavor read from `source`.
     pub fn flavor(&mut self, source: impl Into<String>, item: api::ResourceFlavor) {
         self.flavors.push(Sourced {
             source: source.into(),
             item,
         });
     }
+    /// Adds a Cohort read from `source`.
     pub fn cohort(&mut self, source: impl Into<String>, item: api::Cohort) {
         self.cohorts.push(Sourced {
             source: source.into(),
             item,
         });
     }
+    /// Adds a ClusterQueue read from `source`.
     pub fn cluster_queue(&mut self, source: impl Into<String>, item: api::ClusterQueue) {
         self.cluster_queues.push(Sourced {
             source: source.into(),
             item,
         });
     }
+    /// Adds a LocalQueue read from `source`.
     pub fn local_queue(&mut self, source: impl Into<String>, item: api::LocalQueue) {
         self.local_queues.push(Sourced {
             source: source.into(),
             item,
         });
     }
+    /// Adds a WorkloadPriorityClass read from `source`.
     pub fn priority_class(&mut self, source: impl Into<String>, item: api::WorkloadPriorityClass) {
         self.priority_classes.push(Sourced {
             source: source.into(),
@@ -101,18 +107,22 @@ impl ClusterBuilder {
         }
         None
     }
+    /// Adds the metadata of namespace `name`, read from `source`.
     pub fn namespace(&mut self, source: impl Into<String>, name: String, namespace: Namespace) {
         self.namespaces.push(Sourced {
             source: source.into(),
             item: (name, namespace),
         });
     }
+    /// Turns fair sharing on for every cohort tree.
     pub fn fair_sharing_everywhere(&mut self, enabled: bool) {
         self.fair_sharing_everywhere = enabled;
     }
+    /// Sets all-or-nothing admission (`waitForPodsReady`); `None`: off.
     pub fn pods_ready(&mut self, policy: Option<PodsReadyPolicy>) {
         self.pods_ready = policy;
     }
+    /// Declares a resource even if no queue lists it.
     pub fn resource(&mut self, name: &str) {
         self.extra_resources.push(name.to_string());
     }

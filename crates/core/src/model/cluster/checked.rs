@@ -26,6 +26,7 @@ macro_rules! id_type {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(pub $inner);
         impl $name {
+            /// Its index, in the vectors this id indexes.
             pub fn index(self) -> usize {
                 self.0 as usize
             }
@@ -48,43 +49,58 @@ id_type!(/// A LocalQueue.
 /// Quota of one (flavor, resource) in a ClusterQueue or Cohort.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Quota {
+    /// `nominalQuota`.
     pub nominal: Amount,
+    /// `borrowingLimit`; `None`: no limit.
     pub borrowing_limit: Option<Amount>,
+    /// `lendingLimit`; `None`: no limit.
     pub lending_limit: Option<Amount>,
 }
 
+/// A ResourceFlavor, checked.
 #[derive(Clone, Debug)]
 pub struct Flavor {
+    /// Its name.
     pub name: String,
+    /// `nodeLabels`: the labels of its nodes.
     pub node_labels: BTreeMap<String, String>,
+    /// `nodeTaints`: the taints of its nodes.
     pub node_taints: Vec<Taint>,
+    /// `tolerations` added to the pods admitted on it.
     pub tolerations: Vec<Toleration>,
 }
 
 /// Resources assigned together, and the flavors to try in order.
 #[derive(Clone, Debug)]
 pub struct Group {
+    /// The resources of the group.
     pub resources: Vec<ResourceId>,
+    /// Its flavors, in the order to try them.
     pub flavors: Vec<FlavorId>,
 }
 
 /// What to do when a flavor allows borrowing / needs preemption.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fungibility {
+    /// `MayStopSearch`: take the flavor.
     MayStopSearch,
+    /// `TryNextFlavor`: try the next flavor first.
     TryNextFlavor,
 }
 
+/// A ClusterQueue's `retryPolicy`, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
+    /// `maxRetries`: evictions it retries before deactivating the workload.
     pub max_retries: u32,
+    /// Backoff before a retry.
     pub backoff: Millis,
 }
 
 impl RetryPolicy {
     /// What an empty `retryPolicy: {}` means; also bounds `resourceReclaim`
     /// evictions of a ClusterQueue without a retryPolicy.
-    pub const DEFAULT: RetryPolicy = RetryPolicy {
+    pub(crate) const DEFAULT: RetryPolicy = RetryPolicy {
         max_retries: 3,
         backoff: Millis(60_000),
     };
@@ -93,17 +109,18 @@ impl RetryPolicy {
 /// Kueue's `waitForPodsReady`, checked (`api::WaitForPodsReady`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodsReadyPolicy {
+    /// `timeout`: how long after its admission its pods may take to be all ready.
     pub timeout: Millis,
     /// `recoveryTimeout`: how long an admitted workload whose pods were
     /// all ready may have them not all ready before it is evicted as at
     /// the timeout; `None`: without end.
-    pub recovery_timeout: Option<Millis>,
-    pub block_admission: bool,
+    pub(crate) recovery_timeout: Option<Millis>,
+    pub(crate) block_admission: bool,
     /// Requeued at its old place (`timestamp: Creation`) rather than from its eviction.
-    pub requeue_at_creation: bool,
-    pub backoff_limit: Option<u32>,
-    pub backoff_base: Millis,
-    pub backoff_max: Millis,
+    pub(crate) requeue_at_creation: bool,
+    pub(crate) backoff_limit: Option<u32>,
+    pub(crate) backoff_base: Millis,
+    pub(crate) backoff_max: Millis,
 }
 
 impl PodsReadyPolicy {
@@ -173,110 +190,164 @@ impl PodsReadyPolicy {
     }
 }
 
+/// A ClusterQueue's `autoscaling`, checked (only when enabled).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoscalingPolicy {
+    /// `minReplicas`: fewest nodes per flavor, if set.
     pub min_replicas: Option<u32>,
+    /// `maxReplicas`: most nodes per flavor, if set.
     pub max_replicas: Option<u32>,
+    /// `targetUtilization`, in percent.
     pub target_utilization: f64,
 }
 
+/// A ClusterQueue, checked.
 #[derive(Clone, Debug)]
 pub struct ClusterQueue {
+    /// Its name.
     pub name: String,
+    /// Its cohort, if any.
     pub cohort: Option<CohortId>,
+    /// Its resource groups.
     pub groups: Vec<Group>,
     /// Indexed by [`FlavorResource`]; `None` where the queue has no quota.
     pub quotas: Vec<Option<Quota>>,
+    /// `queueingStrategy`.
     pub strategy: QueueingStrategy,
     /// `None`: every namespace (docs/design.md §3).
     pub namespace_selector: Option<LabelSelector>,
+    /// `flavorFungibility.whenCanBorrow`.
     pub when_can_borrow: Fungibility,
+    /// `flavorFungibility.whenCanPreempt`.
     pub when_can_preempt: Fungibility,
     /// `flavorFungibility.preference` (default `BorrowingOverPreemption`).
     pub preference: FlavorPreference,
+    /// `preemption.withinClusterQueue`.
     pub within_cluster_queue: WithinClusterQueue,
-    pub reclaim_within_cohort: ReclaimWithinCohort,
+    pub(crate) reclaim_within_cohort: ReclaimWithinCohort,
     /// `borrowWithinCohort`: `None` when forbidden (absent or `Never`),
     /// else its `maxPriorityThreshold`, if any.
-    pub borrow_within_cohort: Option<Option<i32>>,
+    pub(crate) borrow_within_cohort: Option<Option<i32>>,
+    /// `fairSharing.weight`.
     pub fair_weight: f64,
+    /// `stopPolicy`.
     pub stop_policy: StopPolicy,
     /// Weight of the priority in the default weighting policy, for its
     /// workloads that name no priority class (`priorityClass.weight`, else 1).
     pub priority_weight: f64,
+    /// `scheduling.algorithm`.
     pub algorithm: SchedulingAlgorithm,
+    /// How often adaptive weights are adjusted; `None`: they are off.
     pub adaptive_interval: Option<Millis>,
     /// Half-life of the decayed usage policies see (`adaptiveWeights.usageHalfLife`).
-    pub usage_half_life: Millis,
+    pub(crate) usage_half_life: Millis,
+    /// `autoscaling`, when enabled.
     pub autoscaling: Option<AutoscalingPolicy>,
+    /// `retryPolicy`, if any.
     pub retry: Option<RetryPolicy>,
+    /// `resourceReclaim.reclaimTimeout`, if any.
     pub reclaim_timeout: Option<Millis>,
 }
 
+/// A cohort, checked (explicit, or implied by a ClusterQueue's `cohort`).
 #[derive(Clone, Debug)]
 pub struct Cohort {
+    /// Its name.
     pub name: String,
+    /// Its parent cohort, if any.
     pub parent: Option<CohortId>,
     /// The cohort's own quota, lent to its members (indexed by FlavorResource).
     pub quotas: Vec<Option<Quota>>,
+    /// `fairSharing.weight`.
     pub fair_weight: f64,
 }
 
+/// A LocalQueue's bounds on one resource (`spec.resourceQuotas[i]`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResourceBounds {
+    /// The resource's name.
     pub resource: String,
+    /// `min`, if any.
     pub min: Option<Amount>,
+    /// `max`, if any.
     pub max: Option<Amount>,
+    /// `default`, if any.
     pub default: Option<Amount>,
 }
 
+/// How much history runtime estimates look at.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum HistoryWindow {
+    /// The last this many runs.
     Count(u32),
+    /// The runs that ended within this long.
     Duration(Millis),
 }
 
+/// A LocalQueue's `resourceEstimation`, checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimation {
+    /// The runs the estimate looks at.
     pub window: HistoryWindow,
+    /// The quantile estimated, in (0, 1].
     pub confidence: f64,
 }
 
+/// A LocalQueue, checked.
 #[derive(Clone, Debug)]
 pub struct LocalQueue {
+    /// Its namespace.
     pub namespace: String,
+    /// Its name.
     pub name: String,
+    /// Its ClusterQueue.
     pub cluster_queue: ClusterQueueId,
+    /// Its `priority`, if set.
     pub priority: Option<i32>,
     /// Its `priorityClass.weight`: multiplies the priority of its workloads
     /// that name no priority class, in place of the ClusterQueue's.
     pub priority_weight: Option<f64>,
+    /// `resourceQuotas`: bounds on its jobs' total requests.
     pub resource_bounds: Vec<ResourceBounds>,
+    /// `resourceEstimation`, if enabled.
     pub estimation: Option<Estimation>,
+    /// `stopPolicy`.
     pub stop_policy: StopPolicy,
 }
 
+/// A WorkloadPriorityClass, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PriorityClass {
+    /// Its priority value.
     pub value: i32,
+    /// Weight multiplying the priority in the default weighting policy.
     pub weight: f64,
 }
 
+/// A namespace's metadata, as queue selectors and policies read it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Namespace {
+    /// Its labels.
     pub labels: BTreeMap<String, String>,
+    /// Its annotations.
     pub annotations: BTreeMap<String, String>,
 }
 
 /// The whole checked configuration.
 #[derive(Clone, Debug, Default)]
 pub struct Cluster {
+    /// Resource names, indexed by [`ResourceId`].
     pub resources: Vec<String>,
+    /// Flavors, indexed by [`FlavorId`].
     pub flavors: Vec<Flavor>,
+    /// Cohorts, indexed by [`CohortId`].
     pub cohorts: Vec<Cohort>,
+    /// ClusterQueues, indexed by [`ClusterQueueId`].
     pub cluster_queues: Vec<ClusterQueue>,
+    /// LocalQueues, indexed by [`LocalQueueId`].
     pub local_queues: Vec<LocalQueue>,
-    pub priority_classes: BTreeMap<String, PriorityClass>,
+    pub(crate) priority_classes: BTreeMap<String, PriorityClass>,
+    /// Namespaces known, by name.
     pub namespaces: BTreeMap<String, Namespace>,
     /// Fair sharing on for every cohort tree (Simulation/operator flag).
     pub fair_sharing_everywhere: bool,
@@ -293,38 +364,47 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The id of a resource name, if known.
     pub fn resource_id(&self, name: &str) -> Option<ResourceId> {
         self.resource_ids.get(name).copied()
     }
+    /// The id of a flavor name, if known.
     pub fn flavor_id(&self, name: &str) -> Option<FlavorId> {
         self.flavor_ids.get(name).copied()
     }
+    /// The id of a ClusterQueue name, if known.
     pub fn cluster_queue_id(&self, name: &str) -> Option<ClusterQueueId> {
         self.cluster_queue_ids.get(name).copied()
     }
+    /// The id of a LocalQueue, if known.
     pub fn local_queue_id(&self, namespace: &str, name: &str) -> Option<LocalQueueId> {
         self.local_queue_ids
             .get(&(namespace.to_string(), name.to_string()))
             .copied()
     }
+    /// The name of a resource.
     pub fn resource_name(&self, id: ResourceId) -> &str {
         &self.resources[id.index()]
     }
+    /// (flavor, resource) pairs: the range of [`FlavorResource`].
     pub fn flavor_resource_count(&self) -> usize {
         self.flavors.len() * self.resources.len()
     }
+    /// The pair of a flavor and a resource.
     pub fn flavor_resource(&self, flavor: FlavorId, resource: ResourceId) -> FlavorResource {
         FlavorResource(flavor.0 as u32 * self.resources.len() as u32 + resource.0 as u32)
     }
+    /// The flavor and resource of a pair.
     pub fn split(&self, fr: FlavorResource) -> (FlavorId, ResourceId) {
         let n = self.resources.len() as u32;
         (FlavorId((fr.0 / n) as u16), ResourceId((fr.0 % n) as u16))
     }
+    /// A ClusterQueue by id.
     pub fn cluster_queue(&self, id: ClusterQueueId) -> &ClusterQueue {
         &self.cluster_queues[id.index()]
     }
     /// The top of the cohort tree `cohort` belongs to.
-    pub fn root_cohort(&self, mut cohort: CohortId) -> CohortId {
+    pub(crate) fn root_cohort(&self, mut cohort: CohortId) -> CohortId {
         while let Some(parent) = self.cohorts[cohort.index()].parent {
             cohort = parent;
         }
@@ -352,7 +432,7 @@ impl Cluster {
         }
     }
     /// Does the ClusterQueue admit workloads from this namespace?
-    pub fn namespace_allowed(&self, cq: ClusterQueueId, namespace: &str) -> bool {
+    pub(crate) fn namespace_allowed(&self, cq: ClusterQueueId, namespace: &str) -> bool {
         match &self.cluster_queue(cq).namespace_selector {
             None => true,
             Some(selector) => {

@@ -15,6 +15,7 @@ pub struct ConfigError {
     pub object: String,
     /// `spec.resourceGroups[0].flavors[1].name`, or empty.
     pub field: String,
+    /// What is wrong, and how to fix it.
     pub message: String,
 }
 

@@ -14,12 +14,15 @@ use crate::scheduler::workload::{amount_of, CardUse, Placement};
 
 /// A node a pod fits on, as a [`Scorer`] sees it.
 pub struct Candidate<'a> {
+    /// The node's flavor.
     pub flavor: FlavorId,
     /// The node's index in its flavor.
     pub node: u32,
     /// Free per resource, indexed by `ResourceId`; `Amount::MAX` where the node sets no limit.
     pub free: &'a [Amount],
+    /// The node's allocatable, per resource.
     pub allocatable: &'a [(ResourceId, Amount)],
+    /// The node's device resources.
     pub devices: &'a [DeviceSpec],
     /// Free per card: the devices in order, each device's cards in order.
     pub cards: &'a [Amount],
@@ -31,7 +34,9 @@ pub struct Candidate<'a> {
 /// fullest card that can is taken.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NodeScore {
+    /// The node's score.
     pub score: f64,
+    /// The card to take, if the request fits on one.
     pub card: Option<u16>,
 }
 
@@ -54,9 +59,13 @@ pub trait Scorer {
 /// always place the same. (The FGD paper's scheduler breaks ties the same
 /// way: by node names given random prefixes.)
 pub enum By<'s> {
+    /// The built-in best fit.
     BestFit,
+    /// The scorer's scores.
     Score {
+        /// The scorer.
         scorer: &'s mut dyn Scorer,
+        /// Breaks ties between equal scores.
         salt: u64,
     },
 }
@@ -255,7 +264,7 @@ impl Capacity {
     /// `per_pod` on their nodes now (ties: the fixed node order of `salt`);
     /// flavors with no node the pod fits on, or without pools, follow in
     /// their given order. Unchanged if the scorer does not answer.
-    pub fn rank_flavors(
+    pub(crate) fn rank_flavors(
         &self,
         flavors: &[FlavorId],
         per_pod: &[(ResourceId, Amount)],
