@@ -5,9 +5,6 @@
 //! YAML text that the simulator crate's `files` (or, later, the operator's
 //! watches) read.
 
-// The wire types' doc comments are the CRDs' field descriptions: documenting
-// the rest of them changes `deploy/crds.yaml`, so it is a step of its own.
-#[allow(missing_docs)]
 pub mod api;
 pub(crate) mod article;
 pub mod cluster;

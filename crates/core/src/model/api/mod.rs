@@ -4,16 +4,23 @@
 //! spelling, deserialized by serde and described by schemars so that
 //! `arbiter crds` prints valid CRDs. They are *not* checked: quantities are
 //! still strings and names are unresolved. `model::cluster` turns them into
-//! checked, interned types once, at the boundary. No I/O here.
+//! checked, interned types once, at the boundary. No I/O here. The job
+//! side (Workload, WorkloadPriorityClass) is in `workload`, re-exported here.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PodTemplateSpec, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+mod workload;
+pub use workload::{
+    Admission, PodSet, PodSetAssignment, RequeueState, Workload, WorkloadPriorityClass,
+    WorkloadSpec, WorkloadStatus,
+};
 
 /// API group of Arbiter's own kinds.
 pub const GROUP: &str = "arbiter.dev";
@@ -74,8 +81,10 @@ pub struct ResourceFlavorSpec {
      "message": "each flavor gives a quota for every covered resource: flavors[].resources lists as many resources as coveredResources (use nominalQuota: 0)"},
 ]))]
 pub struct ResourceGroup {
+    /// Resources whose quotas this group assigns.
     #[schemars(length(max = 64))]
     pub covered_resources: Vec<String>,
+    /// The flavors to try, in order, with their quotas.
     #[schemars(length(max = 64))]
     pub flavors: Vec<FlavorQuotas>,
 }
@@ -111,20 +120,25 @@ fn name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// Quotas of one flavor's resources.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorQuotas {
     /// Name of a ResourceFlavor.
     #[schemars(schema_with = "name_schema")]
     pub name: String,
+    /// Quota of each covered resource in this flavor.
     #[schemars(length(max = 64))]
     pub resources: Vec<ResourceQuota>,
 }
 
+/// Quota of one resource in one flavor.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceQuota {
+    /// Resource name (`cpu`, `nvidia.com/gpu`).
     pub name: String,
+    /// Quota guaranteed to this queue (or cohort): a quantity, 0 or more (8, 500m, 64Gi, 1e3).
     #[schemars(schema_with = "quota_schema")]
     pub nominal_quota: Quantity,
     /// Most this queue may borrow from its cohort above its nominal quota.
@@ -137,6 +151,7 @@ pub struct ResourceQuota {
     pub lending_limit: Option<Quantity>,
 }
 
+/// Fair-sharing settings of a ClusterQueue or cohort.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FairSharing {
@@ -179,12 +194,14 @@ pub struct CohortSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub resource_groups: Vec<ResourceGroup>,
+    /// Fair-sharing weight of the cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharing>,
 }
 
 // ---------------------------------------------------------------- ClusterQueue
 
+/// Order in which a ClusterQueue tries its pending workloads.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum QueueingStrategy {
     /// The head blocks the queue until it is admitted.
@@ -194,13 +211,19 @@ pub enum QueueingStrategy {
     BestEffortFIFO,
 }
 
+/// When to stop at a flavor rather than try the next one.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum FungibilityPolicy {
     /// v1beta1: stop at this flavor when it can borrow (v1beta2 `MayStopSearch`).
     Borrow,
     /// v1beta1: stop at this flavor when it can preempt (v1beta2 `MayStopSearch`).
     Preempt,
+    // No doc comment on these two: schemars would list the enum differently
+    // in the CRDs (`arbiter crds`). `MayStopSearch`: take this flavor;
+    // `TryNextFlavor`: try the next flavor first.
+    #[allow(missing_docs)]
     MayStopSearch,
+    #[allow(missing_docs)]
     TryNextFlavor,
 }
 
@@ -210,9 +233,12 @@ pub enum FungibilityPolicy {
     {"rule": "!has(self.preference) || (has(self.whenCanBorrow) && self.whenCanBorrow == 'TryNextFlavor' && (!has(self.whenCanPreempt) || self.whenCanPreempt == 'TryNextFlavor'))",
      "message": "preference may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor"},
 ]))]
+/// How flavors are chosen when borrowing or preemption is needed.
 pub struct FlavorFungibility {
+    /// When the flavor needs borrowing (default `MayStopSearch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_can_borrow: Option<FungibilityPolicy>,
+    /// When the flavor needs preemption (default `TryNextFlavor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_can_preempt: Option<FungibilityPolicy>,
     /// Kueue's `preference`: which flavor wins when every flavor tried
@@ -222,6 +248,9 @@ pub struct FlavorFungibility {
     pub preference: Option<FlavorPreference>,
 }
 
+/// Kueue's `preference`: which flavor wins when every flavor tried
+/// needs borrowing, preemption or both (only with both policies
+/// `TryNextFlavor`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum FlavorPreference {
     /// The flavor needing the least preemption (fit, then reclaim, then
@@ -234,6 +263,12 @@ pub enum FlavorPreference {
     PreemptionOverBorrowing,
 }
 
+/// Which workloads of its own ClusterQueue a workload may preempt: none
+/// (`Never`), those of lower priority (`LowerPriority`), or also those of
+/// equal priority queued later (`LowerOrNewerEqualPriority`).
+// No doc comment on these variants: schemars would list the enum
+// differently in the CRDs (`arbiter crds`). Their meaning is in the type's.
+#[allow(missing_docs)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum WithinClusterQueue {
     #[default]
@@ -242,6 +277,12 @@ pub enum WithinClusterQueue {
     LowerOrNewerEqualPriority,
 }
 
+/// Which workloads of other ClusterQueues of the cohort a workload within
+/// its nominal quota may preempt to reclaim quota: none (`Never`), those of
+/// lower priority (`LowerPriority`) or any (`Any`).
+// No doc comment on these variants: schemars would list the enum
+// differently in the CRDs (`arbiter crds`). Their meaning is in the type's.
+#[allow(missing_docs)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ReclaimWithinCohort {
     #[default]
@@ -256,9 +297,12 @@ pub enum ReclaimWithinCohort {
     {"rule": "!has(self.borrowWithinCohort) || !has(self.borrowWithinCohort.policy) || self.borrowWithinCohort.policy == 'Never' || (has(self.reclaimWithinCohort) && self.reclaimWithinCohort != 'Never')",
      "message": "borrowWithinCohort.policy other than Never needs reclaimWithinCohort other than Never"},
 ]))]
+/// When a pending workload may preempt admitted ones.
 pub struct Preemption {
+    /// Preemption inside the ClusterQueue (default `Never`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub within_cluster_queue: Option<WithinClusterQueue>,
+    /// Reclaiming quota lent to the cohort (default `Never`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaim_within_cohort: Option<ReclaimWithinCohort>,
     /// Kueue's `borrowWithinCohort`: whether a workload that must borrow
@@ -268,9 +312,11 @@ pub struct Preemption {
     pub borrow_within_cohort: Option<BorrowWithinCohort>,
 }
 
+/// Preemption in the cohort by a workload that must borrow.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BorrowWithinCohort {
+    /// Whether it may preempt (default `Never`).
     #[serde(default)]
     pub policy: BorrowWithinCohortPolicy,
     /// Only workloads of this priority or lower may be preempted while borrowing.
@@ -278,6 +324,11 @@ pub struct BorrowWithinCohort {
     pub max_priority_threshold: Option<i32>,
 }
 
+/// Whether a workload that must borrow may preempt in the cohort: not at
+/// all (`Never`), or workloads of lower priority (`LowerPriority`).
+// No doc comment on these variants: schemars would list the enum
+// differently in the CRDs (`arbiter crds`). Their meaning is in the type's.
+#[allow(missing_docs)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum BorrowWithinCohortPolicy {
     #[default]
@@ -285,8 +336,10 @@ pub enum BorrowWithinCohortPolicy {
     LowerPriority,
 }
 
+/// Stops admission in a queue.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum StopPolicy {
+    /// Admission goes on.
     #[default]
     None,
     /// Admit nothing new; admitted workloads keep running.
@@ -311,6 +364,7 @@ pub struct PriorityClassWeight {
     pub description: Option<String>,
 }
 
+/// How a ClusterQueue orders workloads and shares quota.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum SchedulingAlgorithm {
     /// Classic ordering, no dominant-resource-share.
@@ -325,9 +379,11 @@ pub enum SchedulingAlgorithm {
     Policy,
 }
 
+/// Weights recomputed by the fair-share hook over time.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdaptiveWeights {
+    /// Turns adaptive weights on.
     #[serde(default)]
     pub enabled: bool,
     /// How often the fair-share hook recomputes weights (duration, default `5m`).
@@ -339,22 +395,29 @@ pub struct AdaptiveWeights {
     pub usage_half_life: Option<String>,
 }
 
+/// How a ClusterQueue schedules its workloads.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Scheduling {
+    /// The ordering algorithm (default `fifo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<SchedulingAlgorithm>,
+    /// Weights recomputed by the fair-share hook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive_weights: Option<AdaptiveWeights>,
 }
 
+/// Node autoscaling of the flavors a ClusterQueue uses.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Autoscaling {
+    /// Turns autoscaling on.
     #[serde(default)]
     pub enabled: bool,
+    /// Fewest nodes per flavor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
+    /// Most nodes per flavor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<u32>,
     /// Target GPU utilisation of the flavor's nodes, in percent (default 80).
@@ -362,6 +425,7 @@ pub struct Autoscaling {
     pub target_utilization: Option<f64>,
 }
 
+/// What happens to a workload evicted or failed while admitted.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
@@ -380,6 +444,7 @@ pub struct RetryPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitForPodsReady {
+    /// `false` turns waiting for pods off (v1beta1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable: Option<bool>,
     /// From admission to every pod ready (duration, default `5m`).
@@ -393,6 +458,7 @@ pub struct WaitForPodsReady {
     /// (duration; absent: waited for without end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_timeout: Option<String>,
+    /// How a workload evicted for its pods' readiness is queued again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeuing_strategy: Option<RequeuingStrategy>,
 }
@@ -415,9 +481,11 @@ pub struct RequeuingStrategy {
     pub backoff_max_seconds: Option<u32>,
 }
 
+/// Eviction of workloads admitted too long.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceReclaim {
+    /// Turns reclaiming on.
     #[serde(default)]
     pub enabled: bool,
     /// Evict a workload admitted for longer than this (duration).
@@ -454,39 +522,53 @@ pub struct ClusterQueueSpec {
     #[serde(default, alias = "cohortName", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "name_schema")]
     pub cohort: Option<String>,
+    /// Resources and their quotas, per flavor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub resource_groups: Vec<ResourceGroup>,
+    /// Order of pending workloads (default `BestEffortFIFO`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queueing_strategy: Option<QueueingStrategy>,
     /// Namespaces whose workloads may use this queue; omitted = all namespaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
+    /// How flavors are chosen when borrowing or preemption is needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flavor_fungibility: Option<FlavorFungibility>,
+    /// When its workloads may preempt others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<Preemption>,
+    /// Fair-sharing weight of the queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharing>,
+    /// Stops admission (`Hold`) or also evicts (`HoldAndDrain`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_policy: Option<StopPolicy>,
+    /// Weight of the priority of its workloads that name no priority class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<PriorityClassWeight>,
+    /// Ordering algorithm and adaptive weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<Scheduling>,
+    /// Node autoscaling of its flavors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<Autoscaling>,
+    /// Retries of evicted or failed workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<RetryPolicy>,
+    /// Eviction of workloads admitted too long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_reclaim: Option<ResourceReclaim>,
 }
 
+/// What a ClusterQueue holds now.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterQueueStatus {
+    /// Workloads waiting.
     #[serde(default)]
     pub pending_workloads: i32,
+    /// Workloads admitted.
     #[serde(default)]
     pub admitted_workloads: i32,
     /// Quota in use per flavor and resource (Kueue's `flavorsUsage`).
@@ -495,10 +577,15 @@ pub struct ClusterQueueStatus {
     /// One line for `kubectl get`: `resource used/nominal` per flavor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_summary: Option<String>,
+    /// Fair sharing as the scheduler computes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharingStatus>,
+    /// The first waiting workloads of a queue, in the order they will be tried
+    /// (Kueue's `pendingWorkloadsStatus`): `kubectl arbiter` reads positions
+    /// from it. At most ten of them, as Kueue's default `maxCount`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_workloads_status: Option<PendingWorkloadsStatus>,
+    /// `Active`: whether the queue is in force, and why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -518,7 +605,9 @@ pub struct PendingWorkloadsStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingWorkload {
+    /// The Workload's namespace.
     pub namespace: String,
+    /// The Workload's name.
     pub name: String,
 }
 
@@ -526,7 +615,9 @@ pub struct PendingWorkload {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorUsage {
+    /// The flavor's name.
     pub name: String,
+    /// Usage of each resource.
     pub resources: Vec<ResourceUsage>,
 }
 
@@ -534,6 +625,7 @@ pub struct FlavorUsage {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
+    /// The resource's name.
     pub name: String,
     /// Admitted workloads' requests.
     pub total: Quantity,
@@ -557,9 +649,12 @@ pub struct FairSharingStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalResourceQuota {
+    /// The resource's name.
     pub name: String,
+    /// Least a workload may request in total.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<Quantity>,
+    /// Most a workload may request in total.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Quantity>,
     /// Fills the request of a workload that asks for none of this resource.
@@ -571,7 +666,9 @@ pub struct LocalResourceQuota {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(untagged)]
 pub enum HistoryWindow {
+    /// The last this many finished workloads.
     Count(u32),
+    /// The workloads finished within this duration.
     Duration(String),
 }
 
@@ -589,11 +686,15 @@ impl JsonSchema for HistoryWindow {
     }
 }
 
+/// Runtime estimates from the queue's history.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceEstimation {
+    /// Turns estimation on.
     #[serde(default)]
     pub enabled: bool,
+    /// How many finished workloads (a count, e.g. 50) or how far back (a
+    /// duration, e.g. `7d`) an estimate looks (default 100 workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_window: Option<HistoryWindow>,
     /// Quantile of past runtimes used as the estimate (0–1, default 0.9).
@@ -622,11 +723,13 @@ pub struct ResourceEstimation {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LocalQueueSpec {
+    /// The name of the ClusterQueue it feeds (lower-case letters, digits, '-' and '.').
     #[schemars(schema_with = "name_schema")]
     pub cluster_queue: String,
     /// Priority of workloads that name no priority class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// Bounds and defaults on its workloads' requests, per resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_quotas: Vec<LocalResourceQuota>,
     /// Weight multiplying the priority of its workloads that name no
@@ -634,8 +737,10 @@ pub struct LocalQueueSpec {
     /// article's Queue field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<PriorityClassWeight>,
+    /// Runtime estimates from its history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_estimation: Option<ResourceEstimation>,
+    /// Stops admission (`Hold`) or also evicts (`HoldAndDrain`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_policy: Option<StopPolicy>,
 }
@@ -644,147 +749,21 @@ pub struct LocalQueueSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalQueueStatus {
+    /// Workloads waiting.
     #[serde(default)]
     pub pending_workloads: i32,
+    /// Workloads admitted.
     #[serde(default)]
     pub admitted_workloads: i32,
     /// Quota its admitted workloads use per flavor and resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flavors_usage: Vec<FlavorUsage>,
+    /// The first waiting workloads of a queue, in the order they will be tried
+    /// (Kueue's `pendingWorkloadsStatus`): `kubectl arbiter` reads positions
+    /// from it. At most ten of them, as Kueue's default `maxCount`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_workloads_status: Option<PendingWorkloadsStatus>,
     /// `Active` (Kueue's): whether the queue is in force, and why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-}
-
-// ---------------------------------------------------------------- WorkloadPriorityClass
-
-/// Priority of workloads that name it. As in Kueue it has no `spec`:
-/// `value`, `description` and Arbiter's `weight` are top-level fields.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkloadPriorityClass {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    pub value: i32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Multiplies priority in the default weighting policy (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<f64>,
-}
-
-// ---------------------------------------------------------------- Workload
-
-/// One group of identical pods.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodSet {
-    pub name: String,
-    #[serde(default = "one")]
-    pub count: u32,
-    /// Fewest pods the job can run with (partial admission).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_count: Option<u32>,
-    /// The pods' template, Kueue's way.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<PodTemplateSpec>,
-    /// Shorthand: per-pod requests instead of a template.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Quantity>>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// The unit of admission: one per job, created by the operator.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "arbiter.dev",
-    version = "v1alpha1",
-    kind = "Workload",
-    doc = "The unit of admission: one per job, created by the operator.",
-    plural = "workloads",
-    namespaced,
-    status = "WorkloadStatus",
-    shortname = "wl",
-    category = "arbiter",
-    printcolumn = r#"{"name":"Queue","type":"string","jsonPath":".spec.queueName"}"#,
-    printcolumn = r#"{"name":"ClusterQueue","type":"string","jsonPath":".status.admission.clusterQueue"}"#,
-    printcolumn = r#"{"name":"Admitted","type":"string","jsonPath":".status.conditions[?(@.type==\"Admitted\")].status"}"#,
-    printcolumn = r#"{"name":"Finished","type":"string","jsonPath":".status.conditions[?(@.type==\"Finished\")].status"}"#,
-    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"QuotaReserved\")].reason"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkloadSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue_name: Option<String>,
-    pub pod_sets: Vec<PodSet>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority_class_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active: Option<bool>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodSetAssignment {
-    pub name: String,
-    /// Resource name → flavor name.
-    #[serde(default)]
-    pub flavors: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub count: Option<u32>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Admission {
-    pub cluster_queue: String,
-    pub pod_set_assignments: Vec<PodSetAssignment>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkloadStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admission: Option<Admission>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evictions: Option<u32>,
-    /// Kueue's: requeues after its pods were not all ready in time
-    /// (`waitForPodsReady`), and until when it backs off before the next.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requeue_state: Option<RequeueState>,
-    /// Runs again after a failed run (`retryPolicy`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retries: Option<u32>,
-    /// Until when it backs off before running again (`retryPolicy`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_at: Option<Time>,
-    /// Arbiter's: the seal of `admission` (an HMAC with a key no tenant
-    /// holds), so that an admission written here by anyone else is never
-    /// read back as Arbiter's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admission_seal: Option<String>,
-}
-
-/// Kueue's `Workload.status.requeueState`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RequeueState {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub count: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requeue_at: Option<Time>,
 }
