@@ -20,10 +20,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::admin::{AdminState, OperatorMetrics};
-use crate::bundles::{BundleSetupError, Bundles, Watching};
 use crate::dashboard::Feeds;
 use crate::driver::{Driver, DriverOptions};
 use crate::leader::{run_as_leader, Ended, LeaseOptions};
+use crate::policy_sources::{BundleSetupError, Bundles, Watching};
 use crate::webhook::{self, Webhook, WebhookError, WebhookOptions};
 
 /// Why the operator did not start.

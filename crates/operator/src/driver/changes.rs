@@ -157,7 +157,7 @@ impl Driver {
         }
     }
 
-    /// Tracked jobs gone, being deleted, or no longer naming a queue:
+    /// Known jobs gone, being deleted, or no longer naming a queue:
     /// withdrawn. Only a job read again or gone can have become so; every
     /// tracked job is looked at on a `sweep` all the same.
     fn withdraw_gone(&self, sweep: bool, changes: &mut Changes) {
@@ -189,7 +189,7 @@ impl Driver {
 /// ready or no longer all ready.
 fn read_tracked(
     key: &JobKey,
-    tracked: &mut Tracked,
+    tracked: &mut KnownJob,
     seen: &Seen,
     scheduler: &Scheduler,
     writer: &mut JobWriter,
