@@ -14,7 +14,7 @@ use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::{Input, Scheduler};
 use arbiter_policy::sources::{self, PolicyChoice};
-use arbiter_sim::generate::Shape;
+use arbiter_sim::generate::PerfScenario;
 use arbiter_sim::{driver, scenario};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -110,7 +110,7 @@ fn simulations(c: &mut Criterion) {
             black_box(report)
         })
     });
-    let yaml = Shape::baseline().to_yaml();
+    let yaml = PerfScenario::baseline().to_yaml();
     let baseline = scenario::build(
         arbiter_core::model::load::load_str(&yaml, Path::new("baseline.yaml")).expect("loads"),
     )

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use arbiter_policy::sources::{self, PolicyChoice};
-use arbiter_sim::generate::Shape;
+use arbiter_sim::generate::PerfScenario;
 use arbiter_sim::policies;
 use arbiter_sim::scenario;
 
@@ -38,8 +38,8 @@ fn peak_rss_mib() -> Option<f64> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let shape = match args.get(1).map(String::as_str) {
-        Some("baseline") => Shape::baseline(),
-        Some("large-scale") => Shape::large_scale(),
+        Some("baseline") => PerfScenario::baseline(),
+        Some("large-scale") => PerfScenario::large_scale(),
         _ => return usage(),
     };
     match args.first().map(String::as_str) {
@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(shape: &Shape, bundle: Option<PathBuf>) -> ExitCode {
+fn run(shape: &PerfScenario, bundle: Option<PathBuf>) -> ExitCode {
     let yaml = shape.to_yaml();
     let built = arbiter_core::model::load::load_str(&yaml, Path::new("kueue-perf.yaml"))
         .map_err(|e| e.to_string())

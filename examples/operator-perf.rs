@@ -5,7 +5,7 @@
 //!
 //! It starts a `TestCluster` (etcd + kube-apiserver, `ARBITER_TEST_CLUSTER_BIN`),
 //! installs `deploy/crds.yaml`, and applies the queue configuration of
-//! `Shape::to_yaml()` (ResourceFlavor, ClusterQueues, LocalQueues; their
+//! `PerfScenario::to_yaml()` (ResourceFlavor, ClusterQueues, LocalQueues; their
 //! Namespaces; one WorkloadPriorityClass per priority the generators name).
 //! The flavor has no `nodeLabels`, so quota alone bounds it, as in Kueue's
 //! runner, which has no Nodes either. It then starts `arbiter run
@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
-use arbiter_sim::generate::Shape;
+use arbiter_sim::generate::PerfScenario;
 use arbiter_testcluster::{
     add_node, crd_documents, workspace_root, NodeSpec, TestCluster, RUN_FOR_ANNOTATION,
 };
@@ -533,8 +533,8 @@ use shape::{plan, Plan, Planned};
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let mut shape = match args.shape.as_str() {
-        "baseline" => Shape::baseline(),
-        "large-scale" => Shape::large_scale(),
+        "baseline" => PerfScenario::baseline(),
+        "large-scale" => PerfScenario::large_scale(),
         other => bail!("unknown shape {other:?}; use baseline or large-scale"),
     };
     if !(args.scale > 0.0 && args.scale <= 1.0) {

@@ -29,7 +29,7 @@
 //!
 //! `operator-scale soak [--admissions 1000000] [--backlog 0.1] [--speed 1] [--quota-factor 1] [--window 60] [--max-minutes M]`
 //!
-//! runs the baseline shape's churn (`Shape::baseline()`: 30 ClusterQueues
+//! runs the baseline shape's churn (`PerfScenario::baseline()`: 30 ClusterQueues
 //! in 5 Cohorts, the small/medium/large classes with their sizes, runtimes
 //! and priorities) without end, closed loop: each WorkloadGenerator
 //! creates a Job every `interval / speed` while fewer than `backlog` × its
@@ -54,7 +54,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use arbiter_sim::generate::Shape;
+use arbiter_sim::generate::PerfScenario;
 use arbiter_testcluster::{crd_documents, workspace_root, TestCluster};
 use clap::{Parser, Subcommand};
 use futures::StreamExt;

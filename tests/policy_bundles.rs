@@ -580,9 +580,9 @@ fn load_module(wasm: &[u8], tenant: bool) -> Result<(), String> {
 
 #[test]
 fn a_tenant_module_is_held_to_the_tenant_shape_caps() {
-    use arbiter_policy::wasm::{SHAPE_CAPS, TENANT_SHAPE_CAPS};
-    let locals = TENANT_SHAPE_CAPS.locals_per_function + 1;
-    assert!(locals <= SHAPE_CAPS.locals_per_function);
+    use arbiter_policy::wasm::{PLATFORM_COMPLEXITY_CAPS, TENANT_COMPLEXITY_CAPS};
+    let locals = TENANT_COMPLEXITY_CAPS.locals_per_function + 1;
+    assert!(locals <= PLATFORM_COMPLEXITY_CAPS.locals_per_function);
     let wasm = module_shaped(locals as usize, 0);
     load_module(&wasm, false).expect("within a platform bundle's caps");
     let e = load_module(&wasm, true).expect_err("over a tenant's caps");
@@ -592,7 +592,7 @@ fn a_tenant_module_is_held_to_the_tenant_shape_caps() {
         "the locals of its function 4",
         &format!(
             "is {locals}, over the cap of {}",
-            TENANT_SHAPE_CAPS.locals_per_function
+            TENANT_COMPLEXITY_CAPS.locals_per_function
         ),
     ] {
         assert!(e.contains(part), "{part:?} missing: {e}");

@@ -1,4 +1,4 @@
-//! The Kueue performance shapes' YAML (`arbiter_sim::generate::Shape`) as
+//! The Kueue performance shapes' YAML (`arbiter_sim::generate::PerfScenario`) as
 //! what the operator benchmarks apply (queue configuration, Namespaces,
 //! priority classes) and create (each WorkloadGenerator's Jobs), shared by
 //! `operator-perf` and `operator-scale`.

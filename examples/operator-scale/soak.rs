@@ -186,7 +186,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Value> {
     if !(backlog > 0.0 && speed > 0.0 && window > 0 && quota_factor > 0) {
         bail!("--backlog, --speed, --window and --quota-factor must be positive");
     }
-    let shape = Shape::baseline();
+    let shape = PerfScenario::baseline();
     let mut plan = shape::plan(&shape.to_yaml())?;
     for object in plan
         .config

@@ -327,8 +327,9 @@ pub type NodeProblem = (String, String, String);
 /// Nodes' order, each pool naming its Nodes; and the problems with Nodes'
 /// device annotations.
 pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProblem>) {
-    type Shape = (Vec<(ResourceId, Amount)>, Vec<DeviceSpec>);
-    let mut grouped: BTreeMap<FlavorId, Vec<(Shape, Vec<String>)>> = BTreeMap::new();
+    // What a Node offers: its allocatable resources and its devices.
+    type NodeOffer = (Vec<(ResourceId, Amount)>, Vec<DeviceSpec>);
+    let mut grouped: BTreeMap<FlavorId, Vec<(NodeOffer, Vec<String>)>> = BTreeMap::new();
     let mut problems = Vec::new();
     for node in nodes {
         if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
@@ -365,7 +366,7 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
             }),
             None => Vec::new(),
         };
-        let shape = (allocatable, devices);
+        let offer = (allocatable, devices);
         for flavor in &cluster.flavors {
             let Some(id) = cluster.flavor_id(&flavor.name) else {
                 continue;
@@ -380,10 +381,10 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
             }
             // Identical Nodes of a flavor in one pool; a pool's Nodes stay
             // in the Nodes' order.
-            let shapes = grouped.entry(id).or_default();
-            match shapes.iter_mut().find(|(s, _)| *s == shape) {
+            let offers = grouped.entry(id).or_default();
+            match offers.iter_mut().find(|(o, _)| *o == offer) {
                 Some((_, names)) => names.push(name.clone()),
-                None => shapes.push((shape.clone(), vec![name.clone()])),
+                None => offers.push((offer.clone(), vec![name.clone()])),
             }
         }
     }
@@ -397,8 +398,8 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
         .flat_map(|cq| cq.groups.iter().flat_map(|g| g.flavors.iter().copied()))
         .collect();
     let mut pools = Vec::new();
-    for (flavor, shapes) in grouped {
-        for ((allocatable, devices), names) in shapes {
+    for (flavor, offers) in grouped {
+        for ((allocatable, devices), names) in offers {
             for names in names.chunks(MAX_NODES_PER_POOL as usize) {
                 let nodes = names.len() as u32;
                 let (min_nodes, max_nodes) = if autoscaled.contains(&flavor) {

@@ -20,10 +20,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::admin::{AdminState, OperatorMetrics};
-use crate::bundles::{BundleSetupError, Bundles, Watching};
 use crate::dashboard::Feeds;
 use crate::driver::{Driver, DriverOptions};
 use crate::leader::{run_as_leader, Ended, LeaseOptions};
+use crate::policy_sources::{BundleSetupError, Bundles, Watching};
 use crate::webhook::{self, Webhook, WebhookError, WebhookOptions};
 
 /// Why the operator did not start.
@@ -41,7 +41,7 @@ pub enum StartError {
 }
 
 /// Where the scheduler's hooks come from.
-enum Policy {
+enum HookSource {
     /// Hooks given as they are (Kueue's own by default).
     Hooks(Box<dyn Hooks + Send>),
     /// The engine over policy bundles, watched while the operator runs.
@@ -51,7 +51,7 @@ enum Policy {
 /// What [`OperatorBuilder::start`] starts; see [`Operator::builder`].
 pub struct OperatorBuilder {
     client: Client,
-    policy: Policy,
+    hook_source: HookSource,
     integrations: Integrations,
     options: DriverOptions,
     admin: Option<(Arc<AdminState>, OperatorMetrics)>,
@@ -65,7 +65,7 @@ impl OperatorBuilder {
     /// The scheduler's hooks as they are (default: Kueue's,
     /// `DefaultHooks`); replaces [`OperatorBuilder::bundles`].
     pub fn hooks(mut self, hooks: Box<dyn Hooks + Send>) -> OperatorBuilder {
-        self.policy = Policy::Hooks(hooks);
+        self.hook_source = HookSource::Hooks(hooks);
         self
     }
 
@@ -74,7 +74,7 @@ impl OperatorBuilder {
     /// watched from before the first decision; replaces
     /// [`OperatorBuilder::hooks`].
     pub fn bundles(mut self, bundles: Bundles) -> OperatorBuilder {
-        self.policy = Policy::Bundles(Box::new(bundles));
+        self.hook_source = HookSource::Bundles(Box::new(bundles));
         self
     }
 
@@ -133,7 +133,7 @@ impl OperatorBuilder {
     pub async fn start(self) -> Result<Operator, StartError> {
         let OperatorBuilder {
             client,
-            policy,
+            hook_source,
             integrations,
             options,
             admin,
@@ -146,9 +146,9 @@ impl OperatorBuilder {
             (Some(address), Some((state, _))) => Some(serve_admin(address, state.clone()).await?),
             _ => None,
         };
-        let (hooks, bundles): (Box<dyn Hooks + Send>, _) = match policy {
-            Policy::Hooks(hooks) => (hooks, None),
-            Policy::Bundles(bundles) => (Box::new(bundles.engine()), Some(*bundles)),
+        let (hooks, bundles): (Box<dyn Hooks + Send>, _) = match hook_source {
+            HookSource::Hooks(hooks) => (hooks, None),
+            HookSource::Bundles(bundles) => (Box::new(bundles.engine()), Some(*bundles)),
         };
         let dashboard = match dashboard {
             Some(address) => {
@@ -312,7 +312,7 @@ impl Operator {
     pub fn builder(client: Client) -> OperatorBuilder {
         OperatorBuilder {
             client,
-            policy: Policy::Hooks(Box::new(DefaultHooks)),
+            hook_source: HookSource::Hooks(Box::new(DefaultHooks)),
             integrations: Integrations::builtin(),
             options: DriverOptions::default(),
             admin: None,

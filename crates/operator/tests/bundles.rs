@@ -484,11 +484,11 @@ async fn a_new_leader_announces_what_it_loaded_while_following() {
         let leading = leading.clone();
         std::sync::Arc::new(move || leading.load(std::sync::atomic::Ordering::Relaxed))
     };
-    let options = arbiter_operator::bundles::BundleOptions {
+    let options = arbiter_operator::policy_sources::BundleOptions {
         platform_namespace: PLATFORM_NAMESPACE.to_string(),
         dirs: Vec::new(),
     };
-    let bundles = arbiter_operator::bundles::Bundles::load(options, None).unwrap();
+    let bundles = arbiter_operator::policy_sources::Bundles::load(options, None).unwrap();
     let _watching = bundles
         .watch(
             admin.clone(),

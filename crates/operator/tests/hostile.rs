@@ -23,7 +23,7 @@ mod support;
 use std::time::Duration;
 
 use arbiter_core::model::api::Workload;
-use arbiter_operator::bundles::{EVENT_BURST, EVENT_REFILL};
+use arbiter_operator::policy_sources::{EVENT_BURST, EVENT_REFILL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

@@ -3,7 +3,7 @@
 //! job arrivals, runtimes, node provisioning — and records what the core
 //! decides into the report. It makes no scheduling decision itself: each
 //! instant it hands the core what happened ([`Input`]s) through
-//! [`Scheduler::step`] and carries out the decisions and the scale plan.
+//! [`Scheduler::step`] and enacts the decisions and the scale plan.
 //! A run from a live cluster starts with the jobs admitted there restored
 //! (`driver::prior`); the report is assembled at the end (`driver::finish`).
 
@@ -115,7 +115,7 @@ pub fn run_with(
             }
             observer.cycle(scheduler);
         });
-        replay.carry_out(&step, now, &scheduler, scenario, &submitted_jobs);
+        replay.enact(&step, now, &scheduler, scenario, &submitted_jobs);
         next_wake = step.next_wake;
         progress(Progress {
             arrived: replay.next_arrival,
@@ -307,10 +307,10 @@ impl Replay {
         readied
     }
 
-    /// Carries out a step: notes the ids of the jobs submitted, records
+    /// Enacts a step: notes the ids of the jobs submitted, records
     /// its events, provisions or releases nodes as its scale plan says,
     /// and samples the series.
-    fn carry_out(
+    fn enact(
         &mut self,
         step: &Step,
         now: Millis,

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-/// One workload class of the shape.
+/// One workload class of a [`PerfScenario`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Class {
     pub name: &'static str,
@@ -18,18 +18,19 @@ pub struct Class {
     pub interval_ms: u32,
 }
 
-/// A whole benchmark shape.
+/// A whole benchmark scenario in one of Kueue's performance shapes: its
+/// cohorts, ClusterQueues per cohort and workload classes.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Shape {
+pub struct PerfScenario {
     pub cohorts: u32,
     pub queues_per_cohort: u32,
     pub classes: Vec<Class>,
 }
 
-impl Shape {
+impl PerfScenario {
     /// 5 cohorts × 6 ClusterQueues; per queue 350 small, 100 medium, 50 large: 15,000 workloads.
-    pub fn baseline() -> Shape {
-        Shape {
+    pub fn baseline() -> PerfScenario {
+        PerfScenario {
             cohorts: 5,
             queues_per_cohort: 6,
             classes: vec![
@@ -62,8 +63,8 @@ impl Shape {
     }
 
     /// 10 cohorts × 100 ClusterQueues, 50,000 workloads in the baseline's 7:2:1 mix.
-    pub fn large_scale() -> Shape {
-        let mut shape = Shape::baseline();
+    pub fn large_scale() -> PerfScenario {
+        let mut shape = PerfScenario::baseline();
         shape.cohorts = 10;
         shape.queues_per_cohort = 100;
         for (class, count) in shape.classes.iter_mut().zip([35, 10, 5]) {
@@ -150,16 +151,16 @@ mod tests {
 
     #[test]
     fn shapes_have_the_published_sizes() {
-        assert_eq!(Shape::baseline().workloads(), 15_000);
-        assert_eq!(Shape::large_scale().workloads(), 50_000);
+        assert_eq!(PerfScenario::baseline().workloads(), 15_000);
+        assert_eq!(PerfScenario::large_scale().workloads(), 50_000);
     }
 
     #[test]
     fn generated_yaml_loads_and_builds() {
-        let yaml = Shape {
+        let yaml = PerfScenario {
             cohorts: 2,
             queues_per_cohort: 2,
-            classes: Shape::baseline().classes,
+            classes: PerfScenario::baseline().classes,
         }
         .to_yaml();
         let loaded =

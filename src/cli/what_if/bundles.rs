@@ -1,6 +1,6 @@
 //! The bundles of the two replays. In force: the ConfigMaps labelled
 //! `arbiter.dev/policy-bundle` the operator puts in force
-//! (`operator::bundles::in_force`: the platform ones in its namespace by
+//! (`operator::policy_sources::in_force`: the platform ones in its namespace by
 //! name, each other namespace's oldest as its tenant bundle), each loaded
 //! as the operator loads it (`load_as`). The candidate: those, with the
 //! platform bundles replaced by `--policies` (directories or ConfigMap
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arbiter_operator::bundles::{in_force, load_as, STATUS_ANNOTATION};
+use arbiter_operator::policy_sources::{in_force, load_as, STATUS_ANNOTATION};
 use arbiter_policy::bundle::{self, Bundle, LoadOptions};
 use arbiter_policy::engine::{Engine, Sources};
 use arbiter_policy::reload::Reloadable;

@@ -522,7 +522,7 @@ fn bundle_view(metadata: &ObjectMeta) -> BundleView {
     let status = metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(crate::bundles::STATUS_ANNOTATION))
+        .and_then(|a| a.get(crate::policy_sources::STATUS_ANNOTATION))
         .cloned()
         .unwrap_or_default();
     let result = status

@@ -19,7 +19,7 @@ type Unqueueable = (JobKey, String, &'static str, String, Option<JobInfo>);
 /// What one tick read of the jobs: the step's inputs, and what to do with
 /// the step's answer.
 #[derive(Default)]
-pub(super) struct Changes {
+pub(super) struct JobReading {
     /// What the step is given, in the order read.
     pub inputs: Vec<Input>,
     /// Workloads withdrawn by `inputs` (each once).
@@ -40,8 +40,8 @@ impl Driver {
     /// Reads the jobs that changed (all of them on a `sweep`) into the
     /// step's inputs: each job's own change, the jobs gone withdrawn, the
     /// provisioning results. Jobs that cannot be queued are told here.
-    pub(super) fn read_changes(&mut self, sweep: bool) -> Changes {
-        let mut changes = Changes::default();
+    pub(super) fn read_changes(&mut self, sweep: bool) -> JobReading {
+        let mut changes = JobReading::default();
         // The changed ones first, in the order they were seen, so jobs new
         // in this tick are queued in that order even in a sweep.
         let mut keys: Vec<JobKey> = self.index.changed.clone();
@@ -87,7 +87,7 @@ impl Driver {
     /// One job read: an unreadable one held and told, a tracked one's
     /// change turned into inputs, a new one queued (or held and told why
     /// it cannot be).
-    fn read_job(&mut self, key: &JobKey, cluster: &Cluster, changes: &mut Changes) {
+    fn read_job(&mut self, key: &JobKey, cluster: &Cluster, changes: &mut JobReading) {
         let Some(seen) = self.index.get(key) else {
             return;
         };
@@ -157,10 +157,10 @@ impl Driver {
         }
     }
 
-    /// Tracked jobs gone, being deleted, or no longer naming a queue:
+    /// Known jobs gone, being deleted, or no longer naming a queue:
     /// withdrawn. Only a job read again or gone can have become so; every
     /// tracked job is looked at on a `sweep` all the same.
-    fn withdraw_gone(&self, sweep: bool, changes: &mut Changes) {
+    fn withdraw_gone(&self, sweep: bool, changes: &mut JobReading) {
         let candidates: Box<dyn Iterator<Item = &JobKey>> = if sweep {
             Box::new(self.tracked.keys())
         } else {
@@ -189,11 +189,11 @@ impl Driver {
 /// ready or no longer all ready.
 fn read_tracked(
     key: &JobKey,
-    tracked: &mut Tracked,
+    tracked: &mut KnownJob,
     seen: &Seen,
     scheduler: &Scheduler,
     writer: &mut JobWriter,
-    changes: &mut Changes,
+    changes: &mut JobReading,
 ) {
     if tracked.owner.uid != seen.uid {
         let replaced = tracked.recreate.as_ref().map(|(_, uid)| uid);

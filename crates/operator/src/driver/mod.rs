@@ -4,7 +4,7 @@
 //! when the queue objects, Namespaces or Nodes changed (the core's
 //! `reconfigure`), turns what happened to jobs into `Input`s (`changes`), calls
 //! `Scheduler::step` with the wall clock, sets what each job must be
-//! (`carry`: its want, `converge`) for the writer to bring it there
+//! (`enact`: its want, `converge`) for the writer to bring it there
 //! (`writer`, `inject`), and hands what the Workloads and queues should say
 //! to `publish`; neither is waited for. It makes no decision itself.
 //!
@@ -43,10 +43,10 @@ use crate::queue_status::QueueStatusWriter;
 use crate::ungate::Ungater;
 use crate::watch::{self, discover_jobs, JobWatch, Watched};
 
-mod carry;
 mod changes;
 mod configure;
 mod converge;
+mod enact;
 mod index;
 mod readback;
 mod scale;
@@ -106,7 +106,7 @@ impl std::fmt::Display for JobKey {
 
 /// A job the scheduler knows.
 #[derive(Clone, Debug)]
-struct Tracked {
+struct KnownJob {
     id: WorkloadId,
     owner: Owner,
     template_paths: Vec<Option<String>>,
@@ -127,9 +127,9 @@ struct Tracked {
     refused: Option<String>,
 }
 
-impl Tracked {
-    fn new(id: WorkloadId, owner: Owner, template_paths: Vec<Option<String>>) -> Tracked {
-        Tracked {
+impl KnownJob {
+    fn new(id: WorkloadId, owner: Owner, template_paths: Vec<Option<String>>) -> KnownJob {
+        KnownJob {
             id,
             owner,
             template_paths,
@@ -191,7 +191,7 @@ pub struct Driver {
     /// When every Workload's status was last looked at.
     published_at: Option<std::time::Instant>,
     index: JobIndex,
-    tracked: HashMap<JobKey, Tracked>,
+    tracked: HashMap<JobKey, KnownJob>,
     /// When every tracked job was last checked for being gone.
     swept_at: std::time::Instant,
     by_id: BTreeMap<WorkloadId, JobKey>,
@@ -480,7 +480,7 @@ impl Driver {
             changes.adopted,
             &mut changes.touched,
         );
-        self.carry_decisions(&step, sweep);
+        self.enact_step(&step, sweep);
         let carried = started.elapsed();
         let (owed, queues_due) = self.tell(&step, changes.touched);
         tracing::debug!(
@@ -559,19 +559,19 @@ impl Driver {
             let spec = crate::workloads::object(&owner, scheduler.entry(*id), scheduler);
             self.publisher.workload(&owner, Some(spec), None);
             self.tracked
-                .insert(key, Tracked::new(*id, owner, template_paths));
+                .insert(key, KnownJob::new(*id, owner, template_paths));
         }
     }
 
-    /// Carries out the step's decisions: each job's want set from them,
+    /// Enacts the step's decisions: each job's want set from them,
     /// preemptors released once their victims are held, every job seen
     /// changed compared with its want again, the scale plan, the pods
     /// placed per card ungated (all of them on a `sweep`).
-    fn carry_decisions(&mut self, step: &Step, sweep: bool) {
+    fn enact_step(&mut self, step: &Step, sweep: bool) {
         if let (Some((_, metrics)), Some(scheduler)) = (&self.admin, &self.scheduler) {
             metrics.observe(scheduler, &step.events);
         }
-        self.carry_out(&step.events);
+        self.enact_events(&step.events);
         self.release_deferred();
         // Every job seen changed is compared with its want again.
         for key in &self.index.changed {

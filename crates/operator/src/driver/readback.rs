@@ -240,7 +240,7 @@ impl Driver {
                     let spec = crate::workloads::object(&owner, scheduler.entry(id), scheduler);
                     self.publisher.workload(&owner, Some(spec), None);
                     self.tracked
-                        .insert(key.clone(), Tracked::new(id, owner, paths));
+                        .insert(key.clone(), KnownJob::new(id, owner, paths));
                     // Released as recorded: kept so.
                     if let Some((pod_sets, record)) = self.admission(id, &key) {
                         let uid = self.tracked[&key].owner.uid.clone();

@@ -19,7 +19,7 @@ pub(super) fn publish_one(
     scheduler: &Scheduler,
     publisher: &Publisher,
     sealer: Option<&crate::seal::Sealer>,
-    tracked: &mut Tracked,
+    tracked: &mut KnownJob,
 ) {
     let entry = scheduler.entry(tracked.id);
     let reason = scheduler.reason(tracked.id);

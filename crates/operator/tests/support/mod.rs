@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use arbiter_core::model::api::{ClusterQueue, Workload};
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
-use arbiter_operator::bundles::{BundleOptions, Bundles};
+use arbiter_operator::policy_sources::{BundleOptions, Bundles};
 use arbiter_operator::{Driver, DriverOptions, Operator, OperatorBuilder};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_testcluster::{

@@ -236,11 +236,11 @@ impl Engine {
             error,
             reused,
         } = answer;
-        let tracked = self.stats.tracked(self.metrics.as_ref(), bundle, policy);
+        let tally = self.stats.tally(self.metrics.as_ref(), bundle, policy);
         if reused {
-            tracked.record_reused();
+            tally.record_reused();
         } else {
-            tracked.record(micros, error.map(|e| e.kind));
+            tally.record(micros, error.map(|e| e.kind));
         }
         if hooks::descriptor(policy.hook).numerous && !self.log_weights && error.is_none() {
             return;
@@ -279,11 +279,11 @@ impl Engine {
         } else {
             MAX_DECISIONS_PER_POLICY
         };
-        let slot = tracked.slot;
+        let slot = tally.slot;
         let kept = self.decisions.push(slot, cap, decision);
         if !kept {
             self.stats
-                .tracked(self.metrics.as_ref(), bundle, policy)
+                .tally(self.metrics.as_ref(), bundle, policy)
                 .decision_dropped();
         }
     }

@@ -123,12 +123,12 @@ impl Engine {
         } else {
             MAX_LOG_LINES_PER_POLICY
         };
-        let tracked = self.stats.tracked(self.metrics.as_ref(), bundle, policy);
-        let slot = tracked.slot;
+        let tally = self.stats.tally(self.metrics.as_ref(), bundle, policy);
+        let slot = tally.slot;
         let dropped = self.logs.keep(slot, cap, bundle, policy, written);
         if dropped > 0 {
             self.stats
-                .tracked(self.metrics.as_ref(), bundle, policy)
+                .tally(self.metrics.as_ref(), bundle, policy)
                 .log_lines_dropped(dropped);
         }
     }

@@ -77,7 +77,7 @@ impl PolicyStats {
 /// in the bundles in force.
 #[derive(Default)]
 pub(super) struct StatsTable {
-    all: Vec<Tracked>,
+    all: Vec<PolicyTally>,
     /// Report order.
     by_name: BTreeMap<(String, String, String), usize>,
     /// By `&Policy` address; valid while the same bundles are pinned.
@@ -86,12 +86,12 @@ pub(super) struct StatsTable {
 
 impl StatsTable {
     /// The statistics of `policy` of `bundle`, created on its first evaluation.
-    pub(super) fn tracked(
+    pub(super) fn tally(
         &mut self,
         metrics: Option<&PolicyMetrics>,
         bundle: &Bundle,
         policy: &Policy,
-    ) -> &mut Tracked {
+    ) -> &mut PolicyTally {
         let address = policy as *const Policy as usize;
         let at = match self.by_address.get(&address) {
             Some(&at) => at,
@@ -105,7 +105,7 @@ impl StatsTable {
                     Some(&at) => at,
                     None => {
                         let hook = policy.hook.to_string();
-                        self.all.push(Tracked {
+                        self.all.push(PolicyTally {
                             slot: self.all.len(),
                             metrics: metrics.map(|m| m.policy(&bundle.source, &policy.name, &hook)),
                             stats: PolicyStats {
@@ -156,7 +156,7 @@ fn latency_key(i: usize) -> &'static str {
 }
 
 /// One policy's statistics, and its Prometheus handle when the engine has metrics.
-pub(super) struct Tracked {
+pub(super) struct PolicyTally {
     /// Its place in the table, the same across reloads: the decision log and
     /// the plugin lines keep their per-policy counts by it.
     pub(super) slot: usize,
@@ -164,7 +164,7 @@ pub(super) struct Tracked {
     metrics: Option<PolicyHandle>,
 }
 
-impl Tracked {
+impl PolicyTally {
     /// One evaluation that took `micros` and failed with `error`, if any.
     pub(super) fn record(&mut self, micros: f64, error: Option<&'static str>) {
         self.stats.record(micros, error);

@@ -1,7 +1,7 @@
 //! The sandbox that runs WebAssembly policy plugins (plugin-sdk/ABI.md, ABI v1).
 //!
 //! Its job: turn module bytes into a checked, compiled [`Plugin`] once
-//! ([`Runtime::load`]: the module's shape checked against caps before it is
+//! ([`Runtime::load`]: the module's complexity checked against caps before it is
 //! compiled, compilation under a time budget, the load probe under the
 //! bundle's own limits), and run one hook call per evaluation batch in a
 //! fresh instance under a fuel budget, a wall-clock backstop and a memory
@@ -19,7 +19,7 @@
 //!
 //! `runtime` ([`Runtime`]: the one wasmtime engine and its configuration,
 //! the epoch ticker, the load pipeline and the cache of modules compiled
-//! once per sha256), `shape` (the caps on a module's functions, locals and
+//! once per sha256), `complexity` (the caps on a module's functions, locals and
 //! bodies, checked before compiling), `module` (a compiled [`Plugin`] and
 //! the checks of its imports and exports against ABI v1), `instance` (one
 //! call: a fresh instance in its own store under the fuel budget, backstop
@@ -30,11 +30,11 @@
 //! and the policy layer uses: [`Hook`], [`Limits`], the constants of the
 //! ABI and the errors.
 
+mod complexity;
 mod host;
 mod instance;
 mod module;
 mod runtime;
-mod shape;
 
 #[cfg(test)]
 mod tests;
@@ -42,10 +42,10 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
+pub use complexity::{ComplexityCaps, PLATFORM_COMPLEXITY_CAPS, TENANT_COMPLEXITY_CAPS};
 pub use host::MONOTONIC_NOW;
 pub use module::Plugin;
 pub use runtime::{LoadLimits, Runtime, RuntimeConfig, COMPILE_BUDGET, TENANT_COMPILE_BUDGET};
-pub use shape::{ShapeCaps, SHAPE_CAPS, TENANT_SHAPE_CAPS};
 
 /// How often the epoch ticker advances every running call's clock.
 const TICK: Duration = Duration::from_millis(1);

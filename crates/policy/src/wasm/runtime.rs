@@ -2,7 +2,7 @@
 //! allocator sized by [`RuntimeConfig`], fuel metering, epoch interruption
 //! with one ticker thread, Cranelift's per-function results cached across
 //! module versions), one linker, and the load pipeline ([`Runtime::load`]):
-//! check the module's shape against its bundle's caps (`shape`), compile
+//! check the module's complexity against its bundle's caps (`complexity`), compile
 //! on a worker thread under a time budget, check against ABI v1
 //! (`module`), probe `_initialize`, `arbiter_abi_version` and
 //! `arbiter_weight_fields` under the bundle's own call limits (`instance`),
@@ -19,13 +19,13 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig,
 };
 
+use super::complexity::{self, ComplexityCaps, PLATFORM_COMPLEXITY_CAPS, TENANT_COMPLEXITY_CAPS};
 use super::host::{plugin_linker, CallState};
 use super::module::{check_exports, declares_weight_fields, hex_sha256, Compiled, Plugin};
-use super::shape::{self, ShapeCaps, SHAPE_CAPS, TENANT_SHAPE_CAPS};
 use super::{Limits, LoadError, RuntimeError, MAX_TABLE_ELEMENTS, TICK};
 
 /// How long compiling one platform module may take before it is given up
-/// (and the bundle with it; the last good one stays in force). The shape
+/// (and the bundle with it; the last good one stays in force). The complexity
 /// caps and the size cap keep compilations below it: the dearest 8 MiB
 /// module they allow takes 35 s on the 2-core machine of BENCHMARKS.md
 /// ("Fuel"), `shortest-first` (166 KB) a fraction of a second; this bounds
@@ -44,8 +44,8 @@ pub struct LoadLimits {
     /// The limits of the load probe (`_initialize`, `arbiter_abi_version`,
     /// `arbiter_weight_fields`): the call limits of the policy naming the module.
     pub call: Limits,
-    /// What the module may define ([`SHAPE_CAPS`], [`TENANT_SHAPE_CAPS`]).
-    pub shape: ShapeCaps,
+    /// What the module may define ([`PLATFORM_COMPLEXITY_CAPS`], [`TENANT_COMPLEXITY_CAPS`]).
+    pub complexity: ComplexityCaps,
     /// How long compiling it may take.
     pub compile_budget: Duration,
 }
@@ -55,7 +55,7 @@ impl LoadLimits {
     pub fn platform(call: Limits) -> LoadLimits {
         LoadLimits {
             call,
-            shape: SHAPE_CAPS,
+            complexity: PLATFORM_COMPLEXITY_CAPS,
             compile_budget: COMPILE_BUDGET,
         }
     }
@@ -64,7 +64,7 @@ impl LoadLimits {
     pub fn tenant(call: Limits) -> LoadLimits {
         LoadLimits {
             call,
-            shape: TENANT_SHAPE_CAPS,
+            complexity: TENANT_COMPLEXITY_CAPS,
             compile_budget: TENANT_COMPILE_BUDGET,
         }
     }
@@ -222,7 +222,7 @@ impl Runtime {
 
     /// Checks and compiles `bytes` as plugin `name` under `limits`, or
     /// reuses the module already compiled from identical bytes; either way
-    /// its shape is checked against `limits.shape` and it is probed under
+    /// its complexity is checked against `limits.complexity` and it is probed under
     /// `limits.call` ([`Plugin::probe`]).
     pub fn load(
         &self,
@@ -230,7 +230,7 @@ impl Runtime {
         bytes: &[u8],
         limits: &LoadLimits,
     ) -> Result<Arc<Plugin>, LoadError> {
-        shape::check(name, bytes, &limits.shape)?;
+        complexity::check(name, bytes, &limits.complexity)?;
         let digest = hex_sha256(bytes);
         let compiled = {
             let mut modules = lock(&self.modules);

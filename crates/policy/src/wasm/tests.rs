@@ -8,7 +8,7 @@ use super::instance::deadline_ticks;
 use super::module::hex_sha256;
 use super::runtime::CompileCache;
 use super::*;
-use super::{host, runtime, shape};
+use super::{complexity, host, runtime};
 
 const ECHO: &str = r#"(module
   (memory (export "memory") 1)
@@ -327,19 +327,19 @@ fn a_module_over_the_shape_caps_is_refused_before_it_is_compiled() {
             module: "locals.wasm".into(),
             what: "the locals of its function 2 (counting defined functions from 0)".into(),
             found: 30_000,
-            cap: SHAPE_CAPS.locals_per_function,
+            cap: PLATFORM_COMPLEXITY_CAPS.locals_per_function,
         }
     );
     assert!(
         error.to_string().contains(&format!(
             "is 30000, over the cap of {}",
-            SHAPE_CAPS.locals_per_function
+            PLATFORM_COMPLEXITY_CAPS.locals_per_function
         )),
         "{error}"
     );
     assert_eq!(runtime.compiled_modules(), 0);
     // A tenant's caps are tighter than a platform's: this one is between.
-    let between = with_live_locals(TENANT_SHAPE_CAPS.locals_per_function as usize + 1);
+    let between = with_live_locals(TENANT_COMPLEXITY_CAPS.locals_per_function as usize + 1);
     assert!(runtime
         .load("between.wasm", &between, &LoadLimits::default())
         .is_ok());
@@ -351,7 +351,7 @@ fn a_module_over_the_shape_caps_is_refused_before_it_is_compiled() {
         )
         .expect_err("too many for a tenant");
     assert!(
-        matches!(&error, LoadError::TooComplex { cap, .. } if *cap == TENANT_SHAPE_CAPS.locals_per_function),
+        matches!(&error, LoadError::TooComplex { cap, .. } if *cap == TENANT_COMPLEXITY_CAPS.locals_per_function),
         "{error:?}"
     );
 }
@@ -364,12 +364,12 @@ fn shape_counts_functions_locals_and_bodies() {
           (func (local i32) nop nop nop nop nop nop nop nop nop nop nop nop))"#,
     )
     .expect("valid WAT");
-    let found = shape::measure(&bytes).expect("a module");
+    let found = complexity::measure(&bytes).expect("a module");
     assert_eq!(found.functions, 2);
     assert_eq!(found.max_locals, (3, 0));
     assert_eq!(found.total_locals, 4);
     assert_eq!(found.max_body.1, 1);
-    assert_eq!(shape::measure(b"\0asm but not really"), None);
+    assert_eq!(complexity::measure(b"\0asm but not really"), None);
 }
 
 #[test]

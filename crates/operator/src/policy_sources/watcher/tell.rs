@@ -1,6 +1,6 @@
 //! Telling what the bundle watcher decided, where users look: an Event on
 //! the ConfigMap per version's result, and its status annotation
-//! ([`STATUS_ANNOTATION`](crate::bundles::STATUS_ANNOTATION)) — both only by the
+//! ([`STATUS_ANNOTATION`](crate::policy_sources::STATUS_ANNOTATION)) — both only by the
 //! replica that speaks (the leader); a replica that starts speaking
 //! announces what it loaded while following. The annotation is written on
 //! every ConfigMap; Events are bounded per tenant namespace
@@ -19,7 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::{now, status_of, Index, Key};
-use crate::bundles::STATUS_ANNOTATION;
+use crate::policy_sources::STATUS_ANNOTATION;
 use crate::workloads::{self, MANAGER};
 
 impl Index {

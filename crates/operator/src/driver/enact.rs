@@ -1,4 +1,4 @@
-//! Carrying out the step's decisions: each job's want set (`writer`
+//! Enacting the step's decisions: each job's want set (`writer`
 //! makes the writes: admission injected and released, eviction held and
 //! restored, a failed job created anew) — a preemptor's release only once
 //! its victims are held —, Events told, the Workload of a withdrawn job
@@ -23,7 +23,7 @@ use kube::runtime::reflector::ObjectRef;
 impl Driver {
     /// The step's decisions: jobs' wants set, Events told, the Workload
     /// of a withdrawn job forgotten.
-    pub(super) fn carry_out(&mut self, events: &[Event]) {
+    pub(super) fn enact_events(&mut self, events: &[Event]) {
         // The jobs each preemptor displaced: its release waits for their hold.
         let mut victims: HashMap<&str, Vec<JobKey>> = HashMap::new();
         for event in events {
@@ -136,7 +136,7 @@ impl Driver {
     }
 
     /// The want that runs failed workload `id`'s job again, and the job
-    /// to create remembered until it is seen (`Tracked::recreate`); none
+    /// to create remembered until it is seen (`KnownJob::recreate`); none
     /// when the workload is deactivated (the failed job stays as it is, to
     /// be looked at) or the job is gone.
     fn recreate(&mut self, id: WorkloadId, key: &JobKey) -> Option<Want> {

@@ -177,7 +177,7 @@ pub fn load_as(cm: &ConfigMap, runtime: &Runtime, tenant: Option<&str>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundles::watcher::Tracked;
+    use crate::policy_sources::watcher::BuiltConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn configmap(namespace: &str, name: &str, created: i64) -> ConfigMap {
@@ -246,7 +246,7 @@ mod tests {
         .into_iter()
         .map(|cm| (Key::of(&cm), cm))
         .collect();
-        let tracked = || Tracked {
+        let tracked = || BuiltConfigMap {
             uid: String::new(),
             content: String::new(),
             source: None,
@@ -254,7 +254,7 @@ mod tests {
             at: Timestamp::UNIX_EPOCH,
             untold: None,
         };
-        let loaded: BTreeMap<Key, Tracked> = [key("team-a", "old"), key("team-b", "only")]
+        let loaded: BTreeMap<Key, BuiltConfigMap> = [key("team-a", "old"), key("team-b", "only")]
             .into_iter()
             .map(|k| (k, tracked()))
             .collect();

@@ -1,4 +1,4 @@
-//! Policy bundles in the cluster (docs/design.md §4, §7): the platform bundle
+//! Where policy bundles come from in the cluster (docs/design.md §4, §7): the platform bundle
 //! directories of `--policies` (a ConfigMap volume, say), each watched with
 //! `reload::DirWatcher`, and the ConfigMaps labelled
 //! `arbiter.dev/policy-bundle` (any value; WebAssembly modules in

@@ -136,8 +136,8 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
-    use crate::bundles::dirs::load as load_dir;
-    use crate::bundles::STATUS_ANNOTATION;
+    use crate::policy_sources::dirs::load as load_dir;
+    use crate::policy_sources::STATUS_ANNOTATION;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::ByteString;
 

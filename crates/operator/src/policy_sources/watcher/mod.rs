@@ -129,7 +129,7 @@ fn status_of(annotation: &str) -> &str {
 }
 
 /// A ConfigMap this watcher built.
-pub(super) struct Tracked {
+pub(super) struct BuiltConfigMap {
     pub(super) uid: String,
     /// [`content_digest`] of what it was built from.
     pub(super) content: String,
@@ -182,7 +182,7 @@ struct Index {
     /// Whether this replica writes Events and annotations (the leader does).
     speaks: Arc<dyn Fn() -> bool + Send + Sync>,
     objects: BTreeMap<Key, ConfigMap>,
-    loaded: BTreeMap<Key, Tracked>,
+    loaded: BTreeMap<Key, BuiltConfigMap>,
     /// Tenant ConfigMaps not used: the one used instead, and since when.
     ignored: BTreeMap<Key, (Key, Timestamp)>,
     /// Bounds the Events told per tenant namespace.
@@ -321,7 +321,7 @@ impl Index {
     }
 
     /// Forgets a ConfigMap's source; whether one was in force.
-    fn retire(&self, key: &Key, tracked: Tracked) -> bool {
+    fn retire(&self, key: &Key, tracked: BuiltConfigMap) -> bool {
         match tracked.source {
             Some(source) => {
                 source.stop_reporting();
@@ -378,7 +378,7 @@ impl Index {
         }
         self.loaded.insert(
             key.clone(),
-            Tracked {
+            BuiltConfigMap {
                 uid,
                 content,
                 source: outcome.source,
@@ -400,7 +400,7 @@ impl Index {
         role: &Role,
         built: Built,
         what: &str,
-        previous: Option<&Tracked>,
+        previous: Option<&BuiltConfigMap>,
         before: Option<Identity>,
     ) -> Outcome {
         let existing = previous.and_then(|t| t.source.clone());

@@ -1,10 +1,10 @@
-//! The shape of a module, checked against caps before it is compiled:
+//! The complexity of a module, checked against caps before it is compiled:
 //! Cranelift has no compile budget, and its time grows faster than linearly
 //! with a function's locals and size (one function of 30,000 locals, 474 KB,
 //! compiles for minutes). So a module is parsed (not compiled) first and
 //! refused if it defines more functions, a function with more locals or a
-//! larger body than [`ShapeCaps`] allow — [`SHAPE_CAPS`] for platform
-//! bundles, [`TENANT_SHAPE_CAPS`] for tenant ones. The caps sit well above
+//! larger body than [`ComplexityCaps`] allow — [`PLATFORM_COMPLEXITY_CAPS`] for platform
+//! bundles, [`TENANT_COMPLEXITY_CAPS`] for tenant ones. The caps sit well above
 //! what real plugins have (BENCHMARKS.md "Fuel"): `shortest-first` (Rust,
 //! 166 KB) defines 505 functions, at most 35 locals (152 in a debug build)
 //! and a largest body of 6 KB; the C SDK's example (`examples/plugins/c`)
@@ -24,7 +24,7 @@ use super::LoadError;
 
 /// Caps on what one module may define.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShapeCaps {
+pub struct ComplexityCaps {
     /// Functions the module defines (imports not counted).
     pub functions: u64,
     /// Locals one function declares (parameters not counted: WebAssembly
@@ -37,7 +37,7 @@ pub struct ShapeCaps {
 }
 
 /// The caps of a platform bundle's modules.
-pub const SHAPE_CAPS: ShapeCaps = ShapeCaps {
+pub const PLATFORM_COMPLEXITY_CAPS: ComplexityCaps = ComplexityCaps {
     functions: 50_000,
     locals_per_function: 2_000,
     body_bytes: 512 << 10,
@@ -45,7 +45,7 @@ pub const SHAPE_CAPS: ShapeCaps = ShapeCaps {
 };
 
 /// The caps of a tenant bundle's modules.
-pub const TENANT_SHAPE_CAPS: ShapeCaps = ShapeCaps {
+pub const TENANT_COMPLEXITY_CAPS: ComplexityCaps = ComplexityCaps {
     functions: 20_000,
     locals_per_function: 1_000,
     body_bytes: 128 << 10,
@@ -54,7 +54,7 @@ pub const TENANT_SHAPE_CAPS: ShapeCaps = ShapeCaps {
 
 /// What [`measure`] found in a module.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Shape {
+pub(super) struct Complexity {
     pub(super) functions: u64,
     /// The most locals one function declares, and its index among the defined functions.
     pub(super) max_locals: (u64, u64),
@@ -65,12 +65,12 @@ pub(super) struct Shape {
 
 /// Measures `bytes`; `None` if they do not parse as a module (the compiler
 /// then reports why, in its own words).
-pub(super) fn measure(bytes: &[u8]) -> Option<Shape> {
-    let mut shape = Shape::default();
+pub(super) fn measure(bytes: &[u8]) -> Option<Complexity> {
+    let mut measured = Complexity::default();
     let mut index = 0u64;
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.ok()? {
-            Payload::CodeSectionStart { count, .. } => shape.functions = u64::from(count),
+            Payload::CodeSectionStart { count, .. } => measured.functions = u64::from(count),
             Payload::CodeSectionEntry(body) => {
                 let mut locals = 0u64;
                 let mut reader = body.get_locals_reader().ok()?;
@@ -79,13 +79,13 @@ pub(super) fn measure(bytes: &[u8]) -> Option<Shape> {
                     locals = locals.saturating_add(u64::from(count));
                 }
                 let size = body.range().len() as u64;
-                if locals > shape.max_locals.0 {
-                    shape.max_locals = (locals, index);
+                if locals > measured.max_locals.0 {
+                    measured.max_locals = (locals, index);
                 }
-                if size > shape.max_body.0 {
-                    shape.max_body = (size, index);
+                if size > measured.max_body.0 {
+                    measured.max_body = (size, index);
                 }
-                shape.total_locals = shape.total_locals.saturating_add(locals);
+                measured.total_locals = measured.total_locals.saturating_add(locals);
                 index += 1;
             }
             // A component, or a module nested in one: the compiler refuses it.
@@ -93,13 +93,13 @@ pub(super) fn measure(bytes: &[u8]) -> Option<Shape> {
             _ => {}
         }
     }
-    Some(shape)
+    Some(measured)
 }
 
-/// Refuses a module whose shape exceeds `caps`, naming the module, the
+/// Refuses a module whose complexity exceeds `caps`, naming the module, the
 /// measure, its value and the cap.
-pub(super) fn check(name: &str, bytes: &[u8], caps: &ShapeCaps) -> Result<(), LoadError> {
-    let Some(shape) = measure(bytes) else {
+pub(super) fn check(name: &str, bytes: &[u8], caps: &ComplexityCaps) -> Result<(), LoadError> {
+    let Some(measured) = measure(bytes) else {
         return Ok(());
     };
     let refuse = |what: String, found: u64, cap: u64| LoadError::TooComplex {
@@ -108,14 +108,14 @@ pub(super) fn check(name: &str, bytes: &[u8], caps: &ShapeCaps) -> Result<(), Lo
         found,
         cap,
     };
-    if shape.functions > caps.functions {
+    if measured.functions > caps.functions {
         return Err(refuse(
             "the number of functions it defines".to_string(),
-            shape.functions,
+            measured.functions,
             caps.functions,
         ));
     }
-    let (locals, at) = shape.max_locals;
+    let (locals, at) = measured.max_locals;
     if locals > caps.locals_per_function {
         return Err(refuse(
             format!("the locals of its function {at} (counting defined functions from 0)"),
@@ -123,7 +123,7 @@ pub(super) fn check(name: &str, bytes: &[u8], caps: &ShapeCaps) -> Result<(), Lo
             caps.locals_per_function,
         ));
     }
-    let (size, at) = shape.max_body;
+    let (size, at) = measured.max_body;
     if size > caps.body_bytes {
         return Err(refuse(
             format!("the body of its function {at} (counting defined functions from 0), in bytes,"),
@@ -131,10 +131,10 @@ pub(super) fn check(name: &str, bytes: &[u8], caps: &ShapeCaps) -> Result<(), Lo
             caps.body_bytes,
         ));
     }
-    if shape.total_locals > caps.total_locals {
+    if measured.total_locals > caps.total_locals {
         return Err(refuse(
             "the locals of all its functions together".to_string(),
-            shape.total_locals,
+            measured.total_locals,
             caps.total_locals,
         ));
     }
