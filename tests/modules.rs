@@ -87,10 +87,12 @@ fn sibling_imports(dir: &Path, crate_root: bool) -> BTreeMap<String, BTreeSet<St
                 .filter(|f| !is_test_file(f))
                 .map(|f| code(&fs::read_to_string(f).unwrap_or_default()).to_string())
                 .collect();
-            modules.insert(name, text);
+            // A module may be a file and a directory of its children
+            // (`bundle.rs` beside `bundle/`): both are its code.
+            modules.entry(name).or_default().push_str(&text);
         } else if !matches!(name.as_str(), "mod" | "lib" | "main") && !is_test_file(&path) {
             let text = fs::read_to_string(&path).unwrap_or_default();
-            modules.insert(name, code(&text).to_string());
+            modules.entry(name).or_default().push_str(code(&text));
         }
     }
     let names: Vec<String> = modules.keys().cloned().collect();
