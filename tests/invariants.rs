@@ -569,7 +569,6 @@ fn quota_violations(cluster: &Cluster, usage: &Usage) -> Vec<String> {
 /// allocatable, pods on nodes that are not ready, pods left unplaced.
 fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
     let cluster = scheduler.cluster();
-    let capacity = scheduler.capacity();
     let mut out = Vec::new();
     let mut used: BTreeMap<(FlavorId, u32), BTreeMap<usize, Amount>> = BTreeMap::new();
     // Per (flavor, node, resource, card): what placements hold of it.
@@ -580,7 +579,7 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
         };
         let mut placed: BTreeMap<FlavorId, u32> = BTreeMap::new();
         for p in &admission.placements {
-            match capacity.node(p.flavor, p.node) {
+            match scheduler.node(p.flavor, p.node) {
                 None => out.push(format!(
                     "{} placed on missing node {}",
                     entry.workload.name, p.node
@@ -593,7 +592,7 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
             }
             *placed.entry(p.flavor).or_default() += p.pods;
             // Pods asking a device resource hold exactly that much of cards.
-            if let Some((pool, _)) = capacity.node(p.flavor, p.node) {
+            if let Some((pool, _)) = scheduler.node(p.flavor, p.node) {
                 for device in &pool.devices {
                     let asked = p
                         .per_pod
@@ -629,7 +628,7 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
         let mut expected: BTreeMap<FlavorId, u32> = BTreeMap::new();
         for (ps, flavors) in entry.workload.pod_sets.iter().zip(&admission.pod_sets) {
             if let Some(&(_, f)) = flavors.flavors.first() {
-                if capacity.has_pools(f) {
+                if scheduler.has_pools(f) {
                     *expected.entry(f).or_default() += ps.count;
                 }
             }
@@ -642,7 +641,7 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
         }
     }
     for (&(flavor, node, r, card), &amount) in &on_cards {
-        let per_card = capacity.node(flavor, node).and_then(|(pool, _)| {
+        let per_card = scheduler.node(flavor, node).and_then(|(pool, _)| {
             let device = pool.devices.iter().find(|d| d.resource.index() == r)?;
             (card < device.cards).then_some(device.per_card)
         });
@@ -661,7 +660,7 @@ fn capacity_violations(scheduler: &Scheduler) -> Vec<String> {
         }
     }
     for ((flavor, node), resources) in &used {
-        let Some((pool, _)) = capacity.node(*flavor, *node) else {
+        let Some((pool, _)) = scheduler.node(*flavor, *node) else {
             continue;
         };
         for (&r, &amount) in resources {
@@ -699,7 +698,7 @@ fn check(scheduler: &Scheduler) -> Result<(), TestCaseError> {
         for fr in (0..cluster.flavor_resource_count()).map(|f| FlavorResource(f as u32)) {
             let ours = usage.get(&(cq, fr)).copied().unwrap_or_default();
             prop_assert_eq!(
-                scheduler.quota().usage(cq, fr),
+                scheduler.usage(cq, fr),
                 ours,
                 "quota tree usage of {} at {:?} differs from its admissions",
                 &cluster.cluster_queue(cq).name,
@@ -715,7 +714,7 @@ fn check(scheduler: &Scheduler) -> Result<(), TestCaseError> {
         let cohort = CohortId(c as u32);
         for fr in (0..cluster.flavor_resource_count()).map(|f| FlavorResource(f as u32)) {
             prop_assert_eq!(
-                scheduler.quota().cohort_usage(cohort, fr),
+                scheduler.cohort_usage(cohort, fr),
                 tree.cohort(cohort, fr).2,
                 "cohort {} usage at {:?}",
                 &cluster.cohorts[c].name,

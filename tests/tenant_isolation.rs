@@ -345,7 +345,7 @@ fn a_tenant_plugin_sees_nothing_of_another_tenant() {
     let batch: Vec<WeightRequest<'_>> = ids
         .iter()
         .map(|&id| WeightRequest {
-            state: &state,
+            state: state.hook_state(),
             entry: state.entry(id),
             now,
         })

@@ -334,7 +334,6 @@ impl OperatorMetrics {
     /// Sets the per-queue gauges from the scheduler's state.
     pub fn set_queues(&self, scheduler: &Scheduler) {
         let cluster = scheduler.cluster();
-        let quota = scheduler.quota();
         // Inadmissible workloads per ClusterQueue, in one pass.
         let mut inadmissible = vec![0i64; cluster.cluster_queues.len()];
         for (_, entry) in scheduler.live() {
@@ -377,10 +376,10 @@ impl OperatorMetrics {
                         };
                         self.usage
                             .get_or_create(&labels)
-                            .set(quota.usage(id, fr).as_f64());
+                            .set(scheduler.usage(id, fr).as_f64());
                         self.nominal
                             .get_or_create(&labels)
-                            .set(quota.nominal(id, fr).as_f64());
+                            .set(scheduler.nominal(id, fr).as_f64());
                     }
                 }
             }

@@ -168,17 +168,16 @@ pub fn admission_of(
             .iter()
             .filter(|p| p.pod_set as usize == index)
             .collect();
-        let capacity = scheduler.capacity();
         let gated = mine.iter().any(|p| !p.cards.is_empty())
             && mine
                 .iter()
-                .all(|p| capacity.node_name(p.flavor, p.node).is_some());
+                .all(|p| scheduler.node_name(p.flavor, p.node).is_some());
         if gated {
             placements.extend(mine.iter().map(|p| {
                 RecordedPlacement {
                     pod_set: p.pod_set,
                     flavor: cluster.flavors[p.flavor.index()].name.clone(),
-                    node: capacity
+                    node: scheduler
                         .node_name(p.flavor, p.node)
                         .unwrap_or_default()
                         .to_string(),

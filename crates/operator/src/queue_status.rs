@@ -45,7 +45,6 @@ pub fn cluster_queues(
     activity: &mut Activity,
 ) -> BTreeMap<String, ClusterQueueStatus> {
     let cluster = scheduler.cluster();
-    let quota = scheduler.quota();
     let mut out = BTreeMap::new();
     for (index, cq) in cluster.cluster_queues.iter().enumerate() {
         let id = ClusterQueueId(index as u32);
@@ -57,12 +56,12 @@ pub fn cluster_queues(
                 let mut resources = Vec::new();
                 for &resource in &group.resources {
                     let fr = cluster.flavor_resource(flavor, resource);
-                    let used = quota.usage(id, fr);
-                    let nominal = quota.nominal(id, fr);
+                    let used = scheduler.usage(id, fr);
+                    let nominal = scheduler.nominal(id, fr);
                     resources.push(ResourceUsage {
                         name: cluster.resource_name(resource).to_string(),
                         total: Quantity(used.to_quantity_string()),
-                        borrowed: Quantity(quota.borrowed(id, fr).to_quantity_string()),
+                        borrowed: Quantity(scheduler.borrowed(id, fr).to_quantity_string()),
                     });
                     if resource_shown(cluster.resource_name(resource)) {
                         summary.push(format!(

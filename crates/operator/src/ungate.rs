@@ -251,7 +251,7 @@ pub fn patch(pod: &PodView, slot: &Slot, hostname: &str) -> Value {
 pub fn places_of(scheduler: &Scheduler, id: WorkloadId, pod_set: u32) -> Option<PodSetPlaces> {
     let entry = scheduler.entry(id);
     let admission = entry.admission.as_ref()?;
-    let (cluster, capacity) = (scheduler.cluster(), scheduler.capacity());
+    let cluster = scheduler.cluster();
     let mine: Vec<_> = admission
         .placements
         .iter()
@@ -270,7 +270,7 @@ pub fn places_of(scheduler: &Scheduler, id: WorkloadId, pod_set: u32) -> Option<
         .iter()
         .map(|p| {
             Some(OnNode {
-                node: capacity.node_name(p.flavor, p.node)?.to_string(),
+                node: scheduler.node_name(p.flavor, p.node)?.to_string(),
                 pods: p.pods,
                 cards: p
                     .cards

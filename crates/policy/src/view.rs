@@ -259,26 +259,26 @@ impl Serialize for Projected<'_> {
     }
 }
 
-/// Building views from the scheduler's read-only state.
+/// Building views from what a hook may read of the scheduler ([`HookState`]).
 pub mod build {
     use super::*;
     use arbiter_core::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, ResourceId};
     use arbiter_core::model::{Amount, Millis};
     use arbiter_core::scheduler::capacity::Candidate;
-    use arbiter_core::scheduler::{Entry, Scheduler};
+    use arbiter_core::scheduler::{Entry, HookState};
 
     /// Seconds as policies see them.
     pub fn seconds(t: Millis) -> f64 {
         t.as_secs_f64()
     }
 
-    fn quantities(state: &Scheduler, per: &[(ResourceId, Amount)]) -> Quantities {
+    fn quantities(state: HookState<'_>, per: &[(ResourceId, Amount)]) -> Quantities {
         per.iter()
             .map(|&(r, a)| (state.cluster().resource_name(r).to_string(), a.as_f64()))
             .collect()
     }
 
-    pub fn workload(state: &Scheduler, entry: &Entry, now: Millis) -> WorkloadView {
+    pub fn workload(state: HookState<'_>, entry: &Entry, now: Millis) -> WorkloadView {
         let cluster = state.cluster();
         let wl = &entry.workload;
         let mut requests = Quantities::new();
@@ -335,7 +335,7 @@ pub mod build {
 
     /// Distinct flavor names of an assignment, in pod-set order.
     pub fn flavor_names(
-        state: &Scheduler,
+        state: HookState<'_>,
         pod_sets: &[arbiter_core::scheduler::PodSetFlavors],
     ) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
@@ -348,7 +348,7 @@ pub mod build {
         names
     }
 
-    pub fn queue(state: &Scheduler, entry: &Entry) -> QueueView {
+    pub fn queue(state: HookState<'_>, entry: &Entry) -> QueueView {
         let cluster = state.cluster();
         let lq = &cluster.local_queues[entry.workload.local_queue.index()];
         QueueView {
@@ -359,7 +359,7 @@ pub mod build {
         }
     }
 
-    pub fn tenant(state: &Scheduler, namespace: &str) -> TenantView {
+    pub fn tenant(state: HookState<'_>, namespace: &str) -> TenantView {
         let ns = state.cluster().namespaces.get(namespace);
         TenantView {
             name: namespace.to_string(),
@@ -368,7 +368,7 @@ pub mod build {
         }
     }
 
-    pub fn cohort(state: &Scheduler, cq: ClusterQueueId) -> Option<CohortView> {
+    pub fn cohort(state: HookState<'_>, cq: ClusterQueueId) -> Option<CohortView> {
         let cluster = state.cluster();
         let cohort = cluster.cluster_queue(cq).cohort?;
         let c = &cluster.cohorts[cohort.index()];
@@ -379,7 +379,11 @@ pub mod build {
     }
 
     /// The ClusterQueue's view; its `nominal` and `usage` maps only with `quotas`.
-    pub fn cluster_queue(state: &Scheduler, cq: ClusterQueueId, quotas: bool) -> ClusterQueueView {
+    pub fn cluster_queue(
+        state: HookState<'_>,
+        cq: ClusterQueueId,
+        quotas: bool,
+    ) -> ClusterQueueView {
         let cluster = state.cluster();
         let def = cluster.cluster_queue(cq);
         let mut nominal: BTreeMap<String, Quantities> = BTreeMap::new();
@@ -398,12 +402,12 @@ pub mod build {
             usage
                 .entry(flavor.clone())
                 .or_default()
-                .insert(resource, state.quota().usage(cq, fr).as_f64());
+                .insert(resource, state.usage(cq, fr).as_f64());
         }
         ClusterQueueView {
             name: def.name.clone(),
             cohort: def.cohort.map(|c| cluster.cohorts[c.index()].name.clone()),
-            weight: state.fair_weights()[cq.index()],
+            weight: state.fair_weight(cq),
             share: state.dominant_share(cq),
             decayed_usage: state.decayed_usage(cq),
             nominal,
@@ -414,12 +418,12 @@ pub mod build {
         }
     }
 
-    pub fn flavor_name(state: &Scheduler, flavor: FlavorId) -> String {
+    pub fn flavor_name(state: HookState<'_>, flavor: FlavorId) -> String {
         state.cluster().flavors[flavor.index()].name.clone()
     }
 
     /// The pod the placement hook places.
-    pub fn pod(state: &Scheduler, per_pod: &[(ResourceId, Amount)]) -> PodView {
+    pub fn pod(state: HookState<'_>, per_pod: &[(ResourceId, Amount)]) -> PodView {
         PodView {
             requests: quantities(state, per_pod),
         }
@@ -427,7 +431,7 @@ pub mod build {
 
     /// A candidate node of `flavor` (named `<flavor>-<index>`): free and
     /// allocatable for the resources it limits, free per card per device.
-    pub fn node(state: &Scheduler, candidate: &Candidate<'_>) -> NodeView {
+    pub fn node(state: HookState<'_>, candidate: &Candidate<'_>) -> NodeView {
         node_named(candidate, flavor_name(state, candidate.flavor), &|r| {
             state.cluster().resource_name(r).to_string()
         })
@@ -471,8 +475,8 @@ pub mod build {
         }
     }
 
-    /// The typical pods of ClusterQueue `cq` ([`Scheduler::typical_pods`]).
-    pub fn typical(state: &Scheduler, cq: ClusterQueueId) -> Vec<TypicalPodView> {
+    /// The typical pods of ClusterQueue `cq` ([`HookState::typical_pods`]).
+    pub fn typical(state: HookState<'_>, cq: ClusterQueueId) -> Vec<TypicalPodView> {
         state
             .typical_pods(cq)
             .iter()
@@ -486,11 +490,11 @@ pub mod build {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::{json, Value};
 
-    fn full_workload() -> WorkloadView {
+    pub(crate) fn full_workload() -> WorkloadView {
         WorkloadView {
             name: "train".into(),
             namespace: "research".into(),

@@ -372,11 +372,10 @@ fn take_due(
 
 /// Usage of the dominant resource as a fraction of nominal quota.
 fn dominant_usage(scheduler: &Scheduler, cq: ClusterQueueId) -> f64 {
-    let quota = scheduler.quota();
-    (0..quota.flavor_resources())
+    (0..scheduler.cluster().flavor_resource_count())
         .map(|fr| FlavorResource(fr as u32))
-        .filter(|&fr| !quota.nominal(cq, fr).is_zero())
-        .map(|fr| quota.usage(cq, fr).as_f64() / quota.nominal(cq, fr).as_f64())
+        .filter(|&fr| !scheduler.nominal(cq, fr).is_zero())
+        .map(|fr| scheduler.usage(cq, fr).as_f64() / scheduler.nominal(cq, fr).as_f64())
         .fold(0.0, f64::max)
 }
 

@@ -152,7 +152,7 @@ impl Scheduler {
             return Vec::new();
         }
         let desired = hooks.autoscale(&AutoscaleRequest {
-            state: self,
+            state: self.hook_state(),
             flavors: &loads,
             now,
         });

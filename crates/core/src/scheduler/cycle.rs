@@ -254,7 +254,7 @@ impl Scheduler {
         let preferred = if candidates.len() > 1 {
             hooks
                 .flavor(&FlavorRequest {
-                    state: self,
+                    state: self.hook_state(),
                     entry,
                     cluster_queue: cq,
                     candidates,
@@ -337,7 +337,7 @@ impl Scheduler {
         hooks: &mut dyn Hooks,
     ) -> AdmissionVerdict {
         hooks.admission(&AdmissionRequest {
-            state: self,
+            state: self.hook_state(),
             entry: &self.entries[id.index()],
             flavors: &assignment.pod_sets,
             borrowing: assignment.borrowing,

@@ -137,7 +137,7 @@ impl Scheduler {
             .map(|i| self.share(ClusterQueueId(i as u32), &[]))
             .collect();
         let request = FairShareRequest {
-            state: self,
+            state: self.hook_state(),
             shares: &shares,
             now,
         };

@@ -3,8 +3,9 @@
 //! typed, read-only views and never knows how they are implemented; the
 //! built-in [`DefaultHooks`] give Kueue's behaviour, and the CEL/WASM
 //! policy engine implements the same trait. Hooks must be deterministic.
-//! Every request carries the scheduler itself (`state`), read-only, so a
-//! hook can look at quota usage, shares, decayed usage and estimates.
+//! Every request carries a [`HookState`] (`state`): what a hook may read
+//! of the scheduler — quota usage, shares, decayed usage, counts and
+//! estimates per queue — and nothing else.
 
 use crate::model::cluster::{ClusterQueueId, FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
@@ -12,12 +13,12 @@ use crate::model::{Amount, Millis};
 use super::capacity::{Candidate, NodeScore};
 use super::entry::Entry;
 use super::workload::PodSetFlavors;
-use super::Scheduler;
+use super::HookState;
 
 /// What the admission hook sees: the workload, where it would go, and when.
 pub struct AdmissionRequest<'a> {
-    /// The scheduler's state, read-only.
-    pub state: &'a Scheduler,
+    /// What the hook may read of the scheduler.
+    pub state: HookState<'a>,
     /// The workload.
     pub entry: &'a Entry,
     /// The flavors it would get, per pod set.
@@ -50,8 +51,8 @@ pub enum AdmissionVerdict {
 
 /// One workload to score; higher scores go first among equal priorities.
 pub struct WeightRequest<'a> {
-    /// The scheduler's state, read-only.
-    pub state: &'a Scheduler,
+    /// What the hook may read of the scheduler.
+    pub state: HookState<'a>,
     /// The workload.
     pub entry: &'a Entry,
     /// The current time.
@@ -72,8 +73,8 @@ pub struct Weight {
 
 /// Current shares, for the fair-share hook to turn into weights.
 pub struct FairShareRequest<'a> {
-    /// The scheduler's state, read-only.
-    pub state: &'a Scheduler,
+    /// What the hook may read of the scheduler.
+    pub state: HookState<'a>,
     /// Per ClusterQueue: dominant resource share now (0–1000 per mille of the tree's capacity).
     pub shares: &'a [f64],
     /// The current time.
@@ -82,8 +83,8 @@ pub struct FairShareRequest<'a> {
 
 /// Per flavor with node pools: nodes now, nodes wanted by pending work.
 pub struct AutoscaleRequest<'a> {
-    /// The scheduler's state, read-only.
-    pub state: &'a Scheduler,
+    /// What the hook may read of the scheduler.
+    pub state: HookState<'a>,
     /// Each flavor with node pools and its load.
     pub flavors: &'a [FlavorLoad],
     /// The current time.
@@ -143,8 +144,8 @@ impl From<Vec<FlavorId>> for FlavorOrder {
 
 /// What the flavor hook sees: the workload and the flavors its ClusterQueue lists.
 pub struct FlavorRequest<'a> {
-    /// The scheduler's state, read-only.
-    pub state: &'a Scheduler,
+    /// What the hook may read of the scheduler.
+    pub state: HookState<'a>,
     /// The workload.
     pub entry: &'a Entry,
     /// Its ClusterQueue.
@@ -157,8 +158,8 @@ pub struct FlavorRequest<'a> {
 /// it fits on (every limited resource, and per card where the node holds
 /// devices). Asked pod by pod, each seeing the pods placed before it.
 pub struct PlacementRequest<'a> {
-    /// The scheduler's state, read-only.
-    pub state: &'a Scheduler,
+    /// What the hook may read of the scheduler.
+    pub state: HookState<'a>,
     /// The workload.
     pub entry: &'a Entry,
     /// Index into the workload's pod sets.

@@ -33,10 +33,11 @@ mod placement;
 mod pods_ready;
 mod preemption;
 mod queues;
-pub mod quota;
+pub(crate) mod quota;
 pub mod reason;
 mod restore;
 mod step;
+mod view;
 pub mod workload;
 
 #[cfg(test)]
@@ -62,6 +63,7 @@ pub use lifecycle::TimerKind;
 pub use reason::{Eviction, NeverFits, Reason, Requeue};
 pub use restore::{PlacedPods, Reconfigured, RestoreError, Restored};
 pub use step::{Input, Step};
+pub use view::HookState;
 pub use workload::{
     Admission, PodSetFlavors, PodSetRequest, Seq, Slot, Status, Workload, WorkloadId,
 };
@@ -369,12 +371,14 @@ impl Scheduler {
     pub fn cluster_arc(&self) -> &Arc<Cluster> {
         &self.cluster
     }
-    /// Quota and its usage, per ClusterQueue and cohort.
-    pub fn quota(&self) -> &QuotaTree {
+    /// Quota and its usage, per ClusterQueue and cohort (drivers read it
+    /// through the façade in `view`).
+    pub(crate) fn quota(&self) -> &QuotaTree {
         &self.quota
     }
-    /// The nodes of each flavor and what they hold.
-    pub fn capacity(&self) -> &Capacity {
+    /// The nodes of each flavor and what they hold (drivers read them
+    /// through the façade in `view`).
+    pub(crate) fn capacity(&self) -> &Capacity {
         &self.capacity
     }
     /// The workload in slot `id` (panics if out of range).

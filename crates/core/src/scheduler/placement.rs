@@ -30,7 +30,7 @@ impl Scorer for PolicyScorer<'_, '_> {
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<NodeScore>> {
         self.hooks.placement(&PlacementRequest {
-            state: self.state,
+            state: self.state.hook_state(),
             entry: &self.state.entries[self.id.index()],
             pod_set: self.pod_set,
             per_pod,

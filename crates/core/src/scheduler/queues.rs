@@ -106,7 +106,7 @@ impl Scheduler {
         let requests: Vec<WeightRequest<'_>> = batch
             .iter()
             .map(|id| WeightRequest {
-                state: self,
+                state: self.hook_state(),
                 entry: &self.entries[id.index()],
                 now,
             })

@@ -140,16 +140,16 @@ impl Hooks for Engine {
             .map(|(ns, b)| (ns.clone(), b.clone()))
             .collect();
         for (ns, bundle) in tenants {
-            let own: Vec<usize> = (0..input.workloads.len())
-                .filter(|&i| input.workloads[i].namespace == ns)
-                .collect();
-            if own.is_empty() || !bundle.policies.iter().any(|p| p.hook == Hook::Weight) {
+            if !bundle.policies.iter().any(|p| p.hook == Hook::Weight) {
+                continue;
+            }
+            let (view, own) = tenant_weight_input(&input, &ns);
+            if own.is_empty() {
                 continue;
             }
             for &i in &own {
                 weights[i].tenant = Some(0.0);
             }
-            let view = tenant_weight_input(&input, &own);
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Weight) {
                 let picked: Vec<usize> = (0..view.workloads.len())
                     .filter(|&k| applies(&bundle, policy, &view.workloads[k]))

@@ -1,4 +1,4 @@
-//! Building each hook's request from the scheduler's read-only state: the
+//! Building each hook's input from what its request lets it read ([`HookState`]): the
 //! workload views, and only the context views (queue, ClusterQueue, tenant,
 //! cohort, quota maps) that some matching policy reads; a tenant's
 //! policies get only its own part of a weight batch; a placement request's
@@ -15,7 +15,7 @@ use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::{
     AdmissionRequest, AutoscaleRequest, FlavorRequest, PlacementRequest, WeightRequest,
 };
-use arbiter_core::scheduler::Scheduler;
+use arbiter_core::scheduler::HookState;
 
 /// `build()` when a matching policy reads the view, else its empty default.
 fn built_if<T: Default>(read: bool, build: impl FnOnce() -> T) -> T {
@@ -86,7 +86,7 @@ pub(super) fn reads<'b>(bundles: impl IntoIterator<Item = &'b Arc<Bundle>>, hook
 
 /// The weight batch's views: the workloads, and the context maps in `reads`.
 pub(super) fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightInput {
-    let state: &Scheduler = batch[0].state;
+    let state = batch[0].state;
     let now = batch[0].now;
     let mut input = WeightInput {
         now: build::seconds(now),
@@ -117,17 +117,25 @@ pub(super) fn weight_input(batch: &[WeightRequest<'_>], reads: Reads) -> WeightI
     input
 }
 
-/// The part of a weight batch a tenant's policies see (docs/design.md §3): only its
-/// own workloads (`own`: indices into `input.workloads`) and the queue,
+/// The part of a weight batch the policies of tenant `namespace` see
+/// (docs/design.md §3), and where each of its workloads is in the batch
+/// (indices into `input.workloads`): only its own workloads and the queue,
 /// namespace and ClusterQueue views those workloads use — never another
 /// namespace's workloads, labels, annotations or LocalQueues, nor a
-/// ClusterQueue none of its workloads is in.
-pub(super) fn tenant_weight_input(input: &WeightInput, own: &[usize]) -> WeightInput {
+/// ClusterQueue none of its workloads is in. The one place a tenant's
+/// weight input is made.
+pub(super) fn tenant_weight_input(
+    input: &WeightInput,
+    namespace: &str,
+) -> (WeightInput, Vec<usize>) {
+    let own: Vec<usize> = (0..input.workloads.len())
+        .filter(|&i| input.workloads[i].namespace == namespace)
+        .collect();
     let mut view = WeightInput {
         now: input.now,
         ..WeightInput::default()
     };
-    for &i in own {
+    for &i in &own {
         let w = &input.workloads[i];
         let queue = format!("{}/{}", w.namespace, w.queue_name);
         if let Some(q) = input.queues.get(&queue) {
@@ -145,7 +153,7 @@ pub(super) fn tenant_weight_input(input: &WeightInput, own: &[usize]) -> WeightI
         }
         view.workloads.push(w.clone());
     }
-    view
+    (view, own)
 }
 
 /// The flavor request's views: the workload, the context views in `reads`,
@@ -208,7 +216,7 @@ pub(super) fn placement_input(request: &PlacementRequest<'_>) -> PlacementInput 
 
 /// Every ClusterQueue's view, in id order; the quota maps (the costly
 /// part) only with `quotas`.
-pub(super) fn cluster_queue_views(state: &Scheduler, quotas: bool) -> Vec<ClusterQueueView> {
+pub(super) fn cluster_queue_views(state: HookState<'_>, quotas: bool) -> Vec<ClusterQueueView> {
     (0..state.cluster().cluster_queues.len())
         .map(|i| build::cluster_queue(state, ClusterQueueId(i as u32), quotas))
         .collect()
@@ -229,4 +237,61 @@ pub(super) fn flavor_views(request: &AutoscaleRequest<'_>) -> Vec<FlavorView> {
             target_utilization: l.target_utilization,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::tenant_weight_input;
+    use crate::view::tests::full_workload;
+    use crate::view::{QueueView, TenantView, WeightInput, WorkloadView};
+
+    fn workload(namespace: &str, queue: &str) -> WorkloadView {
+        WorkloadView {
+            namespace: namespace.into(),
+            queue_name: queue.into(),
+            ..full_workload()
+        }
+    }
+
+    fn queue(namespace: &str, name: &str) -> QueueView {
+        QueueView {
+            name: name.into(),
+            namespace: namespace.into(),
+            priority: None,
+            cluster_queue: "gpu".into(),
+        }
+    }
+
+    #[test]
+    fn a_tenant_sees_only_its_own_workloads_queues_and_namespace() {
+        let input = WeightInput {
+            workloads: vec![
+                workload("other", "theirs"),
+                workload("mine", "q"),
+                workload("other", "theirs"),
+                workload("mine", "q"),
+            ],
+            queues: BTreeMap::from([
+                ("mine/q".into(), queue("mine", "q")),
+                ("other/theirs".into(), queue("other", "theirs")),
+            ]),
+            tenants: BTreeMap::from([
+                ("mine".into(), TenantView::default()),
+                ("other".into(), TenantView::default()),
+            ]),
+            now: 5.0,
+            ..WeightInput::default()
+        };
+        let (view, own) = tenant_weight_input(&input, "mine");
+        assert_eq!(own, vec![1, 3]);
+        assert_eq!(view.workloads.len(), 2);
+        assert!(view.workloads.iter().all(|w| w.namespace == "mine"));
+        assert_eq!(view.queues.keys().collect::<Vec<_>>(), ["mine/q"]);
+        assert_eq!(view.tenants.keys().collect::<Vec<_>>(), ["mine"]);
+        assert_eq!(view.now, 5.0);
+        let (view, own) = tenant_weight_input(&input, "nobody");
+        assert!(own.is_empty() && view.workloads.is_empty() && view.queues.is_empty());
+    }
 }

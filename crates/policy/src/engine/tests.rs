@@ -211,7 +211,7 @@ fn seconds(s: i64) -> Millis {
 fn admit(engine: &mut Engine, state: &Scheduler, id: WorkloadId, now: Millis) -> AdmissionVerdict {
     engine.begin(now);
     engine.admission(&AdmissionRequest {
-        state,
+        state: state.hook_state(),
         entry: state.entry(id),
         flavors: &[],
         borrowing: false,
@@ -224,7 +224,7 @@ fn weigh(engine: &mut Engine, state: &Scheduler, ids: &[WorkloadId], now: Millis
     let batch: Vec<WeightRequest<'_>> = ids
         .iter()
         .map(|&id| WeightRequest {
-            state,
+            state: state.hook_state(),
             entry: state.entry(id),
             now,
         })
@@ -236,7 +236,7 @@ fn fair_share(engine: &mut Engine, state: &Scheduler, now: Millis) -> Vec<f64> {
     engine.begin(now);
     let shares = vec![0.0; state.cluster().cluster_queues.len()];
     engine.fair_share(&FairShareRequest {
-        state,
+        state: state.hook_state(),
         shares: &shares,
         now,
     })
@@ -258,7 +258,7 @@ fn a100_load() -> FlavorLoad {
 fn autoscale(engine: &mut Engine, state: &Scheduler, load: &FlavorLoad, now: Millis) -> Vec<u32> {
     engine.begin(now);
     engine.autoscale(&AutoscaleRequest {
-        state,
+        state: state.hook_state(),
         flavors: std::slice::from_ref(load),
         now,
     })
@@ -270,7 +270,7 @@ fn flavor(engine: &mut Engine, state: &Scheduler, id: WorkloadId) -> Option<Vec<
     let candidates = [FlavorId(0), FlavorId(1)];
     engine
         .flavor(&FlavorRequest {
-            state,
+            state: state.hook_state(),
             entry,
             cluster_queue: entry.workload.cluster_queue,
             candidates: &candidates,
@@ -1095,7 +1095,7 @@ fn an_error_message_is_made_safe_before_it_is_logged_or_shown() {
 /// (no `begin`: what a cycle already running sees).
 fn admit_pinned(engine: &mut Engine, state: &Scheduler, id: WorkloadId) -> AdmissionVerdict {
     engine.admission(&AdmissionRequest {
-        state,
+        state: state.hook_state(),
         entry: state.entry(id),
         flavors: &[],
         borrowing: false,

@@ -71,10 +71,10 @@ pub(super) fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<F
                     )
                     .sum()
             };
-            let pooled = scheduler.capacity().has_pools(flavor);
+            let pooled = scheduler.has_pools(flavor);
             let limited = |r: ResourceId| {
                 if pooled {
-                    scheduler.capacity().usage(flavor, r).is_some()
+                    scheduler.node_usage(flavor, r).is_some()
                 } else {
                     !total_of(r).is_zero()
                 }
@@ -103,11 +103,10 @@ pub(super) fn flavor_tracks(scheduler: &Scheduler, scenario: &Scenario) -> Vec<F
                 quota_used: Amount::ZERO,
                 pooled,
                 usage: Integral::default(),
-                peak_nodes: scheduler.capacity().ready_nodes(flavor),
+                peak_nodes: scheduler.ready_nodes(flavor),
                 delay,
                 samples: Vec::new(),
                 device: scheduler
-                    .capacity()
                     .device_resources(flavor)
                     .first()
                     .map(|&r| (r, Integral::default(), Integral::default())),
@@ -127,10 +126,8 @@ pub(super) fn refresh_pooled(
     if !track.pooled {
         return;
     }
-    track.peak_nodes = track
-        .peak_nodes
-        .max(scheduler.capacity().ready_nodes(flavor));
-    let value = match scheduler.capacity().usage(flavor, track.resource) {
+    track.peak_nodes = track.peak_nodes.max(scheduler.ready_nodes(flavor));
+    let value = match scheduler.node_usage(flavor, track.resource) {
         Some((used, total)) if !total.is_zero() => used.as_f64() / total.as_f64(),
         _ => 0.0,
     };
@@ -142,7 +139,6 @@ pub(super) fn refresh_pooled(
             .map(|t| (&t.per_pod[..], &t.flavors[..], t.share))
             .collect();
         if let Some(f) = scheduler
-            .capacity()
             .fragmentation(flavor, *resource, &typical)
             .filter(|f| !f.capacity.is_zero())
         {
