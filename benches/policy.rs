@@ -1,5 +1,5 @@
 //! Policy engine benchmarks (results in BENCHMARKS.md, "Policy engine"): one
-//! weight batch of 1,000 workloads through `eval::weight`, the path the
+//! weight batch of 1,000 workloads through `hooks::Weight::evaluate`, the path the
 //! engine takes, with every cost included, beside native Rust closures
 //! computing the same formulas over the same views:
 //! - `policy/weight-1000/wasm-shortest-first`: the default bundle's WASM
@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use arbiter_policy::bundle::{self, Bundle, LoadOptions, Policy, Program};
-use arbiter_policy::eval;
+use arbiter_policy::hooks::{self, HookKind};
 use arbiter_policy::view::{
     ClusterQueueView, EstimateView, PodSetView, QueueView, TenantView, WeightFields, WeightInput,
     WeightRequest, WorkloadView,
@@ -211,9 +211,11 @@ fn bench(c: &mut Criterion) {
                 .zip(b)
                 .all(|(x, y)| (x - y).abs() <= 1e-12 * x.abs().max(1.0))
     };
-    let wasm_scores = eval::weight(shortest, &input, &mut logs).unwrap_or_else(|e| panic!("{e}"));
+    let wasm_scores =
+        hooks::Weight::evaluate(shortest, &input, &mut logs).unwrap_or_else(|e| panic!("{e}"));
     assert!(same(&wasm_scores, &native_shortest(&input)));
-    let cel_scores = eval::weight(multifactor, &input, &mut logs).unwrap_or_else(|e| panic!("{e}"));
+    let cel_scores =
+        hooks::Weight::evaluate(multifactor, &input, &mut logs).unwrap_or_else(|e| panic!("{e}"));
     assert!(same(&cel_scores, &native_multifactor(&input)));
 
     let mut group = c.benchmark_group("policy/weight-1000");
@@ -221,14 +223,14 @@ fn bench(c: &mut Criterion) {
     group.bench_function("wasm-shortest-first", |b| {
         b.iter(|| {
             logs.clear();
-            eval::weight(shortest, black_box(&input), &mut logs)
+            hooks::Weight::evaluate(shortest, black_box(&input), &mut logs)
         })
     });
     group.bench_function("native-shortest-first", |b| {
         b.iter(|| native_shortest(black_box(&input)))
     });
     group.bench_function("cel-multifactor", |b| {
-        b.iter(|| eval::weight(multifactor, black_box(&input), &mut logs))
+        b.iter(|| hooks::Weight::evaluate(multifactor, black_box(&input), &mut logs))
     });
     group.bench_function("native-multifactor", |b| {
         b.iter(|| native_multifactor(black_box(&input)))

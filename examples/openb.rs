@@ -30,7 +30,8 @@ use arbiter_core::scheduler::history::PodShapes;
 use arbiter_core::scheduler::workload::amount_of;
 use arbiter_policy::bundle::{self, LoadOptions};
 use arbiter_policy::compiled::{Bundle, Policy};
-use arbiter_policy::eval::{self, Logs};
+use arbiter_policy::eval::Logs;
+use arbiter_policy::hooks::{self, HookKind};
 use arbiter_policy::view::{build, PlacementInput, PodView, TypicalPodView};
 use arbiter_policy::wasm::Runtime;
 use arbiter_sim::trace::{self, Trace, CPU, GPU_MILLI};
@@ -300,7 +301,7 @@ impl Scorer for PaperFgd {
 }
 
 /// A placement policy of a bundle, evaluated per pod on the path the
-/// engine takes (`arbiter_policy::eval::placement`, the response checked),
+/// engine takes (`arbiter_policy::hooks::Placement::evaluate`, the response checked),
 /// with the typical pods the scheduler's history would give: the shapes of
 /// the last pods that arrived.
 struct BundlePolicy<'b> {
@@ -354,7 +355,7 @@ impl Scorer for BundlePolicy<'_> {
             ..PlacementInput::default()
         };
         self.calls += 1;
-        match eval::placement(self.policy, &input, &mut self.logs) {
+        match hooks::Placement::evaluate(self.policy, &input, &mut self.logs) {
             Ok(out) => Some(
                 out.scores
                     .iter()

@@ -8,10 +8,10 @@
 //!   module — shape checks, Cranelift compilation and the load probe (one
 //!   instance: `_initialize` for Go's reactor, `arbiter_abi_version`,
 //!   `arbiter_weight_fields`);
-//! - `empty`: `eval::weight` on a batch of no workloads: a fresh instance
+//! - `empty`: `hooks::Weight::evaluate` on a batch of no workloads: a fresh instance
 //!   (and `_initialize`), the request, the call, the response — the fixed
 //!   cost of any call;
-//! - `ns/workload`: `eval::weight` on a 1,000-workload batch — the engine's
+//! - `ns/workload`: `hooks::Weight::evaluate` on a 1,000-workload batch — the engine's
 //!   path with every cost included: the lean request's JSON (the three
 //!   fields the plugin declares), a fresh instance, the guest's decoding,
 //!   scoring and encoding, the response's parsing and checks — divided by
@@ -39,7 +39,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use arbiter_policy::bundle::{self, Bundle, Limits, LoadOptions, Policy};
-use arbiter_policy::eval;
+use arbiter_policy::hooks::{self, HookKind};
 use arbiter_policy::view::{WeightInput, WorkloadView};
 use arbiter_policy::wasm::{LoadLimits, Runtime, RuntimeConfig};
 
@@ -241,7 +241,9 @@ fn measured_calls(policy: Option<&Policy>, input: &WeightInput, calls: usize) ->
     let mut scored = 0;
     for _ in 0..calls {
         let scores = match policy {
-            Some(policy) => eval::weight(policy, black_box(input), &mut logs).unwrap_or_default(),
+            Some(policy) => {
+                hooks::Weight::evaluate(policy, black_box(input), &mut logs).unwrap_or_default()
+            }
             None => native(black_box(input)),
         };
         scored += scores.len();
@@ -271,7 +273,8 @@ fn count_only(language: &str, args: &Args) -> Result<(), String> {
     // lazily initialised state is not counted.
     let mut logs = Vec::new();
     if let Some(policy) = policy {
-        eval::weight(policy, &input, &mut logs).map_err(|e| format!("{language}: {e}"))?;
+        hooks::Weight::evaluate(policy, &input, &mut logs)
+            .map_err(|e| format!("{language}: {e}"))?;
     }
     let scored = measured_calls(policy, &input, args.calls);
     if scored != args.batch * args.calls {
@@ -315,7 +318,7 @@ fn run() -> Result<(), String> {
         let policy = urgent_first(&bundle)?;
         let module = bundle_dir(language).join("urgent-first.wasm");
         let bytes = std::fs::read(&module).map_err(|e| format!("{}: {e}", module.display()))?;
-        let scores = eval::weight(policy, &batch, &mut logs)
+        let scores = hooks::Weight::evaluate(policy, &batch, &mut logs)
             .map_err(|e| format!("{language}: the 1,000-workload batch failed: {e}"))?;
         let same = scores.len() == expected.len()
             && scores
@@ -330,7 +333,7 @@ fn run() -> Result<(), String> {
         let load = load_time(&bytes, args.runs.min(11))?;
         let mut call = |input: &WeightInput| {
             logs.clear();
-            black_box(eval::weight(policy, black_box(input), &mut logs).ok());
+            black_box(hooks::Weight::evaluate(policy, black_box(input), &mut logs).ok());
         };
         let empty_time = median(args.runs * 4, || call(&empty));
         let batch_time = median(args.runs, || call(&batch));

@@ -3,7 +3,7 @@
 //! `weight` policy on its own WebAssembly module with one bundle test, loads
 //! them all as tenant bundles (`LoadOptions { tenant, run_tests: true }`)
 //! into one `Engine::fixed`, evaluates one weight batch per tenant through
-//! `eval::weight`, and prints resident memory (`VmRSS`, and the peak
+//! `hooks::Weight::evaluate`, and prints resident memory (`VmRSS`, and the peak
 //! `VmHWM`, from /proc/self/status) before loading, after loading, after the
 //! calls and after dropping the engine, with the load time.
 //!
@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use arbiter_policy::bundle::{self, Hook, LoadOptions};
 use arbiter_policy::engine::Engine;
-use arbiter_policy::eval;
+use arbiter_policy::hooks::{self, HookKind};
 use arbiter_policy::view::{EstimateView, WeightInput, WorkloadView};
 use arbiter_policy::wasm::Runtime;
 
@@ -227,7 +227,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let tenant = b.tenant.clone().unwrap_or_default();
         let input = batch(&tenant);
         for policy in b.policies.iter().filter(|p| p.hook == Hook::Weight) {
-            eval::weight(policy, &input, &mut logs).map_err(|e| format!("{tenant}: {e}"))?;
+            hooks::Weight::evaluate(policy, &input, &mut logs)
+                .map_err(|e| format!("{tenant}: {e}"))?;
             calls += 1;
         }
     }

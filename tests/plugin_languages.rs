@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use arbiter_policy::bundle::{self, LoadOptions};
 use arbiter_policy::compiled::{Bundle, Program};
-use arbiter_policy::eval;
+use arbiter_policy::hooks::{self, HookKind};
 use arbiter_policy::view::WeightInput;
 use arbiter_policy::wasm::{Hook, LogLevel, Runtime};
 use serde_json::{json, Value};
@@ -269,7 +269,7 @@ fn every_language_scores_the_fixture_identically() {
             let mut scores = Vec::new();
             for chunk in workloads.chunks(batch) {
                 let mut logs = Vec::new();
-                let got = eval::weight(policy, &input(chunk), &mut logs)
+                let got = hooks::Weight::evaluate(policy, &input(chunk), &mut logs)
                     .unwrap_or_else(|e| panic!("{language}: {e}"));
                 scores.extend(got);
             }
@@ -365,9 +365,10 @@ fn hostile_plugins_fail_only_their_own_call() {
         let policy = |name: &str| bundle.policy(name).expect("policy exists");
         let well = |after: &str| {
             let mut logs = Vec::new();
-            let scores = eval::weight(policy("well"), &request, &mut logs).unwrap_or_else(|e| {
-                panic!("{language}: after {after}, a fresh instance fails: {e}")
-            });
+            let scores = hooks::Weight::evaluate(policy("well"), &request, &mut logs)
+                .unwrap_or_else(|e| {
+                    panic!("{language}: after {after}, a fresh instance fails: {e}")
+                });
             assert_eq!(
                 scores,
                 vec![1.0; workloads.len()],
@@ -384,7 +385,7 @@ fn hostile_plugins_fail_only_their_own_call() {
         ] {
             let started = Instant::now();
             let mut logs = Vec::new();
-            let error = eval::weight(policy(mode), &request, &mut logs)
+            let error = hooks::Weight::evaluate(policy(mode), &request, &mut logs)
                 .expect_err("the hostile call fails");
             assert_eq!(error.kind, kind, "{language} {mode}: {error}");
             if mode == "fail" {

@@ -11,7 +11,7 @@ use arbiter_policy::reload::{ReloadOutcome, Reloadable};
 use std::sync::Arc;
 
 use arbiter_policy::engine::{Decision, Engine};
-use arbiter_policy::eval;
+use arbiter_policy::hooks::{self, HookKind};
 use arbiter_policy::view::{EstimateView, TenantView, WeightInput, WorkloadView};
 use arbiter_policy::wasm::Runtime;
 use arbiter_sim::report::Report;
@@ -295,7 +295,8 @@ fn a_plugin_that_declares_its_weight_fields_is_sent_only_those() {
         ..WeightInput::default()
     };
     let mut logs = Vec::new();
-    let scores = eval::weight(bundle.policy("lean").unwrap(), &input, &mut logs).unwrap();
+    let scores =
+        hooks::Weight::evaluate(bundle.policy("lean").unwrap(), &input, &mut logs).unwrap();
     assert_eq!(scores, [1.0]);
     let sent: serde_json::Value = serde_json::from_str(&logs[0].1).unwrap();
     assert_eq!(

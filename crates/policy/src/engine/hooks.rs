@@ -19,7 +19,8 @@ use super::inputs::{
 };
 use super::{Engine, Memo};
 use crate::compiled::{Bundle, Policy};
-use crate::eval::{self, Logs, PolicyError};
+use crate::eval::{Logs, PolicyError};
+use crate::hooks::{self, HookKind};
 use crate::spec::{FailurePolicy, Mode};
 use crate::view::{build, *};
 use crate::wasm::Hook;
@@ -65,7 +66,7 @@ impl Hooks for Engine {
                     continue;
                 }
                 let start = Instant::now();
-                let result = eval::admission(policy, input, &mut self.written);
+                let result = hooks::Admission::evaluate(policy, input, &mut self.written);
                 let micros = micros_since(start);
                 let result = self.settle(&bundle, policy, result);
                 let who = Some(workload_name(&input.workload));
@@ -192,7 +193,7 @@ impl Hooks for Engine {
                     now,
                     params: serde_json::Value::Null,
                 };
-                eval::fair_share(policy, &input, logs)
+                hooks::FairShare::evaluate(policy, &input, logs)
             },
         );
         self.fair_share_memo = memo;
@@ -229,7 +230,7 @@ impl Hooks for Engine {
                     now,
                     params: serde_json::Value::Null,
                 };
-                let wanted = eval::autoscale(policy, &input, logs)?;
+                let wanted = hooks::Autoscale::evaluate(policy, &input, logs)?;
                 // Clamped to the pool's bounds before it is logged or acted on.
                 Ok(picked
                     .iter()
@@ -273,7 +274,7 @@ impl Hooks for Engine {
                     continue;
                 }
                 let start = Instant::now();
-                let result = eval::flavor(policy, input, &mut self.written);
+                let result = hooks::Flavor::evaluate(policy, input, &mut self.written);
                 let micros = micros_since(start);
                 let result = self.settle(&bundle, policy, result);
                 let who = Some(workload_name(&input.workload));
@@ -424,7 +425,7 @@ impl Engine {
             &subset
         };
         let start = Instant::now();
-        let result = eval::weight(policy, view, &mut self.written);
+        let result = hooks::Weight::evaluate(policy, view, &mut self.written);
         let micros = micros_since(start) / picked.len() as f64;
         let result = self.settle(bundle, policy, result);
         match result {

@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::decisions::Answer;
 use super::inputs::{placement_input, workload_name};
 use super::Engine;
-use crate::eval;
+use crate::hooks::{self, HookKind};
 use crate::spec::Mode;
 use crate::view::{PlacementInput, PlacementOutput};
 use crate::wasm::Hook;
@@ -50,7 +50,7 @@ impl Engine {
                     continue;
                 }
                 let start = Instant::now();
-                let result = eval::placement(policy, input, &mut self.written);
+                let result = hooks::Placement::evaluate(policy, input, &mut self.written);
                 let micros = start.elapsed().as_secs_f64() * 1e6;
                 let result = self.settle(&bundle, policy, result);
                 let who = Some(workload_name(&input.workload));

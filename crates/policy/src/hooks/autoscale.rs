@@ -4,8 +4,11 @@
 //! flavor scales to its target utilisation.
 
 use super::HookKind;
+use crate::cel::Vars;
 use crate::compiled::Policy;
-use crate::eval::{self, Logs, PolicyError};
+use crate::compiled::Program;
+use crate::eval::{call_wasm, check_len};
+use crate::eval::{Logs, PolicyError};
 use crate::spec::Expect;
 use crate::view::{AutoscaleInput, AutoscaleOutput};
 use crate::wasm::Hook;
@@ -25,7 +28,7 @@ impl HookKind for Autoscale {
         request: &AutoscaleInput,
         logs: &mut Logs,
     ) -> Result<Vec<i64>, PolicyError> {
-        eval::autoscale(policy, request, logs)
+        evaluate(policy, request, logs)
     }
 
     fn to_json(nodes: Vec<i64>) -> serde_json::Value {
@@ -38,4 +41,35 @@ impl HookKind for Autoscale {
             _ => Ok(()),
         }
     }
+}
+
+/// Desired nodes for `input.flavors`, in order (not yet clamped).
+fn evaluate(
+    policy: &Policy,
+    input: &AutoscaleInput,
+    logs: &mut Logs,
+) -> Result<Vec<i64>, PolicyError> {
+    let nodes = match &policy.program {
+        Program::Cel { expression, .. } => input
+            .flavors
+            .iter()
+            .map(|f| {
+                let n = expression.eval_number(&Vars {
+                    flavor: Some(f),
+                    now: input.now,
+                    params: Some(&policy.cel_params),
+                    ..Vars::default()
+                })?;
+                Ok(n.ceil().clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+            })
+            .collect::<Result<Vec<i64>, PolicyError>>()?,
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            let out: AutoscaleOutput = call_wasm(policy, plugin, &input, logs)?;
+            out.nodes
+        }
+    };
+    check_len("node counts", &nodes, input.flavors.len())?;
+    Ok(nodes)
 }

@@ -4,8 +4,11 @@
 //! its configured weight.
 
 use super::{close, HookKind};
+use crate::cel::Vars;
 use crate::compiled::Policy;
-use crate::eval::{self, Logs, PolicyError};
+use crate::compiled::Program;
+use crate::eval::{bad_output, call_wasm, check_finite, check_len};
+use crate::eval::{Logs, PolicyError};
 use crate::spec::Expect;
 use crate::view::{FairShareInput, FairShareOutput};
 use crate::wasm::Hook;
@@ -25,7 +28,7 @@ impl HookKind for FairShare {
         request: &FairShareInput,
         logs: &mut Logs,
     ) -> Result<Vec<f64>, PolicyError> {
-        eval::fair_share(policy, request, logs)
+        evaluate(policy, request, logs)
     }
 
     fn to_json(weights: Vec<f64>) -> serde_json::Value {
@@ -40,4 +43,41 @@ impl HookKind for FairShare {
             _ => Ok(()),
         }
     }
+}
+
+/// Weights for `input.clusterQueues`, in order.
+fn evaluate(
+    policy: &Policy,
+    input: &FairShareInput,
+    logs: &mut Logs,
+) -> Result<Vec<f64>, PolicyError> {
+    let weights = match &policy.program {
+        Program::Cel { expression, .. } => input
+            .cluster_queues
+            .iter()
+            .map(|cq| {
+                expression.eval_number(&Vars {
+                    cluster_queue: Some(cq),
+                    now: input.now,
+                    params: Some(&policy.cel_params),
+                    ..Vars::default()
+                })
+            })
+            .collect::<Result<Vec<f64>, _>>()?,
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            let out: FairShareOutput = call_wasm(policy, plugin, &input, logs)?;
+            out.weights
+        }
+    };
+    check_len("weights", &weights, input.cluster_queues.len())?;
+    check_finite("weights", &weights)?;
+    if let Some(i) = weights.iter().position(|w| *w < 0.0) {
+        return Err(bad_output(format!(
+            "weights[{i}] is {}; weights must be ≥ 0",
+            weights[i]
+        )));
+    }
+    Ok(weights)
 }

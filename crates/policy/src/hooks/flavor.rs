@@ -5,8 +5,11 @@
 //! order stands.
 
 use super::HookKind;
+use crate::cel::Vars;
 use crate::compiled::Policy;
-use crate::eval::{self, Logs, PolicyError};
+use crate::compiled::Program;
+use crate::eval::{bad_output, call_wasm, sized};
+use crate::eval::{Logs, PolicyError};
 use crate::spec::Expect;
 use crate::view::{FlavorInput, FlavorOutput};
 use crate::wasm::Hook;
@@ -27,7 +30,7 @@ impl HookKind for Flavor {
         request: &FlavorInput,
         logs: &mut Logs,
     ) -> Result<Vec<String>, PolicyError> {
-        eval::flavor(policy, request, logs)
+        evaluate(policy, request, logs)
     }
 
     fn to_json(flavors: Vec<String>) -> serde_json::Value {
@@ -42,4 +45,39 @@ impl HookKind for Flavor {
             _ => Ok(()),
         }
     }
+}
+
+/// Preferred flavor order, checked to be a subset of the candidates.
+fn evaluate(
+    policy: &Policy,
+    input: &FlavorInput,
+    logs: &mut Logs,
+) -> Result<Vec<String>, PolicyError> {
+    let flavors = match &policy.program {
+        Program::Cel { expression, .. } => {
+            sized(&input.workload)?;
+            expression.eval_string_list(&Vars {
+                workload: Some(&input.workload),
+                queue: Some(&input.queue),
+                cluster_queue: Some(&input.cluster_queue),
+                tenant: Some(&input.tenant),
+                now: input.now,
+                params: Some(&policy.cel_params),
+                ..Vars::default()
+            })?
+        }
+        Program::Wasm { plugin, .. } => {
+            let mut input = input.clone();
+            input.params = policy.params.clone();
+            let out: FlavorOutput = call_wasm(policy, plugin, &input, logs)?;
+            out.flavors
+        }
+    };
+    if let Some(f) = flavors.iter().find(|f| !input.candidates.contains(f)) {
+        return Err(bad_output(format!(
+            "flavor {f:?} is not one of the ClusterQueue's flavors {:?}",
+            input.candidates
+        )));
+    }
+    Ok(flavors)
 }
