@@ -60,8 +60,8 @@ pub fn cluster_queues(
                     let nominal = scheduler.nominal(id, fr);
                     resources.push(ResourceUsage {
                         name: cluster.resource_name(resource).to_string(),
-                        total: Quantity(used.to_quantity_string()),
-                        borrowed: Quantity(scheduler.borrowed(id, fr).to_quantity_string()),
+                        total: used.to_quantity(),
+                        borrowed: scheduler.borrowed(id, fr).to_quantity(),
                     });
                     if resource_shown(cluster.resource_name(resource)) {
                         summary.push(format!(
@@ -183,7 +183,7 @@ pub fn local_queues(
                     .or_default()
                     .push(ResourceUsage {
                         name: cluster.resource_name(resource).to_string(),
-                        total: Quantity(amount.to_quantity_string()),
+                        total: amount.to_quantity(),
                         borrowed: Quantity("0".into()),
                     });
             }

@@ -24,7 +24,6 @@ use arbiter_core::model::Millis;
 use arbiter_core::scheduler::reason::render_admission;
 use arbiter_core::scheduler::{Backoff, Carried, Entry, Reason, Scheduler, Status, WorkloadId};
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -79,12 +78,7 @@ pub fn object(owner: &Owner, entry: &Entry, scheduler: &Scheduler) -> api::Workl
             requests: Some(
                 p.per_pod
                     .iter()
-                    .map(|&(r, a)| {
-                        (
-                            cluster.resource_name(r).to_string(),
-                            Quantity(a.to_quantity_string()),
-                        )
-                    })
+                    .map(|&(r, a)| (cluster.resource_name(r).to_string(), a.to_quantity()))
                     .collect(),
             ),
         })
@@ -117,7 +111,7 @@ pub fn of_unqueued(owner: &Owner, job: &JobInfo) -> api::Workload {
                 p.requests
                     .iter()
                     .filter(|(_, a)| !a.is_zero())
-                    .map(|(r, a)| (r.clone(), Quantity(a.to_quantity_string())))
+                    .map(|(r, a)| (r.clone(), a.to_quantity()))
                     .collect(),
             ),
         })
@@ -760,6 +754,7 @@ pub async fn record_event(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     #[test]
     fn names_are_kind_and_job_and_long_ones_are_hashed_to_fit() {

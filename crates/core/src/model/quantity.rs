@@ -54,11 +54,6 @@ impl Amount {
     pub const fn milli(self) -> i64 {
         self.0
     }
-    /// Whole units, rounded up (a request of `500m` GPU occupies one device
-    /// slot when counted in whole units).
-    pub const fn units_ceil(self) -> i64 {
-        self.0.div_euclid(1000) + if self.0.rem_euclid(1000) == 0 { 0 } else { 1 }
-    }
     /// In units, as a float.
     pub fn as_f64(self) -> f64 {
         self.0 as f64 / 1000.0
@@ -316,12 +311,5 @@ mod tests {
         assert_eq!(Amount::parse("500m").unwrap().to_string(), "500m");
         assert_eq!(Amount::parse("8").unwrap().to_string(), "8");
         assert_eq!(Amount::parse("1k").unwrap().to_string(), "1000");
-    }
-
-    #[test]
-    fn whole_units_round_up() {
-        assert_eq!(Amount::from_milli(1500).units_ceil(), 2);
-        assert_eq!(Amount::from_milli(2000).units_ceil(), 2);
-        assert_eq!(Amount::ZERO.units_ceil(), 0);
     }
 }
