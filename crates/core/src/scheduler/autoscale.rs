@@ -5,7 +5,7 @@
 //! readiness comes back as `Input::NodeReady`) and idle nodes the core has
 //! stopped using. Never places a pod.
 
-use crate::model::cluster::{FlavorId, ResourceId};
+use crate::model::cluster::{ClusterQueueId, FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
 
 use super::hooks::{AutoscaleRequest, FlavorLoad, Hooks};
@@ -125,13 +125,10 @@ impl Scheduler {
                     continue;
                 }
                 // Only the waiting workloads of queues that list the flavor: O(pending), not O(all).
-                let waiting: Amount = (0..self.states.len())
+                let waiting: Amount = (0..self.queues.len())
                     .filter(|&q| self.flavors_of[q].contains(&flavor))
-                    .flat_map(|q| {
-                        let state = &self.states[q];
-                        state.queue.iter().chain(&state.parked).map(|k| k.id)
-                    })
-                    .map(|id| &self.entries[id.index()])
+                    .flat_map(|q| self.queues.waiting(ClusterQueueId(q as u32)))
+                    .map(|id| &self.workloads[id])
                     // One its own tenant holds back asks for no nodes (as if absent).
                     .filter(|e| e.reason.waits_for_capacity() && !e.held_by_tenant)
                     .flat_map(|e| e.workload.pod_sets.iter().map(move |ps| ps.total(r)))

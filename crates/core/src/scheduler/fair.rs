@@ -117,19 +117,7 @@ impl Scheduler {
     pub(super) fn advance_history(&mut self, now: Millis) {
         // Within one instant the integrals do not move (a step calls this
         // from its timers, every cycle and the autoscale plan).
-        if now <= self.history_at {
-            return;
-        }
-        self.history_at = now;
-        for (i, decayed) in self.decayed.iter_mut().enumerate() {
-            let cq = ClusterQueueId(i as u32);
-            let gpus: Amount = self
-                .gpu_resources
-                .iter()
-                .map(|&fr| self.quota.usage(cq, fr))
-                .sum();
-            decayed.advance(now, gpus.as_f64());
-        }
+        self.history.advance(now, &self.quota);
     }
 
     pub(super) fn adjust_fair_weights(&mut self, now: Millis, hooks: &mut dyn Hooks) {

@@ -10,21 +10,10 @@ use super::assign;
 use super::entry::{Backoff, Carried, Entry};
 use super::hooks::Hooks;
 use super::reason::{Eviction, Reason, Requeue};
-use super::workload::{Admission, Seq, Slot, Status, Workload, WorkloadId};
+use super::store::Vacancy;
+use super::timers::{Timer, TimerKind};
+use super::workload::{Admission, Slot, Status, Workload, WorkloadId};
 use super::{Event, Scheduler};
-
-/// What a timer does when it fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TimerKind {
-    /// A backoff ends: the workload is queued again.
-    BackoffEnds,
-    /// `resourceReclaim.reclaimTimeout` after an admission.
-    Reclaim,
-    /// `waitForPodsReady.timeout` after an admission.
-    PodsReady,
-    /// `waitForPodsReady.recoveryTimeout` after pods all ready once were not.
-    PodsRecovery,
-}
 
 impl Scheduler {
     /// Adds a workload at `now` (its queue time). It is scored and queued at
@@ -39,14 +28,7 @@ impl Scheduler {
         queue_time: Millis,
     ) -> WorkloadId {
         let queue_time = queue_time.min(now);
-        let seq = self.next_seq;
-        self.next_seq = Seq(seq.0 + 1);
-        let (id, epoch) = match self.free.pop_first() {
-            // A reused slot continues its epochs, so timers and finish events
-            // of the workload that held it never match the new one.
-            Some(id) => (id, self.entries[id.index()].epoch.wrapping_add(1)),
-            None => (WorkloadId(self.entries.len() as u32), 0),
-        };
+        let Vacancy { id, epoch, seq } = self.workloads.vacancy();
         let cq = workload.cluster_queue;
         for ps in &workload.pod_sets {
             let listed = &self.flavors_of[cq.index()];
@@ -57,7 +39,8 @@ impl Scheduler {
             } else {
                 eligible
             };
-            self.shapes[cq.index()].record(&ps.per_pod, &flavors, ps.count);
+            self.history
+                .record_pods(cq, &ps.per_pod, &flavors, ps.count);
         }
         let mut reason = Reason::None;
         let mut status = Status::Scoring;
@@ -89,11 +72,8 @@ impl Scheduler {
             held_by_tenant: false,
             preempted_at: None,
         };
-        if id.index() == self.entries.len() {
-            self.entries.push(entry);
-        } else {
-            self.entries[id.index()] = entry;
-        }
+        let added = self.workloads.add(entry);
+        debug_assert_eq!(added, id);
         if status == Status::Scoring {
             self.to_score.push(id);
         }
@@ -104,7 +84,7 @@ impl Scheduler {
     /// driver restarted: its counters, and its backoff if that has not
     /// ended (it then backs off once scored, its score and slot its own).
     pub(super) fn carry(&mut self, id: WorkloadId, carried: Carried, now: Millis) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.retries = carried.retries;
         entry.pods_ready_requeues = carried.pods_ready_requeues;
         entry.evictions = carried.evictions;
@@ -125,7 +105,7 @@ impl Scheduler {
         if until <= now {
             return false;
         }
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         let reason = match why {
             Backoff::Retry => Reason::Backoff {
                 after: Box::new(Reason::None),
@@ -149,11 +129,11 @@ impl Scheduler {
                 }
             }
         };
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.status = Status::Backoff;
         entry.reason = reason;
         self.timers
-            .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+            .arm(until, TimerKind::BackoffEnds, id, entry.epoch);
         true
     }
 
@@ -170,7 +150,7 @@ impl Scheduler {
         if entry.status == Status::Detached {
             let released = self.release_detached(id);
             self.orphans.remove(&id);
-            self.entries[id.index()].status = Status::Finished;
+            self.workloads[id].status = Status::Finished;
             return vec![Event::Finished {
                 workload: id,
                 released,
@@ -184,17 +164,15 @@ impl Scheduler {
             return Vec::new();
         }
         self.advance_history(now);
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         // Only a run to completion tells how long the queue's work runs.
-        if let (Some(history), Some(admission), None) = (
-            self.runtimes[entry.workload.local_queue.index()].as_mut(),
-            &entry.admission,
-            &failure,
-        ) {
-            history.record(now, now.saturating_sub(admission.at));
+        if let (Some(admission), None) = (&entry.admission, &failure) {
+            let runtime = now.saturating_sub(admission.at);
+            self.history
+                .record_runtime(entry.workload.local_queue, now, runtime);
         }
         let released = self.release(id).map(|a| a.usage).unwrap_or_default();
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.status = Status::Finished;
         entry.reason = Reason::None;
         vec![Event::Finished {
@@ -223,7 +201,7 @@ impl Scheduler {
     /// to score, the orphans); a backoff's timer goes stale with the epoch
     /// (`retire`).
     fn leave_waiting(&mut self, id: WorkloadId) {
-        match self.entries[id.index()].status {
+        match self.workloads[id].status {
             Status::Queued | Status::Inadmissible => self.dequeue(id),
             Status::Scoring => self.to_score.retain(|&w| w != id),
             Status::Orphaned => {
@@ -236,7 +214,7 @@ impl Scheduler {
     /// The workload's end in `status`: its timers (backoff, reclaim) no
     /// longer match, and it holds no admission or tenant score.
     fn retire(&mut self, id: WorkloadId, status: Status) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.epoch = entry.epoch.wrapping_add(1);
         entry.status = status;
         entry.reason = Reason::None;
@@ -260,7 +238,7 @@ impl Scheduler {
                 if let Some(portable) = self.orphans.get_mut(&id) {
                     portable.forget_admission();
                 }
-                let entry = &mut self.entries[id.index()];
+                let entry = &mut self.workloads[id];
                 entry.evictions += 1;
                 entry.retries += 1;
                 entry.epoch = entry.epoch.wrapping_add(1);
@@ -282,7 +260,7 @@ impl Scheduler {
             }
             _ => return Vec::new(),
         }
-        let cq = self.entries[id.index()].workload.cluster_queue;
+        let cq = self.workloads[id].workload.cluster_queue;
         if self.cluster.cluster_queue(cq).retry.is_none() {
             return self.finish_with(id, now, Some(message.to_string()));
         }
@@ -315,7 +293,7 @@ impl Scheduler {
             }
         };
         self.retire(id, Status::Withdrawn);
-        self.free.insert(id);
+        self.workloads.free(id);
         vec![Event::Withdrawn {
             workload: id,
             released,
@@ -327,12 +305,14 @@ impl Scheduler {
         hooks.begin(now);
         self.advance_history(now);
         let mut events = Vec::new();
-        while let Some(&(at, kind, id, epoch)) = self.timers.first() {
-            if at > now {
-                break;
-            }
-            self.timers.pop_first();
-            let entry = &self.entries[id.index()];
+        while let Some(Timer {
+            at,
+            kind,
+            id,
+            epoch,
+        }) = self.timers.pop_due(now)
+        {
+            let entry = &self.workloads[id];
             if entry.epoch != epoch {
                 continue;
             }
@@ -346,8 +326,8 @@ impl Scheduler {
                 }
                 TimerKind::PodsReady
                     if entry.status == Status::Admitted
-                        && self.unready.contains(&id)
-                        && !self.recovering.contains_key(&id) =>
+                        && self.unready.contains(id)
+                        && self.unready.recovering_since(id).is_none() =>
                 {
                     self.pods_ready_timeout(id, false, now, &mut events);
                 }
@@ -378,19 +358,18 @@ impl Scheduler {
 
     /// Gives back an admitted workload's quota and nodes; wakes what may now fit.
     pub(super) fn release(&mut self, id: WorkloadId) -> Option<Admission> {
-        self.recovering.remove(&id);
-        if self.unready.remove(&id) && self.block_admission() {
+        if self.unready.forget(id) && self.block_admission() {
             self.wake_all();
         }
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         let admission = entry.admission.take()?;
         let cq = entry.workload.cluster_queue;
         for &(fr, amount) in &admission.usage {
             self.quota.add_usage(cq, fr, -amount);
         }
         self.capacity.release(&admission.placements);
-        let priority = self.entries[id.index()].workload.priority;
-        self.states[cq.index()].admitted.remove(&(priority, id));
+        let priority = self.workloads[id].workload.priority;
+        self.queues.release(cq, priority, id);
         self.wake(cq, !admission.placements.is_empty());
         Some(admission)
     }
@@ -403,7 +382,7 @@ impl Scheduler {
                 self.wake_all();
             }
         }
-        self.entries[id.index()].reason = Reason::None;
+        self.workloads[id].reason = Reason::None;
         Vec::new()
     }
 
@@ -415,7 +394,7 @@ impl Scheduler {
         events: &mut Vec<Event>,
     ) {
         let released = self.release(id).map(|a| a.usage).unwrap_or_default();
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.evictions += 1;
         entry.epoch += 1;
         entry.reason = Reason::Evicted(cause.clone());
@@ -439,7 +418,7 @@ impl Scheduler {
         fallback: Option<RetryPolicy>,
         events: &mut Vec<Event>,
     ) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.retries += 1;
         entry.queue_time = now;
         // Queued from now on, with the platform score and input order of the
@@ -489,7 +468,7 @@ impl Scheduler {
                     until,
                 };
                 self.timers
-                    .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+                    .arm(until, TimerKind::BackoffEnds, id, entry.epoch);
             }
         }
     }

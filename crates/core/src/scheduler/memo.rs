@@ -61,7 +61,7 @@ impl Scheduler {
             }
         }
         let assignment = self.assign_head(cq, id, hooks);
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         self.head_memo[cq.index()] = Some(HeadMemo {
             head: id,
             seq: entry.seq,
@@ -81,10 +81,10 @@ impl Scheduler {
         {
             return false;
         }
-        let Some(template) = self.entries.get(memo.head.index()) else {
+        let Some(template) = self.workloads.all().get(memo.head.index()) else {
             return false;
         };
-        let head = &self.entries[id.index()];
+        let head = &self.workloads[id];
         let newer_matters = self.cluster.cluster_queue(cq).within_cluster_queue
             == WithinClusterQueue::LowerOrNewerEqualPriority;
         template.seq == memo.seq

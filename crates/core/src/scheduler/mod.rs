@@ -37,6 +37,8 @@ pub mod quota;
 pub mod reason;
 mod restore;
 mod step;
+mod store;
+mod timers;
 pub mod workload;
 
 #[cfg(test)]
@@ -52,16 +54,19 @@ use crate::model::{Amount, Millis};
 
 use assign::Context;
 use capacity::{Capacity, PoolSpec};
-use history::{DecayedUsage, Estimate, PodShapes, RuntimeHistory, TypicalPod};
-use queues::{ClusterQueueState, TenantGroup};
+use history::{Estimate, History, TypicalPod};
+use pods_ready::Unready;
+use queues::{Queues, TenantGroup};
 use quota::QuotaTree;
+use store::Workloads;
+use timers::Timers;
 
 pub use autoscale::{ScaleKind, ScaleRequest};
 pub use entry::{Backoff, Carried, Entry};
-pub use lifecycle::TimerKind;
 pub use reason::{Eviction, NeverFits, Reason, Requeue};
 pub use restore::{PlacedPods, Reconfigured, RestoreError, Restored};
 pub use step::{Input, Step};
+pub use timers::TimerKind;
 pub use workload::{
     Admission, PodSetFlavors, PodSetRequest, Seq, Slot, Status, Workload, WorkloadId,
 };
@@ -205,15 +210,11 @@ pub struct Scheduler {
     cluster: Arc<Cluster>,
     quota: QuotaTree,
     capacity: Capacity,
-    entries: Vec<Entry>,
-    /// Slots of withdrawn workloads, reused (lowest first) by later submissions.
-    free: BTreeSet<WorkloadId>,
-    /// The next submission's place in input order.
-    next_seq: Seq,
-    states: Vec<ClusterQueueState>,
-    /// ClusterQueues with a non-empty queue.
-    active: BTreeSet<ClusterQueueId>,
-    timers: BTreeSet<(Millis, TimerKind, WorkloadId, u32)>,
+    /// Every workload's entry, by slot (`store`).
+    workloads: Workloads,
+    /// Waiting and admitted workloads per ClusterQueue (`queues`).
+    queues: Queues,
+    timers: Timers,
     to_score: Vec<WorkloadId>,
     fair_weights: Vec<f64>,
     fair: Vec<bool>,
@@ -228,22 +229,14 @@ pub struct Scheduler {
     next_fair_adjust: Option<Millis>,
     cycles: u64,
     tenant_groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
-    /// Per ClusterQueue: decayed GPU usage.
-    decayed: Vec<DecayedUsage>,
-    /// Per LocalQueue: runtime history, where `resourceEstimation` is on.
-    runtimes: Vec<Option<RuntimeHistory>>,
-    /// Per ClusterQueue: the shapes of the pods last submitted to it.
-    shapes: Vec<PodShapes>,
-    /// Every (flavor, `nvidia.com/gpu`) pair.
-    gpu_resources: Vec<FlavorResource>,
+    /// Decayed usage, runtime estimates and pod shapes (`history`).
+    history: History,
     /// Per flavor: nodes asked for by a scale-up that are not ready yet.
     provisioning: Vec<u32>,
     /// Does any ClusterQueue with node pools enable autoscaling?
     autoscaling: bool,
     /// The latest time a step was called with.
     now: Millis,
-    /// The time the decayed-usage integrals were last brought to.
-    history_at: Millis,
     /// `Status::Detached` workloads and the nodes they hold.
     detached: BTreeMap<WorkloadId, Vec<workload::Placement>>,
     /// `Status::Orphaned` and `Status::Detached` workloads by name, to resolve
@@ -256,10 +249,7 @@ pub struct Scheduler {
     epoch: u64,
     /// Admitted workloads whose pods are not all ready yet, while
     /// `waitForPodsReady` is on (`pods_ready`).
-    unready: BTreeSet<WorkloadId>,
-    /// Of `unready`, those whose pods were all ready once: since when they
-    /// are not (`recoveryTimeout` counts from then).
-    recovering: BTreeMap<WorkloadId, Millis>,
+    unready: Unready,
     /// Submitted workloads that were backing off before the driver
     /// restarted: they back off until then once scored (`carry`).
     carried_backoff: BTreeMap<WorkloadId, (Millis, Backoff)>,
@@ -309,14 +299,10 @@ impl Scheduler {
                 .collect(),
             quota,
             capacity,
-            entries: Vec::new(),
-            free: BTreeSet::new(),
-            next_seq: Seq(0),
-            states: vec![ClusterQueueState::default(); cqs],
-            active: BTreeSet::new(),
-            timers: BTreeSet::new(),
-            unready: BTreeSet::new(),
-            recovering: BTreeMap::new(),
+            workloads: Workloads::default(),
+            queues: Queues::new(cqs),
+            timers: Timers::default(),
+            unready: Unready::default(),
             carried_backoff: BTreeMap::new(),
             to_score: Vec::new(),
             fair,
@@ -336,23 +322,10 @@ impl Scheduler {
             next_fair_adjust: adaptive.map(|_| Millis::ZERO),
             cycles: 0,
             tenant_groups: BTreeMap::new(),
-            decayed: cluster
-                .cluster_queues
-                .iter()
-                .map(|cq| DecayedUsage::new(cq.usage_half_life))
-                .collect(),
-            runtimes: history::runtime_histories(&cluster),
-            shapes: vec![PodShapes::default(); cqs],
-            gpu_resources: match cluster.resource_id(GPU) {
-                Some(gpu) => (0..cluster.flavors.len())
-                    .map(|f| cluster.flavor_resource(FlavorId(f as u16), gpu))
-                    .collect(),
-                None => Vec::new(),
-            },
+            history: History::new(&cluster),
             provisioning: vec![0; cluster.flavors.len()],
             autoscaling,
             now: Millis::ZERO,
-            history_at: Millis::ZERO,
             detached: BTreeMap::new(),
             orphans: BTreeMap::new(),
             head_memo: vec![None; cqs],
@@ -379,25 +352,19 @@ impl Scheduler {
     }
     /// The workload in slot `id` (panics if out of range).
     pub fn entry(&self, id: WorkloadId) -> &Entry {
-        &self.entries[id.index()]
+        &self.workloads[id]
     }
     /// The workload in slot `id`, unless the slot is free (withdrawn) or out of range.
     pub fn get(&self, id: WorkloadId) -> Option<&Entry> {
-        self.entries
-            .get(id.index())
-            .filter(|e| e.status != Status::Withdrawn)
+        self.workloads.get(id)
     }
     /// Every slot, withdrawn ones included (status `Withdrawn`).
     pub fn entries(&self) -> &[Entry] {
-        &self.entries
+        self.workloads.all()
     }
     /// Workloads known now (withdrawn slots left out).
     pub fn live(&self) -> impl Iterator<Item = (WorkloadId, &Entry)> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.status != Status::Withdrawn)
-            .map(|(i, e)| (WorkloadId(i as u32), e))
+        self.workloads.live()
     }
     /// Scheduling cycles run so far.
     pub fn cycles(&self) -> u64 {
@@ -413,73 +380,43 @@ impl Scheduler {
     }
     /// `cq`'s `nvidia.com/gpu`-seconds, decayed by its `usageHalfLife`, as of the last call with a `now`.
     pub fn decayed_usage(&self, cq: ClusterQueueId) -> f64 {
-        self.decayed[cq.index()].value()
+        self.history.decayed_usage(cq)
     }
     /// The shapes of the pods last submitted to `cq` that make up most of
     /// them, with their shares ([`PodShapes::typical`]).
     pub fn typical_pods(&self, cq: ClusterQueueId) -> Vec<TypicalPod> {
-        self.shapes[cq.index()].typical()
+        self.history.typical_pods(cq)
     }
     /// The typical pods of every ClusterQueue together, each queue's
     /// shares weighted by the pods it remembers.
     pub fn typical_pods_all(&self) -> Vec<TypicalPod> {
-        let total: u64 = self.shapes.iter().map(PodShapes::pods).sum();
-        let mut merged: BTreeMap<history::PodRequest, f64> = BTreeMap::new();
-        for shapes in &self.shapes {
-            let weight = shapes.pods() as f64 / total.max(1) as f64;
-            for t in shapes.typical() {
-                let key = history::PodRequest {
-                    per_pod: t.per_pod,
-                    flavors: t.flavors,
-                };
-                *merged.entry(key).or_default() += t.share * weight;
-            }
-        }
-        merged
-            .into_iter()
-            .map(|(shape, share)| TypicalPod {
-                per_pod: shape.per_pod,
-                flavors: shape.flavors,
-                share,
-            })
-            .collect()
+        self.history.typical_pods_all()
     }
     /// The LocalQueue's runtime estimate, if `resourceEstimation` is on and something finished.
     pub fn estimate(&self, lq: LocalQueueId) -> Option<Estimate> {
-        self.runtimes[lq.index()].as_ref()?.estimate()
+        self.history.estimate(lq)
     }
     /// Workloads admitted in `cq` now.
     pub fn admitted_count(&self, cq: ClusterQueueId) -> usize {
-        self.states[cq.index()].admitted.len()
+        self.queues.admitted(cq).len()
     }
     /// Workloads waiting in `cq` now (queued or set aside).
     pub fn pending_count(&self, cq: ClusterQueueId) -> usize {
-        let state = &self.states[cq.index()];
-        state.queue.len() + state.parked.len()
+        self.queues.waiting_count(cq)
     }
 
     /// The workloads waiting in `cq` (those [`Scheduler::pending_count`]
     /// counts) in queue order: a set-aside workload keeps its place among
     /// the queued ones, as it will be tried in that order once woken.
     pub fn waiting_in_order(&self, cq: ClusterQueueId) -> impl Iterator<Item = WorkloadId> + '_ {
-        let state = &self.states[cq.index()];
-        let mut queued = state.queue.iter().peekable();
-        let mut parked = state.parked.iter().peekable();
-        std::iter::from_fn(move || {
-            let next = match (queued.peek(), parked.peek()) {
-                (Some(a), Some(b)) if b < a => parked.next(),
-                (Some(_), _) => queued.next(),
-                (None, _) => parked.next(),
-            };
-            next.map(|key| key.id)
-        })
+        self.queues.waiting_in_order(cq)
     }
 
     /// The earliest pending timer (backoff end, reclaim deadline, weight adjustment).
     pub fn next_timer(&self) -> Option<Millis> {
-        let timer = self.timers.first().map(|t| t.0);
+        let timer = self.timers.next_due();
         // Weights only matter while something waits; otherwise a run could never end.
-        let waiting = !self.active.is_empty() || self.states.iter().any(|s| !s.parked.is_empty());
+        let waiting = self.queues.anything_waits();
         let adjust = self.next_fair_adjust.filter(|_| waiting);
         match (timer, adjust) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -491,7 +428,7 @@ impl Scheduler {
     /// recorded at its last examination, a queued workload waits because
     /// its ClusterQueue is stopped, or behind the head of a StrictFIFO queue.
     pub fn reason(&self, id: WorkloadId) -> Reason {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         if matches!(entry.status, Status::Queued | Status::Inadmissible) {
             if let Some(waiting) = self.admission_blocked_by() {
                 return Reason::WaitingForPodsReady { workload: waiting };
@@ -505,9 +442,9 @@ impl Scheduler {
                 };
             }
             if entry.reason.is_none() && cq.strategy == QueueingStrategy::StrictFIFO {
-                let state = &self.states[entry.workload.cluster_queue.index()];
-                if let Some(head) = state.queue.first().filter(|h| h.id != id) {
-                    let head = &self.entries[head.id.index()].workload;
+                let cq = entry.workload.cluster_queue;
+                if let Some(head) = self.queues.first_queued(cq).filter(|h| h.id != id) {
+                    let head = &self.workloads[head.id].workload;
                     return Reason::BehindStrictHead {
                         head: format!("{}/{}", head.namespace, head.name),
                     };
@@ -520,7 +457,7 @@ impl Scheduler {
     /// Why the workload is not admitted, for people (empty if nothing to say).
     pub fn reason_text(&self, id: WorkloadId) -> String {
         self.reason(id)
-            .render(&self.cluster, &self.entries[id.index()].workload)
+            .render(&self.cluster, &self.workloads[id].workload)
     }
 
     fn ctx(&self) -> Context<'_> {

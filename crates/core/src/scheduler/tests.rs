@@ -466,7 +466,7 @@ fn withdrawing_detached_and_orphaned_workloads_forgets_them_entirely() {
     let step = s.step(Millis::from_secs(3), inputs, &mut DefaultHooks);
     assert_eq!(step.events.len(), 2);
     assert!(s.detached.is_empty() && s.orphans.is_empty());
-    assert_eq!(s.free.len(), 2);
+    assert_eq!(s.workloads.free_slots(), 2);
     assert_eq!(s.live().count(), 0);
 }
 
