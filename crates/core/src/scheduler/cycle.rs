@@ -36,15 +36,15 @@ impl Scheduler {
             return first;
         };
         let cq = head.cq;
-        if !self.fair[cq.index()] || self.cluster.cluster_queue(cq).cohort.is_none() {
+        if !self.fair.enabled(cq) || self.cluster.cluster_queue(cq).cohort.is_none() {
             return first;
         }
-        let tree = self.tree_of[cq.index()];
+        let tree = self.trees.tree_of(cq);
         let mut at = Vec::new();
         let mut contenders = Vec::new();
         for (i, h) in heads.iter().enumerate().skip(first) {
             let Some(h) = h else { continue };
-            if self.tree_of[h.cq.index()] != tree {
+            if self.trees.tree_of(h.cq) != tree {
                 continue;
             }
             let entry = &self.workloads[h.id];
@@ -131,7 +131,7 @@ impl Scheduler {
             else {
                 continue;
             };
-            if changed_trees.contains(&self.tree_of[cq.index()])
+            if changed_trees.contains(&self.trees.tree_of(cq))
                 || (nodes_changed && !assignment.placements.is_empty())
             {
                 assignment = self.assign_head_reusing(cq, id, hooks);
@@ -160,7 +160,7 @@ impl Scheduler {
                     let admitted = self.try_preempt(cq, id, assignment, now, hooks, &mut cycle);
                     if cycle.reserved.len() > reserved {
                         // Heads after it in its tree see the quota it holds.
-                        changed_trees.insert(self.tree_of[cq.index()]);
+                        changed_trees.insert(self.trees.tree_of(cq));
                     }
                     admitted
                 }
@@ -171,7 +171,7 @@ impl Scheduler {
                 }
             };
             if admitted {
-                changed_trees.insert(self.tree_of[cq.index()]);
+                changed_trees.insert(self.trees.tree_of(cq));
                 nodes_changed |= self.workloads[id]
                     .admission
                     .as_ref()

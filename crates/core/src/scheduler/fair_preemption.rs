@@ -186,7 +186,7 @@ impl Scheduler {
         let mut found = Vec::new();
         self.candidates_in(cq, ask, None, false, &mut found);
         if self.cluster.cluster_queue(cq).cohort.is_some() {
-            for &other in self.tree_members[cq.index()].iter() {
+            for &other in self.trees.members(cq).iter() {
                 if other != cq && self.is_borrowing_on(other, frs) {
                     self.candidates_in(other, ask, None, false, &mut found);
                 }

@@ -350,7 +350,7 @@ impl Scheduler {
                 _ => {}
             }
         }
-        if self.next_fair_adjust.is_some_and(|t| t <= now) {
+        if self.fair.adjust_due(now) {
             self.adjust_fair_weights(now, hooks);
         }
         events

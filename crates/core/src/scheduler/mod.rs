@@ -39,6 +39,7 @@ mod restore;
 mod step;
 mod store;
 mod timers;
+mod trees;
 pub mod workload;
 
 #[cfg(test)]
@@ -54,12 +55,14 @@ use crate::model::{Amount, Millis};
 
 use assign::Context;
 use capacity::{Capacity, PoolSpec};
+use fair::FairSharing;
 use history::{Estimate, History, TypicalPod};
 use pods_ready::Unready;
 use queues::{Queues, TenantGroup};
 use quota::QuotaTree;
 use store::Workloads;
 use timers::Timers;
+use trees::CohortTrees;
 
 pub use autoscale::{ScaleKind, ScaleRequest};
 pub use entry::{Backoff, Carried, Entry};
@@ -216,17 +219,12 @@ pub struct Scheduler {
     queues: Queues,
     timers: Timers,
     to_score: Vec<WorkloadId>,
-    fair_weights: Vec<f64>,
-    fair: Vec<bool>,
-    /// Per quota-tree node, per resource: what its children could ever borrow from it (fair sharing's DRS).
-    lendable: Vec<Vec<Amount>>,
-    /// Per ClusterQueue: the ClusterQueues of its cohort tree (itself alone without a cohort).
-    tree_members: Vec<Arc<[ClusterQueueId]>>,
+    /// Fair-sharing weights, what cohorts lend, the next weight adjustment (`fair`).
+    fair: FairSharing,
+    /// Which ClusterQueues share quota through a cohort (`trees`).
+    trees: CohortTrees,
     /// Per ClusterQueue: every flavor it lists, in order (what the flavor hook may reorder).
     flavors_of: Vec<Vec<FlavorId>>,
-    /// Per ClusterQueue: index of its tree.
-    tree_of: Vec<usize>,
-    next_fair_adjust: Option<Millis>,
     cycles: u64,
     tenant_groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
     /// Decayed usage, runtime estimates and pod shapes (`history`).
@@ -260,43 +258,15 @@ impl Scheduler {
     /// described by `pools`.
     pub fn new(cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Scheduler {
         let quota = QuotaTree::new(&cluster);
-        let lendable = fair::lendable_by_node(&cluster, &quota);
+        let fair = FairSharing::new(&cluster, &quota);
         let capacity = Capacity::new(cluster.flavors.len(), cluster.resources.len(), pools);
         let cqs = cluster.cluster_queues.len();
-        let mut trees: BTreeMap<Option<usize>, Vec<ClusterQueueId>> = BTreeMap::new();
-        let mut tree_of = vec![0; cqs];
-        for (i, cq) in cluster.cluster_queues.iter().enumerate() {
-            let key = cq.cohort.map(|c| cluster.root_cohort(c).index());
-            let key = key.map_or(Some(usize::MAX - i), Some);
-            trees.entry(key).or_default().push(ClusterQueueId(i as u32));
-        }
-        let mut tree_members = vec![Arc::<[ClusterQueueId]>::from(Vec::new()); cqs];
-        for (t, members) in trees.into_values().enumerate() {
-            let shared: Arc<[ClusterQueueId]> = members.into();
-            for &m in shared.iter() {
-                tree_members[m.index()] = shared.clone();
-                tree_of[m.index()] = t;
-            }
-        }
-        let fair = (0..cqs)
-            .map(|i| cluster.fair_sharing_for(ClusterQueueId(i as u32)))
-            .collect();
-        let adaptive = cluster
-            .cluster_queues
-            .iter()
-            .filter_map(|cq| cq.adaptive_interval)
-            .min();
         let autoscaling = cluster
             .cluster_queues
             .iter()
             .any(|cq| cq.autoscaling.is_some())
             && !pools.is_empty();
         Scheduler {
-            fair_weights: cluster
-                .cluster_queues
-                .iter()
-                .map(|cq| cq.fair_weight)
-                .collect(),
             quota,
             capacity,
             workloads: Workloads::default(),
@@ -306,7 +276,6 @@ impl Scheduler {
             carried_backoff: BTreeMap::new(),
             to_score: Vec::new(),
             fair,
-            lendable,
             flavors_of: cluster
                 .cluster_queues
                 .iter()
@@ -317,9 +286,7 @@ impl Scheduler {
                         .collect()
                 })
                 .collect(),
-            tree_members,
-            tree_of,
-            next_fair_adjust: adaptive.map(|_| Millis::ZERO),
+            trees: CohortTrees::new(&cluster),
             cycles: 0,
             tenant_groups: BTreeMap::new(),
             history: History::new(&cluster),
@@ -372,7 +339,7 @@ impl Scheduler {
     }
     /// Current fair-sharing weight of each ClusterQueue.
     pub fn fair_weights(&self) -> &[f64] {
-        &self.fair_weights
+        self.fair.weights()
     }
     /// Dominant resource share of `cq` now (per mille, divided by its weight).
     pub fn dominant_share(&self, cq: ClusterQueueId) -> f64 {
@@ -417,7 +384,7 @@ impl Scheduler {
         let timer = self.timers.next_due();
         // Weights only matter while something waits; otherwise a run could never end.
         let waiting = self.queues.anything_waits();
-        let adjust = self.next_fair_adjust.filter(|_| waiting);
+        let adjust = self.fair.next_adjust().filter(|_| waiting);
         match (timer, adjust) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -489,7 +489,7 @@ impl Scheduler {
     ) -> Victims {
         // The victims are all in `cq`'s tree; the searches undo each trial charge.
         let version = self.quota.version(cq);
-        let found = if self.fair[cq.index()] {
+        let found = if self.fair.enabled(cq) {
             self.fair_victims(cq, id, needed)
         } else {
             self.classical_victims(cq, id, needed)
@@ -534,11 +534,11 @@ impl Scheduler {
         if after == version {
             return;
         }
-        let tree = self.tree_of[cq.index()];
+        let tree = self.trees.tree_of(cq);
         match cycle
             .reserved_trees
             .iter_mut()
-            .find(|t| self.tree_of[t.cq.index()] == tree)
+            .find(|t| self.trees.tree_of(t.cq) == tree)
         {
             Some(t) => {
                 t.only_reserved &= t.after == version;

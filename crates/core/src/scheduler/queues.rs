@@ -467,7 +467,7 @@ impl Scheduler {
         if nodes_freed {
             self.wake_all();
         } else {
-            let members = self.tree_members[cq.index()].clone();
+            let members = self.trees.members(cq).clone();
             for &member in members.iter() {
                 self.queues.wake(member);
             }

@@ -502,9 +502,7 @@ impl Scheduler {
                 self.provisioning[new.index()] = old.provisioning[i];
             }
         }
-        if self.next_fair_adjust.is_some() {
-            self.next_fair_adjust = Some(old.next_fair_adjust.unwrap_or(old.now));
-        }
+        self.fair.carry_over(&old.fair, old.now);
     }
 
     /// Takes one old workload (`entry`, its requests by name in
