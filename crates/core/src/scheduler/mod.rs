@@ -54,6 +54,7 @@ use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, L
 use crate::model::{Amount, Millis};
 
 use assign::Context;
+use autoscale::Provisioning;
 use capacity::{Capacity, PoolSpec};
 use fair::FairSharing;
 use history::{Estimate, History, TypicalPod};
@@ -229,10 +230,8 @@ pub struct Scheduler {
     tenant_groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
     /// Decayed usage, runtime estimates and pod shapes (`history`).
     history: History,
-    /// Per flavor: nodes asked for by a scale-up that are not ready yet.
-    provisioning: Vec<u32>,
-    /// Does any ClusterQueue with node pools enable autoscaling?
-    autoscaling: bool,
+    /// Whether autoscaling is planned, nodes in flight per flavor (`autoscale`).
+    provisioning: Provisioning,
     /// The latest time a step was called with.
     now: Millis,
     /// `Status::Detached` workloads and the nodes they hold.
@@ -261,11 +260,6 @@ impl Scheduler {
         let fair = FairSharing::new(&cluster, &quota);
         let capacity = Capacity::new(cluster.flavors.len(), cluster.resources.len(), pools);
         let cqs = cluster.cluster_queues.len();
-        let autoscaling = cluster
-            .cluster_queues
-            .iter()
-            .any(|cq| cq.autoscaling.is_some())
-            && !pools.is_empty();
         Scheduler {
             quota,
             capacity,
@@ -290,8 +284,7 @@ impl Scheduler {
             cycles: 0,
             tenant_groups: BTreeMap::new(),
             history: History::new(&cluster),
-            provisioning: vec![0; cluster.flavors.len()],
-            autoscaling,
+            provisioning: Provisioning::new(&cluster, pools),
             now: Millis::ZERO,
             detached: BTreeMap::new(),
             orphans: BTreeMap::new(),

@@ -497,11 +497,8 @@ impl Scheduler {
         self.carried_backoff = old.carried_backoff.clone();
         self.history
             .carry_over(&self.cluster, &old.history, &old.cluster);
-        for (i, flavor) in old.cluster.flavors.iter().enumerate() {
-            if let Some(new) = self.cluster.flavor_id(&flavor.name) {
-                self.provisioning[new.index()] = old.provisioning[i];
-            }
-        }
+        self.provisioning
+            .carry_over(&self.cluster, &old.provisioning, &old.cluster);
         self.fair.carry_over(&old.fair, old.now);
     }
 
