@@ -149,7 +149,7 @@ impl Scheduler {
         };
         if entry.status == Status::Detached {
             let released = self.release_detached(id);
-            self.orphans.remove(&id);
+            self.leftovers.forget(id);
             self.workloads[id].status = Status::Finished;
             return vec![Event::Finished {
                 workload: id,
@@ -204,9 +204,7 @@ impl Scheduler {
         match self.workloads[id].status {
             Status::Queued | Status::Inadmissible => self.dequeue(id),
             Status::Scoring => self.to_score.retain(|&w| w != id),
-            Status::Orphaned => {
-                self.orphans.remove(&id);
-            }
+            Status::Orphaned => self.leftovers.forget(id),
             _ => {}
         }
     }
@@ -235,7 +233,7 @@ impl Scheduler {
                 // Its queue is gone, so it cannot retry there: it waits, as a
                 // pending workload of a removed queue does, for the queue to return.
                 self.release_detached(id);
-                if let Some(portable) = self.orphans.get_mut(&id) {
+                if let Some(portable) = self.leftovers.orphan_mut(id) {
                     portable.forget_admission();
                 }
                 let entry = &mut self.workloads[id];
@@ -284,8 +282,9 @@ impl Scheduler {
                 self.release(id).map(|a| a.usage).unwrap_or_default()
             }
             Status::Detached => {
-                self.orphans.remove(&id);
-                self.release_detached(id)
+                let released = self.release_detached(id);
+                self.leftovers.forget(id);
+                released
             }
             _ => {
                 self.leave_waiting(id);
@@ -376,7 +375,7 @@ impl Scheduler {
 
     /// Gives back a detached workload's nodes (it holds no quota).
     fn release_detached(&mut self, id: WorkloadId) -> Vec<(FlavorResource, Amount)> {
-        if let Some(placements) = self.detached.remove(&id) {
+        if let Some(placements) = self.leftovers.release(id) {
             self.capacity.release(&placements);
             if !placements.is_empty() {
                 self.wake_all();

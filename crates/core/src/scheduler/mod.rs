@@ -61,6 +61,7 @@ use history::{Estimate, History, TypicalPod};
 use pods_ready::Unready;
 use queues::{Queues, TenantGroup};
 use quota::QuotaTree;
+use restore::Leftovers;
 use store::Workloads;
 use timers::Timers;
 use trees::CohortTrees;
@@ -234,11 +235,8 @@ pub struct Scheduler {
     provisioning: Provisioning,
     /// The latest time a step was called with.
     now: Millis,
-    /// `Status::Detached` workloads and the nodes they hold.
-    detached: BTreeMap<WorkloadId, Vec<workload::Placement>>,
-    /// `Status::Orphaned` and `Status::Detached` workloads by name, to resolve
-    /// against the next configuration.
-    orphans: BTreeMap<WorkloadId, restore::Portable>,
+    /// Orphaned and detached workloads and the nodes they hold (`restore`).
+    leftovers: Leftovers,
     /// Per ClusterQueue: its last head's assignment, for reuse (`memo`).
     head_memo: Vec<Option<memo::HeadMemo>>,
     /// Changed whenever the policies in force or the fair-sharing weights
@@ -286,8 +284,7 @@ impl Scheduler {
             history: History::new(&cluster),
             provisioning: Provisioning::new(&cluster, pools),
             now: Millis::ZERO,
-            detached: BTreeMap::new(),
-            orphans: BTreeMap::new(),
+            leftovers: Leftovers::default(),
             head_memo: vec![None; cqs],
             epoch: 0,
             cluster,

@@ -40,10 +40,12 @@ use super::pods_ready::Unready;
 use super::reason::Reason;
 use super::store::Workloads;
 use super::timers::TimerKind;
-use super::workload::{Admission, PodSetFlavors, Seq, Status, Workload, WorkloadId};
+use super::workload::{Admission, Placement, PodSetFlavors, Seq, Status, Workload, WorkloadId};
 use super::Scheduler;
 
+mod leftovers;
 mod places;
+pub(super) use leftovers::Leftovers;
 use places::{named_placements, NamedPlacement, NodeKey};
 
 /// An admitted workload read back after a restart.
@@ -449,8 +451,9 @@ impl Scheduler {
         let mut next = Scheduler::new(cluster, pools);
         let old = std::mem::replace(self, Scheduler::new(next.cluster.clone(), &[]));
         next.carry_over_history(&old);
+        let (orphans, old_detached) = old.leftovers.into_parts();
         let mut taking = Reconfiguring {
-            orphans: old.orphans,
+            orphans,
             ..Reconfiguring::default()
         };
         let (workloads, old_entries) = Workloads::reopen(old.workloads);
@@ -461,18 +464,19 @@ impl Scheduler {
                 Some(p) => p,
                 None => Portable::of(&old.cluster, &old.capacity, &entry),
             };
-            if let Some(placements) = old.detached.get(&id) {
+            if let Some(placements) = old_detached.get(&id) {
                 portable.placements = named_placements(&old.cluster, &old.capacity, placements);
             }
             next.take_over(id, entry, portable, &mut taking);
         }
         next.install_again(std::mem::take(&mut taking.to_install), &mut taking.orphans);
         next.rearm_pods_ready(&old.unready);
+        let mut detached = BTreeMap::new();
         for &id in &taking.detached {
-            next.detach(id, &taking.orphans);
+            detached.insert(id, next.detach(id, &taking.orphans));
             taking.report.detached.push(id);
         }
-        next.orphans = taking
+        let orphans = taking
             .orphans
             .into_iter()
             .filter(|(id, _)| {
@@ -482,6 +486,7 @@ impl Scheduler {
                 )
             })
             .collect();
+        next.leftovers = Leftovers::new(detached, orphans);
         *self = next;
         taking.report
     }
@@ -668,8 +673,12 @@ impl Scheduler {
 
     /// Keeps an admitted workload running outside any quota: its pods stay
     /// on their nodes where those are still there with room, else on nodes
-    /// of their flavor where that flavor still exists.
-    fn detach(&mut self, id: WorkloadId, portable: &BTreeMap<WorkloadId, Portable>) {
+    /// of their flavor where that flavor still exists. The nodes it holds.
+    fn detach(
+        &mut self,
+        id: WorkloadId,
+        portable: &BTreeMap<WorkloadId, Portable>,
+    ) -> Vec<Placement> {
         let entry = &mut self.workloads[id];
         entry.admission = None;
         entry.status = Status::Detached;
@@ -677,8 +686,7 @@ impl Scheduler {
             entry.reason = Reason::Detached {
                 cluster_queue: String::new(),
             };
-            self.detached.insert(id, Vec::new());
-            return;
+            return Vec::new();
         };
         entry.reason = Reason::Detached {
             cluster_queue: p.cluster_queue.clone(),
@@ -718,7 +726,7 @@ impl Scheduler {
             }
         };
         self.capacity.commit(&placements);
-        self.detached.insert(id, placements);
+        placements
     }
 }
 
