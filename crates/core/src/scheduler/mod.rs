@@ -58,6 +58,7 @@ use autoscale::Provisioning;
 use capacity::{Capacity, PoolSpec};
 use fair::FairSharing;
 use history::{Estimate, History, TypicalPod};
+use memo::HeadMemos;
 use pods_ready::Unready;
 use queues::{Queues, TenantGroup};
 use quota::QuotaTree;
@@ -238,7 +239,7 @@ pub struct Scheduler {
     /// Orphaned and detached workloads and the nodes they hold (`restore`).
     leftovers: Leftovers,
     /// Per ClusterQueue: its last head's assignment, for reuse (`memo`).
-    head_memo: Vec<Option<memo::HeadMemo>>,
+    head_memos: HeadMemos,
     /// Changed whenever the policies in force or the fair-sharing weights
     /// change: what was computed under the old ones may not hold.
     epoch: u64,
@@ -285,7 +286,7 @@ impl Scheduler {
             provisioning: Provisioning::new(&cluster, pools),
             now: Millis::ZERO,
             leftovers: Leftovers::default(),
-            head_memo: vec![None; cqs],
+            head_memos: HeadMemos::new(cqs),
             epoch: 0,
             cluster,
         }
