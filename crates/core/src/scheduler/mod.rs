@@ -46,7 +46,7 @@ pub mod workload;
 mod tests;
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::api::{QueueingStrategy, StopPolicy};
@@ -60,7 +60,7 @@ use fair::FairSharing;
 use history::{Estimate, History, TypicalPod};
 use memo::HeadMemos;
 use pods_ready::Unready;
-use queues::{Queues, TenantGroup};
+use queues::{Queues, TenantGroups};
 use quota::QuotaTree;
 use restore::Leftovers;
 use store::Workloads;
@@ -229,7 +229,8 @@ pub struct Scheduler {
     /// Per ClusterQueue: every flavor it lists, in order (what the flavor hook may reorder).
     flavors_of: Vec<Vec<FlavorId>>,
     cycles: u64,
-    tenant_groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
+    /// The members of each tenant group (`queues`).
+    tenant_groups: TenantGroups,
     /// Decayed usage, runtime estimates and pod shapes (`history`).
     history: History,
     /// Whether autoscaling is planned, nodes in flight per flavor (`autoscale`).
@@ -281,7 +282,7 @@ impl Scheduler {
                 .collect(),
             trees: CohortTrees::new(&cluster),
             cycles: 0,
-            tenant_groups: BTreeMap::new(),
+            tenant_groups: TenantGroups::default(),
             history: History::new(&cluster),
             provisioning: Provisioning::new(&cluster, pools),
             now: Millis::ZERO,

@@ -46,7 +46,7 @@
 //! `tests/tenant_properties.rs` checks each over random scenarios.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use crate::model::api::QueueingStrategy;
@@ -81,6 +81,48 @@ impl QueueKey {
 /// The workloads of one tenant (namespace) with tenant scores, in one
 /// ClusterQueue at one priority: the set a tenant's scores permute.
 pub(super) type TenantGroup = (ClusterQueueId, i32, String);
+
+/// The members of each tenant group: the workloads a tenant's scores
+/// order among themselves.
+///
+/// What it guarantees: a workload is in a group at most once; a group
+/// whose members have all gone is dropped when next ordered
+/// ([`TenantGroups::retain`]), so groups never pile up. What it never
+/// does: look at a workload — the scheduler says who still belongs.
+#[derive(Debug, Default)]
+pub(super) struct TenantGroups {
+    groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
+}
+
+impl TenantGroups {
+    /// `id` belongs to `group`.
+    #[inline]
+    pub fn join(&mut self, group: TenantGroup, id: WorkloadId) {
+        self.groups.entry(group).or_default().insert(id);
+    }
+
+    /// Keeps of `group` the members `belongs` says still belong, and drops
+    /// the group if none does. The members left, if any.
+    pub fn retain(
+        &mut self,
+        group: &TenantGroup,
+        belongs: impl FnMut(&WorkloadId) -> bool,
+    ) -> Option<&BTreeSet<WorkloadId>> {
+        let members = self.groups.get_mut(group)?;
+        members.retain(belongs);
+        if members.is_empty() {
+            self.groups.remove(group);
+            return None;
+        }
+        self.groups.get(group)
+    }
+
+    /// How many groups are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.groups.len()
+    }
+}
 
 /// One ClusterQueue's waiting workloads. Set-aside (inadmissible) workloads
 /// stay in `parked`, in queue order; waking them does not move them back:
@@ -339,7 +381,7 @@ impl Scheduler {
         let key = self.key_of(id);
         self.queues.push(cq, key);
         if let Some(group) = self.group_of(id) {
-            self.tenant_groups.entry(group).or_default().insert(id);
+            self.tenant_groups.join(group, id);
         }
     }
 
@@ -366,20 +408,16 @@ impl Scheduler {
     /// workload a policy denied, or preempted at this instant, keeps its own
     /// position: what set it aside is its own, not its position's.
     pub(super) fn permute(&mut self, group: &TenantGroup) {
-        let Some(members) = self.tenant_groups.get_mut(group) else {
-            return;
-        };
         let entries = &self.workloads;
         let cq = group.0;
-        members.retain(|id| {
+        let Some(members) = self.tenant_groups.retain(group, |id| {
             let entry = &entries[*id];
             matches!(entry.status, Status::Queued | Status::Inadmissible)
                 && entry.workload.cluster_queue == cq
-        });
+        }) else {
+            return;
+        };
         if members.len() < 2 {
-            if members.is_empty() {
-                self.tenant_groups.remove(group);
-            }
             return;
         }
         let now = self.now;
@@ -610,6 +648,26 @@ mod tests {
         assert_eq!(queues.waiting_count(CQ), 2);
         queues.remove(CQ, &key(0, 0));
         assert_eq!((queues.head(CQ), active(&queues)), (None, vec![]));
+    }
+
+    #[test]
+    fn a_tenant_group_holds_a_workload_once_and_goes_when_empty() {
+        let mut groups = TenantGroups::default();
+        let group: TenantGroup = (CQ, 0, "ns".into());
+        groups.join(group.clone(), WorkloadId(3));
+        groups.join(group.clone(), WorkloadId(3));
+        groups.join(group.clone(), WorkloadId(1));
+        let left = groups.retain(&group, |_| true).map(BTreeSet::len);
+        assert_eq!(left, Some(2));
+        let left = groups.retain(&group, |id| *id == WorkloadId(1));
+        assert_eq!(
+            left.map(|m| m.iter().copied().collect()),
+            Some(vec![WorkloadId(1)])
+        );
+        assert!(groups.retain(&group, |_| false).is_none());
+        assert_eq!(groups.len(), 0);
+        // Gone: nothing is asked about it any more.
+        assert!(groups.retain(&group, |_| panic!("no members")).is_none());
     }
 
     #[test]
