@@ -3,6 +3,8 @@
 //! reclaim deadlines), eviction and the retry policy that follows it.
 //! Releases quota and nodes; never admits anything (that is `cycle`).
 
+use std::collections::BTreeMap;
+
 use crate::model::cluster::{FlavorResource, RetryPolicy};
 use crate::model::{Amount, Millis};
 
@@ -14,6 +16,67 @@ use super::store::Vacancy;
 use super::timers::{Timer, TimerKind};
 use super::workload::{Admission, Slot, Status, Workload, WorkloadId};
 use super::{Event, Scheduler};
+
+/// Workloads submitted and not scored yet, in submission order (the next
+/// weight-hook batch), and the backoffs some of them carried from before
+/// a driver restart.
+///
+/// What it guarantees: the batch keeps the order workloads were put in,
+/// and taking it leaves it empty; a carried backoff is handed out at most
+/// once ([`Unscored::take_carried`]). What it never does: score, queue or
+/// look at a workload's status — the scheduler puts in only workloads
+/// waiting to be scored.
+#[derive(Debug, Default)]
+pub(super) struct Unscored {
+    /// Submitted, not scored yet, in submission order.
+    batch: Vec<WorkloadId>,
+    /// Of those, the ones that were backing off before the driver
+    /// restarted: until when, and why (they back off until then once scored).
+    carried: BTreeMap<WorkloadId, (Millis, Backoff)>,
+}
+
+impl Unscored {
+    /// `id` waits to be scored, after those before it.
+    #[inline]
+    pub fn push(&mut self, id: WorkloadId) {
+        self.batch.push(id);
+    }
+
+    /// `id` no longer waits to be scored.
+    #[inline]
+    pub fn remove(&mut self, id: WorkloadId) {
+        self.batch.retain(|&w| w != id);
+    }
+
+    /// Whether nothing waits to be scored.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    /// Takes the batch to score, in order, leaving none.
+    #[inline]
+    pub fn take_batch(&mut self) -> Vec<WorkloadId> {
+        std::mem::take(&mut self.batch)
+    }
+
+    /// `id` was backing off, until `until`, before the driver restarted.
+    #[inline]
+    pub fn carry(&mut self, id: WorkloadId, until: Millis, why: Backoff) {
+        self.carried.insert(id, (until, why));
+    }
+
+    /// The backoff `id` carried, once.
+    #[inline]
+    pub fn take_carried(&mut self, id: WorkloadId) -> Option<(Millis, Backoff)> {
+        self.carried.remove(&id)
+    }
+
+    /// Across a reconfiguration (ids kept): the backoffs carried under `old`.
+    pub fn carry_over(&mut self, old: &Unscored) {
+        self.carried = old.carried.clone();
+    }
+}
 
 impl Scheduler {
     /// Adds a workload at `now` (its queue time). It is scored and queued at
@@ -75,7 +138,7 @@ impl Scheduler {
         let added = self.workloads.add(entry);
         debug_assert_eq!(added, id);
         if status == Status::Scoring {
-            self.to_score.push(id);
+            self.unscored.push(id);
         }
         id
     }
@@ -90,7 +153,7 @@ impl Scheduler {
         entry.evictions = carried.evictions;
         match carried.backoff {
             Some((until, why)) if until > now && entry.status == Status::Scoring => {
-                self.carried_backoff.insert(id, (until, why));
+                self.unscored.carry(id, until, why);
             }
             _ => {}
         }
@@ -99,7 +162,7 @@ impl Scheduler {
     /// A scored workload that carried a backoff from before the restart
     /// backs off until then instead of being queued. Whether it does.
     pub(super) fn back_off_carried(&mut self, id: WorkloadId, now: Millis) -> bool {
-        let Some((until, why)) = self.carried_backoff.remove(&id) else {
+        let Some((until, why)) = self.unscored.take_carried(id) else {
             return false;
         };
         if until <= now {
@@ -203,7 +266,7 @@ impl Scheduler {
     fn leave_waiting(&mut self, id: WorkloadId) {
         match self.workloads[id].status {
             Status::Queued | Status::Inadmissible => self.dequeue(id),
-            Status::Scoring => self.to_score.retain(|&w| w != id),
+            Status::Scoring => self.unscored.remove(id),
             Status::Orphaned => self.leftovers.forget(id),
             _ => {}
         }
@@ -484,4 +547,39 @@ fn waiting(status: Status) -> bool {
             | Status::Backoff
             | Status::Orphaned
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_keeps_its_order_and_taking_it_leaves_none() {
+        let mut unscored = Unscored::default();
+        assert!(unscored.is_empty());
+        for id in [4, 1, 3] {
+            unscored.push(WorkloadId(id));
+        }
+        unscored.remove(WorkloadId(1));
+        assert_eq!(unscored.take_batch(), vec![WorkloadId(4), WorkloadId(3)]);
+        assert!(unscored.is_empty() && unscored.take_batch().is_empty());
+    }
+
+    #[test]
+    fn a_carried_backoff_is_handed_out_once_and_carries_over() {
+        let mut unscored = Unscored::default();
+        unscored.carry(WorkloadId(2), Millis(50), Backoff::PodsReady);
+        let mut next = Unscored::default();
+        next.carry_over(&unscored);
+        assert_eq!(
+            unscored.take_carried(WorkloadId(2)),
+            Some((Millis(50), Backoff::PodsReady))
+        );
+        assert_eq!(unscored.take_carried(WorkloadId(2)), None);
+        assert_eq!(next.take_carried(WorkloadId(1)), None);
+        assert_eq!(
+            next.take_carried(WorkloadId(2)),
+            Some((Millis(50), Backoff::PodsReady))
+        );
+    }
 }

@@ -46,7 +46,6 @@ pub mod workload;
 mod tests;
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::api::{QueueingStrategy, StopPolicy};
@@ -58,6 +57,7 @@ use autoscale::Provisioning;
 use capacity::{Capacity, PoolSpec};
 use fair::FairSharing;
 use history::{Estimate, History, TypicalPod};
+use lifecycle::Unscored;
 use memo::HeadMemos;
 use pods_ready::Unready;
 use queues::{Queues, TenantGroups};
@@ -221,7 +221,8 @@ pub struct Scheduler {
     /// Waiting and admitted workloads per ClusterQueue (`queues`).
     queues: Queues,
     timers: Timers,
-    to_score: Vec<WorkloadId>,
+    /// Submitted workloads not scored yet, and the backoffs they carried (`lifecycle`).
+    unscored: Unscored,
     /// Fair-sharing weights, what cohorts lend, the next weight adjustment (`fair`).
     fair: FairSharing,
     /// Which ClusterQueues share quota through a cohort (`trees`).
@@ -247,9 +248,6 @@ pub struct Scheduler {
     /// Admitted workloads whose pods are not all ready yet, while
     /// `waitForPodsReady` is on (`pods_ready`).
     unready: Unready,
-    /// Submitted workloads that were backing off before the driver
-    /// restarted: they back off until then once scored (`carry`).
-    carried_backoff: BTreeMap<WorkloadId, (Millis, Backoff)>,
 }
 
 impl Scheduler {
@@ -267,8 +265,7 @@ impl Scheduler {
             queues: Queues::new(cqs),
             timers: Timers::default(),
             unready: Unready::default(),
-            carried_backoff: BTreeMap::new(),
-            to_score: Vec::new(),
+            unscored: Unscored::default(),
             fair,
             flavors_of: cluster
                 .cluster_queues

@@ -335,10 +335,10 @@ impl Scheduler {
     /// Scores the workloads submitted since the last cycle (one weight-hook
     /// batch) and queues them.
     pub(super) fn score_new(&mut self, now: Millis, hooks: &mut dyn Hooks) {
-        if self.to_score.is_empty() {
+        if self.unscored.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.to_score);
+        let batch = self.unscored.take_batch();
         let requests: Vec<WeightRequest<'_>> = batch
             .iter()
             .map(|id| WeightRequest {

@@ -424,7 +424,7 @@ impl Scheduler {
             .iter()
             .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
         let id = self.submit(workload, queue_time, queue_time);
-        self.to_score.retain(|&w| w != id);
+        self.unscored.remove(id);
         let entry = &mut self.workloads[id];
         entry.reason = Reason::None;
         entry.retries = carried.retries;
@@ -499,7 +499,7 @@ impl Scheduler {
         self.cycles = old.cycles;
         self.now = old.now;
         // Workloads not scored yet keep the backoff they carried.
-        self.carried_backoff = old.carried_backoff.clone();
+        self.unscored.carry_over(&old.unscored);
         self.history
             .carry_over(&self.cluster, &old.history, &old.cluster);
         self.provisioning
@@ -667,7 +667,7 @@ impl Scheduler {
             self.enqueue(id);
         } else {
             self.workloads[id].status = Status::Scoring;
-            self.to_score.push(id);
+            self.unscored.push(id);
         }
     }
 
