@@ -16,6 +16,20 @@
 //! withdraw, timers, retry), `fair` (DRS shares, adaptive weights, decayed
 //! usage), `autoscale` (node demand and the scale plan), `restore`
 //! (restart and reconfiguration), `step` (the driver API).
+//!
+//! [`Scheduler`] is a composition of parts, each a type that owns its
+//! fields, keeps its own invariants (documented on the type: what it
+//! guarantees, what it never does) and is unit-tested beside it:
+//! `store::Workloads` (slots, their reuse, input order),
+//! `queues::Queues` and `queues::TenantGroups` (waiting and admitted
+//! workloads per ClusterQueue, tenant groups), `timers::Timers`,
+//! `fair::FairSharing` (weights, what cohorts lend, the next adjustment),
+//! `trees::CohortTrees`, `history::History`, `pods_ready::Unready`,
+//! `lifecycle::Unscored` (the next scoring batch, carried backoffs),
+//! `memo::HeadMemos`, `autoscale::Provisioning` and
+//! `restore::Leftovers` (orphaned and detached workloads), besides
+//! `quota::QuotaTree` and `capacity::Capacity`. The rooms' `impl
+//! Scheduler` blocks combine them; none reaches into a part's fields.
 
 pub(crate) mod assign;
 mod autoscale;
