@@ -5,9 +5,10 @@
 //! readiness comes back as `Input::NodeReady`) and idle nodes the core has
 //! stopped using. Never places a pod.
 
-use crate::model::cluster::{FlavorId, ResourceId};
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
 
+use super::capacity::PoolSpec;
 use super::hooks::{AutoscaleRequest, FlavorLoad, Hooks};
 use super::Scheduler;
 
@@ -31,6 +32,88 @@ pub struct ScaleRequest {
     pub nodes: u32,
 }
 
+/// Whether the scheduler plans autoscaling, and per flavor the nodes a
+/// scale-up asked for that are not ready yet.
+///
+/// What it guarantees: a flavor's in-flight count grows only by what a
+/// scale-up asks and shrinks by what comes ready or is given up, never
+/// below zero; a flavor it does not know (beyond the configuration's) is
+/// ignored — answered `false`, never a panic. What it never does: place
+/// pods or count ready nodes (that is `Capacity`).
+#[derive(Debug)]
+pub(super) struct Provisioning {
+    /// Does any ClusterQueue with node pools enable autoscaling?
+    enabled: bool,
+    /// Per flavor: nodes asked for by a scale-up that are not ready yet.
+    in_flight: Vec<u32>,
+}
+
+impl Provisioning {
+    /// Nothing in flight for `cluster`'s flavors; autoscaling planned if a
+    /// ClusterQueue enables it and there are node pools.
+    pub fn new(cluster: &Cluster, pools: &[PoolSpec]) -> Provisioning {
+        Provisioning {
+            enabled: cluster
+                .cluster_queues
+                .iter()
+                .any(|cq| cq.autoscaling.is_some())
+                && !pools.is_empty(),
+            in_flight: vec![0; cluster.flavors.len()],
+        }
+    }
+
+    /// Whether autoscaling is planned at all.
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether `flavor` is one of the configuration's.
+    #[inline]
+    pub fn knows(&self, flavor: FlavorId) -> bool {
+        flavor.index() < self.in_flight.len()
+    }
+
+    /// Nodes of `flavor` asked for and not ready yet.
+    #[inline]
+    pub fn in_flight(&self, flavor: FlavorId) -> u32 {
+        self.in_flight[flavor.index()]
+    }
+
+    /// A scale-up of `flavor` asked for `nodes` more.
+    #[inline]
+    pub fn asked(&mut self, flavor: FlavorId, nodes: u32) {
+        self.in_flight[flavor.index()] += nodes;
+    }
+
+    /// A node of `flavor` came ready: one fewer in flight. Whether the flavor is known.
+    #[inline]
+    pub fn node_ready(&mut self, flavor: FlavorId) -> bool {
+        self.done(flavor, 1)
+    }
+
+    /// `nodes` of `flavor` are no longer in flight. Whether the flavor is known.
+    pub fn done(&mut self, flavor: FlavorId, nodes: u32) -> bool {
+        match self.in_flight.get_mut(flavor.index()) {
+            Some(in_flight) => {
+                *in_flight = in_flight.saturating_sub(nodes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes over what `old` (under `old_cluster`) had in flight, by flavor
+    /// name, into this one's flavors of `cluster`.
+    pub fn carry_over(&mut self, cluster: &Cluster, old: &Provisioning, old_cluster: &Cluster) {
+        for (i, flavor) in old_cluster.flavors.iter().enumerate() {
+            if let Some(new) = cluster.flavor_id(&flavor.name) {
+                self.in_flight[new.index()] = old.in_flight[i];
+            }
+        }
+    }
+}
+
 impl Scheduler {
     /// Asks the autoscale hook and turns its answer into the plan: scale up by
     /// what is wanted beyond ready and provisioning nodes; scale down only
@@ -40,15 +123,15 @@ impl Scheduler {
         now: Millis,
         hooks: &mut dyn Hooks,
     ) -> Vec<ScaleRequest> {
-        if !self.autoscaling {
+        if !self.provisioning.enabled() {
             return Vec::new();
         }
         let mut plan = Vec::new();
         for (flavor, ready, desired) in self.desired_nodes(now, hooks) {
-            let in_flight = self.provisioning[flavor.index()];
+            let in_flight = self.provisioning.in_flight(flavor);
             if desired > ready + in_flight {
                 let nodes = desired - ready - in_flight;
-                self.provisioning[flavor.index()] += nodes;
+                self.provisioning.asked(flavor, nodes);
                 plan.push(ScaleRequest {
                     flavor,
                     kind: ScaleKind::Up,
@@ -125,13 +208,10 @@ impl Scheduler {
                     continue;
                 }
                 // Only the waiting workloads of queues that list the flavor: O(pending), not O(all).
-                let waiting: Amount = (0..self.states.len())
+                let waiting: Amount = (0..self.queues.len())
                     .filter(|&q| self.flavors_of[q].contains(&flavor))
-                    .flat_map(|q| {
-                        let state = &self.states[q];
-                        state.queue.iter().chain(&state.parked).map(|k| k.id)
-                    })
-                    .map(|id| &self.entries[id.index()])
+                    .flat_map(|q| self.queues.waiting(ClusterQueueId(q as u32)))
+                    .map(|id| &self.workloads[id])
                     // One its own tenant holds back asks for no nodes (as if absent).
                     .filter(|e| e.reason.waits_for_capacity() && !e.held_by_tenant)
                     .flat_map(|e| e.workload.pod_sets.iter().map(move |ps| ps.total(r)))
@@ -171,10 +251,9 @@ impl Scheduler {
 
     /// A node of `flavor` became ready (a scale-up done, or a node that appeared).
     pub(super) fn node_ready(&mut self, flavor: FlavorId) -> bool {
-        if flavor.index() >= self.provisioning.len() {
+        if !self.provisioning.node_ready(flavor) {
             return false;
         }
-        self.provisioning[flavor.index()] = self.provisioning[flavor.index()].saturating_sub(1);
         let added = self.capacity.add_node(flavor);
         if added {
             self.wake_all();
@@ -185,8 +264,7 @@ impl Scheduler {
     /// `nodes` of a scale-up of `flavor` are no longer in flight (their
     /// capacity, if any, comes with the driver's pools).
     pub(super) fn provisioning_done(&mut self, flavor: FlavorId, nodes: u32) {
-        if let Some(in_flight) = self.provisioning.get_mut(flavor.index()) {
-            *in_flight = in_flight.saturating_sub(nodes);
+        if self.provisioning.done(flavor, nodes) {
             self.wake_all();
         }
     }
@@ -194,6 +272,57 @@ impl Scheduler {
     /// A node of `flavor` went away: one idle node leaves the capacity (a
     /// node with pods is never taken; their jobs fail through the driver).
     pub(super) fn node_removed(&mut self, flavor: FlavorId) -> bool {
-        flavor.index() < self.provisioning.len() && self.capacity.remove_idle_node(flavor)
+        self.provisioning.knows(flavor) && self.capacity.remove_idle_node(flavor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cluster::tests::build;
+
+    const CLUSTER: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  autoscaling: {enabled: true, minReplicas: 1, maxReplicas: 4, targetUtilization: 50}
+"#;
+
+    #[test]
+    fn in_flight_nodes_never_go_below_zero_and_unknown_flavors_are_ignored() {
+        let cluster = build(CLUSTER);
+        assert!(!Provisioning::new(&cluster, &[]).enabled());
+        let mut p = Provisioning::new(&cluster, &[]);
+        let (a100, h100, unknown) = (FlavorId(0), FlavorId(1), FlavorId(7));
+        p.asked(a100, 3);
+        assert_eq!((p.in_flight(a100), p.in_flight(h100)), (3, 0));
+        assert!(p.node_ready(a100));
+        assert!(p.done(a100, 5));
+        assert_eq!(p.in_flight(a100), 0);
+        assert!(p.node_ready(h100));
+        assert_eq!(p.in_flight(h100), 0);
+        assert!(!p.knows(unknown) && !p.node_ready(unknown) && !p.done(unknown, 1));
+        // Carried over by flavor name: h100 is now the first flavor.
+        p.asked(h100, 2);
+        let swapped = CLUSTER
+            .replace("a100", "tmp")
+            .replace("h100", "a100")
+            .replace("tmp", "h100");
+        let reordered = build(&swapped);
+        let mut next = Provisioning::new(&reordered, &[]);
+        next.carry_over(&reordered, &p, &cluster);
+        assert_eq!(
+            (next.in_flight(FlavorId(0)), next.in_flight(FlavorId(1))),
+            (2, 0)
+        );
     }
 }

@@ -14,8 +14,8 @@ use crate::model::{Amount, Millis};
 use super::assign::{self, Assignment, Mode};
 use super::fair::Contender;
 use super::hooks::{AdmissionRequest, AdmissionVerdict, FlavorRequest, Hooks};
-use super::lifecycle::TimerKind;
 use super::reason::Reason;
+use super::timers::TimerKind;
 use super::workload::{Admission, Status, WorkloadId};
 use super::{Cycle, Event, Scheduler};
 
@@ -36,18 +36,18 @@ impl Scheduler {
             return first;
         };
         let cq = head.cq;
-        if !self.fair[cq.index()] || self.cluster.cluster_queue(cq).cohort.is_none() {
+        if !self.fair.enabled(cq) || self.cluster.cluster_queue(cq).cohort.is_none() {
             return first;
         }
-        let tree = self.tree_of[cq.index()];
+        let tree = self.trees.tree_of(cq);
         let mut at = Vec::new();
         let mut contenders = Vec::new();
         for (i, h) in heads.iter().enumerate().skip(first) {
             let Some(h) = h else { continue };
-            if self.tree_of[h.cq.index()] != tree {
+            if self.trees.tree_of(h.cq) != tree {
                 continue;
             }
-            let entry = &self.entries[h.id.index()];
+            let entry = &self.workloads[h.id];
             at.push(i);
             contenders.push(Contender {
                 cq: h.cq,
@@ -81,11 +81,11 @@ impl Scheduler {
             // ready; `reason` says so for everything waiting.
             return cycle;
         }
-        let mut heads = Vec::with_capacity(self.active.len());
-        let active: Vec<ClusterQueueId> = self.active.iter().copied().collect();
+        let mut heads = Vec::with_capacity(self.queues.active().len());
+        let active: Vec<ClusterQueueId> = self.queues.active().iter().copied().collect();
         for cq in active {
             let def = self.cluster.cluster_queue(cq);
-            let Some(first) = self.head(cq) else {
+            let Some(first) = self.queues.head(cq) else {
                 continue;
             };
             if def.stop_policy != StopPolicy::None {
@@ -93,7 +93,7 @@ impl Scheduler {
                 continue;
             }
             let assignment = self.assign_head_reusing(cq, first.id, hooks);
-            let entry = &self.entries[first.id.index()];
+            let entry = &self.workloads[first.id];
             // Kueue's order: by how far up the cohort tree the head
             // borrows, then priority, then time. Fair sharing decides
             // among a tree's heads by tournament, in turn with the others.
@@ -131,16 +131,15 @@ impl Scheduler {
             else {
                 continue;
             };
-            if changed_trees.contains(&self.tree_of[cq.index()])
+            if changed_trees.contains(&self.trees.tree_of(cq))
                 || (nodes_changed && !assignment.placements.is_empty())
             {
                 assignment = self.assign_head_reusing(cq, id, hooks);
             }
-            let lq =
-                &self.cluster.local_queues[self.entries[id.index()].workload.local_queue.index()];
+            let lq = &self.cluster.local_queues[self.workloads[id].workload.local_queue.index()];
             if lq.stop_policy != StopPolicy::None {
                 // Whatever the queueing strategy: a stopped LocalQueue blocks nobody.
-                self.entries[id.index()].reason = Reason::LocalQueueStopped {
+                self.workloads[id].reason = Reason::LocalQueueStopped {
                     policy: lq.stop_policy,
                 };
                 self.park(cq, id);
@@ -149,7 +148,7 @@ impl Scheduler {
             }
             let admitted = match assignment.mode {
                 Mode::Fit => self.try_admit(cq, id, assignment, now, hooks, &mut cycle),
-                Mode::Preempt if self.entries[id.index()].preempted_at == Some(now) => {
+                Mode::Preempt if self.workloads[id].preempted_at == Some(now) => {
                     let reason = Reason::PreemptedThisInstant {
                         not_fit: assignment.not_fit,
                     };
@@ -161,7 +160,7 @@ impl Scheduler {
                     let admitted = self.try_preempt(cq, id, assignment, now, hooks, &mut cycle);
                     if cycle.reserved.len() > reserved {
                         // Heads after it in its tree see the quota it holds.
-                        changed_trees.insert(self.tree_of[cq.index()]);
+                        changed_trees.insert(self.trees.tree_of(cq));
                     }
                     admitted
                 }
@@ -172,8 +171,8 @@ impl Scheduler {
                 }
             };
             if admitted {
-                changed_trees.insert(self.tree_of[cq.index()]);
-                nodes_changed |= self.entries[id.index()]
+                changed_trees.insert(self.trees.tree_of(cq));
+                nodes_changed |= self.workloads[id]
                     .admission
                     .as_ref()
                     .is_some_and(|a| !a.placements.is_empty());
@@ -209,7 +208,7 @@ impl Scheduler {
         hooks: &mut dyn Hooks,
     ) -> Assignment {
         let whole = self.assign_counts(cq, id, hooks, None);
-        let pod_sets = &self.entries[id.index()].workload.pod_sets;
+        let pod_sets = &self.workloads[id].workload.pod_sets;
         let full: Vec<u32> = pod_sets.iter().map(|ps| ps.count).collect();
         let reducible: Vec<u32> = pod_sets
             .iter()
@@ -249,7 +248,7 @@ impl Scheduler {
         hooks: &mut dyn Hooks,
         counts: Option<&[u32]>,
     ) -> Assignment {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         let candidates = &self.flavors_of[cq.index()];
         let preferred = if candidates.len() > 1 {
             hooks
@@ -276,7 +275,7 @@ impl Scheduler {
         // What each answer's victim search found, for reuse below.
         let mut found: Vec<((FlavorResource, Amount), assign::Victims)> = Vec::new();
         let mut assignment = loop {
-            let entry = &self.entries[id.index()];
+            let entry = &self.workloads[id];
             let ctx = assign::Context {
                 oracle: Some(&oracle),
                 ..self.ctx()
@@ -338,7 +337,7 @@ impl Scheduler {
     ) -> AdmissionVerdict {
         hooks.admission(&AdmissionRequest {
             state: self.hook_state(),
-            entry: &self.entries[id.index()],
+            entry: &self.workloads[id],
             flavors: &assignment.pod_sets,
             borrowing: assignment.borrowing,
             now,
@@ -370,7 +369,7 @@ impl Scheduler {
                 ..
             } => {
                 self.dequeue(id);
-                let entry = &mut self.entries[id.index()];
+                let entry = &mut self.workloads[id];
                 entry.status = Status::Rejected;
                 entry.reason = Reason::Rejected {
                     policy: policy.clone(),
@@ -398,14 +397,14 @@ impl Scheduler {
                     // Whatever the queueing strategy: what a tenant's own
                     // policy holds back blocks no one else (as a stopped
                     // LocalQueue), now and at every later try (`set_aside`).
-                    let entry = &mut self.entries[id.index()];
+                    let entry = &mut self.workloads[id];
                     entry.reason = reason;
                     entry.held_by_tenant = true;
                     self.park(cq, id);
                     cycle.progress = true;
                 } else {
                     // A platform policy's denial holds a StrictFIFO queue, as Kueue's would.
-                    self.entries[id.index()].held_by_tenant = false;
+                    self.workloads[id].held_by_tenant = false;
                     cycle.progress |= self.set_aside(cq, id, reason);
                 }
                 false
@@ -447,22 +446,22 @@ impl Scheduler {
             self.quota.add_usage(cq, fr, amount);
         }
         self.capacity.commit(&admission.placements);
-        let priority = self.entries[id.index()].workload.priority;
-        self.states[cq.index()].admitted.insert((priority, id));
+        let priority = self.workloads[id].workload.priority;
+        self.queues.admit(cq, priority, id);
         let at = admission.at;
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.epoch += 1;
         entry.status = Status::Admitted;
         entry.reason = Reason::None;
         entry.held_by_tenant = false;
         entry.admission = Some(admission);
         if let Some(timeout) = self.cluster.cluster_queue(cq).reclaim_timeout {
-            self.timers.insert((
+            self.timers.arm(
                 at.saturating_add(timeout),
                 TimerKind::Reclaim,
                 id,
                 entry.epoch,
-            ));
+            );
         }
     }
 }

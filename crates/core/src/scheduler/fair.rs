@@ -8,7 +8,7 @@
 
 use std::cmp::{Ordering, Reverse};
 
-use crate::model::cluster::{ClusterQueueId, FlavorResource};
+use crate::model::cluster::{Cluster, ClusterQueueId, FlavorResource};
 use crate::model::{Amount, Millis};
 
 use super::hooks::{FairShareRequest, Hooks};
@@ -75,10 +75,7 @@ impl Drs {
 /// could ever lend (Kueue's `calculateLendable` at the node): the sum over
 /// the resource's flavors of the parent's potential. Quota only, so fixed
 /// for a configuration. Empty for ClusterQueues (they are nobody's parent).
-pub(super) fn lendable_by_node(
-    cluster: &crate::model::cluster::Cluster,
-    quota: &QuotaTree,
-) -> Vec<Vec<Amount>> {
+fn lendable_by_node(cluster: &Cluster, quota: &QuotaTree) -> Vec<Vec<Amount>> {
     quota
         .nodes()
         .map(|node| {
@@ -95,6 +92,119 @@ pub(super) fn lendable_by_node(
             lendable
         })
         .collect()
+}
+
+/// Fair sharing's state: each ClusterQueue's current weight, whether fair
+/// sharing orders its tree's heads, what each cohort could ever lend its
+/// children (the DRS denominators), and when the fair-share hook next
+/// adjusts the weights.
+///
+/// What it guarantees: a weight is always finite and non-negative (an
+/// adjustment that is not, or of the wrong length, changes nothing); the
+/// next adjustment is set exactly when some ClusterQueue has adaptive
+/// weights, first due at 0, and each adjustment sets the next at least
+/// 1 ms later; what cohorts can lend depends on quota only, fixed for a
+/// configuration. What it never does: compute shares (it has no usage;
+/// the scheduler's `drs` does) or decide when an adjustment matters.
+#[derive(Debug)]
+pub(super) struct FairSharing {
+    /// Per ClusterQueue: its weight now (the fair-share hook may change it).
+    weights: Vec<f64>,
+    /// Per ClusterQueue: does fair sharing decide among its tree's heads?
+    enabled: Vec<bool>,
+    /// Per quota-tree node, per resource: what its children could ever borrow from it.
+    lendable: Vec<Vec<Amount>>,
+    /// The shortest `adjustmentInterval` of the ClusterQueues with adaptive weights.
+    interval: Option<Millis>,
+    /// When the weights are next adjusted.
+    next_adjust: Option<Millis>,
+}
+
+impl FairSharing {
+    /// Fair sharing as `cluster` configures it, over `quota`.
+    pub fn new(cluster: &Cluster, quota: &QuotaTree) -> FairSharing {
+        let interval = cluster
+            .cluster_queues
+            .iter()
+            .filter_map(|cq| cq.adaptive_interval)
+            .min();
+        FairSharing {
+            weights: cluster
+                .cluster_queues
+                .iter()
+                .map(|cq| cq.fair_weight)
+                .collect(),
+            enabled: (0..cluster.cluster_queues.len())
+                .map(|i| cluster.fair_sharing_for(ClusterQueueId(i as u32)))
+                .collect(),
+            lendable: lendable_by_node(cluster, quota),
+            interval,
+            next_adjust: interval.map(|_| Millis::ZERO),
+        }
+    }
+
+    /// Every ClusterQueue's weight now.
+    #[inline]
+    pub fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+
+    /// `cq`'s weight now.
+    #[inline]
+    pub fn weight(&self, cq: ClusterQueueId) -> f64 {
+        self.weights[cq.index()]
+    }
+
+    /// Whether fair sharing decides among the heads of `cq`'s tree.
+    #[inline]
+    pub fn enabled(&self, cq: ClusterQueueId) -> bool {
+        self.enabled[cq.index()]
+    }
+
+    /// Per resource: what the children of quota-tree node `parent` could
+    /// ever borrow from it.
+    #[inline]
+    pub fn lendable(&self, parent: Node) -> &[Amount] {
+        &self.lendable[parent.0 as usize]
+    }
+
+    /// When the weights are next adjusted, if any ClusterQueue adapts them.
+    #[inline]
+    pub fn next_adjust(&self) -> Option<Millis> {
+        self.next_adjust
+    }
+
+    /// Whether an adjustment is due at `now`.
+    #[inline]
+    pub fn adjust_due(&self, now: Millis) -> bool {
+        self.next_adjust.is_some_and(|t| t <= now)
+    }
+
+    /// Takes the weights the fair-share hook returned at `now`, one per
+    /// ClusterQueue (any other length: none), each only if finite and
+    /// non-negative; sets the next adjustment. How many weights changed.
+    pub fn adjust(&mut self, weights: Vec<f64>, now: Millis) -> u64 {
+        let mut changed = 0;
+        if weights.len() == self.weights.len() {
+            for (i, w) in weights.into_iter().enumerate() {
+                if w.is_finite() && w >= 0.0 && w != self.weights[i] {
+                    self.weights[i] = w;
+                    changed += 1;
+                }
+            }
+        }
+        self.next_adjust = self.interval.map(|i| now.saturating_add(i.max(Millis(1))));
+        changed
+    }
+
+    /// After a reconfiguration: if weights adapt here, the next adjustment
+    /// is when it was to be under `old`, or at once (`old_now`) if nothing
+    /// adapted there.
+    pub fn carry_over(&mut self, old: &FairSharing, old_now: Millis) {
+        if self.next_adjust.is_some() {
+            self.next_adjust = Some(old.next_adjust.unwrap_or(old_now));
+        }
+    }
 }
 
 /// One head in a fair-sharing tournament.
@@ -117,19 +227,7 @@ impl Scheduler {
     pub(super) fn advance_history(&mut self, now: Millis) {
         // Within one instant the integrals do not move (a step calls this
         // from its timers, every cycle and the autoscale plan).
-        if now <= self.history_at {
-            return;
-        }
-        self.history_at = now;
-        for (i, decayed) in self.decayed.iter_mut().enumerate() {
-            let cq = ClusterQueueId(i as u32);
-            let gpus: Amount = self
-                .gpu_resources
-                .iter()
-                .map(|&fr| self.quota.usage(cq, fr))
-                .sum();
-            decayed.advance(now, gpus.as_f64());
-        }
+        self.history.advance(now, &self.quota);
     }
 
     pub(super) fn adjust_fair_weights(&mut self, now: Millis, hooks: &mut dyn Hooks) {
@@ -142,29 +240,15 @@ impl Scheduler {
             now,
         };
         let weights = hooks.fair_share(&request);
-        if weights.len() == self.fair_weights.len() {
-            for (i, w) in weights.into_iter().enumerate() {
-                if w.is_finite() && w >= 0.0 && w != self.fair_weights[i] {
-                    self.fair_weights[i] = w;
-                    // Shares and so fair preemption depend on the weights.
-                    self.epoch += 1;
-                }
-            }
-        }
-        let interval = self
-            .cluster
-            .cluster_queues
-            .iter()
-            .filter_map(|cq| cq.adaptive_interval)
-            .min();
-        self.next_fair_adjust = interval.map(|i| now.saturating_add(i.max(Millis(1))));
+        // Shares and so fair preemption depend on the weights.
+        self.epoch += self.fair.adjust(weights, now);
     }
 
     /// The weight of a node: a ClusterQueue's current fair-sharing weight
     /// (the fair-share hook may change it), a cohort's `fairSharing.weight`.
     fn node_weight(&self, node: Node) -> f64 {
         match self.quota.node_cq(node) {
-            Some(cq) => self.fair_weights[cq.index()],
+            Some(cq) => self.fair.weight(cq),
             None => self
                 .quota
                 .node_cohort(node)
@@ -193,7 +277,7 @@ impl Scheduler {
                 drs.borrowing = true;
             }
         }
-        let lendable = &self.lendable[parent.0 as usize];
+        let lendable = self.fair.lendable(parent);
         for (b, l) in borrowed.iter().zip(lendable) {
             if *b > Amount::ZERO && *l > Amount::ZERO {
                 let ratio = b.milli() as f64 * 1000.0 / l.milli() as f64;
@@ -320,6 +404,82 @@ mod tests {
     use super::*;
     use crate::model::cluster::tests::build;
     use crate::model::cluster::FlavorId;
+
+    /// `fast` (weight 2, adaptive every 5m) and `slow` (adaptive every
+    /// 1m) in cohort `c`; `plain` on its own, neither fair nor adaptive.
+    const ADAPTIVE: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: fast}
+spec:
+  cohort: c
+  fairSharing: {weight: "2"}
+  scheduling:
+    algorithm: fair-sharing
+    adaptiveWeights: {enabled: true, adjustmentInterval: 5m}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: slow}
+spec:
+  cohort: c
+  scheduling:
+    algorithm: fair-sharing
+    adaptiveWeights: {enabled: true, adjustmentInterval: 1m}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: plain}
+"#;
+
+    fn fair_sharing(yaml: &str) -> FairSharing {
+        let cluster = build(yaml);
+        FairSharing::new(&cluster, &QuotaTree::new(&cluster))
+    }
+
+    #[test]
+    fn weights_stay_finite_and_non_negative() {
+        let mut fair = fair_sharing(ADAPTIVE);
+        assert_eq!(fair.weights(), &[2.0, 1.0, 1.0]);
+        assert!(fair.enabled(ClusterQueueId(0)) && fair.enabled(ClusterQueueId(1)));
+        assert!(!fair.enabled(ClusterQueueId(2)));
+        let now = Millis::from_secs(10);
+        // One weight per ClusterQueue, or none taken.
+        assert_eq!(fair.adjust(vec![3.0], now), 0);
+        assert_eq!(fair.weights(), &[2.0, 1.0, 1.0]);
+        assert_eq!(fair.adjust(vec![f64::NAN, -1.0, f64::INFINITY], now), 0);
+        assert_eq!(fair.weights(), &[2.0, 1.0, 1.0]);
+        // Only those that change count.
+        assert_eq!(fair.adjust(vec![2.0, 0.0, 4.5], now), 2);
+        assert_eq!(fair.weights(), &[2.0, 0.0, 4.5]);
+        assert_eq!(fair.weight(ClusterQueueId(2)), 4.5);
+    }
+
+    #[test]
+    fn the_next_adjustment_is_set_exactly_when_weights_adapt() {
+        let mut fair = fair_sharing(ADAPTIVE);
+        // First due at once, then every shortest interval after each adjustment.
+        assert_eq!(fair.next_adjust(), Some(Millis::ZERO));
+        assert!(fair.adjust_due(Millis::ZERO));
+        fair.adjust(Vec::new(), Millis::from_secs(30));
+        assert_eq!(fair.next_adjust(), Some(Millis::from_secs(90)));
+        assert!(!fair.adjust_due(Millis::from_secs(89)));
+        assert!(fair.adjust_due(Millis::from_secs(90)));
+
+        let mut fixed = fair_sharing(&ADAPTIVE.replace("enabled: true", "enabled: false"));
+        assert_eq!(fixed.next_adjust(), None);
+        fixed.adjust(Vec::new(), Millis::from_secs(30));
+        assert_eq!(fixed.next_adjust(), None);
+        fixed.carry_over(&fair, Millis::from_secs(40));
+        assert_eq!(fixed.next_adjust(), None);
+
+        // Across a reconfiguration: when it was to be, or at once.
+        let mut next = fair_sharing(ADAPTIVE);
+        next.carry_over(&fair, Millis::from_secs(40));
+        assert_eq!(next.next_adjust(), Some(Millis::from_secs(90)));
+        next.carry_over(&fixed, Millis::from_secs(40));
+        assert_eq!(next.next_adjust(), Some(Millis::from_secs(40)));
+    }
 
     /// `cq` (nominal NOMINAL) in `child` (weight 2, own quota CHILD) under
     /// `root` (ROOT GPUs), `cq` using 10 GPUs: the shares of Kueue's

@@ -53,7 +53,7 @@ impl Targets {
         }
         let mut queues: BTreeMap<ClusterQueueId, VecDeque<WorkloadId>> = BTreeMap::new();
         for &w in candidates {
-            let cq = sched.entries[w.index()].workload.cluster_queue;
+            let cq = sched.workloads[w].workload.cluster_queue;
             queues.entry(cq).or_default().push_back(w);
         }
         Targets {
@@ -161,7 +161,7 @@ impl Targets {
 
 impl Scheduler {
     fn candidate_key(&self, preemptor: ClusterQueueId, w: WorkloadId) -> CandidateKey {
-        let e = &self.entries[w.index()];
+        let e = &self.workloads[w];
         let at = e.admission.as_ref().map_or(Millis::ZERO, |a| a.at);
         (
             e.workload.cluster_queue == preemptor,
@@ -186,7 +186,7 @@ impl Scheduler {
         let mut found = Vec::new();
         self.candidates_in(cq, ask, None, false, &mut found);
         if self.cluster.cluster_queue(cq).cohort.is_some() {
-            for &other in self.tree_members[cq.index()].iter() {
+            for &other in self.trees.members(cq).iter() {
                 if other != cq && self.is_borrowing_on(other, frs) {
                     self.candidates_in(other, ask, None, false, &mut found);
                 }

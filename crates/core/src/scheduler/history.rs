@@ -8,8 +8,164 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::model::cluster::{Cluster, Estimation, FlavorId, HistoryWindow, ResourceId};
+use crate::model::cluster::{
+    Cluster, ClusterQueueId, Estimation, FlavorId, FlavorResource, HistoryWindow, LocalQueueId,
+    ResourceId,
+};
 use crate::model::{Amount, Millis};
+
+use super::quota::QuotaTree;
+
+/// Everything the scheduler remembers of the past, per queue: decayed GPU
+/// usage per ClusterQueue, runtime history per LocalQueue (where
+/// `resourceEstimation` is on), recent pod shapes per ClusterQueue.
+///
+/// What it guarantees: the decayed integrals only move forward in time —
+/// [`History::advance`] to an instant at or before the last one changes
+/// nothing, so calling it several times within one instant counts the
+/// usage once; a LocalQueue without `resourceEstimation` never gets an
+/// estimate; [`History::carry_over`] keeps the history of a queue that
+/// keeps its name across a configuration change. What it never does: read
+/// a clock (time is the caller's `now`), or change quota usage.
+#[derive(Debug)]
+pub(super) struct History {
+    /// Per ClusterQueue: decayed GPU usage.
+    decayed: Vec<DecayedUsage>,
+    /// Per LocalQueue: runtime history, where `resourceEstimation` is on.
+    runtimes: Vec<Option<RuntimeHistory>>,
+    /// Per ClusterQueue: the shapes of the pods last submitted to it.
+    shapes: Vec<PodShapes>,
+    /// Every (flavor, `nvidia.com/gpu`) pair: the usage `decayed` counts.
+    gpu_resources: Vec<FlavorResource>,
+    /// The time the decayed-usage integrals were last brought to.
+    at: Millis,
+}
+
+impl History {
+    /// No history yet, for the queues of `cluster`.
+    pub fn new(cluster: &Cluster) -> History {
+        History {
+            decayed: cluster
+                .cluster_queues
+                .iter()
+                .map(|cq| DecayedUsage::new(cq.usage_half_life))
+                .collect(),
+            runtimes: runtime_histories(cluster),
+            shapes: vec![PodShapes::default(); cluster.cluster_queues.len()],
+            gpu_resources: match cluster.resource_id(super::GPU) {
+                Some(gpu) => (0..cluster.flavors.len())
+                    .map(|f| cluster.flavor_resource(FlavorId(f as u16), gpu))
+                    .collect(),
+                None => Vec::new(),
+            },
+            at: Millis::ZERO,
+        }
+    }
+
+    /// Brings every ClusterQueue's decayed usage to `now`, the GPUs `quota`
+    /// says each uses having been in use since the last call (usage changes
+    /// only at call instants). At or before the last call: nothing.
+    pub fn advance(&mut self, now: Millis, quota: &QuotaTree) {
+        if now <= self.at {
+            return;
+        }
+        self.at = now;
+        for (i, decayed) in self.decayed.iter_mut().enumerate() {
+            let cq = ClusterQueueId(i as u32);
+            let gpus: Amount = self
+                .gpu_resources
+                .iter()
+                .map(|&fr| quota.usage(cq, fr))
+                .sum();
+            decayed.advance(now, gpus.as_f64());
+        }
+    }
+
+    /// `cq`'s decayed GPU-seconds as of the last [`History::advance`].
+    #[inline]
+    pub fn decayed_usage(&self, cq: ClusterQueueId) -> f64 {
+        self.decayed[cq.index()].value()
+    }
+
+    /// Records `pods` pods submitted to `cq`, asking `per_pod` each, that
+    /// may run on `flavors` (empty: any).
+    #[inline]
+    pub fn record_pods(
+        &mut self,
+        cq: ClusterQueueId,
+        per_pod: &[(ResourceId, Amount)],
+        flavors: &[FlavorId],
+        pods: u32,
+    ) {
+        self.shapes[cq.index()].record(per_pod, flavors, pods);
+    }
+
+    /// Records a run to completion in `lq` of `runtime`, ended at `now`;
+    /// nothing where `resourceEstimation` is off.
+    #[inline]
+    pub fn record_runtime(&mut self, lq: LocalQueueId, now: Millis, runtime: Millis) {
+        if let Some(history) = self.runtimes[lq.index()].as_mut() {
+            history.record(now, runtime);
+        }
+    }
+
+    /// `lq`'s runtime estimate, if `resourceEstimation` is on and something finished.
+    #[inline]
+    pub fn estimate(&self, lq: LocalQueueId) -> Option<Estimate> {
+        self.runtimes[lq.index()].as_ref()?.estimate()
+    }
+
+    /// The typical pods of `cq` ([`PodShapes::typical`]).
+    pub fn typical_pods(&self, cq: ClusterQueueId) -> Vec<TypicalPod> {
+        self.shapes[cq.index()].typical()
+    }
+
+    /// The typical pods of every ClusterQueue together, each queue's
+    /// shares weighted by the pods it remembers.
+    pub fn typical_pods_all(&self) -> Vec<TypicalPod> {
+        let total: u64 = self.shapes.iter().map(PodShapes::pods).sum();
+        let mut merged: BTreeMap<PodRequest, f64> = BTreeMap::new();
+        for shapes in &self.shapes {
+            let weight = shapes.pods() as f64 / total.max(1) as f64;
+            for t in shapes.typical() {
+                let key = PodRequest {
+                    per_pod: t.per_pod,
+                    flavors: t.flavors,
+                };
+                *merged.entry(key).or_default() += t.share * weight;
+            }
+        }
+        merged
+            .into_iter()
+            .map(|(shape, share)| TypicalPod {
+                per_pod: shape.per_pod,
+                flavors: shape.flavors,
+                share,
+            })
+            .collect()
+    }
+
+    /// Takes over `old`'s history (kept under `old_cluster`) by name into
+    /// this one's queues of `cluster`: its time, decayed usage per
+    /// ClusterQueue, runtime history per LocalQueue that still estimates.
+    /// Pod shapes start afresh.
+    pub fn carry_over(&mut self, cluster: &Cluster, old: &History, old_cluster: &Cluster) {
+        self.at = old.at;
+        for (i, cq) in old_cluster.cluster_queues.iter().enumerate() {
+            if let Some(new) = cluster.cluster_queue_id(&cq.name) {
+                self.decayed[new.index()] = old.decayed[i].clone();
+            }
+        }
+        for (i, lq) in old_cluster.local_queues.iter().enumerate() {
+            let new = cluster.local_queue_id(&lq.namespace, &lq.name);
+            if let (Some(new), Some(history)) = (new, &old.runtimes[i]) {
+                if self.runtimes[new.index()].is_some() {
+                    self.runtimes[new.index()] = Some(history.clone());
+                }
+            }
+        }
+    }
+}
 
 /// GPU-seconds used, decayed with a half-life: d(t) = ∫ u(s)·2^(−(t−s)/h) ds.
 #[derive(Clone, Debug)]
@@ -109,7 +265,7 @@ impl RuntimeHistory {
 }
 
 /// Per LocalQueue: its history if `resourceEstimation` is enabled.
-pub(crate) fn runtime_histories(cluster: &Cluster) -> Vec<Option<RuntimeHistory>> {
+fn runtime_histories(cluster: &Cluster) -> Vec<Option<RuntimeHistory>> {
     cluster
         .local_queues
         .iter()
@@ -120,6 +276,99 @@ pub(crate) fn runtime_histories(cluster: &Cluster) -> Vec<Option<RuntimeHistory>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::cluster::tests::build;
+
+    /// `busy` and `idle` (2 GPUs each on `a100`, usage half-life 1h), LocalQueue
+    /// `q` of `busy` with `resourceEstimation`, `r` of `idle` without.
+    const CLUSTER: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: busy}
+spec:
+  scheduling: {adaptiveWeights: {enabled: true, adjustmentInterval: 1m, usageHalfLife: 1h}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: idle}
+spec:
+  scheduling: {adaptiveWeights: {enabled: true, adjustmentInterval: 1m, usageHalfLife: 1h}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns, name: q}
+spec: {clusterQueue: busy, resourceEstimation: {enabled: true}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: ns, name: r}
+spec: {clusterQueue: idle}
+"#;
+
+    fn cluster() -> Cluster {
+        build(CLUSTER)
+    }
+
+    #[test]
+    fn history_counts_an_instant_once_and_never_moves_back() {
+        let cluster = cluster();
+        let busy = cluster.cluster_queue_id("busy").unwrap();
+        let idle = cluster.cluster_queue_id("idle").unwrap();
+        let gpu = cluster.resource_id(super::super::GPU).unwrap();
+        let mut quota = QuotaTree::new(&cluster);
+        quota.add_usage(
+            busy,
+            cluster.flavor_resource(FlavorId(0), gpu),
+            Amount::from_units(2),
+        );
+        let mut history = History::new(&cluster);
+        history.advance(Millis::from_secs(600), &quota);
+        let once = history.decayed_usage(busy);
+        assert!(once > 0.0);
+        assert_eq!(history.decayed_usage(idle), 0.0);
+        // The same instant again, or an earlier one, changes nothing.
+        history.advance(Millis::from_secs(600), &quota);
+        history.advance(Millis::from_secs(300), &quota);
+        assert_eq!(history.decayed_usage(busy), once);
+        history.advance(Millis::from_secs(1200), &quota);
+        assert!(history.decayed_usage(busy) > once);
+    }
+
+    #[test]
+    fn only_an_estimating_local_queue_gets_an_estimate_and_it_carries_over_by_name() {
+        let cluster = cluster();
+        let q = cluster.local_queue_id("ns", "q").unwrap();
+        let r = cluster.local_queue_id("ns", "r").unwrap();
+        let mut history = History::new(&cluster);
+        history.record_runtime(q, Millis::from_secs(100), Millis::from_secs(40));
+        history.record_runtime(r, Millis::from_secs(100), Millis::from_secs(40));
+        assert_eq!(
+            history.estimate(q).map(|e| e.runtime),
+            Some(Millis::from_secs(40))
+        );
+        assert_eq!(history.estimate(r), None);
+        history.record_pods(ClusterQueueId(0), &[], &[], 3);
+        assert_eq!(history.typical_pods_all().len(), 1);
+
+        let mut next = History::new(&cluster);
+        next.carry_over(&cluster, &history, &cluster);
+        assert_eq!(next.estimate(q), history.estimate(q));
+        assert_eq!(next.estimate(r), None);
+        // Pod shapes start afresh.
+        assert!(next.typical_pods_all().is_empty());
+    }
 
     #[test]
     fn decayed_usage_halves_after_one_half_life_without_use() {

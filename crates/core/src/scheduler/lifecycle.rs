@@ -3,6 +3,8 @@
 //! reclaim deadlines), eviction and the retry policy that follows it.
 //! Releases quota and nodes; never admits anything (that is `cycle`).
 
+use std::collections::BTreeMap;
+
 use crate::model::cluster::{FlavorResource, RetryPolicy};
 use crate::model::{Amount, Millis};
 
@@ -10,20 +12,70 @@ use super::assign;
 use super::entry::{Backoff, Carried, Entry};
 use super::hooks::Hooks;
 use super::reason::{Eviction, Reason, Requeue};
-use super::workload::{Admission, Seq, Slot, Status, Workload, WorkloadId};
+use super::store::Vacancy;
+use super::timers::{Timer, TimerKind};
+use super::workload::{Admission, Slot, Status, Workload, WorkloadId};
 use super::{Event, Scheduler};
 
-/// What a timer does when it fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TimerKind {
-    /// A backoff ends: the workload is queued again.
-    BackoffEnds,
-    /// `resourceReclaim.reclaimTimeout` after an admission.
-    Reclaim,
-    /// `waitForPodsReady.timeout` after an admission.
-    PodsReady,
-    /// `waitForPodsReady.recoveryTimeout` after pods all ready once were not.
-    PodsRecovery,
+/// Workloads submitted and not scored yet, in submission order (the next
+/// weight-hook batch), and the backoffs some of them carried from before
+/// a driver restart.
+///
+/// What it guarantees: the batch keeps the order workloads were put in,
+/// and taking it leaves it empty; a carried backoff is handed out at most
+/// once ([`Unscored::take_carried`]). What it never does: score, queue or
+/// look at a workload's status — the scheduler puts in only workloads
+/// waiting to be scored.
+#[derive(Debug, Default)]
+pub(super) struct Unscored {
+    /// Submitted, not scored yet, in submission order.
+    batch: Vec<WorkloadId>,
+    /// Of those, the ones that were backing off before the driver
+    /// restarted: until when, and why (they back off until then once scored).
+    carried: BTreeMap<WorkloadId, (Millis, Backoff)>,
+}
+
+impl Unscored {
+    /// `id` waits to be scored, after those before it.
+    #[inline]
+    pub fn push(&mut self, id: WorkloadId) {
+        self.batch.push(id);
+    }
+
+    /// `id` no longer waits to be scored.
+    #[inline]
+    pub fn remove(&mut self, id: WorkloadId) {
+        self.batch.retain(|&w| w != id);
+    }
+
+    /// Whether nothing waits to be scored.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    /// Takes the batch to score, in order, leaving none.
+    #[inline]
+    pub fn take_batch(&mut self) -> Vec<WorkloadId> {
+        std::mem::take(&mut self.batch)
+    }
+
+    /// `id` was backing off, until `until`, before the driver restarted.
+    #[inline]
+    pub fn carry(&mut self, id: WorkloadId, until: Millis, why: Backoff) {
+        self.carried.insert(id, (until, why));
+    }
+
+    /// The backoff `id` carried, once.
+    #[inline]
+    pub fn take_carried(&mut self, id: WorkloadId) -> Option<(Millis, Backoff)> {
+        self.carried.remove(&id)
+    }
+
+    /// Across a reconfiguration (ids kept): the backoffs carried under `old`.
+    pub fn carry_over(&mut self, old: &Unscored) {
+        self.carried = old.carried.clone();
+    }
 }
 
 impl Scheduler {
@@ -39,14 +91,7 @@ impl Scheduler {
         queue_time: Millis,
     ) -> WorkloadId {
         let queue_time = queue_time.min(now);
-        let seq = self.next_seq;
-        self.next_seq = Seq(seq.0 + 1);
-        let (id, epoch) = match self.free.pop_first() {
-            // A reused slot continues its epochs, so timers and finish events
-            // of the workload that held it never match the new one.
-            Some(id) => (id, self.entries[id.index()].epoch.wrapping_add(1)),
-            None => (WorkloadId(self.entries.len() as u32), 0),
-        };
+        let Vacancy { id, epoch, seq } = self.workloads.vacancy();
         let cq = workload.cluster_queue;
         for ps in &workload.pod_sets {
             let listed = &self.flavors_of[cq.index()];
@@ -57,7 +102,8 @@ impl Scheduler {
             } else {
                 eligible
             };
-            self.shapes[cq.index()].record(&ps.per_pod, &flavors, ps.count);
+            self.history
+                .record_pods(cq, &ps.per_pod, &flavors, ps.count);
         }
         let mut reason = Reason::None;
         let mut status = Status::Scoring;
@@ -89,13 +135,10 @@ impl Scheduler {
             held_by_tenant: false,
             preempted_at: None,
         };
-        if id.index() == self.entries.len() {
-            self.entries.push(entry);
-        } else {
-            self.entries[id.index()] = entry;
-        }
+        let added = self.workloads.add(entry);
+        debug_assert_eq!(added, id);
         if status == Status::Scoring {
-            self.to_score.push(id);
+            self.unscored.push(id);
         }
         id
     }
@@ -104,13 +147,13 @@ impl Scheduler {
     /// driver restarted: its counters, and its backoff if that has not
     /// ended (it then backs off once scored, its score and slot its own).
     pub(super) fn carry(&mut self, id: WorkloadId, carried: Carried, now: Millis) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.retries = carried.retries;
         entry.pods_ready_requeues = carried.pods_ready_requeues;
         entry.evictions = carried.evictions;
         match carried.backoff {
             Some((until, why)) if until > now && entry.status == Status::Scoring => {
-                self.carried_backoff.insert(id, (until, why));
+                self.unscored.carry(id, until, why);
             }
             _ => {}
         }
@@ -119,13 +162,13 @@ impl Scheduler {
     /// A scored workload that carried a backoff from before the restart
     /// backs off until then instead of being queued. Whether it does.
     pub(super) fn back_off_carried(&mut self, id: WorkloadId, now: Millis) -> bool {
-        let Some((until, why)) = self.carried_backoff.remove(&id) else {
+        let Some((until, why)) = self.unscored.take_carried(id) else {
             return false;
         };
         if until <= now {
             return false;
         }
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         let reason = match why {
             Backoff::Retry => Reason::Backoff {
                 after: Box::new(Reason::None),
@@ -149,11 +192,11 @@ impl Scheduler {
                 }
             }
         };
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.status = Status::Backoff;
         entry.reason = reason;
         self.timers
-            .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+            .arm(until, TimerKind::BackoffEnds, id, entry.epoch);
         true
     }
 
@@ -169,8 +212,8 @@ impl Scheduler {
         };
         if entry.status == Status::Detached {
             let released = self.release_detached(id);
-            self.orphans.remove(&id);
-            self.entries[id.index()].status = Status::Finished;
+            self.leftovers.forget(id);
+            self.workloads[id].status = Status::Finished;
             return vec![Event::Finished {
                 workload: id,
                 released,
@@ -184,17 +227,15 @@ impl Scheduler {
             return Vec::new();
         }
         self.advance_history(now);
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         // Only a run to completion tells how long the queue's work runs.
-        if let (Some(history), Some(admission), None) = (
-            self.runtimes[entry.workload.local_queue.index()].as_mut(),
-            &entry.admission,
-            &failure,
-        ) {
-            history.record(now, now.saturating_sub(admission.at));
+        if let (Some(admission), None) = (&entry.admission, &failure) {
+            let runtime = now.saturating_sub(admission.at);
+            self.history
+                .record_runtime(entry.workload.local_queue, now, runtime);
         }
         let released = self.release(id).map(|a| a.usage).unwrap_or_default();
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.status = Status::Finished;
         entry.reason = Reason::None;
         vec![Event::Finished {
@@ -223,12 +264,10 @@ impl Scheduler {
     /// to score, the orphans); a backoff's timer goes stale with the epoch
     /// (`retire`).
     fn leave_waiting(&mut self, id: WorkloadId) {
-        match self.entries[id.index()].status {
+        match self.workloads[id].status {
             Status::Queued | Status::Inadmissible => self.dequeue(id),
-            Status::Scoring => self.to_score.retain(|&w| w != id),
-            Status::Orphaned => {
-                self.orphans.remove(&id);
-            }
+            Status::Scoring => self.unscored.remove(id),
+            Status::Orphaned => self.leftovers.forget(id),
             _ => {}
         }
     }
@@ -236,7 +275,7 @@ impl Scheduler {
     /// The workload's end in `status`: its timers (backoff, reclaim) no
     /// longer match, and it holds no admission or tenant score.
     fn retire(&mut self, id: WorkloadId, status: Status) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.epoch = entry.epoch.wrapping_add(1);
         entry.status = status;
         entry.reason = Reason::None;
@@ -257,10 +296,10 @@ impl Scheduler {
                 // Its queue is gone, so it cannot retry there: it waits, as a
                 // pending workload of a removed queue does, for the queue to return.
                 self.release_detached(id);
-                if let Some(portable) = self.orphans.get_mut(&id) {
+                if let Some(portable) = self.leftovers.orphan_mut(id) {
                     portable.forget_admission();
                 }
-                let entry = &mut self.entries[id.index()];
+                let entry = &mut self.workloads[id];
                 entry.evictions += 1;
                 entry.retries += 1;
                 entry.epoch = entry.epoch.wrapping_add(1);
@@ -282,7 +321,7 @@ impl Scheduler {
             }
             _ => return Vec::new(),
         }
-        let cq = self.entries[id.index()].workload.cluster_queue;
+        let cq = self.workloads[id].workload.cluster_queue;
         if self.cluster.cluster_queue(cq).retry.is_none() {
             return self.finish_with(id, now, Some(message.to_string()));
         }
@@ -306,8 +345,9 @@ impl Scheduler {
                 self.release(id).map(|a| a.usage).unwrap_or_default()
             }
             Status::Detached => {
-                self.orphans.remove(&id);
-                self.release_detached(id)
+                let released = self.release_detached(id);
+                self.leftovers.forget(id);
+                released
             }
             _ => {
                 self.leave_waiting(id);
@@ -315,7 +355,7 @@ impl Scheduler {
             }
         };
         self.retire(id, Status::Withdrawn);
-        self.free.insert(id);
+        self.workloads.free(id);
         vec![Event::Withdrawn {
             workload: id,
             released,
@@ -327,12 +367,14 @@ impl Scheduler {
         hooks.begin(now);
         self.advance_history(now);
         let mut events = Vec::new();
-        while let Some(&(at, kind, id, epoch)) = self.timers.first() {
-            if at > now {
-                break;
-            }
-            self.timers.pop_first();
-            let entry = &self.entries[id.index()];
+        while let Some(Timer {
+            at,
+            kind,
+            id,
+            epoch,
+        }) = self.timers.pop_due(now)
+        {
+            let entry = &self.workloads[id];
             if entry.epoch != epoch {
                 continue;
             }
@@ -346,8 +388,8 @@ impl Scheduler {
                 }
                 TimerKind::PodsReady
                     if entry.status == Status::Admitted
-                        && self.unready.contains(&id)
-                        && !self.recovering.contains_key(&id) =>
+                        && self.unready.contains(id)
+                        && self.unready.recovering_since(id).is_none() =>
                 {
                     self.pods_ready_timeout(id, false, now, &mut events);
                 }
@@ -370,7 +412,7 @@ impl Scheduler {
                 _ => {}
             }
         }
-        if self.next_fair_adjust.is_some_and(|t| t <= now) {
+        if self.fair.adjust_due(now) {
             self.adjust_fair_weights(now, hooks);
         }
         events
@@ -378,32 +420,31 @@ impl Scheduler {
 
     /// Gives back an admitted workload's quota and nodes; wakes what may now fit.
     pub(super) fn release(&mut self, id: WorkloadId) -> Option<Admission> {
-        self.recovering.remove(&id);
-        if self.unready.remove(&id) && self.block_admission() {
+        if self.unready.forget(id) && self.block_admission() {
             self.wake_all();
         }
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         let admission = entry.admission.take()?;
         let cq = entry.workload.cluster_queue;
         for &(fr, amount) in &admission.usage {
             self.quota.add_usage(cq, fr, -amount);
         }
         self.capacity.release(&admission.placements);
-        let priority = self.entries[id.index()].workload.priority;
-        self.states[cq.index()].admitted.remove(&(priority, id));
+        let priority = self.workloads[id].workload.priority;
+        self.queues.release(cq, priority, id);
         self.wake(cq, !admission.placements.is_empty());
         Some(admission)
     }
 
     /// Gives back a detached workload's nodes (it holds no quota).
     fn release_detached(&mut self, id: WorkloadId) -> Vec<(FlavorResource, Amount)> {
-        if let Some(placements) = self.detached.remove(&id) {
+        if let Some(placements) = self.leftovers.release(id) {
             self.capacity.release(&placements);
             if !placements.is_empty() {
                 self.wake_all();
             }
         }
-        self.entries[id.index()].reason = Reason::None;
+        self.workloads[id].reason = Reason::None;
         Vec::new()
     }
 
@@ -415,7 +456,7 @@ impl Scheduler {
         events: &mut Vec<Event>,
     ) {
         let released = self.release(id).map(|a| a.usage).unwrap_or_default();
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.evictions += 1;
         entry.epoch += 1;
         entry.reason = Reason::Evicted(cause.clone());
@@ -439,7 +480,7 @@ impl Scheduler {
         fallback: Option<RetryPolicy>,
         events: &mut Vec<Event>,
     ) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.retries += 1;
         entry.queue_time = now;
         // Queued from now on, with the platform score and input order of the
@@ -489,7 +530,7 @@ impl Scheduler {
                     until,
                 };
                 self.timers
-                    .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+                    .arm(until, TimerKind::BackoffEnds, id, entry.epoch);
             }
         }
     }
@@ -506,4 +547,39 @@ fn waiting(status: Status) -> bool {
             | Status::Backoff
             | Status::Orphaned
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_keeps_its_order_and_taking_it_leaves_none() {
+        let mut unscored = Unscored::default();
+        assert!(unscored.is_empty());
+        for id in [4, 1, 3] {
+            unscored.push(WorkloadId(id));
+        }
+        unscored.remove(WorkloadId(1));
+        assert_eq!(unscored.take_batch(), vec![WorkloadId(4), WorkloadId(3)]);
+        assert!(unscored.is_empty() && unscored.take_batch().is_empty());
+    }
+
+    #[test]
+    fn a_carried_backoff_is_handed_out_once_and_carries_over() {
+        let mut unscored = Unscored::default();
+        unscored.carry(WorkloadId(2), Millis(50), Backoff::PodsReady);
+        let mut next = Unscored::default();
+        next.carry_over(&unscored);
+        assert_eq!(
+            unscored.take_carried(WorkloadId(2)),
+            Some((Millis(50), Backoff::PodsReady))
+        );
+        assert_eq!(unscored.take_carried(WorkloadId(2)), None);
+        assert_eq!(next.take_carried(WorkloadId(1)), None);
+        assert_eq!(
+            next.take_carried(WorkloadId(2)),
+            Some((Millis(50), Backoff::PodsReady))
+        );
+    }
 }

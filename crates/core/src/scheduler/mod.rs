@@ -16,6 +16,20 @@
 //! withdraw, timers, retry), `fair` (DRS shares, adaptive weights, decayed
 //! usage), `autoscale` (node demand and the scale plan), `restore`
 //! (restart and reconfiguration), `step` (the driver API).
+//!
+//! [`Scheduler`] is a composition of parts, each a type that owns its
+//! fields, keeps its own invariants (documented on the type: what it
+//! guarantees, what it never does) and is unit-tested beside it:
+//! `store::Workloads` (slots, their reuse, input order),
+//! `queues::Queues` and `queues::TenantGroups` (waiting and admitted
+//! workloads per ClusterQueue, tenant groups), `timers::Timers`,
+//! `fair::FairSharing` (weights, what cohorts lend, the next adjustment),
+//! `trees::CohortTrees`, `history::History`, `pods_ready::Unready`,
+//! `lifecycle::Unscored` (the next scoring batch, carried backoffs),
+//! `memo::HeadMemos`, `autoscale::Provisioning` and
+//! `restore::Leftovers` (orphaned and detached workloads), besides
+//! `quota::QuotaTree` and `capacity::Capacity`. The rooms' `impl
+//! Scheduler` blocks combine them; none reaches into a part's fields.
 
 pub(crate) mod assign;
 mod autoscale;
@@ -37,6 +51,9 @@ pub(crate) mod quota;
 pub mod reason;
 mod restore;
 mod step;
+mod store;
+mod timers;
+mod trees;
 mod view;
 pub mod workload;
 
@@ -44,7 +61,6 @@ pub mod workload;
 mod tests;
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::model::api::{QueueingStrategy, StopPolicy};
@@ -52,17 +68,26 @@ use crate::model::cluster::{Cluster, ClusterQueueId, FlavorId, FlavorResource, L
 use crate::model::{Amount, Millis};
 
 use assign::Context;
+use autoscale::Provisioning;
 use capacity::{Capacity, PoolSpec};
-use history::{DecayedUsage, Estimate, PodShapes, RuntimeHistory, TypicalPod};
-use queues::{ClusterQueueState, TenantGroup};
+use fair::FairSharing;
+use history::{Estimate, History, TypicalPod};
+use lifecycle::Unscored;
+use memo::HeadMemos;
+use pods_ready::Unready;
+use queues::{Queues, TenantGroups};
 use quota::QuotaTree;
+use restore::Leftovers;
+use store::Workloads;
+use timers::Timers;
+use trees::CohortTrees;
 
 pub use autoscale::{ScaleKind, ScaleRequest};
 pub use entry::{Backoff, Carried, Entry};
-pub use lifecycle::TimerKind;
 pub use reason::{Eviction, NeverFits, Reason, Requeue};
 pub use restore::{PlacedPods, Reconfigured, RestoreError, Restored};
 pub use step::{Input, Step};
+pub use timers::TimerKind;
 pub use view::HookState;
 pub use workload::{
     Admission, PodSetFlavors, PodSetRequest, Seq, Slot, Status, Workload, WorkloadId,
@@ -207,64 +232,38 @@ pub struct Scheduler {
     cluster: Arc<Cluster>,
     quota: QuotaTree,
     capacity: Capacity,
-    entries: Vec<Entry>,
-    /// Slots of withdrawn workloads, reused (lowest first) by later submissions.
-    free: BTreeSet<WorkloadId>,
-    /// The next submission's place in input order.
-    next_seq: Seq,
-    states: Vec<ClusterQueueState>,
-    /// ClusterQueues with a non-empty queue.
-    active: BTreeSet<ClusterQueueId>,
-    timers: BTreeSet<(Millis, TimerKind, WorkloadId, u32)>,
-    to_score: Vec<WorkloadId>,
-    fair_weights: Vec<f64>,
-    fair: Vec<bool>,
-    /// Per quota-tree node, per resource: what its children could ever borrow from it (fair sharing's DRS).
-    lendable: Vec<Vec<Amount>>,
-    /// Per ClusterQueue: the ClusterQueues of its cohort tree (itself alone without a cohort).
-    tree_members: Vec<Arc<[ClusterQueueId]>>,
+    /// Every workload's entry, by slot (`store`).
+    workloads: Workloads,
+    /// Waiting and admitted workloads per ClusterQueue (`queues`).
+    queues: Queues,
+    timers: Timers,
+    /// Submitted workloads not scored yet, and the backoffs they carried (`lifecycle`).
+    unscored: Unscored,
+    /// Fair-sharing weights, what cohorts lend, the next weight adjustment (`fair`).
+    fair: FairSharing,
+    /// Which ClusterQueues share quota through a cohort (`trees`).
+    trees: CohortTrees,
     /// Per ClusterQueue: every flavor it lists, in order (what the flavor hook may reorder).
     flavors_of: Vec<Vec<FlavorId>>,
-    /// Per ClusterQueue: index of its tree.
-    tree_of: Vec<usize>,
-    next_fair_adjust: Option<Millis>,
     cycles: u64,
-    tenant_groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
-    /// Per ClusterQueue: decayed GPU usage.
-    decayed: Vec<DecayedUsage>,
-    /// Per LocalQueue: runtime history, where `resourceEstimation` is on.
-    runtimes: Vec<Option<RuntimeHistory>>,
-    /// Per ClusterQueue: the shapes of the pods last submitted to it.
-    shapes: Vec<PodShapes>,
-    /// Every (flavor, `nvidia.com/gpu`) pair.
-    gpu_resources: Vec<FlavorResource>,
-    /// Per flavor: nodes asked for by a scale-up that are not ready yet.
-    provisioning: Vec<u32>,
-    /// Does any ClusterQueue with node pools enable autoscaling?
-    autoscaling: bool,
+    /// The members of each tenant group (`queues`).
+    tenant_groups: TenantGroups,
+    /// Decayed usage, runtime estimates and pod shapes (`history`).
+    history: History,
+    /// Whether autoscaling is planned, nodes in flight per flavor (`autoscale`).
+    provisioning: Provisioning,
     /// The latest time a step was called with.
     now: Millis,
-    /// The time the decayed-usage integrals were last brought to.
-    history_at: Millis,
-    /// `Status::Detached` workloads and the nodes they hold.
-    detached: BTreeMap<WorkloadId, Vec<workload::Placement>>,
-    /// `Status::Orphaned` and `Status::Detached` workloads by name, to resolve
-    /// against the next configuration.
-    orphans: BTreeMap<WorkloadId, restore::Portable>,
+    /// Orphaned and detached workloads and the nodes they hold (`restore`).
+    leftovers: Leftovers,
     /// Per ClusterQueue: its last head's assignment, for reuse (`memo`).
-    head_memo: Vec<Option<memo::HeadMemo>>,
+    head_memos: HeadMemos,
     /// Changed whenever the policies in force or the fair-sharing weights
     /// change: what was computed under the old ones may not hold.
     epoch: u64,
     /// Admitted workloads whose pods are not all ready yet, while
     /// `waitForPodsReady` is on (`pods_ready`).
-    unready: BTreeSet<WorkloadId>,
-    /// Of `unready`, those whose pods were all ready once: since when they
-    /// are not (`recoveryTimeout` counts from then).
-    recovering: BTreeMap<WorkloadId, Millis>,
-    /// Submitted workloads that were backing off before the driver
-    /// restarted: they back off until then once scored (`carry`).
-    carried_backoff: BTreeMap<WorkloadId, (Millis, Backoff)>,
+    unready: Unready,
 }
 
 impl Scheduler {
@@ -272,57 +271,18 @@ impl Scheduler {
     /// described by `pools`.
     pub fn new(cluster: Arc<Cluster>, pools: &[PoolSpec]) -> Scheduler {
         let quota = QuotaTree::new(&cluster);
-        let lendable = fair::lendable_by_node(&cluster, &quota);
+        let fair = FairSharing::new(&cluster, &quota);
         let capacity = Capacity::new(cluster.flavors.len(), cluster.resources.len(), pools);
         let cqs = cluster.cluster_queues.len();
-        let mut trees: BTreeMap<Option<usize>, Vec<ClusterQueueId>> = BTreeMap::new();
-        let mut tree_of = vec![0; cqs];
-        for (i, cq) in cluster.cluster_queues.iter().enumerate() {
-            let key = cq.cohort.map(|c| cluster.root_cohort(c).index());
-            let key = key.map_or(Some(usize::MAX - i), Some);
-            trees.entry(key).or_default().push(ClusterQueueId(i as u32));
-        }
-        let mut tree_members = vec![Arc::<[ClusterQueueId]>::from(Vec::new()); cqs];
-        for (t, members) in trees.into_values().enumerate() {
-            let shared: Arc<[ClusterQueueId]> = members.into();
-            for &m in shared.iter() {
-                tree_members[m.index()] = shared.clone();
-                tree_of[m.index()] = t;
-            }
-        }
-        let fair = (0..cqs)
-            .map(|i| cluster.fair_sharing_for(ClusterQueueId(i as u32)))
-            .collect();
-        let adaptive = cluster
-            .cluster_queues
-            .iter()
-            .filter_map(|cq| cq.adaptive_interval)
-            .min();
-        let autoscaling = cluster
-            .cluster_queues
-            .iter()
-            .any(|cq| cq.autoscaling.is_some())
-            && !pools.is_empty();
         Scheduler {
-            fair_weights: cluster
-                .cluster_queues
-                .iter()
-                .map(|cq| cq.fair_weight)
-                .collect(),
             quota,
             capacity,
-            entries: Vec::new(),
-            free: BTreeSet::new(),
-            next_seq: Seq(0),
-            states: vec![ClusterQueueState::default(); cqs],
-            active: BTreeSet::new(),
-            timers: BTreeSet::new(),
-            unready: BTreeSet::new(),
-            recovering: BTreeMap::new(),
-            carried_backoff: BTreeMap::new(),
-            to_score: Vec::new(),
+            workloads: Workloads::default(),
+            queues: Queues::new(cqs),
+            timers: Timers::default(),
+            unready: Unready::default(),
+            unscored: Unscored::default(),
             fair,
-            lendable,
             flavors_of: cluster
                 .cluster_queues
                 .iter()
@@ -333,31 +293,14 @@ impl Scheduler {
                         .collect()
                 })
                 .collect(),
-            tree_members,
-            tree_of,
-            next_fair_adjust: adaptive.map(|_| Millis::ZERO),
+            trees: CohortTrees::new(&cluster),
             cycles: 0,
-            tenant_groups: BTreeMap::new(),
-            decayed: cluster
-                .cluster_queues
-                .iter()
-                .map(|cq| DecayedUsage::new(cq.usage_half_life))
-                .collect(),
-            runtimes: history::runtime_histories(&cluster),
-            shapes: vec![PodShapes::default(); cqs],
-            gpu_resources: match cluster.resource_id(GPU) {
-                Some(gpu) => (0..cluster.flavors.len())
-                    .map(|f| cluster.flavor_resource(FlavorId(f as u16), gpu))
-                    .collect(),
-                None => Vec::new(),
-            },
-            provisioning: vec![0; cluster.flavors.len()],
-            autoscaling,
+            tenant_groups: TenantGroups::default(),
+            history: History::new(&cluster),
+            provisioning: Provisioning::new(&cluster, pools),
             now: Millis::ZERO,
-            history_at: Millis::ZERO,
-            detached: BTreeMap::new(),
-            orphans: BTreeMap::new(),
-            head_memo: vec![None; cqs],
+            leftovers: Leftovers::default(),
+            head_memos: HeadMemos::new(cqs),
             epoch: 0,
             cluster,
         }
@@ -383,25 +326,19 @@ impl Scheduler {
     }
     /// The workload in slot `id` (panics if out of range).
     pub fn entry(&self, id: WorkloadId) -> &Entry {
-        &self.entries[id.index()]
+        &self.workloads[id]
     }
     /// The workload in slot `id`, unless the slot is free (withdrawn) or out of range.
     pub fn get(&self, id: WorkloadId) -> Option<&Entry> {
-        self.entries
-            .get(id.index())
-            .filter(|e| e.status != Status::Withdrawn)
+        self.workloads.get(id)
     }
     /// Every slot, withdrawn ones included (status `Withdrawn`).
     pub fn entries(&self) -> &[Entry] {
-        &self.entries
+        self.workloads.all()
     }
     /// Workloads known now (withdrawn slots left out).
     pub fn live(&self) -> impl Iterator<Item = (WorkloadId, &Entry)> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.status != Status::Withdrawn)
-            .map(|(i, e)| (WorkloadId(i as u32), e))
+        self.workloads.live()
     }
     /// Scheduling cycles run so far.
     pub fn cycles(&self) -> u64 {
@@ -409,7 +346,7 @@ impl Scheduler {
     }
     /// Current fair-sharing weight of each ClusterQueue.
     pub fn fair_weights(&self) -> &[f64] {
-        &self.fair_weights
+        self.fair.weights()
     }
     /// Dominant resource share of `cq` now (per mille, divided by its weight).
     pub fn dominant_share(&self, cq: ClusterQueueId) -> f64 {
@@ -417,74 +354,44 @@ impl Scheduler {
     }
     /// `cq`'s `nvidia.com/gpu`-seconds, decayed by its `usageHalfLife`, as of the last call with a `now`.
     pub fn decayed_usage(&self, cq: ClusterQueueId) -> f64 {
-        self.decayed[cq.index()].value()
+        self.history.decayed_usage(cq)
     }
     /// The shapes of the pods last submitted to `cq` that make up most of
     /// them, with their shares ([`PodShapes::typical`]).
     pub fn typical_pods(&self, cq: ClusterQueueId) -> Vec<TypicalPod> {
-        self.shapes[cq.index()].typical()
+        self.history.typical_pods(cq)
     }
     /// The typical pods of every ClusterQueue together, each queue's
     /// shares weighted by the pods it remembers.
     pub fn typical_pods_all(&self) -> Vec<TypicalPod> {
-        let total: u64 = self.shapes.iter().map(PodShapes::pods).sum();
-        let mut merged: BTreeMap<history::PodRequest, f64> = BTreeMap::new();
-        for shapes in &self.shapes {
-            let weight = shapes.pods() as f64 / total.max(1) as f64;
-            for t in shapes.typical() {
-                let key = history::PodRequest {
-                    per_pod: t.per_pod,
-                    flavors: t.flavors,
-                };
-                *merged.entry(key).or_default() += t.share * weight;
-            }
-        }
-        merged
-            .into_iter()
-            .map(|(shape, share)| TypicalPod {
-                per_pod: shape.per_pod,
-                flavors: shape.flavors,
-                share,
-            })
-            .collect()
+        self.history.typical_pods_all()
     }
     /// The LocalQueue's runtime estimate, if `resourceEstimation` is on and something finished.
     pub fn estimate(&self, lq: LocalQueueId) -> Option<Estimate> {
-        self.runtimes[lq.index()].as_ref()?.estimate()
+        self.history.estimate(lq)
     }
     /// Workloads admitted in `cq` now.
     pub fn admitted_count(&self, cq: ClusterQueueId) -> usize {
-        self.states[cq.index()].admitted.len()
+        self.queues.admitted(cq).len()
     }
     /// Workloads waiting in `cq` now (queued or set aside).
     pub fn pending_count(&self, cq: ClusterQueueId) -> usize {
-        let state = &self.states[cq.index()];
-        state.queue.len() + state.parked.len()
+        self.queues.waiting_count(cq)
     }
 
     /// The workloads waiting in `cq` (those [`Scheduler::pending_count`]
     /// counts) in queue order: a set-aside workload keeps its place among
     /// the queued ones, as it will be tried in that order once woken.
     pub fn waiting_in_order(&self, cq: ClusterQueueId) -> impl Iterator<Item = WorkloadId> + '_ {
-        let state = &self.states[cq.index()];
-        let mut queued = state.queue.iter().peekable();
-        let mut parked = state.parked.iter().peekable();
-        std::iter::from_fn(move || {
-            let next = match (queued.peek(), parked.peek()) {
-                (Some(a), Some(b)) if b < a => parked.next(),
-                (Some(_), _) => queued.next(),
-                (None, _) => parked.next(),
-            };
-            next.map(|key| key.id)
-        })
+        self.queues.waiting_in_order(cq)
     }
 
     /// The earliest pending timer (backoff end, reclaim deadline, weight adjustment).
     pub fn next_timer(&self) -> Option<Millis> {
-        let timer = self.timers.first().map(|t| t.0);
+        let timer = self.timers.next_due();
         // Weights only matter while something waits; otherwise a run could never end.
-        let waiting = !self.active.is_empty() || self.states.iter().any(|s| !s.parked.is_empty());
-        let adjust = self.next_fair_adjust.filter(|_| waiting);
+        let waiting = self.queues.anything_waits();
+        let adjust = self.fair.next_adjust().filter(|_| waiting);
         match (timer, adjust) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -495,7 +402,7 @@ impl Scheduler {
     /// recorded at its last examination, a queued workload waits because
     /// its ClusterQueue is stopped, or behind the head of a StrictFIFO queue.
     pub fn reason(&self, id: WorkloadId) -> Reason {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         if matches!(entry.status, Status::Queued | Status::Inadmissible) {
             if let Some(waiting) = self.admission_blocked_by() {
                 return Reason::WaitingForPodsReady { workload: waiting };
@@ -509,9 +416,9 @@ impl Scheduler {
                 };
             }
             if entry.reason.is_none() && cq.strategy == QueueingStrategy::StrictFIFO {
-                let state = &self.states[entry.workload.cluster_queue.index()];
-                if let Some(head) = state.queue.first().filter(|h| h.id != id) {
-                    let head = &self.entries[head.id.index()].workload;
+                let cq = entry.workload.cluster_queue;
+                if let Some(head) = self.queues.first_queued(cq).filter(|h| h.id != id) {
+                    let head = &self.workloads[head.id].workload;
                     return Reason::BehindStrictHead {
                         head: format!("{}/{}", head.namespace, head.name),
                     };
@@ -524,7 +431,7 @@ impl Scheduler {
     /// Why the workload is not admitted, for people (empty if nothing to say).
     pub fn reason_text(&self, id: WorkloadId) -> String {
         self.reason(id)
-            .render(&self.cluster, &self.entries[id.index()].workload)
+            .render(&self.cluster, &self.workloads[id].workload)
     }
 
     fn ctx(&self) -> Context<'_> {

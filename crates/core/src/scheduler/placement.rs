@@ -31,7 +31,7 @@ impl Scorer for PolicyScorer<'_, '_> {
     ) -> Option<Vec<NodeScore>> {
         self.hooks.placement(&PlacementRequest {
             state: self.state.hook_state(),
-            entry: &self.state.entries[self.id.index()],
+            entry: &self.state.workloads[self.id],
             pod_set: self.pod_set,
             per_pod,
             candidates,
@@ -54,7 +54,7 @@ impl Scheduler {
         if !hooks.places() || assignment.placements.is_empty() {
             return None;
         }
-        let workload = &self.entries[id.index()].workload;
+        let workload = &self.workloads[id].workload;
         let mut scratch = Scratch::default();
         let mut placements = Vec::with_capacity(assignment.placements.len());
         for (pod_set, ((ps, chosen), &count)) in workload
@@ -108,7 +108,7 @@ impl Scheduler {
         flavors: &[FlavorId],
         hooks: &mut dyn Hooks,
     ) -> Vec<FlavorId> {
-        let workload = &self.entries[id.index()].workload;
+        let workload = &self.workloads[id].workload;
         let Some((pod_set, ps)) = workload
             .pod_sets
             .iter()

@@ -8,12 +8,84 @@
 //! `blockAdmission`, nothing is admitted while an admitted workload's pods
 //! are not all ready. Never admits anything itself; only `cycle` does.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::model::Millis;
 
-use super::lifecycle::TimerKind;
 use super::reason::{Eviction, Reason};
+use super::timers::TimerKind;
 use super::workload::{Status, WorkloadId};
 use super::{Event, Scheduler};
+
+/// Admitted workloads whose pods are not all ready yet, while
+/// `waitForPodsReady` is on, and of those, the ones recovering: whose pods
+/// were all ready once, with since when they are not.
+///
+/// What it guarantees: every recovering workload is unready too; a workload
+/// said ready (or forgotten) is neither; [`Unready::first`] is the lowest
+/// unready id. What it never does: look at a workload's status, arm a
+/// timer or evict — the scheduler does, from what this answers.
+#[derive(Debug, Default)]
+pub(super) struct Unready {
+    /// Admitted workloads whose pods are not all ready.
+    waiting: BTreeSet<WorkloadId>,
+    /// Of `waiting`, those whose pods were all ready once: since when they
+    /// are not (`recoveryTimeout` counts from then).
+    recovering: BTreeMap<WorkloadId, Millis>,
+}
+
+impl Unready {
+    /// `id` was admitted: its pods are not all ready yet.
+    #[inline]
+    pub fn admitted(&mut self, id: WorkloadId) {
+        self.waiting.insert(id);
+    }
+
+    /// `id`'s pods, all ready once, are not since `since`.
+    #[inline]
+    pub fn lost_since(&mut self, id: WorkloadId, since: Millis) {
+        self.waiting.insert(id);
+        self.recovering.insert(id, since);
+    }
+
+    /// `id`'s pods are all ready, or it is no longer admitted: whether it
+    /// was waiting.
+    #[inline]
+    pub fn forget(&mut self, id: WorkloadId) -> bool {
+        self.recovering.remove(&id);
+        self.waiting.remove(&id)
+    }
+
+    /// Whether `id`'s pods are not all ready.
+    #[inline]
+    pub fn contains(&self, id: WorkloadId) -> bool {
+        self.waiting.contains(&id)
+    }
+
+    /// Since when `id`'s pods, all ready once, are not; `None` unless it is
+    /// recovering.
+    #[inline]
+    pub fn recovering_since(&self, id: WorkloadId) -> Option<Millis> {
+        self.recovering.get(&id).copied()
+    }
+
+    /// Whether no admitted workload waits for its pods.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// The lowest unready workload: the one `blockAdmission` names.
+    #[inline]
+    pub fn first(&self) -> Option<WorkloadId> {
+        self.waiting.first().copied()
+    }
+
+    /// Every unready workload, lowest first.
+    pub fn iter(&self) -> impl Iterator<Item = WorkloadId> + '_ {
+        self.waiting.iter().copied()
+    }
+}
 
 impl Scheduler {
     /// After an admission: watch for its pods, until the timeout.
@@ -21,17 +93,17 @@ impl Scheduler {
         let Some(policy) = self.cluster.pods_ready else {
             return;
         };
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         let Some(at) = entry.admission.as_ref().map(|a| a.at) else {
             return;
         };
-        self.unready.insert(id);
-        self.timers.insert((
+        self.unready.admitted(id);
+        self.timers.arm(
             at.saturating_add(policy.timeout),
             TimerKind::PodsReady,
             id,
             entry.epoch,
-        ));
+        );
     }
 
     /// After pods all ready once were not (since `since`): watch for them,
@@ -41,33 +113,32 @@ impl Scheduler {
         let Some(recovery) = self.cluster.pods_ready.and_then(|p| p.recovery_timeout) else {
             return;
         };
-        self.unready.insert(id);
-        self.recovering.insert(id, since);
-        let epoch = self.entries[id.index()].epoch;
-        self.timers.insert((
+        self.unready.lost_since(id, since);
+        let epoch = self.workloads[id].epoch;
+        self.timers.arm(
             since.saturating_add(recovery),
             TimerKind::PodsRecovery,
             id,
             epoch,
-        ));
+        );
     }
 
     /// The driver saw the pods of admitted workload `id`, all ready once,
     /// no longer all ready. Whether that changed anything.
     pub(super) fn pods_not_ready(&mut self, id: WorkloadId, now: Millis) -> bool {
         let admitted = self.get(id).is_some_and(|e| e.status == Status::Admitted);
-        if !admitted || self.unready.contains(&id) || self.cluster.pods_ready.is_none() {
+        if !admitted || self.unready.contains(id) || self.cluster.pods_ready.is_none() {
             return false;
         }
         self.await_recovery(id, now);
-        self.unready.contains(&id)
+        self.unready.contains(id)
     }
 
     /// Whether the recovery timer of `id` due `at` is the one in force
     /// (not one of an earlier time its pods were not ready).
     pub(super) fn recovery_due(&self, id: WorkloadId, at: Millis) -> bool {
         let recovery = self.cluster.pods_ready.and_then(|p| p.recovery_timeout);
-        match (self.recovering.get(&id), recovery) {
+        match (self.unready.recovering_since(id), recovery) {
             (Some(since), Some(recovery)) => since.saturating_add(recovery) == at,
             _ => false,
         }
@@ -77,10 +148,9 @@ impl Scheduler {
     /// Whether that changed anything.
     pub(super) fn pods_ready(&mut self, id: WorkloadId) -> bool {
         let admitted = self.get(id).is_some_and(|e| e.status == Status::Admitted);
-        if !admitted || !self.unready.remove(&id) {
+        if !admitted || !self.unready.forget(id) {
             return false;
         }
-        self.recovering.remove(&id);
         if self.block_admission() && self.unready.is_empty() {
             self.wake_all();
         }
@@ -107,7 +177,7 @@ impl Scheduler {
         };
         let cause = Eviction::PodsReadyTimeout { timeout, recovery };
         self.evict(id, cause, None, events);
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.pods_ready_requeues += 1;
         let requeues = entry.pods_ready_requeues;
         if policy.backoff_limit.is_some_and(|limit| requeues > limit) {
@@ -141,7 +211,7 @@ impl Scheduler {
             until,
         };
         self.timers
-            .insert((until, TimerKind::BackoffEnds, id, entry.epoch));
+            .arm(until, TimerKind::BackoffEnds, id, entry.epoch);
     }
 
     /// Whether `blockAdmission` is in force.
@@ -156,19 +226,52 @@ impl Scheduler {
             return None;
         }
         let id = self.unready.first()?;
-        let workload = &self.entries[id.index()].workload;
+        let workload = &self.workloads[id].workload;
         Some(format!("{}/{}", workload.namespace, workload.name))
     }
 
     /// Whether admitted workload `id` still waits for its pods to be ready
     /// (`waitForPodsReady` on, not yet said ready).
     pub fn awaiting_pods(&self, id: WorkloadId) -> bool {
-        self.unready.contains(&id)
+        self.unready.contains(id)
     }
 
     /// Whether admitted workload `id` waits for its pods to be all ready
     /// again (`recoveryTimeout`), having had them all ready once.
     pub fn recovering_pods(&self, id: WorkloadId) -> bool {
-        self.recovering.contains_key(&id)
+        self.unready.recovering_since(id).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recovering_workload_is_unready_and_ready_clears_both() {
+        let mut unready = Unready::default();
+        assert!(unready.is_empty() && unready.first().is_none());
+        unready.admitted(WorkloadId(4));
+        unready.lost_since(WorkloadId(2), Millis(7));
+        assert!(unready.contains(WorkloadId(2)) && unready.contains(WorkloadId(4)));
+        assert_eq!(unready.recovering_since(WorkloadId(2)), Some(Millis(7)));
+        assert_eq!(unready.recovering_since(WorkloadId(4)), None);
+        assert_eq!(unready.first(), Some(WorkloadId(2)));
+        assert!(unready.forget(WorkloadId(2)));
+        assert!(!unready.contains(WorkloadId(2)));
+        assert_eq!(unready.recovering_since(WorkloadId(2)), None);
+        assert!(!unready.forget(WorkloadId(2)));
+        assert_eq!(unready.iter().collect::<Vec<_>>(), vec![WorkloadId(4)]);
+        assert!(unready.forget(WorkloadId(4)) && unready.is_empty());
+    }
+
+    #[test]
+    fn losing_pods_again_moves_the_recovery_start() {
+        let mut unready = Unready::default();
+        unready.lost_since(WorkloadId(1), Millis(3));
+        unready.forget(WorkloadId(1));
+        unready.lost_since(WorkloadId(1), Millis(9));
+        assert_eq!(unready.recovering_since(WorkloadId(1)), Some(Millis(9)));
+        assert_eq!(unready.iter().count(), 1);
     }
 }

@@ -68,14 +68,11 @@ struct Classical {
 
 impl Scheduler {
     fn uses_any(&self, id: WorkloadId, frs: &[(FlavorResource, Amount)]) -> bool {
-        self.entries[id.index()]
-            .admission
-            .as_ref()
-            .is_some_and(|a| {
-                a.usage
-                    .iter()
-                    .any(|(fr, _)| frs.iter().any(|(n, _)| n == fr))
-            })
+        self.workloads[id].admission.as_ref().is_some_and(|a| {
+            a.usage
+                .iter()
+                .any(|(fr, _)| frs.iter().any(|(n, _)| n == fr))
+        })
     }
 
     pub(super) fn is_borrowing_on(
@@ -88,7 +85,7 @@ impl Scheduler {
     }
 
     pub(super) fn charge(&mut self, id: WorkloadId, sign: i64) {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         let cq = entry.workload.cluster_queue;
         if let Some(admission) = &entry.admission {
             for &(fr, amount) in &admission.usage {
@@ -105,8 +102,8 @@ impl Scheduler {
             return None;
         }
         let def = self.cluster.cluster_queue(cq);
-        let me = &self.entries[id.index()];
-        let other = &self.entries[w.index()];
+        let me = &self.workloads[id];
+        let other = &self.workloads[w];
         let (mine, theirs) = (me.workload.priority, other.workload.priority);
         let same = other.workload.cluster_queue == cq;
         let allowed = if same {
@@ -157,10 +154,10 @@ impl Scheduler {
         // The admitted set is ordered by priority: skip those no policy
         // lets this preemptor take (`classify` still decides each).
         let def = self.cluster.cluster_queue(ask.cq);
-        let mine = self.entries[ask.id.index()].workload.priority;
+        let mine = self.workloads[ask.id].workload.priority;
         let below = (mine, WorkloadId(0));
         let up_to = (mine, WorkloadId(u32::MAX));
-        let admitted = &self.states[queue.index()].admitted;
+        let admitted = self.queues.admitted(queue);
         let eligible: Box<dyn Iterator<Item = &(i32, WorkloadId)>> = if queue == ask.cq {
             match def.within_cluster_queue {
                 WithinClusterQueue::Never => return,
@@ -269,7 +266,7 @@ impl Scheduler {
             }
         }
         let key = |c: &Candidate| {
-            let e = &self.entries[c.id.index()];
+            let e = &self.workloads[c.id];
             let at = e.admission.as_ref().map_or(Millis::ZERO, |a| a.at);
             (e.workload.priority, Reverse(at), Reverse(e.slot.seq), c.id)
         };
@@ -296,7 +293,7 @@ impl Scheduler {
         borrowing: bool,
         frs: &[FlavorResource],
     ) -> bool {
-        let queue = self.entries[c.id.index()].workload.cluster_queue;
+        let queue = self.workloads[c.id].workload.cluster_queue;
         if queue == cq {
             return true;
         }
@@ -472,7 +469,7 @@ impl Scheduler {
         self.quota.restore_version(cq, version);
         let within = victims
             .iter()
-            .any(|w| self.entries[w.index()].workload.cluster_queue == cq);
+            .any(|w| self.workloads[*w].workload.cluster_queue == cq);
         let possibility = if within {
             Possibility::Preempt
         } else {
@@ -492,7 +489,7 @@ impl Scheduler {
     ) -> Victims {
         // The victims are all in `cq`'s tree; the searches undo each trial charge.
         let version = self.quota.version(cq);
-        let found = if self.fair[cq.index()] {
+        let found = if self.fair.enabled(cq) {
             self.fair_victims(cq, id, needed)
         } else {
             self.classical_victims(cq, id, needed)
@@ -537,11 +534,11 @@ impl Scheduler {
         if after == version {
             return;
         }
-        let tree = self.tree_of[cq.index()];
+        let tree = self.trees.tree_of(cq);
         match cycle
             .reserved_trees
             .iter_mut()
-            .find(|t| self.tree_of[t.cq.index()] == tree)
+            .find(|t| self.trees.tree_of(t.cq) == tree)
         {
             Some(t) => {
                 t.only_reserved &= t.after == version;
@@ -593,10 +590,10 @@ impl Scheduler {
         let versions = (self.quota.version(cq), self.capacity.version());
         let saved: Vec<(WorkloadId, Admission)> = victims
             .iter()
-            .filter_map(|&w| self.entries[w.index()].admission.clone().map(|a| (w, a)))
+            .filter_map(|&w| self.workloads[w].admission.clone().map(|a| (w, a)))
             .collect();
         for (w, a) in &saved {
-            let wcq = self.entries[w.index()].workload.cluster_queue;
+            let wcq = self.workloads[*w].workload.cluster_queue;
             for &(fr, amount) in &a.usage {
                 self.quota.add_usage(wcq, fr, -amount);
             }
@@ -605,7 +602,7 @@ impl Scheduler {
         let retry = self.assign_head(cq, id, hooks);
         // Restore; evict() releases again for real if we go ahead.
         for (w, a) in &saved {
-            let wcq = self.entries[w.index()].workload.cluster_queue;
+            let wcq = self.workloads[*w].workload.cluster_queue;
             for &(fr, amount) in &a.usage {
                 self.quota.add_usage(wcq, fr, amount);
             }
@@ -631,12 +628,12 @@ impl Scheduler {
             return self.decide(cq, id, retry, verdict, now, hooks, cycle);
         }
         let preemptor = {
-            let e = &self.entries[id.index()];
+            let e = &self.workloads[id];
             format!("{}/{}", e.workload.namespace, e.workload.name)
         };
-        let priority = self.entries[id.index()].workload.priority;
+        let priority = self.workloads[id].workload.priority;
         for &w in &victims {
-            let reclaimed_by = (self.entries[w.index()].workload.cluster_queue != cq)
+            let reclaimed_by = (self.workloads[w].workload.cluster_queue != cq)
                 .then(|| self.cluster.cluster_queue(cq).name.clone());
             let cause = Eviction::Preempted {
                 preemptor: preemptor.clone(),
@@ -644,7 +641,7 @@ impl Scheduler {
                 reclaimed_by,
             };
             self.evict(w, cause, Some(preemptor.clone()), &mut cycle.events);
-            self.entries[w.index()].preempted_at = Some(now);
+            self.workloads[w].preempted_at = Some(now);
             self.requeue_in_place(w);
             cycle.events.push(Event::Requeued {
                 workload: w,

@@ -46,6 +46,7 @@
 //! `tests/tenant_properties.rs` checks each over random scenarios.
 
 use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use crate::model::api::QueueingStrategy;
@@ -81,33 +82,268 @@ impl QueueKey {
 /// ClusterQueue at one priority: the set a tenant's scores permute.
 pub(super) type TenantGroup = (ClusterQueueId, i32, String);
 
+/// The members of each tenant group: the workloads a tenant's scores
+/// order among themselves.
+///
+/// What it guarantees: a workload is in a group at most once; a group
+/// whose members have all gone is dropped when next ordered
+/// ([`TenantGroups::retain`]), so groups never pile up. What it never
+/// does: look at a workload — the scheduler says who still belongs.
+#[derive(Debug, Default)]
+pub(super) struct TenantGroups {
+    groups: BTreeMap<TenantGroup, BTreeSet<WorkloadId>>,
+}
+
+impl TenantGroups {
+    /// `id` belongs to `group`.
+    #[inline]
+    pub fn join(&mut self, group: TenantGroup, id: WorkloadId) {
+        self.groups.entry(group).or_default().insert(id);
+    }
+
+    /// Keeps of `group` the members `belongs` says still belong, and drops
+    /// the group if none does. The members left, if any.
+    pub fn retain(
+        &mut self,
+        group: &TenantGroup,
+        belongs: impl FnMut(&WorkloadId) -> bool,
+    ) -> Option<&BTreeSet<WorkloadId>> {
+        let members = self.groups.get_mut(group)?;
+        members.retain(belongs);
+        if members.is_empty() {
+            self.groups.remove(group);
+            return None;
+        }
+        self.groups.get(group)
+    }
+
+    /// How many groups are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.groups.len()
+    }
+}
+
 /// One ClusterQueue's waiting workloads. Set-aside (inadmissible) workloads
 /// stay in `parked`, in queue order; waking them does not move them back:
 /// `live_after` marks which of them are up for another try (those after the
 /// bound), so a wake costs O(1) instead of one B-tree insert per workload.
 #[derive(Clone, Debug, Default)]
-pub(super) struct ClusterQueueState {
-    pub(super) queue: std::collections::BTreeSet<QueueKey>,
-    pub(super) parked: std::collections::BTreeSet<QueueKey>,
+struct ClusterQueueState {
+    queue: BTreeSet<QueueKey>,
+    parked: BTreeSet<QueueKey>,
     /// `None`: no parked workload is up for a try; otherwise those after this bound are.
-    pub(super) live_after: Option<Bound<QueueKey>>,
+    live_after: Option<Bound<QueueKey>>,
     /// Admitted workloads by (priority, id), so preemption looks only at lower priorities.
-    pub(super) admitted: std::collections::BTreeSet<(i32, WorkloadId)>,
+    admitted: BTreeSet<(i32, WorkloadId)>,
+}
+
+impl ClusterQueueState {
+    /// The first of its queue and its live parked workloads.
+    fn head(&self) -> Option<QueueKey> {
+        let queued = self.queue.first().copied();
+        let parked = self
+            .live_after
+            .and_then(|bound| self.parked.range((bound, Bound::Unbounded)).next().copied());
+        match (queued, parked) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Every ClusterQueue's waiting workloads (queued, or set aside) by
+/// [`QueueKey`], its admitted workloads by priority, and which queues have
+/// a workload up for a try.
+///
+/// What it guarantees: a ClusterQueue is active exactly when it has a head
+/// ([`Queues::head`]: a queued workload, or a set-aside one woken since it
+/// was set aside) — every change goes through a method that keeps it so;
+/// a workload is in at most one of its queue's two sets; setting the head
+/// aside never revives a set-aside workload, a wake revives them all.
+/// What it never does: read an entry (keys come made: the scheduler knows
+/// a workload's place), decide admission, or order a tenant's group.
+#[derive(Debug)]
+pub(super) struct Queues {
+    states: Vec<ClusterQueueState>,
+    /// ClusterQueues with a head.
+    active: BTreeSet<ClusterQueueId>,
+}
+
+impl Queues {
+    /// Empty queues for `cqs` ClusterQueues.
+    pub fn new(cqs: usize) -> Queues {
+        Queues {
+            states: vec![ClusterQueueState::default(); cqs],
+            active: BTreeSet::new(),
+        }
+    }
+
+    /// How many ClusterQueues there are.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// The ClusterQueues with a head, in id order.
+    #[inline]
+    pub fn active(&self) -> &BTreeSet<ClusterQueueId> {
+        &self.active
+    }
+
+    /// Whether anything waits, queued or set aside, in any ClusterQueue.
+    pub fn anything_waits(&self) -> bool {
+        !self.active.is_empty() || self.states.iter().any(|s| !s.parked.is_empty())
+    }
+
+    /// The next workload to examine in `cq`: the first of its queue and its live parked workloads.
+    #[inline]
+    pub fn head(&self, cq: ClusterQueueId) -> Option<QueueKey> {
+        self.states[cq.index()].head()
+    }
+
+    /// The first queued (not set-aside) workload of `cq`.
+    #[inline]
+    pub fn first_queued(&self, cq: ClusterQueueId) -> Option<QueueKey> {
+        self.states[cq.index()].queue.first().copied()
+    }
+
+    /// Workloads waiting in `cq` (queued or set aside).
+    #[inline]
+    pub fn waiting_count(&self, cq: ClusterQueueId) -> usize {
+        let state = &self.states[cq.index()];
+        state.queue.len() + state.parked.len()
+    }
+
+    /// The workloads waiting in `cq`: the queued ones, then the set-aside ones.
+    pub fn waiting(&self, cq: ClusterQueueId) -> impl Iterator<Item = WorkloadId> + '_ {
+        let state = &self.states[cq.index()];
+        state.queue.iter().chain(&state.parked).map(|k| k.id)
+    }
+
+    /// The workloads waiting in `cq` in queue order: a set-aside workload
+    /// keeps its place among the queued ones.
+    pub fn waiting_in_order(&self, cq: ClusterQueueId) -> impl Iterator<Item = WorkloadId> + '_ {
+        let state = &self.states[cq.index()];
+        let mut queued = state.queue.iter().peekable();
+        let mut parked = state.parked.iter().peekable();
+        std::iter::from_fn(move || {
+            let next = match (queued.peek(), parked.peek()) {
+                (Some(a), Some(b)) if b < a => parked.next(),
+                (Some(_), _) => queued.next(),
+                (None, _) => parked.next(),
+            };
+            next.map(|key| key.id)
+        })
+    }
+
+    /// Queues `key` in `cq`.
+    #[inline]
+    pub fn push(&mut self, cq: ClusterQueueId, key: QueueKey) {
+        self.states[cq.index()].queue.insert(key);
+        self.active.insert(cq);
+    }
+
+    /// Takes `key` out of `cq`, queued or set aside.
+    pub fn remove(&mut self, cq: ClusterQueueId, key: &QueueKey) {
+        self.take_out(cq, key);
+        self.refresh(cq);
+    }
+
+    /// Takes `key` out of `cq`, queued or set aside, leaving `active` to
+    /// [`Queues::refresh`].
+    fn take_out(&mut self, cq: ClusterQueueId, key: &QueueKey) {
+        let state = &mut self.states[cq.index()];
+        if !state.queue.remove(key) {
+            state.parked.remove(key);
+        }
+    }
+
+    /// Moves the workload at `old` in `cq` to `new` (a tenant's scores gave
+    /// it another position), queued or set aside; a set-aside one is up for
+    /// a try again exactly if the position was.
+    pub fn reposition(&mut self, cq: ClusterQueueId, old: &QueueKey, new: QueueKey, parked: bool) {
+        self.take_out(cq, old);
+        let state = &mut self.states[cq.index()];
+        if parked {
+            if let Some(Bound::Excluded(done)) = state.live_after {
+                if done.same_place(&new) {
+                    state.live_after = Some(Bound::Excluded(new));
+                }
+            }
+            state.parked.insert(new);
+        } else {
+            state.queue.insert(new);
+        }
+        self.refresh(cq);
+    }
+
+    /// Sets the head `key` of `cq` aside until the next wake. Every live
+    /// set-aside workload comes after it.
+    pub fn park(&mut self, cq: ClusterQueueId, key: QueueKey) {
+        let state = &mut self.states[cq.index()];
+        state.queue.remove(&key);
+        state.parked.insert(key);
+        // Those up to and including it are done for this wake; never revive any.
+        state.live_after = match state.live_after {
+            None => None,
+            Some(Bound::Excluded(done)) if done > key => Some(Bound::Excluded(done)),
+            Some(_) => Some(Bound::Excluded(key)),
+        };
+        self.refresh(cq);
+    }
+
+    /// Puts every set-aside workload of `cq` up for another try.
+    #[inline]
+    pub fn wake(&mut self, cq: ClusterQueueId) {
+        let state = &mut self.states[cq.index()];
+        if !state.parked.is_empty() {
+            state.live_after = Some(Bound::Unbounded);
+            self.active.insert(cq);
+        }
+    }
+
+    /// `cq` is active exactly when it has a head.
+    fn refresh(&mut self, cq: ClusterQueueId) {
+        if self.head(cq).is_some() {
+            self.active.insert(cq);
+        } else {
+            self.active.remove(&cq);
+        }
+    }
+
+    /// The workloads admitted in `cq`, by (priority, id).
+    #[inline]
+    pub fn admitted(&self, cq: ClusterQueueId) -> &BTreeSet<(i32, WorkloadId)> {
+        &self.states[cq.index()].admitted
+    }
+
+    /// `id` (at `priority`) was admitted in `cq`.
+    #[inline]
+    pub fn admit(&mut self, cq: ClusterQueueId, priority: i32, id: WorkloadId) {
+        self.states[cq.index()].admitted.insert((priority, id));
+    }
+
+    /// `id` (at `priority`) is no longer admitted in `cq`.
+    #[inline]
+    pub fn release(&mut self, cq: ClusterQueueId, priority: i32, id: WorkloadId) {
+        self.states[cq.index()].admitted.remove(&(priority, id));
+    }
 }
 
 impl Scheduler {
     /// Scores the workloads submitted since the last cycle (one weight-hook
     /// batch) and queues them.
     pub(super) fn score_new(&mut self, now: Millis, hooks: &mut dyn Hooks) {
-        if self.to_score.is_empty() {
+        if self.unscored.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.to_score);
+        let batch = self.unscored.take_batch();
         let requests: Vec<WeightRequest<'_>> = batch
             .iter()
             .map(|id| WeightRequest {
                 state: self.hook_state(),
-                entry: &self.entries[id.index()],
+                entry: &self.workloads[*id],
                 now,
             })
             .collect();
@@ -116,7 +352,7 @@ impl Scheduler {
         for (i, id) in batch.into_iter().enumerate() {
             let weight = weights.get(i).copied().unwrap_or_default();
             let finite = |s: f64| if s.is_finite() { s } else { 0.0 };
-            let entry = &mut self.entries[id.index()];
+            let entry = &mut self.workloads[id];
             entry.score = finite(weight.score);
             entry.slot.score = entry.score;
             entry.tenant_score = weight.tenant.map(finite);
@@ -139,19 +375,18 @@ impl Scheduler {
     /// again only at the group's next `enqueue`. For a victim requeued in
     /// the middle of a cycle, whose heads must keep their places.
     pub(super) fn requeue_in_place(&mut self, id: WorkloadId) {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.status = Status::Queued;
         let cq = entry.workload.cluster_queue;
         let key = self.key_of(id);
-        self.states[cq.index()].queue.insert(key);
-        self.active.insert(cq);
+        self.queues.push(cq, key);
         if let Some(group) = self.group_of(id) {
-            self.tenant_groups.entry(group).or_default().insert(id);
+            self.tenant_groups.join(group, id);
         }
     }
 
     fn group_of(&self, id: WorkloadId) -> Option<TenantGroup> {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         entry.tenant_score.map(|_| {
             let workload = &entry.workload;
             (
@@ -173,26 +408,22 @@ impl Scheduler {
     /// workload a policy denied, or preempted at this instant, keeps its own
     /// position: what set it aside is its own, not its position's.
     pub(super) fn permute(&mut self, group: &TenantGroup) {
-        let Some(members) = self.tenant_groups.get_mut(group) else {
-            return;
-        };
-        let entries = &self.entries;
+        let entries = &self.workloads;
         let cq = group.0;
-        members.retain(|id| {
-            let entry = &entries[id.index()];
+        let Some(members) = self.tenant_groups.retain(group, |id| {
+            let entry = &entries[*id];
             matches!(entry.status, Status::Queued | Status::Inadmissible)
                 && entry.workload.cluster_queue == cq
-        });
+        }) else {
+            return;
+        };
         if members.len() < 2 {
-            if members.is_empty() {
-                self.tenant_groups.remove(group);
-            }
             return;
         }
         let now = self.now;
         let mut classes: Vec<Vec<WorkloadId>> = Vec::new();
         for &id in members.iter() {
-            let entry = &entries[id.index()];
+            let entry = &entries[id];
             let own = entry.held_by_tenant
                 || entry.preempted_at == Some(now)
                 || matches!(
@@ -202,32 +433,29 @@ impl Scheduler {
             if own {
                 continue;
             }
-            let same = classes.iter_mut().find(|class| {
-                entries[class[0].index()]
-                    .workload
-                    .asks_same_as(&entry.workload)
-            });
+            let same = classes
+                .iter_mut()
+                .find(|class| entries[class[0]].workload.asks_same_as(&entry.workload));
             match same {
                 Some(class) => class.push(id),
                 None => classes.push(vec![id]),
             }
         }
-        let mut moved = false;
         for class in classes.into_iter().filter(|class| class.len() > 1) {
             // The class's positions in queue order: (slot, set aside, why).
             let mut places: Vec<(Slot, bool, Reason)> = class
                 .iter()
                 .map(|id| {
-                    let entry = &self.entries[id.index()];
+                    let entry = &self.workloads[*id];
                     let parked = entry.status == Status::Inadmissible;
                     (entry.slot, parked, entry.reason.clone())
                 })
                 .collect();
             places.sort_by(|a, b| a.0.queue_order(&b.0));
             let mut ranked = class;
-            let entries = &self.entries;
+            let entries = &self.workloads;
             ranked.sort_by(|a, b| {
-                let (ea, eb) = (&entries[a.index()], &entries[b.index()]);
+                let (ea, eb) = (&entries[*a], &entries[*b]);
                 let (ta, tb) = (
                     ea.tenant_score.unwrap_or(0.0),
                     eb.tenant_score.unwrap_or(0.0),
@@ -236,16 +464,11 @@ impl Scheduler {
                     .then_with(|| ea.slot.queue_order(&eb.slot))
             });
             for (id, (slot, parked, reason)) in ranked.into_iter().zip(places) {
-                if self.entries[id.index()].slot == slot {
+                if self.workloads[id].slot == slot {
                     continue;
                 }
-                moved = true;
                 let old = self.key_of(id);
-                let state = &mut self.states[cq.index()];
-                if !state.queue.remove(&old) {
-                    state.parked.remove(&old);
-                }
-                let entry = &mut self.entries[id.index()];
+                let entry = &mut self.workloads[id];
                 entry.slot = slot;
                 if parked {
                     entry.status = Status::Inadmissible;
@@ -254,52 +477,13 @@ impl Scheduler {
                     entry.status = Status::Queued;
                 }
                 let new = self.key_of(id);
-                let state = &mut self.states[cq.index()];
-                if parked {
-                    // Up for a try again exactly if the position was.
-                    if let Some(Bound::Excluded(done)) = state.live_after {
-                        if done.same_place(&new) {
-                            state.live_after = Some(Bound::Excluded(new));
-                        }
-                    }
-                    state.parked.insert(new);
-                } else {
-                    state.queue.insert(new);
-                }
+                self.queues.reposition(cq, &old, new, parked);
             }
-        }
-        if moved {
-            self.refresh_active(cq);
-        }
-    }
-
-    /// The next workload to examine in `cq`: the first of its queue and its live parked workloads.
-    pub(super) fn head(&self, cq: ClusterQueueId) -> Option<QueueKey> {
-        let state = &self.states[cq.index()];
-        let queued = state.queue.first().copied();
-        let parked = state.live_after.and_then(|bound| {
-            state
-                .parked
-                .range((bound, Bound::Unbounded))
-                .next()
-                .copied()
-        });
-        match (queued, parked) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    pub(super) fn refresh_active(&mut self, cq: ClusterQueueId) {
-        if self.head(cq).is_some() {
-            self.active.insert(cq);
-        } else {
-            self.active.remove(&cq);
         }
     }
 
     pub(super) fn key_of(&self, id: WorkloadId) -> QueueKey {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         QueueKey {
             priority: Reverse(entry.workload.priority),
             score: Reverse(Score(entry.slot.score)),
@@ -311,13 +495,9 @@ impl Scheduler {
 
     /// Takes a waiting workload out of its queue (queued or set aside).
     pub(super) fn dequeue(&mut self, id: WorkloadId) {
-        let cq = self.entries[id.index()].workload.cluster_queue;
+        let cq = self.workloads[id].workload.cluster_queue;
         let key = self.key_of(id);
-        let state = &mut self.states[cq.index()];
-        if !state.queue.remove(&key) {
-            state.parked.remove(&key);
-        }
-        self.refresh_active(cq);
+        self.queues.remove(cq, &key);
     }
 
     /// Puts set-aside workloads of `cq`'s cohort tree (all trees if nodes were freed) back in their queues.
@@ -325,32 +505,24 @@ impl Scheduler {
         if nodes_freed {
             self.wake_all();
         } else {
-            let members = self.tree_members[cq.index()].clone();
+            let members = self.trees.members(cq).clone();
             for &member in members.iter() {
-                self.wake_queue(member);
+                self.queues.wake(member);
             }
         }
     }
 
     /// Puts every set-aside workload up for another try.
     pub(super) fn wake_all(&mut self) {
-        for member in 0..self.states.len() {
-            self.wake_queue(ClusterQueueId(member as u32));
-        }
-    }
-
-    fn wake_queue(&mut self, cq: ClusterQueueId) {
-        let state = &mut self.states[cq.index()];
-        if !state.parked.is_empty() {
-            state.live_after = Some(Bound::Unbounded);
-            self.active.insert(cq);
+        for member in 0..self.queues.len() {
+            self.queues.wake(ClusterQueueId(member as u32));
         }
     }
 
     /// The head can't be admitted now: BestEffortFIFO sets it aside, StrictFIFO keeps it at the
     /// head — unless its own tenant's policy denied it before: such a workload never holds a queue.
     pub(super) fn set_aside(&mut self, cq: ClusterQueueId, id: WorkloadId, reason: Reason) -> bool {
-        let entry = &mut self.entries[id.index()];
+        let entry = &mut self.workloads[id];
         entry.reason = reason;
         if entry.held_by_tenant
             || self.cluster.cluster_queue(cq).strategy == QueueingStrategy::BestEffortFIFO
@@ -366,16 +538,150 @@ impl Scheduler {
     /// `id` must be the head of `cq`: every live parked workload comes after it.
     pub(super) fn park(&mut self, cq: ClusterQueueId, id: WorkloadId) {
         let key = self.key_of(id);
-        self.entries[id.index()].status = Status::Inadmissible;
-        let state = &mut self.states[cq.index()];
-        state.queue.remove(&key);
-        state.parked.insert(key);
-        // Those up to and including it are done for this wake; never revive any.
-        state.live_after = match state.live_after {
-            None => None,
-            Some(Bound::Excluded(done)) if done > key => Some(Bound::Excluded(done)),
-            Some(_) => Some(Bound::Excluded(key)),
-        };
-        self.refresh_active(cq);
+        self.workloads[id].status = Status::Inadmissible;
+        self.queues.park(cq, key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key of workload `n` at priority `priority`, queued at `n`.
+    fn key(n: u32, priority: i32) -> QueueKey {
+        QueueKey {
+            priority: Reverse(priority),
+            score: Reverse(Score(0.0)),
+            queue_time: Millis(n as i64),
+            seq: Seq(n as u64),
+            id: WorkloadId(n),
+        }
+    }
+
+    const CQ: ClusterQueueId = ClusterQueueId(1);
+
+    fn active(queues: &Queues) -> Vec<ClusterQueueId> {
+        queues.active().iter().copied().collect()
+    }
+
+    #[test]
+    fn a_queue_is_active_exactly_while_it_has_a_head() {
+        let mut queues = Queues::new(2);
+        assert!(active(&queues).is_empty() && !queues.anything_waits());
+        queues.push(CQ, key(2, 0));
+        queues.push(CQ, key(1, 0));
+        assert_eq!(active(&queues), vec![CQ]);
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(1)));
+        // Both set aside: waiting, but nothing to try until a wake.
+        queues.park(CQ, key(1, 0));
+        queues.park(CQ, key(2, 0));
+        assert_eq!((queues.head(CQ), active(&queues)), (None, vec![]));
+        assert!(queues.anything_waits());
+        assert_eq!(queues.waiting_count(CQ), 2);
+        // A wake of an empty queue activates nothing.
+        queues.wake(ClusterQueueId(0));
+        assert!(active(&queues).is_empty());
+        queues.wake(CQ);
+        assert_eq!(active(&queues), vec![CQ]);
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(1)));
+        queues.remove(CQ, &key(1, 0));
+        queues.remove(CQ, &key(2, 0));
+        assert_eq!((queues.head(CQ), active(&queues)), (None, vec![]));
+        assert!(!queues.anything_waits());
+    }
+
+    #[test]
+    fn setting_the_head_aside_never_revives_the_ones_before_it() {
+        let mut queues = Queues::new(2);
+        for n in [1, 2, 3] {
+            queues.push(CQ, key(n, 0));
+            queues.park(CQ, key(n, 0));
+        }
+        queues.wake(CQ);
+        // Tried in order: each set aside again leaves the next as head.
+        queues.park(CQ, key(1, 0));
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(2)));
+        queues.park(CQ, key(2, 0));
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(3)));
+        // A newcomer ahead of the live ones is the head; parking it keeps 3 live.
+        queues.push(CQ, key(0, 0));
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(0)));
+        queues.park(CQ, key(0, 0));
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(3)));
+        queues.park(CQ, key(3, 0));
+        assert_eq!((queues.head(CQ), active(&queues)), (None, vec![]));
+        assert_eq!(queues.waiting_count(CQ), 4);
+    }
+
+    #[test]
+    fn waiting_in_order_keeps_a_set_aside_workloads_place() {
+        let mut queues = Queues::new(2);
+        for n in [1, 2, 3] {
+            queues.push(CQ, key(n, 0));
+        }
+        queues.park(CQ, key(1, 0));
+        queues.push(CQ, key(4, 5));
+        let order: Vec<u32> = queues.waiting_in_order(CQ).map(|id| id.0).collect();
+        assert_eq!(order, vec![4, 1, 2, 3]);
+        let unordered: Vec<u32> = queues.waiting(CQ).map(|id| id.0).collect();
+        assert_eq!(unordered, vec![4, 2, 3, 1]);
+        assert_eq!(queues.first_queued(CQ).map(|k| k.id), Some(WorkloadId(4)));
+    }
+
+    #[test]
+    fn a_repositioned_workload_is_up_for_a_try_exactly_if_its_new_position_was() {
+        let mut queues = Queues::new(2);
+        for n in [1, 2] {
+            queues.push(CQ, key(n, 0));
+            queues.park(CQ, key(n, 0));
+        }
+        queues.wake(CQ);
+        queues.park(CQ, key(1, 0));
+        // Workload 9 takes position 1 (done for this wake), set aside.
+        let mut moved = key(1, 0);
+        moved.id = WorkloadId(9);
+        queues.reposition(CQ, &key(1, 0), moved, true);
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(2)));
+        // Workload 2 moves to a queued position: the head, active.
+        queues.reposition(CQ, &key(2, 0), key(0, 0), false);
+        assert_eq!(queues.head(CQ).map(|k| k.id), Some(WorkloadId(0)));
+        assert_eq!(queues.waiting_count(CQ), 2);
+        queues.remove(CQ, &key(0, 0));
+        assert_eq!((queues.head(CQ), active(&queues)), (None, vec![]));
+    }
+
+    #[test]
+    fn a_tenant_group_holds_a_workload_once_and_goes_when_empty() {
+        let mut groups = TenantGroups::default();
+        let group: TenantGroup = (CQ, 0, "ns".into());
+        groups.join(group.clone(), WorkloadId(3));
+        groups.join(group.clone(), WorkloadId(3));
+        groups.join(group.clone(), WorkloadId(1));
+        let left = groups.retain(&group, |_| true).map(BTreeSet::len);
+        assert_eq!(left, Some(2));
+        let left = groups.retain(&group, |id| *id == WorkloadId(1));
+        assert_eq!(
+            left.map(|m| m.iter().copied().collect()),
+            Some(vec![WorkloadId(1)])
+        );
+        assert!(groups.retain(&group, |_| false).is_none());
+        assert_eq!(groups.len(), 0);
+        // Gone: nothing is asked about it any more.
+        assert!(groups.retain(&group, |_| panic!("no members")).is_none());
+    }
+
+    #[test]
+    fn admitted_workloads_are_ordered_by_priority() {
+        let mut queues = Queues::new(2);
+        queues.admit(CQ, 5, WorkloadId(1));
+        queues.admit(CQ, -1, WorkloadId(7));
+        queues.admit(CQ, 5, WorkloadId(0));
+        let ids: Vec<u32> = queues.admitted(CQ).iter().map(|&(_, id)| id.0).collect();
+        assert_eq!(ids, vec![7, 0, 1]);
+        queues.release(CQ, 5, WorkloadId(1));
+        assert_eq!(queues.admitted(CQ).len(), 2);
+        assert!(queues.admitted(ClusterQueueId(0)).is_empty());
+        // Admitted workloads are not waiting ones.
+        assert!(active(&queues).is_empty());
     }
 }

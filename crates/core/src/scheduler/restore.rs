@@ -36,12 +36,16 @@ use crate::model::{Amount, Millis};
 use super::assign;
 use super::capacity::{By, Capacity, PoolSpec, Scratch};
 use super::entry::Entry;
-use super::lifecycle::TimerKind;
+use super::pods_ready::Unready;
 use super::reason::Reason;
-use super::workload::{Admission, PodSetFlavors, Seq, Status, Workload, WorkloadId};
+use super::store::Workloads;
+use super::timers::TimerKind;
+use super::workload::{Admission, Placement, PodSetFlavors, Seq, Status, Workload, WorkloadId};
 use super::Scheduler;
 
+mod leftovers;
 mod places;
+pub(super) use leftovers::Leftovers;
 use places::{named_placements, NamedPlacement, NodeKey};
 
 /// An admitted workload read back after a restart.
@@ -420,8 +424,8 @@ impl Scheduler {
             .iter()
             .any(|&(fr, amount)| self.quota.usage(cq, fr) + amount > self.quota.nominal(cq, fr));
         let id = self.submit(workload, queue_time, queue_time);
-        self.to_score.retain(|&w| w != id);
-        let entry = &mut self.entries[id.index()];
+        self.unscored.remove(id);
+        let entry = &mut self.workloads[id];
         entry.reason = Reason::None;
         entry.retries = carried.retries;
         entry.pods_ready_requeues = carried.pods_ready_requeues;
@@ -447,39 +451,42 @@ impl Scheduler {
         let mut next = Scheduler::new(cluster, pools);
         let old = std::mem::replace(self, Scheduler::new(next.cluster.clone(), &[]));
         next.carry_over_history(&old);
+        let (orphans, old_detached) = old.leftovers.into_parts();
         let mut taking = Reconfiguring {
-            orphans: old.orphans,
+            orphans,
             ..Reconfiguring::default()
         };
-        next.entries = Vec::with_capacity(old.entries.len());
-        next.free = old.free;
-        for (i, entry) in old.entries.into_iter().enumerate() {
+        let (workloads, old_entries) = Workloads::reopen(old.workloads);
+        next.workloads = workloads;
+        for (i, entry) in old_entries.into_iter().enumerate() {
             let id = WorkloadId(i as u32);
             let mut portable = match taking.orphans.remove(&id) {
                 Some(p) => p,
                 None => Portable::of(&old.cluster, &old.capacity, &entry),
             };
-            if let Some(placements) = old.detached.get(&id) {
+            if let Some(placements) = old_detached.get(&id) {
                 portable.placements = named_placements(&old.cluster, &old.capacity, placements);
             }
             next.take_over(id, entry, portable, &mut taking);
         }
         next.install_again(std::mem::take(&mut taking.to_install), &mut taking.orphans);
-        next.rearm_pods_ready(&old.unready, &old.recovering);
+        next.rearm_pods_ready(&old.unready);
+        let mut detached = BTreeMap::new();
         for &id in &taking.detached {
-            next.detach(id, &taking.orphans);
+            detached.insert(id, next.detach(id, &taking.orphans));
             taking.report.detached.push(id);
         }
-        next.orphans = taking
+        let orphans = taking
             .orphans
             .into_iter()
             .filter(|(id, _)| {
                 matches!(
-                    next.entries[id.index()].status,
+                    next.workloads[*id].status,
                     Status::Orphaned | Status::Detached
                 )
             })
             .collect();
+        next.leftovers = Leftovers::new(detached, orphans);
         *self = next;
         taking.report
     }
@@ -490,32 +497,14 @@ impl Scheduler {
     /// weight adjustment.
     fn carry_over_history(&mut self, old: &Scheduler) {
         self.cycles = old.cycles;
-        self.next_seq = old.next_seq;
         self.now = old.now;
-        self.history_at = old.history_at;
         // Workloads not scored yet keep the backoff they carried.
-        self.carried_backoff = old.carried_backoff.clone();
-        for (i, cq) in old.cluster.cluster_queues.iter().enumerate() {
-            if let Some(new) = self.cluster.cluster_queue_id(&cq.name) {
-                self.decayed[new.index()] = old.decayed[i].clone();
-            }
-        }
-        for (i, lq) in old.cluster.local_queues.iter().enumerate() {
-            let new = self.cluster.local_queue_id(&lq.namespace, &lq.name);
-            if let (Some(new), Some(history)) = (new, &old.runtimes[i]) {
-                if self.runtimes[new.index()].is_some() {
-                    self.runtimes[new.index()] = Some(history.clone());
-                }
-            }
-        }
-        for (i, flavor) in old.cluster.flavors.iter().enumerate() {
-            if let Some(new) = self.cluster.flavor_id(&flavor.name) {
-                self.provisioning[new.index()] = old.provisioning[i];
-            }
-        }
-        if self.next_fair_adjust.is_some() {
-            self.next_fair_adjust = Some(old.next_fair_adjust.unwrap_or(old.now));
-        }
+        self.unscored.carry_over(&old.unscored);
+        self.history
+            .carry_over(&self.cluster, &old.history, &old.cluster);
+        self.provisioning
+            .carry_over(&self.cluster, &old.provisioning, &old.cluster);
+        self.fair.carry_over(&old.fair, old.now);
     }
 
     /// Takes one old workload (`entry`, its requests by name in
@@ -538,7 +527,7 @@ impl Scheduler {
         let was_detached = status == Status::Detached;
         match (status, resolved) {
             (Status::Withdrawn | Status::Finished | Status::Rejected | Status::Deactivated, _) => {
-                self.entries.push(entry);
+                self.workloads.keep(entry);
             }
             (Status::Admitted | Status::Detached, Ok(workload)) => {
                 entry.admission = None;
@@ -556,12 +545,12 @@ impl Scheduler {
                     taking.detached.insert(id);
                 }
                 taking.orphans.insert(id, portable);
-                self.entries.push(entry);
+                self.workloads.keep(entry);
             }
             (Status::Admitted | Status::Detached, Err(_)) => {
                 taking.detached.insert(id);
                 taking.orphans.insert(id, portable);
-                self.entries.push(entry);
+                self.workloads.keep(entry);
             }
             (_, Ok(_)) => {
                 if status == Status::Orphaned {
@@ -576,7 +565,7 @@ impl Scheduler {
                     entry.reason = Reason::None;
                 }
                 let scored = portable.scored;
-                self.entries.push(entry);
+                self.workloads.keep(entry);
                 self.requeue(id, scored, backoff_until);
             }
             (_, Err(reason)) => {
@@ -585,7 +574,7 @@ impl Scheduler {
                 entry.admission = None;
                 taking.report.orphaned.push(id);
                 taking.orphans.insert(id, portable);
-                self.entries.push(entry);
+                self.workloads.keep(entry);
             }
         }
     }
@@ -602,7 +591,7 @@ impl Scheduler {
         to_install.sort();
         for (at, _, id, flavors) in to_install {
             let portable = orphans.remove(&id);
-            let workload = self.entries[id.index()].workload.clone();
+            let workload = self.workloads[id].workload.clone();
             let cq = workload.cluster_queue;
             let chosen = resolve_flavors(&self.cluster, cq, &flavors).unwrap_or_default();
             let named = portable.as_ref().map_or(&[][..], |p| &p.placements[..]);
@@ -618,7 +607,7 @@ impl Scheduler {
                 None => self.place_all(&workload, &chosen, &counts),
             };
             // Not a new admission: the epoch stays, so the driver's finish events still match.
-            let entry = &mut self.entries[id.index()];
+            let entry = &mut self.workloads[id];
             entry.epoch = entry.epoch.wrapping_sub(1);
             self.install(
                 cq,
@@ -638,17 +627,13 @@ impl Scheduler {
     /// Admitted workloads whose pods were not all ready still wait, with
     /// their timeout counted from their admission, under the policy now in
     /// force.
-    fn rearm_pods_ready(
-        &mut self,
-        unready: &BTreeSet<WorkloadId>,
-        recovering: &BTreeMap<WorkloadId, Millis>,
-    ) {
-        for &id in unready {
-            if self.entries[id.index()].status != Status::Admitted {
+    fn rearm_pods_ready(&mut self, unready: &Unready) {
+        for id in unready.iter() {
+            if self.workloads[id].status != Status::Admitted {
                 continue;
             }
-            match recovering.get(&id) {
-                Some(&since) => self.await_recovery(id, since),
+            match unready.recovering_since(id) {
+                Some(since) => self.await_recovery(id, since),
                 None => self.await_pods_ready(id),
             }
         }
@@ -657,7 +642,7 @@ impl Scheduler {
     /// Puts a pending workload back where it waits: its queue (scored before),
     /// scoring, `Unschedulable` if it can never fit, or its backoff.
     fn requeue(&mut self, id: WorkloadId, scored: bool, backoff_until: Option<Millis>) {
-        let entry = &self.entries[id.index()];
+        let entry = &self.workloads[id];
         let cq = entry.workload.cluster_queue;
         let never = if !self
             .cluster
@@ -668,38 +653,40 @@ impl Scheduler {
             assign::never_fits(&self.ctx(), cq, &entry.workload).map(Reason::NeverFits)
         };
         if let Some(reason) = never {
-            let entry = &mut self.entries[id.index()];
+            let entry = &mut self.workloads[id];
             entry.status = Status::Unschedulable;
             entry.reason = reason;
             return;
         }
         if let Some(until) = backoff_until {
-            let entry = &mut self.entries[id.index()];
+            let entry = &mut self.workloads[id];
             entry.status = Status::Backoff;
             let epoch = entry.epoch;
-            self.timers
-                .insert((until, TimerKind::BackoffEnds, id, epoch));
+            self.timers.arm(until, TimerKind::BackoffEnds, id, epoch);
         } else if scored {
             self.enqueue(id);
         } else {
-            self.entries[id.index()].status = Status::Scoring;
-            self.to_score.push(id);
+            self.workloads[id].status = Status::Scoring;
+            self.unscored.push(id);
         }
     }
 
     /// Keeps an admitted workload running outside any quota: its pods stay
     /// on their nodes where those are still there with room, else on nodes
-    /// of their flavor where that flavor still exists.
-    fn detach(&mut self, id: WorkloadId, portable: &BTreeMap<WorkloadId, Portable>) {
-        let entry = &mut self.entries[id.index()];
+    /// of their flavor where that flavor still exists. The nodes it holds.
+    fn detach(
+        &mut self,
+        id: WorkloadId,
+        portable: &BTreeMap<WorkloadId, Portable>,
+    ) -> Vec<Placement> {
+        let entry = &mut self.workloads[id];
         entry.admission = None;
         entry.status = Status::Detached;
         let Some(p) = portable.get(&id) else {
             entry.reason = Reason::Detached {
                 cluster_queue: String::new(),
             };
-            self.detached.insert(id, Vec::new());
-            return;
+            return Vec::new();
         };
         entry.reason = Reason::Detached {
             cluster_queue: p.cluster_queue.clone(),
@@ -739,7 +726,7 @@ impl Scheduler {
             }
         };
         self.capacity.commit(&placements);
-        self.detached.insert(id, placements);
+        placements
     }
 }
 

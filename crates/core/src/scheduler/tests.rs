@@ -452,7 +452,7 @@ fn a_detached_workload_finishes_and_frees_nothing_it_was_not_charged() {
     assert!(matches!(&step.events[0], Event::Finished { released, .. } if released.is_empty()));
     assert_eq!(s.entry(ids[0]).status, Status::Finished);
     // Nothing is kept for it any more: a months-long run does not accumulate.
-    assert!(s.detached.is_empty() && s.orphans.is_empty());
+    assert_eq!(s.leftovers.counts(), (0, 0));
 }
 
 #[test]
@@ -461,12 +461,12 @@ fn withdrawing_detached_and_orphaned_workloads_forgets_them_entirely() {
     let (_, mut s, ids) = started(&[("ns-b", "running", 4), ("ns-b", "waiting", 5)]);
     assert_eq!(s.entry(ids[1]).status, Status::Inadmissible);
     s.reconfigure(cluster_without_b(), &[]);
-    assert_eq!((s.detached.len(), s.orphans.len()), (1, 2));
+    assert_eq!(s.leftovers.counts(), (1, 2));
     let inputs = vec![Input::Withdraw(ids[0]), Input::Withdraw(ids[1])];
     let step = s.step(Millis::from_secs(3), inputs, &mut DefaultHooks);
     assert_eq!(step.events.len(), 2);
-    assert!(s.detached.is_empty() && s.orphans.is_empty());
-    assert_eq!(s.free.len(), 2);
+    assert_eq!(s.leftovers.counts(), (0, 0));
+    assert_eq!(s.workloads.free_slots(), 2);
     assert_eq!(s.live().count(), 0);
 }
 
