@@ -42,10 +42,12 @@ impl Unscored {
         self.batch.push(id);
     }
 
-    /// `id` no longer waits to be scored.
+    /// `id` no longer waits to be scored; a backoff it carried goes with it
+    /// (a later workload in its slot must not inherit it).
     #[inline]
     pub fn remove(&mut self, id: WorkloadId) {
         self.batch.retain(|&w| w != id);
+        self.carried.remove(&id);
     }
 
     /// Whether nothing waits to be scored.
@@ -563,6 +565,15 @@ mod tests {
         unscored.remove(WorkloadId(1));
         assert_eq!(unscored.take_batch(), vec![WorkloadId(4), WorkloadId(3)]);
         assert!(unscored.is_empty() && unscored.take_batch().is_empty());
+    }
+
+    #[test]
+    fn a_workload_that_stops_waiting_leaves_no_carried_backoff_behind() {
+        let mut unscored = Unscored::default();
+        unscored.push(WorkloadId(1));
+        unscored.carry(WorkloadId(1), Millis(50), Backoff::PodsReady);
+        unscored.remove(WorkloadId(1));
+        assert_eq!(unscored.take_carried(WorkloadId(1)), None);
     }
 
     #[test]
