@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::publish::Seen;
+use crate::publish::WorkloadWatchEvent;
 
 /// A store and the task filling it.
 pub struct Watched<K: kube::runtime::reflector::Lookup + Clone + 'static>
@@ -355,7 +355,7 @@ pub type DeletedWorkloads = Arc<Mutex<Vec<String>>>;
 pub fn workloads(
     client: &Client,
     wake: Arc<Notify>,
-    observed: impl Fn(Seen) + Send + 'static,
+    observed: impl Fn(WorkloadWatchEvent) + Send + 'static,
 ) -> (DeletedWorkloads, JoinHandle<()>) {
     let api: Api<arbiter_core::model::api::Workload> = Api::all(client.clone());
     let deleted: DeletedWorkloads = Arc::default();
@@ -366,10 +366,10 @@ pub fn workloads(
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(workload) | watcher::Event::InitApply(workload)) => {
-                    observed(Seen::Applied(workload))
+                    observed(WorkloadWatchEvent::Applied(workload))
                 }
-                Ok(watcher::Event::Init) => observed(Seen::Relisting),
-                Ok(watcher::Event::InitDone) => observed(Seen::Relisted),
+                Ok(watcher::Event::Init) => observed(WorkloadWatchEvent::Relisting),
+                Ok(watcher::Event::InitDone) => observed(WorkloadWatchEvent::Relisted),
                 Ok(watcher::Event::Delete(workload)) => {
                     let owner = workload
                         .metadata
@@ -382,7 +382,7 @@ pub fn workloads(
                         noted.lock().unwrap_or_else(|p| p.into_inner()).push(uid);
                         wake.notify_one();
                     }
-                    observed(Seen::Deleted(workload));
+                    observed(WorkloadWatchEvent::Deleted(workload));
                 }
                 Err(e) => {
                     tracing::warn!(watch = "Workload", error = %e, "watch failed; retrying with backoff")

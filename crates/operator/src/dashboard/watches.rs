@@ -22,7 +22,7 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use super::model::Snapshot;
+use super::model::DashboardObjects;
 
 /// Watches nobody asked for this long are stopped.
 pub const IDLE: Duration = Duration::from_secs(600);
@@ -177,8 +177,8 @@ impl Watches {
     }
 
     /// What the stores hold now, and what could not be read.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
+    pub fn snapshot(&self) -> DashboardObjects {
+        DashboardObjects {
             flavors: self.flavors.state(),
             cohorts: self.cohorts.state(),
             cluster_queues: self.cluster_queues.state(),
@@ -209,7 +209,7 @@ pub struct OnDemand {
 
 impl OnDemand {
     /// The stores' snapshot, starting the watches first if they are not running.
-    pub async fn snapshot(&self, client: &Client) -> Snapshot {
+    pub async fn snapshot(&self, client: &Client) -> DashboardObjects {
         let mut running = self.running.lock().await;
         if running.is_none() {
             tracing::info!("dashboard asked for: watching the queue objects, Workloads and bundle ConfigMaps until it goes unused for {} s", IDLE.as_secs());
