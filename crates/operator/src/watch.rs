@@ -140,38 +140,37 @@ where
     })
 }
 
-/// Watches a typed kind cluster-wide.
-pub fn typed<K>(client: &Client, wake: Arc<Notify>) -> Watched<K>
-where
+/// A kind known at compile time (not found by discovery) that a reflector
+/// can hold: what [`typed`] and the dashboard's watches take.
+pub trait TypedKind:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> TypedKind for K where
     K: Resource<DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
-        + 'static,
+        + 'static
 {
+}
+
+/// Watches a typed kind cluster-wide.
+pub fn typed<K: TypedKind>(client: &Client, wake: Arc<Notify>) -> Watched<K> {
     typed_selected(client, wake, watcher::Config::default())
 }
 
 /// Watches the objects of a typed kind `config` selects, cluster-wide.
-pub fn typed_selected<K>(client: &Client, wake: Arc<Notify>, config: watcher::Config) -> Watched<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let api: Api<K> = Api::all(client.clone());
-    let (store, writer) = reflector::store();
+pub fn typed_selected<K: TypedKind>(
+    client: &Client,
+    wake: Arc<Notify>,
+    config: watcher::Config,
+) -> Watched<K> {
+    let (store, stream) = reflect_typed(client, config);
     let what = K::kind(&()).to_string();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None);
-    let stream = reflector::reflector(writer, stream);
     let changes = Arc::new(Changes::default());
     let task = drive(what.clone(), stream, wake, changes.clone());
     Watched {
@@ -180,6 +179,25 @@ where
         what,
         changes,
     }
+}
+
+/// The reflector of the objects of a typed kind `config` selects,
+/// cluster-wide: its store, and the stream that fills it (the watch, with
+/// kube-runtime's default backoff and managed fields dropped), which the
+/// caller drives.
+pub fn reflect_typed<K: TypedKind>(
+    client: &Client,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) {
+    let api: Api<K> = Api::all(client.clone());
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None);
+    (store, reflector::reflector(writer, stream))
 }
 
 /// Watches a kind the API serves, found by discovery; `None` when the API
