@@ -158,6 +158,24 @@ impl<K> TypedKind for K where
 {
 }
 
+/// `store`, with the task that drives `stream` (its reflector) into it,
+/// noting what changed and waking `wake`; `what` names it in messages.
+fn watched<K, S>(what: String, store: Store<K>, stream: S, wake: Arc<Notify>) -> Watched<K>
+where
+    K: reflector::Lookup + Clone + Send + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let changes = Arc::new(Changes::default());
+    let task = drive(what.clone(), stream, wake, changes.clone());
+    Watched {
+        store,
+        task,
+        what,
+        changes,
+    }
+}
+
 /// Watches a typed kind cluster-wide.
 pub fn typed<K: TypedKind>(client: &Client, wake: Arc<Notify>) -> Watched<K> {
     typed_selected(client, wake, watcher::Config::default())
@@ -170,15 +188,7 @@ pub fn typed_selected<K: TypedKind>(
     config: watcher::Config,
 ) -> Watched<K> {
     let (store, stream) = reflect_typed(client, config);
-    let what = K::kind(&()).to_string();
-    let changes = Arc::new(Changes::default());
-    let task = drive(what.clone(), stream, wake, changes.clone());
-    Watched {
-        store,
-        task,
-        what,
-        changes,
-    }
+    watched(K::kind(&()).to_string(), store, stream, wake)
 }
 
 /// The reflector of the objects of a typed kind `config` selects,
@@ -256,15 +266,7 @@ fn reflect(
                 object.types = Some(types.clone());
                 object.metadata.managed_fields = None;
             });
-    let stream = reflector::reflector(writer, stream);
-    let changes = Arc::new(Changes::default());
-    let task = drive(what.clone(), stream, wake, changes.clone());
-    Watched {
-        store,
-        task,
-        what,
-        changes,
-    }
+    watched(what, store, reflector::reflector(writer, stream), wake)
 }
 
 /// `apiVersion` (`group/version` or `version`) and kind as a GVK.
