@@ -253,7 +253,7 @@ fn observe_pod(run: &Shared, pod: Pod) {
 
 /// What the runner knows of one Job.
 #[derive(Debug, Default)]
-struct Seen {
+struct JobTimeline {
     sent_ms: Option<i64>,
     /// When the runner's watch first saw it released (the admission as
     /// every system is measured).
@@ -302,7 +302,7 @@ struct Run {
     plan: Plan,
     /// Jobs run as real pods (`--pods`): the Job controller finishes them.
     pods: bool,
-    seen: Vec<Seen>,
+    seen: Vec<JobTimeline>,
     index: HashMap<(String, String), usize>,
     counters: Counters,
 }
@@ -664,7 +664,7 @@ async fn run_system(
         .enumerate()
         .map(|(i, j)| ((j.namespace.clone(), j.name.clone()), i))
         .collect();
-    let seen = (0..total).map(|_| Seen::default()).collect();
+    let seen = (0..total).map(|_| JobTimeline::default()).collect();
     let run: Shared = Arc::new(Mutex::new(Run {
         system,
         plan,

@@ -14,13 +14,16 @@
 //! (SubjectAccessReview).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use arbiter_core::jobs::{builtin_integrations, QUEUE_NAME_LABELS};
 use arbiter_policy::bundle::{self, LoadOptions, CONFIGMAP_LABEL, CONFIGMAP_LIMIT};
 use arbiter_policy::wasm::Runtime;
 use serde_json::{json, Value};
+
+mod support;
+use support::{items, read, root, strings};
 
 /// What kustomization.yaml installs, in its order.
 const INSTALLED: [&str; 7] = [
@@ -52,27 +55,13 @@ const CLUSTER_SCOPED: [&str; 6] = [
     "ValidatingWebhookConfiguration",
 ];
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn deploy(file: &str) -> PathBuf {
     root().join("deploy").join(file)
 }
 
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
 /// The YAML documents of deploy/FILE (empty ones left out).
 fn documents(file: &str) -> Vec<Value> {
-    serde_yaml_ng::Deserializer::from_str(&read(&deploy(file)))
-        .map(|doc| {
-            serde::Deserialize::deserialize(doc)
-                .unwrap_or_else(|e| panic!("deploy/{file} is not YAML: {e}"))
-        })
-        .filter(|doc: &Value| !doc.is_null())
-        .collect()
+    support::documents(&read(&deploy(file)), &format!("deploy/{file}"))
 }
 
 /// Every document of the given files, with the file it is in.
@@ -104,22 +93,6 @@ fn find(files: &[&str], kind_: &str, name_: &str) -> Value {
         .collect();
     assert_eq!(found.len(), 1, "{kind_} {name_} in {files:?}");
     found.into_iter().next().unwrap_or_default()
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn items(value: &Value) -> &[Value] {
-    value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 /// Whether every `matchLabels` entry of `selector` is among `labels`.
@@ -660,22 +633,17 @@ mod api_server {
     //! deploy/ against a real kube-apiserver.
 
     use super::*;
-    use arbiter_testcluster::{crd_documents, TestCluster};
+    use crate::support::{create_namespace, served, start_cluster};
+    use arbiter_testcluster::crd_documents;
     use k8s_openapi::api::authorization::v1::SubjectAccessReview;
     use k8s_openapi::api::batch::v1::Job;
-    use k8s_openapi::api::core::v1::Namespace;
     use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-    use kube::discovery::{pinned_kind, Scope};
+    use kube::discovery::Scope;
     use kube::Client;
 
     /// Server-side apply, refusing unknown or duplicate fields.
     async fn apply(client: &Client, object: &Value, file: &str) {
-        let api_version = object["apiVersion"].as_str().unwrap_or_default();
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind(object));
-        let (resource, caps) = pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("deploy/{file}: {gvk:?} is not served: {e}"));
+        let (resource, caps) = served(client, object, format!("deploy/{file}")).await;
         let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
             Some(ns) if caps.scope == Scope::Namespaced => {
                 Api::namespaced_with(client.clone(), ns, &resource)
@@ -738,15 +706,6 @@ mod api_server {
         false
     }
 
-    async fn create_namespace(client: &Client, name: &str) {
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
-    }
-
     /// The example bindings commented in deploy/`file` (`#   ` blocks).
     fn commented_examples(file: &str) -> Vec<Value> {
         let mut blocks = vec![String::new()];
@@ -779,13 +738,7 @@ mod api_server {
 
     #[tokio::test]
     async fn deploy_applies_routes_to_the_webhooks_and_grants_what_it_says() {
-        let cluster = TestCluster::start()
-            .await
-            .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
-        let admin = cluster
-            .admin_client()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (cluster, admin) = start_cluster().await;
         let crds = crd_documents(&deploy("crds.yaml")).unwrap_or_else(|e| panic!("{e}"));
         cluster
             .install_crds(&crds)

@@ -29,29 +29,14 @@ use arbiter_policy::bundle::{self, LoadOptions, CONFIGMAP_LABEL};
 use arbiter_policy::wasm::Runtime;
 use serde_json::{json, Value};
 
+mod support;
+use support::{documents, items, read, root, strings};
+
 /// The chart, from the repository root.
 const CHART: &str = "deploy/helm/arbiter";
 /// The namespace deploy/ installs into, and the chart's documented one.
 const NAMESPACE: &str = "arbiter-system";
 const RELEASE: &str = "arbiter";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-/// The YAML documents of `text` (empty ones left out); `what` names it in errors.
-fn documents(text: &str, what: &str) -> Vec<Value> {
-    serde_yaml_ng::Deserializer::from_str(text)
-        .map(|doc| {
-            serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{what}: not YAML: {e}"))
-        })
-        .filter(|doc: &Value| !doc.is_null())
-        .collect()
-}
 
 /// What names an object: kind, namespace (empty when cluster-scoped), name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -106,22 +91,6 @@ fn one<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .collect();
     assert_eq!(found.len(), 1, "one {kind} {name} rendered");
     found[0]
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn items(value: &Value) -> &[Value] {
-    value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 /// A value in a message: its JSON, cut short.
@@ -914,24 +883,20 @@ mod api_server {
     //! the Deployment is an object; helm v4 waits for nothing by default).
 
     use super::*;
+    use crate::support::{create_namespace, served, start_cluster};
     use arbiter_testcluster::crd_documents;
     use arbiter_testcluster::TestCluster;
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{Namespace, Secret};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-    use kube::discovery::{pinned_kind, Scope};
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::discovery::Scope;
     use kube::Client;
 
     /// The object as the API server holds it now (`None`: not there).
     async fn live(client: &Client, object: &Value) -> Option<Value> {
-        let api_version = object["apiVersion"].as_str().unwrap_or_default();
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let key = Key::of(object);
-        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-        let (resource, caps) = pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("{key}: {gvk:?} is not served: {e}"));
+        let (resource, caps) = served(client, object, &key).await;
         let api: Api<DynamicObject> = match caps.scope {
             Scope::Namespaced => Api::namespaced_with(client.clone(), &key.namespace, &resource),
             Scope::Cluster => Api::all_with(client.clone(), &resource),
@@ -993,6 +958,18 @@ mod api_server {
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
+    /// Helm on `cluster`, as its administrator (a kubeconfig of its own).
+    fn helm_as_admin(cluster: &TestCluster) -> Helm {
+        let token = cluster
+            .token("admin")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_string();
+        let kubeconfig = cluster
+            .write_kubeconfig("helm", &token)
+            .unwrap_or_else(|e| panic!("{e}"));
+        Helm::with_kubeconfig(kubeconfig)
+    }
+
     fn release_revision(helm: &Helm) -> Value {
         let status = helm.ok(&["status", RELEASE, "--namespace", NAMESPACE, "-o", "json"]);
         let status: Value =
@@ -1002,27 +979,9 @@ mod api_server {
 
     #[tokio::test]
     async fn helm_installs_upgrades_and_uninstalls_the_chart() {
-        let cluster = TestCluster::start()
-            .await
-            .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
-        let admin = cluster
-            .admin_client()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let token = cluster
-            .token("admin")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_string();
-        let kubeconfig = cluster
-            .write_kubeconfig("helm", &token)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let helm = Helm::with_kubeconfig(kubeconfig);
-        let tenant: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<Namespace>::all(admin.clone())
-            .create(&PostParams::default(), &tenant)
-            .await
-            .unwrap_or_else(|e| panic!("namespace team-a: {e}"));
+        let (cluster, admin) = start_cluster().await;
+        let helm = helm_as_admin(&cluster);
+        create_namespace(&admin, "team-a").await;
 
         // Install: the namespace made, the CRDs and every object in place.
         let namespace = ["--namespace", NAMESPACE];
@@ -1184,13 +1143,8 @@ mod api_server {
     /// kind's schema does not declare (what Helm v4's server-side apply
     /// asks for too).
     async fn dry_run_strict(client: &Client, object: &Value) -> Result<(), kube::Error> {
-        let api_version = object["apiVersion"].as_str().unwrap_or_default();
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let key = Key::of(object);
-        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-        let (resource, _) = pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("{key}: {gvk:?} is not served: {e}"));
+        let (resource, _) = served(client, object, &key).await;
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &key.namespace, &resource);
         // Forced: the dry run may take fields Helm holds.
@@ -1250,21 +1204,8 @@ mod api_server {
     #[tokio::test]
     async fn under_cert_manager_the_operator_runs_on_the_mounted_certificate_and_the_charts_roles()
     {
-        let cluster = TestCluster::start()
-            .await
-            .unwrap_or_else(|e| panic!("the test cluster did not start: {e}"));
-        let admin = cluster
-            .admin_client()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let token = cluster
-            .token("admin")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_string();
-        let kubeconfig = cluster
-            .write_kubeconfig("helm", &token)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let helm = Helm::with_kubeconfig(kubeconfig);
+        let (cluster, admin) = start_cluster().await;
+        let helm = helm_as_admin(&cluster);
         cluster
             .install_crds(&cert_manager_crds())
             .await

@@ -305,7 +305,7 @@ impl Hooks for Tenants {
 /// What a run decided: per job, the times it was admitted; every admission
 /// in the order taken (job indices).
 #[derive(Debug, Default)]
-struct Outcome {
+struct RunDecisions {
     admissions: Vec<Vec<Millis>>,
     order: Vec<usize>,
 }
@@ -322,11 +322,11 @@ fn drive(
     absent: &BTreeSet<usize>,
     withdraw: &BTreeMap<usize, Millis>,
     observe: &mut dyn FnMut(&Scheduler),
-) -> Result<Outcome, TestCaseError> {
+) -> Result<RunDecisions, TestCaseError> {
     let pools: Vec<_> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
     let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
     let n = gen.jobs.len();
-    let mut outcome = Outcome {
+    let mut outcome = RunDecisions {
         admissions: vec![Vec::new(); n],
         order: Vec::new(),
     };
@@ -483,7 +483,7 @@ proptest! {
         // t0's own admissions, as the times each demand started: which of
         // t0's interchangeable workloads a preemption picks, and so which one
         // is admitted again later, may differ; when they start may not.
-        let own = |o: &Outcome| {
+        let own = |o: &RunDecisions| {
             let mut times: Vec<_> = (0..gen.jobs.len())
                 .filter(|&j| gen.jobs[j].tenant == 0)
                 .flat_map(|j| {
@@ -531,7 +531,7 @@ proptest! {
         let without = drive(&scenario, &gen, &mut DefaultHooks, &runtime, &none, &no_withdrawals, &mut |_| {})?;
         let mut bundle = Tenants::scoring(&gen, &[0]);
         let with = drive(&scenario, &gen, &mut bundle, &runtime, &none, &no_withdrawals, &mut |_| {})?;
-        let order = |o: &Outcome| -> Vec<(usize, (usize, i32, usize))> {
+        let order = |o: &RunDecisions| -> Vec<(usize, (usize, i32, usize))> {
             o.order.iter().map(|&j| (gen.jobs[j].tenant, gen.demand(j))).collect()
         };
         prop_assert_eq!(order(&without), order(&with), "\n{}", gen.yaml());

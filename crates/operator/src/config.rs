@@ -96,7 +96,7 @@ pub fn namespaces(namespaces: &[Arc<KubeNamespace>]) -> BTreeMap<String, Namespa
 
 /// The configuration built, with what was accepted but not used as written.
 #[derive(Debug)]
-pub struct Built {
+pub struct BuiltCluster {
     pub cluster: Cluster,
     pub warnings: Vec<String>,
 }
@@ -192,14 +192,14 @@ pub fn build(
     objects: &[ApiObject],
     namespaces: &BTreeMap<String, Namespace>,
     resources: impl IntoIterator<Item = String>,
-) -> Result<Built, Vec<Problem>> {
+) -> Result<BuiltCluster, Vec<Problem>> {
     let (builder, warnings, errors) = load(objects, namespaces, resources);
     if !errors.is_empty() {
         return Err(errors.into_iter().map(|(_, p)| p).collect());
     }
     builder
         .build()
-        .map(|cluster| Built { cluster, warnings })
+        .map(|cluster| BuiltCluster { cluster, warnings })
         .map_err(|e| {
             e.0.into_iter()
                 .map(|e| {
@@ -229,7 +229,7 @@ pub fn build_lenient(
     objects: &[ApiObject],
     namespaces: &BTreeMap<String, Namespace>,
     resources: impl IntoIterator<Item = String>,
-) -> Built {
+) -> BuiltCluster {
     let (builder, mut warnings, errors) = load(objects, namespaces, resources);
     let mut unread = Vec::new();
     for (object, problem) in errors {
@@ -250,7 +250,7 @@ pub fn build_lenient(
         }
     }
     let (cluster, _) = builder.build_lenient_after(unread);
-    Built { cluster, warnings }
+    BuiltCluster { cluster, warnings }
 }
 
 /// The queue objects' kinds, as `Inactive` names them.

@@ -59,6 +59,7 @@ pub struct OperatorBuilder {
     dashboard: Option<SocketAddr>,
     webhooks: Option<(SocketAddr, WebhookOptions)>,
     lease: Option<LeaseOptions>,
+    scheduling: bool,
 }
 
 impl OperatorBuilder {
@@ -127,6 +128,16 @@ impl OperatorBuilder {
         self
     }
 
+    /// Starts the driver (its stores listed and kept, which the webhooks
+    /// read) but never its loop: nothing is scheduled, held jobs stay
+    /// held, and no Workload, status or Event is written but by what is
+    /// served beside it; [`OperatorBuilder::leader_election`] is then not
+    /// used. For serving the webhooks alone, as their end-to-end tests do.
+    pub fn without_scheduling(mut self) -> OperatorBuilder {
+        self.scheduling = false;
+        self
+    }
+
     /// Starts the admin port, the dashboard, the driver (its stores
     /// listed), the bundle watches (the ConfigMaps there loaded), the
     /// webhooks, and then the driver's loop on a task of its own.
@@ -141,6 +152,7 @@ impl OperatorBuilder {
             dashboard,
             webhooks,
             lease,
+            scheduling,
         } = self;
         let admin_server = match (admin_address, &admin) {
             (Some(address), Some((state, _))) => Some(serve_admin(address, state.clone()).await?),
@@ -195,9 +207,13 @@ impl OperatorBuilder {
         let stopped = async {
             let _ = stopped.await;
         };
-        let looping = run_loop(client, driver, admin, lease, stopped);
+        let looping = if scheduling {
+            tokio::spawn(run_loop(client, driver, admin, lease, stopped))
+        } else {
+            tokio::spawn(keep_without_loop(driver, stopped))
+        };
         Ok(Operator {
-            looping: tokio::spawn(looping),
+            looping,
             stop: Some(stop),
             webhook,
             admin_address: admin_server.as_ref().map(|(address, _)| *address),
@@ -290,6 +306,17 @@ async fn run_loop(
     }
 }
 
+/// Keeps `driver` (its stores filled) without running its loop, until
+/// `stopped` resolves ([`OperatorBuilder::without_scheduling`]).
+async fn keep_without_loop(
+    driver: Driver,
+    stopped: impl Future<Output = ()>,
+) -> Result<Ended, LeaseManagerError> {
+    stopped.await;
+    drop(driver);
+    Ok(Ended::Shutdown)
+}
+
 /// The running operator: the driver's loop on its own task, and what was
 /// started beside it. Dropping it stops everything at once; [`Operator::stop`]
 /// stops gracefully (the writes decided are finished first).
@@ -320,6 +347,7 @@ impl Operator {
             dashboard: None,
             webhooks: None,
             lease: None,
+            scheduling: true,
         }
     }
 

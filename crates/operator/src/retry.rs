@@ -1,7 +1,7 @@
 //! The one backoff of the operator's writes (jobs, Workloads and queue
 //! status, pods given their places): exponential, doubling from a first
 //! wait to a cap, computed by `backon`. Each writer keeps its own count of
-//! failures in a row per object and asks [`Policy::delay`] how long to wait.
+//! failures in a row per object and asks [`WriteBackoff::delay`] how long to wait.
 
 use std::time::Duration;
 
@@ -9,20 +9,20 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 
 /// A first wait, doubled per failure in a row up to a cap.
 #[derive(Clone, Copy, Debug)]
-pub struct Policy {
+pub struct WriteBackoff {
     pub first: Duration,
     pub max: Duration,
 }
 
 /// Job writes, Workload and queue status writes.
-pub const WRITES: Policy = Policy {
+pub const WRITES: WriteBackoff = WriteBackoff {
     first: Duration::from_millis(500),
     max: Duration::from_secs(30),
 };
 
-impl Policy {
+impl WriteBackoff {
     /// How long to wait after `failures` failures in a row (the first
-    /// failure waits [`Policy::first`]).
+    /// failure waits [`WriteBackoff::first`]).
     pub fn delay(&self, failures: u32) -> Duration {
         ExponentialBuilder::new()
             .with_min_delay(self.first)
@@ -41,7 +41,7 @@ mod tests {
 
     #[test]
     fn waits_double_from_the_first_to_the_cap() {
-        let policy = Policy {
+        let policy = WriteBackoff {
             first: Duration::from_secs(1),
             max: Duration::from_secs(60),
         };

@@ -306,7 +306,7 @@ pub fn places_of(scheduler: &Scheduler, id: WorkloadId, pod_set: u32) -> Option<
 
 /// How long a pod waits after failed patches in a row: 1 s, doubled per
 /// failure, up to a minute.
-const RETRY: crate::retry::Policy = crate::retry::Policy {
+const RETRY: crate::retry::WriteBackoff = crate::retry::WriteBackoff {
     first: Duration::from_secs(1),
     max: Duration::from_secs(60),
 };

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::publish::Seen;
+use crate::publish::WorkloadWatchEvent;
 
 /// A store and the task filling it.
 pub struct Watched<K: kube::runtime::reflector::Lookup + Clone + 'static>
@@ -140,38 +140,32 @@ where
     })
 }
 
-/// Watches a typed kind cluster-wide.
-pub fn typed<K>(client: &Client, wake: Arc<Notify>) -> Watched<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+/// A kind known at compile time (not found by discovery) that a reflector
+/// can hold: what [`typed`] and the dashboard's watches take.
+pub trait TypedKind:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
 {
-    typed_selected(client, wake, watcher::Config::default())
 }
 
-/// Watches the objects of a typed kind `config` selects, cluster-wide.
-pub fn typed_selected<K>(client: &Client, wake: Arc<Notify>, config: watcher::Config) -> Watched<K>
-where
+impl<K> TypedKind for K where
     K: Resource<DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
-        + 'static,
+        + 'static
 {
-    let api: Api<K> = Api::all(client.clone());
-    let (store, writer) = reflector::store();
-    let what = K::kind(&()).to_string();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None);
-    let stream = reflector::reflector(writer, stream);
+}
+
+/// `store`, with the task that drives `stream` (its reflector) into it,
+/// noting what changed and waking `wake`; `what` names it in messages.
+fn watched<K, S>(what: String, store: Store<K>, stream: S, wake: Arc<Notify>) -> Watched<K>
+where
+    K: reflector::Lookup + Clone + Send + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
     let changes = Arc::new(Changes::default());
     let task = drive(what.clone(), stream, wake, changes.clone());
     Watched {
@@ -180,6 +174,40 @@ where
         what,
         changes,
     }
+}
+
+/// Watches a typed kind cluster-wide.
+pub fn typed<K: TypedKind>(client: &Client, wake: Arc<Notify>) -> Watched<K> {
+    typed_selected(client, wake, watcher::Config::default())
+}
+
+/// Watches the objects of a typed kind `config` selects, cluster-wide.
+pub fn typed_selected<K: TypedKind>(
+    client: &Client,
+    wake: Arc<Notify>,
+    config: watcher::Config,
+) -> Watched<K> {
+    let (store, stream) = reflect_typed(client, config);
+    watched(K::kind(&()).to_string(), store, stream, wake)
+}
+
+/// The reflector of the objects of a typed kind `config` selects,
+/// cluster-wide: its store, and the stream that fills it (the watch, with
+/// kube-runtime's default backoff and managed fields dropped), which the
+/// caller drives.
+pub fn reflect_typed<K: TypedKind>(
+    client: &Client,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) {
+    let api: Api<K> = Api::all(client.clone());
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None);
+    (store, reflector::reflector(writer, stream))
 }
 
 /// Watches a kind the API serves, found by discovery; `None` when the API
@@ -238,15 +266,7 @@ fn reflect(
                 object.types = Some(types.clone());
                 object.metadata.managed_fields = None;
             });
-    let stream = reflector::reflector(writer, stream);
-    let changes = Arc::new(Changes::default());
-    let task = drive(what.clone(), stream, wake, changes.clone());
-    Watched {
-        store,
-        task,
-        what,
-        changes,
-    }
+    watched(what, store, reflector::reflector(writer, stream), wake)
 }
 
 /// `apiVersion` (`group/version` or `version`) and kind as a GVK.
@@ -355,7 +375,7 @@ pub type DeletedWorkloads = Arc<Mutex<Vec<String>>>;
 pub fn workloads(
     client: &Client,
     wake: Arc<Notify>,
-    observed: impl Fn(Seen) + Send + 'static,
+    observed: impl Fn(WorkloadWatchEvent) + Send + 'static,
 ) -> (DeletedWorkloads, JoinHandle<()>) {
     let api: Api<arbiter_core::model::api::Workload> = Api::all(client.clone());
     let deleted: DeletedWorkloads = Arc::default();
@@ -366,10 +386,10 @@ pub fn workloads(
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(workload) | watcher::Event::InitApply(workload)) => {
-                    observed(Seen::Applied(workload))
+                    observed(WorkloadWatchEvent::Applied(workload))
                 }
-                Ok(watcher::Event::Init) => observed(Seen::Relisting),
-                Ok(watcher::Event::InitDone) => observed(Seen::Relisted),
+                Ok(watcher::Event::Init) => observed(WorkloadWatchEvent::Relisting),
+                Ok(watcher::Event::InitDone) => observed(WorkloadWatchEvent::Relisted),
                 Ok(watcher::Event::Delete(workload)) => {
                     let owner = workload
                         .metadata
@@ -382,7 +402,7 @@ pub fn workloads(
                         noted.lock().unwrap_or_else(|p| p.into_inner()).push(uid);
                         wake.notify_one();
                     }
-                    observed(Seen::Deleted(workload));
+                    observed(WorkloadWatchEvent::Deleted(workload));
                 }
                 Err(e) => {
                     tracing::warn!(watch = "Workload", error = %e, "watch failed; retrying with backoff")

@@ -13,11 +13,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use arbiter_core::jobs::Integrations;
-use arbiter_core::scheduler::hooks::DefaultHooks;
-use arbiter_operator::leader::{run_as_leader, Ended, LeaseOptions};
+use arbiter_operator::leader::{Ended, LeaseOptions};
 use arbiter_operator::webhook::Rotation;
-use arbiter_operator::{Driver, DriverOptions};
+use arbiter_operator::Operator;
 use arbiter_testcluster::workspace_root;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
@@ -98,21 +96,27 @@ spec:
     operator.abort();
 
     // Its webhooks: the certificate made and kept in its namespace's
-    // Secret, the CA written into the configurations, jobs held.
-    let driver = Driver::start(
-        operator_client.clone(),
-        Integrations::builtin(),
-        Box::new(DefaultHooks),
-        DriverOptions::default(),
-    )
-    .await;
-    let served = serve_webhooks(
-        &operator_client,
-        &driver,
-        Rotation::default(),
-        Some("arbiter"),
-    )
-    .await;
+    // Secret, the CA written into the configurations, jobs held; and its
+    // loop, only while it holds the leader Lease.
+    let lease = LeaseOptions {
+        namespace: "arbiter-system".into(),
+        name: "arbiter-leader".into(),
+        identity: "rbac-test".into(),
+        duration_seconds: 4,
+        grace_seconds: 1,
+    };
+    let operator = Operator::builder(operator_client.clone())
+        .webhooks(
+            LOOPBACK,
+            webhook_options(Rotation::default(), Some("arbiter")),
+        )
+        .leader_election(lease)
+        .start()
+        .await
+        .unwrap();
+    let served = operator
+        .webhook()
+        .expect("the operator serves its webhooks");
     let (mutating, validating) = webhook_configurations(served.address.port(), None);
     apply_webhooks(&admin, &mutating, &validating).await;
     let configurations: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
@@ -193,21 +197,14 @@ spec:
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
-    let lease = LeaseOptions {
-        namespace: "arbiter-system".into(),
-        name: "arbiter-leader".into(),
-        identity: "rbac-test".into(),
-        duration_seconds: 4,
-        grace_seconds: 1,
-    };
-    let ended = run_as_leader(operator_client.clone(), &lease, driver, None, async {
-        let _ = stopped.await;
-    })
-    .await
-    .unwrap();
+    let ended = operator
+        .run_until(async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
     assert_eq!(ended, Ended::Shutdown);
     assert!(watcher.await.unwrap(), "the operator never held the Lease");
-    drop(served);
 
     // No more: no Secrets anywhere, no changes to the queue configuration.
     let secret: Secret = serde_json::from_value(json!({

@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arbiter_core::jobs::Integrations;
-use arbiter_core::scheduler::hooks::DefaultHooks;
-use arbiter_operator::webhook::{self, certs, CertSource, Rotation, WebhookOptions};
-use arbiter_operator::{Driver, DriverOptions};
+use arbiter_operator::webhook::{certs, CertSource, Rotation, Webhook, WebhookOptions};
+use arbiter_operator::{Operator, OperatorBuilder};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -39,16 +38,6 @@ fn unsuspended(name: &str, labels: Value) -> Job {
     serde_json::from_value(job).unwrap()
 }
 
-async fn driver(client: &Client) -> Driver {
-    Driver::start(
-        client.clone(),
-        Integrations::builtin(),
-        Box::new(DefaultHooks),
-        DriverOptions::default(),
-    )
-    .await
-}
-
 /// Retries `create` while the API server cannot reach the webhook yet
 /// (its caBundle not written, its certificate not reloaded).
 async fn create_when_served(jobs: &Api<Job>, job: &Job) -> Job {
@@ -65,15 +54,23 @@ async fn create_when_served(jobs: &Api<Job>, job: &Job) -> Job {
     }
 }
 
-/// The webhooks served with a generated certificate, its CA kept in the
-/// configurations named `arbiter`, as `arbiter run` does by default.
-async fn serve_generated(admin: &Client, driver: &Driver) -> webhook::Webhook {
-    serve_rotated(admin, driver, Rotation::default()).await
+/// The operator serving its webhooks with a generated certificate, its CA
+/// kept in the configurations named `arbiter`, as `arbiter run` does by
+/// default (nothing scheduled: [`serve_webhooks`]).
+async fn serve_generated(operator: OperatorBuilder) -> Operator {
+    serve_rotated(operator, Rotation::default()).await
 }
 
 /// [`serve_generated`] with the certificate rotated as `rotation` says.
-async fn serve_rotated(admin: &Client, driver: &Driver, rotation: Rotation) -> webhook::Webhook {
-    serve_webhooks(admin, driver, rotation, Some("arbiter")).await
+async fn serve_rotated(operator: OperatorBuilder, rotation: Rotation) -> Operator {
+    serve_webhooks(operator, rotation, Some("arbiter")).await
+}
+
+/// The webhooks `operator` serves.
+fn webhooks(operator: &Operator) -> &Webhook {
+    operator
+        .webhook()
+        .expect("the operator serves its webhooks")
 }
 
 fn api_message(error: kube::Error) -> String {
@@ -86,8 +83,8 @@ fn api_message(error: kube::Error) -> String {
 #[tokio::test]
 async fn the_webhooks_hold_new_jobs_and_refuse_bad_configuration() {
     let (_cluster, admin) = cluster_with_setup().await;
-    let driver = driver(&admin).await;
-    let served = serve_generated(&admin, &driver).await;
+    let operator = serve_generated(Operator::builder(admin.clone())).await;
+    let served = webhooks(&operator);
     // Installed without caBundle, as deploy/ does; the operator fills it in.
     let (mutating, validating) = webhook_configurations(served.address.port(), None);
     apply_webhooks(&admin, &mutating, &validating).await;
@@ -251,13 +248,12 @@ spec:
         }
     };
     assert!(message.to_lowercase().contains("cycle"), "{message}");
-    drop(served);
+    drop(operator);
 }
 
 #[tokio::test]
 async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
     let (cluster, admin) = cluster_with_setup().await;
-    let driver = driver(&admin).await;
     let dir = cluster.dir().join("webhook-certs");
     std::fs::create_dir_all(&dir).unwrap();
     let write = |serving: &certs::Serving| {
@@ -278,15 +274,13 @@ async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
         certs: CertSource::Dir(dir.clone()),
         configuration: None,
     };
-    let served = webhook::start(
-        &admin,
-        "127.0.0.1:0".parse().unwrap(),
-        &options,
-        driver.integrations().clone(),
-        driver.config_view(),
-    )
-    .await
-    .unwrap();
+    let operator = Operator::builder(admin.clone())
+        .webhooks(LOOPBACK, options)
+        .without_scheduling()
+        .start()
+        .await
+        .unwrap();
+    let served = webhooks(&operator);
     let port = served.address.port();
     let (mutating, validating) = webhook_configurations(port, Some(&first.ca_pem));
     apply_webhooks(&admin, &mutating, &validating).await;
@@ -303,7 +297,7 @@ async fn a_mounted_certificate_is_reloaded_when_its_files_change() {
     write(&second);
     let created = create_when_served(&jobs, &unsuspended("after", labels)).await;
     assert!(suspended(&created));
-    drop(served);
+    drop(operator);
 }
 
 /// Serving certificates valid 20 s, replaced 12 s before they expire,
@@ -419,8 +413,12 @@ async fn create_held(jobs: &Api<Job>, name: &str, during: &str) {
 #[tokio::test]
 async fn the_generated_certificate_is_rotated_while_serving() {
     let (_cluster, admin) = cluster_with_setup().await;
-    let driver = driver(&admin).await;
-    let served = serve_rotated(&admin, &driver, fast(Duration::from_secs(1))).await;
+    let operator = serve_rotated(
+        Operator::builder(admin.clone()),
+        fast(Duration::from_secs(1)),
+    )
+    .await;
+    let served = webhooks(&operator);
     let (mutating, validating) = webhook_configurations(served.address.port(), None);
     apply_webhooks(&admin, &mutating, &validating).await;
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), "arbiter-system");
@@ -507,13 +505,12 @@ async fn the_generated_certificate_is_rotated_while_serving() {
     presented(served.address, &new_ca)
         .await
         .unwrap_or_else(|e| panic!("the new CA does not verify what is served: {e}"));
-    drop(served);
+    drop(operator);
 }
 
 #[tokio::test]
 async fn a_secret_from_an_older_version_moves_to_a_new_ca_without_a_refused_job() {
     let (_cluster, admin) = cluster_with_setup().await;
-    let driver = driver(&admin).await;
     // As an older Arbiter wrote it: rcgen's default validity, no ca.key.
     let names = certs::service_names("arbiter", "arbiter-system");
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -545,7 +542,12 @@ async fn a_secret_from_an_older_version_moves_to_a_new_ca_without_a_refused_job(
     // Checked every 2 s: the new CA, in the bundle from the start, waits
     // two checks before it signs what is served, so the switch comes once
     // jobs are being created.
-    let served = serve_rotated(&admin, &driver, fast(Duration::from_secs(2))).await;
+    let operator = serve_rotated(
+        Operator::builder(admin.clone()),
+        fast(Duration::from_secs(2)),
+    )
+    .await;
+    let served = webhooks(&operator);
     // The configurations as that older Arbiter left them: its CA in caBundle.
     let old_ca_pem = String::from_utf8(old_ca.clone()).unwrap();
     let (mutating, validating) = webhook_configurations(served.address.port(), Some(&old_ca_pem));
@@ -592,7 +594,7 @@ async fn a_secret_from_an_older_version_moves_to_a_new_ca_without_a_refused_job(
     let last = presented(served.address, &new_ca).await.unwrap();
     assert!(last != old_tls, "the old certificate is still served");
     assert!(secret_value(&secrets, "ca.key").await.is_some());
-    drop(served);
+    drop(operator);
 }
 
 /// A job kind of the operator's configuration: `example.com/v1 Sweep`.
@@ -616,19 +618,15 @@ async fn a_user_defined_kind_is_held_at_creation_too() {
         .unwrap();
     let (spec, _) =
         arbiter_core::jobs::IntegrationSpec::from_manifest_yaml(SWEEP_INTEGRATION).unwrap();
-    let driver = Driver::start(
-        admin.clone(),
-        Integrations::with_extra(vec![spec]).unwrap(),
-        Box::new(DefaultHooks),
-        DriverOptions::default(),
-    )
-    .await;
-    let served = serve_generated(&admin, &driver).await;
+    // Served as `arbiter run` serves them: the job-hold rules kept to the
+    // kinds served.
+    let operator = Operator::builder(admin.clone())
+        .integrations(Integrations::with_extra(vec![spec]).unwrap());
+    let operator = serve_generated(operator).await;
+    let served = webhooks(&operator);
     // The configuration as deploy/ has it: no rule for the new kind.
     let (mutating, validating) = webhook_configurations(served.address.port(), None);
     apply_webhooks(&admin, &mutating, &validating).await;
-    let _rules =
-        webhook::rules::keep_job_rules(admin.clone(), "arbiter".into(), driver.served_kinds());
     let m: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
     let started = Instant::now();
     loop {

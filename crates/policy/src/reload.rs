@@ -273,7 +273,7 @@ impl DirWatcher {
                 dir: shown.clone(),
                 source,
             })?;
-        let mut watches = Watches {
+        let mut watches = DirWatches {
             parent: dir.parent().map(Path::to_path_buf),
             dir,
             watcher,
@@ -309,7 +309,7 @@ impl Drop for DirWatcher {
 
 /// The two inotify (or other backend) watches: on the directory, and on
 /// its parent for the directory's entry.
-struct Watches {
+struct DirWatches {
     /// Absolute.
     dir: PathBuf,
     parent: Option<PathBuf>,
@@ -320,7 +320,7 @@ struct Watches {
 
 /// What one filesystem event means to the watched directory.
 #[derive(Debug, PartialEq)]
-enum Seen {
+enum DirChange {
     /// Nothing a reload could see: a sibling in the parent, or a read.
     Nothing,
     /// A change inside the directory.
@@ -332,7 +332,7 @@ enum Seen {
     LostParent,
 }
 
-impl Watches {
+impl DirWatches {
     fn watch_parent(&mut self) {
         if let (false, Some(parent)) = (self.parent_watched, &self.parent) {
             self.parent_watched = self
@@ -357,13 +357,13 @@ impl Watches {
         self.dir_watched
     }
 
-    fn classify(&self, event: &Event) -> Seen {
+    fn classify(&self, event: &Event) -> DirChange {
         let replacing = matches!(
             event.kind,
             EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
         );
         if replacing && event.paths.iter().any(|path| path == &self.dir) {
-            return Seen::Replaced;
+            return DirChange::Replaced;
         }
         if replacing
             && self
@@ -371,14 +371,14 @@ impl Watches {
                 .as_ref()
                 .is_some_and(|parent| event.paths.iter().any(|path| path == parent))
         {
-            return Seen::LostParent;
+            return DirChange::LostParent;
         }
         let inside =
             event.paths.is_empty() || event.paths.iter().any(|path| path.starts_with(&self.dir));
         if inside && is_change(&event.kind) {
-            Seen::Change
+            DirChange::Change
         } else {
-            Seen::Nothing
+            DirChange::Nothing
         }
     }
 }
@@ -386,7 +386,7 @@ impl Watches {
 /// The watcher thread: folds filesystem events into debounced calls, and
 /// re-establishes the watch if the directory is replaced.
 fn watch_loop(
-    mut watches: Watches,
+    mut watches: DirWatches,
     debounce: Duration,
     signals: &Receiver<Signal>,
     mut on_change: impl FnMut(),
@@ -428,9 +428,9 @@ fn watch_loop(
         match signal {
             Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             Ok(Signal::Fs(Ok(event))) => match watches.classify(&event) {
-                Seen::Nothing => {}
-                Seen::Change => note_change(&mut burst_started, &mut fire_at),
-                Seen::Replaced => {
+                DirChange::Nothing => {}
+                DirChange::Change => note_change(&mut burst_started, &mut fire_at),
+                DirChange::Replaced => {
                     let was_watched = watches.dir_watched;
                     if watches.rearm() {
                         if !was_watched {
@@ -441,7 +441,7 @@ fn watch_loop(
                     }
                     note_change(&mut burst_started, &mut fire_at);
                 }
-                Seen::LostParent => {
+                DirChange::LostParent => {
                     if let Some(parent) = &watches.parent {
                         let _ = watches.watcher.unwatch(parent);
                     }

@@ -70,7 +70,7 @@ pub struct QueueDifference {
 /// How a workload fared in one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Outcome {
+pub struct WorkloadOutcome {
     /// Its first admission (seconds from the run's start; before it:
     /// negative), if any.
     pub admitted_seconds: Option<f64>,
@@ -109,8 +109,8 @@ pub struct WorkloadDifference {
     /// sooner), when both admit it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admitted_delta_seconds: Option<f64>,
-    pub in_force: Outcome,
-    pub candidate: Outcome,
+    pub in_force: WorkloadOutcome,
+    pub candidate: WorkloadOutcome,
 }
 
 /// The whole what-if: what it started from, the difference, and both
@@ -126,9 +126,9 @@ pub struct WhatIf {
 }
 
 /// How a workload fared in a report.
-fn outcome(w: &WorkloadReport) -> Outcome {
+fn outcome(w: &WorkloadReport) -> WorkloadOutcome {
     let first = w.history.iter().find(|h| h.event == HistoryEvent::Admitted);
-    Outcome {
+    WorkloadOutcome {
         admitted_seconds: first.map(|h| h.at_seconds),
         flavors: first.and_then(|h| h.flavors.clone()).unwrap_or_default(),
         preempted: w
@@ -261,7 +261,7 @@ fn seconds(s: &f64) -> String {
 }
 
 /// `admitted at 120s on a100`, `finished`, `rejected: …`.
-fn describe(o: &Outcome) -> String {
+fn describe(o: &WorkloadOutcome) -> String {
     let mut text = match o.admitted_seconds {
         Some(at) => {
             let mut flavors: Vec<&str> = o

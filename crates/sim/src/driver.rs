@@ -96,16 +96,16 @@ pub fn run_with(
     let cpu_start = cpu_time::ProcessTime::now();
     let pools: Vec<_> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
     let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
-    let (mut replay, mut warnings) = Replay::start(scenario, &mut scheduler);
+    let (mut state, mut warnings) = RunState::start(scenario, &mut scheduler);
     let mut now = Millis::ZERO;
     let mut next_wake = None;
-    while let Some(t) = replay.next_instant(scenario, next_wake) {
+    while let Some(t) = state.next_instant(scenario, next_wake) {
         now = t.max(now);
         let mut inputs = Vec::new();
-        let submitted_jobs = replay.arrivals(scenario, now, &mut inputs);
-        let readied = replay.due_timers(&scheduler, now, &mut inputs);
+        let submitted_jobs = state.arrivals(scenario, now, &mut inputs);
+        let readied = state.due_timers(&scheduler, now, &mut inputs);
         let mut first = true;
-        let flavors = &mut replay.flavors;
+        let flavors = &mut state.flavors;
         let step = scheduler.step_observed(now, inputs, hooks, &mut |scheduler| {
             if std::mem::take(&mut first) {
                 // The nodes that just became ready, counted before anything else moves.
@@ -115,11 +115,11 @@ pub fn run_with(
             }
             observer.cycle(scheduler);
         });
-        replay.enact(&step, now, &scheduler, scenario, &submitted_jobs);
+        state.enact(&step, now, &scheduler, scenario, &submitted_jobs);
         next_wake = step.next_wake;
         progress(Progress {
-            arrived: replay.next_arrival,
-            total: replay.order.len(),
+            arrived: state.next_arrival,
+            total: state.order.len(),
             now,
         });
         if observer.step(now, &scheduler, &step).is_break() {
@@ -131,8 +131,8 @@ pub fn run_with(
         None => now,
     };
     let cpu_seconds = cpu_start.elapsed().as_secs_f64();
-    let workloads = replay.records.iter().map(|r| r.workload).collect();
-    let mut report = finish_report(scenario, &scheduler, replay, end, cpu_seconds);
+    let workloads = state.records.iter().map(|r| r.workload).collect();
+    let mut report = finish_report(scenario, &scheduler, state, end, cpu_seconds);
     report.warnings.append(&mut warnings);
     Run {
         report,
@@ -144,7 +144,7 @@ pub fn run_with(
 /// What a run keeps beside the scheduler from one instant to the next: per
 /// job its record, the outside world's timers (finishes, pods ready, nodes
 /// ready), which jobs have arrived, and the measures the report is made of.
-struct Replay {
+struct RunState {
     /// Per job, in scenario order.
     records: Vec<Record>,
     /// Per workload id, the index of its job.
@@ -165,11 +165,11 @@ struct Replay {
     preemptions: usize,
 }
 
-impl Replay {
+impl RunState {
     /// The state at time 0: the jobs admitted before the run restored (and
     /// counted in the usage measures), the others ordered by arrival; with
     /// a warning per job that could not be restored.
-    fn start(scenario: &Scenario, scheduler: &mut Scheduler) -> (Replay, Vec<String>) {
+    fn start(scenario: &Scenario, scheduler: &mut Scheduler) -> (RunState, Vec<String>) {
         let mut records: Vec<Record> = (0..scenario.jobs.len())
             .map(|_| Record::default())
             .collect();
@@ -203,7 +203,7 @@ impl Replay {
             let cq = entry.workload.cluster_queue;
             cq_usage[cq.index()].set(Millis::ZERO, dominant_usage(scheduler, cq));
         }
-        let replay = Replay {
+        let state = RunState {
             records,
             record_of,
             finishes,
@@ -217,7 +217,7 @@ impl Replay {
             series: Series::default(),
             preemptions: 0,
         };
-        (replay, warnings)
+        (state, warnings)
     }
 
     /// The next instant something happens (an arrival, a timer, the
@@ -430,7 +430,7 @@ impl Record {
     }
 }
 
-impl Replay {
+impl RunState {
     /// Records one event of a step in its job's record and the measures.
     fn handle(&mut self, event: &Event, now: Millis, scheduler: &Scheduler, scenario: &Scenario) {
         let at_seconds = now.as_secs_f64();

@@ -12,7 +12,9 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 use serde::Serialize;
 
-use super::model::{condition_views, owner, workload_view, ConditionView, Snapshot, WorkloadView};
+use super::model::{
+    condition_views, owner, workload_view, ConditionView, DashboardObjects, WorkloadView,
+};
 
 /// Most Events shown per workload (the latest).
 pub const EVENTS_PER_WORKLOAD: usize = 10;
@@ -118,7 +120,7 @@ async fn events_of(
 /// `None` when there is none such.
 pub async fn detail(
     client: &Client,
-    snapshot: &Snapshot,
+    snapshot: &DashboardObjects,
     recent: Option<&RecentDecisions>,
     namespace: &str,
     name: &str,

@@ -41,7 +41,7 @@ use axum::Router;
 use kube::Client;
 use serde::Deserialize;
 
-pub use model::{Dashboard, Snapshot};
+pub use model::{Dashboard, DashboardObjects};
 
 const INDEX: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");

@@ -1,4 +1,4 @@
-//! The dashboard's JSON: one [`Snapshot`] of the API objects turned into
+//! The dashboard's JSON: the API objects it reads ([`DashboardObjects`]) turned into
 //! what the page shows. Pure (no I/O), so the operator's admin port and
 //! `arbiter dashboard` serve the same thing from the same objects.
 
@@ -16,7 +16,7 @@ use serde::Serialize;
 
 /// The objects the dashboard is computed from, as its watches hold them.
 #[derive(Default, Debug, Clone)]
-pub struct Snapshot {
+pub struct DashboardObjects {
     pub flavors: Vec<Arc<ResourceFlavor>>,
     pub cohorts: Vec<Arc<Cohort>>,
     pub cluster_queues: Vec<Arc<ClusterQueue>>,
@@ -560,7 +560,7 @@ fn order(w: &WorkloadView) -> (u8, u32, String, String) {
 
 impl Dashboard {
     /// The page's state from the objects.
-    pub fn of(snapshot: &Snapshot) -> Dashboard {
+    pub fn of(snapshot: &DashboardObjects) -> Dashboard {
         let mut cluster_queues: Vec<ClusterQueueView> = snapshot
             .cluster_queues
             .iter()

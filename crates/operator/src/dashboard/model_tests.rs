@@ -58,7 +58,7 @@ fn local_queue() -> LocalQueue {
     }))
 }
 
-fn snapshot() -> Snapshot {
+fn snapshot() -> DashboardObjects {
     let pending = workload(
         "wl-2",
         json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending",
@@ -78,7 +78,7 @@ fn snapshot() -> Snapshot {
         "metadata": {"name": "platform", "namespace": "arbiter-system",
                      "annotations": {"arbiter.dev/bundle-status": "rejected gpu@2: policy max-gpus: bad CEL; in force: gpu@1 at 2026-01-01T00:00:00Z"}}
     }));
-    Snapshot {
+    DashboardObjects {
         cohorts: vec![
             Arc::new(cohort("root", None)),
             Arc::new(cohort("research-org", Some("root"))),
@@ -90,7 +90,7 @@ fn snapshot() -> Snapshot {
         local_queues: vec![Arc::new(local_queue())],
         workloads: vec![Arc::new(pending), Arc::new(admitted)],
         bundles: vec![bundle.metadata],
-        ..Snapshot::default()
+        ..DashboardObjects::default()
     }
 }
 
@@ -130,12 +130,12 @@ fn cohorts_nest_by_parent_with_their_queues_under_them() {
 
 #[test]
 fn a_cohort_loop_is_shown_once_not_followed_forever() {
-    let s = Snapshot {
+    let s = DashboardObjects {
         cohorts: vec![
             Arc::new(cohort("a", Some("b"))),
             Arc::new(cohort("b", Some("a"))),
         ],
-        ..Snapshot::default()
+        ..DashboardObjects::default()
     };
     let d = Dashboard::of(&s);
     assert_eq!(d.tree.len(), 1, "{:?}", d.tree);

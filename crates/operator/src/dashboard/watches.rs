@@ -14,15 +14,14 @@ use std::time::{Duration, Instant};
 use arbiter_core::model::api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use kube::Client;
-use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use super::model::Snapshot;
+use super::model::DashboardObjects;
+use crate::watch::TypedKind;
 
 /// Watches nobody asked for this long are stopped.
 pub const IDLE: Duration = Duration::from_secs(600);
@@ -97,25 +96,16 @@ fn follow<T>(
     })
 }
 
-fn watch<K>(
+/// Watches the objects of `K` that `config` selects, noting its errors
+/// under `what`: the store, and the task that keeps it filled.
+fn watch<K: TypedKind>(
     client: &Client,
     what: &'static str,
     config: watcher::Config,
     errors: &Errors,
-) -> (Store<K>, JoinHandle<()>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let api: Api<K> = Api::all(client.clone());
-    let stream = watcher(api, config).default_backoff().reflect(writer);
-    (reader, follow(what, stream, errors.clone()))
+) -> (Store<K>, JoinHandle<()>) {
+    let (store, stream) = crate::watch::reflect_typed(client, config);
+    (store, follow(what, stream, errors.clone()))
 }
 
 /// The running watches.
@@ -177,8 +167,8 @@ impl Watches {
     }
 
     /// What the stores hold now, and what could not be read.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
+    pub fn snapshot(&self) -> DashboardObjects {
+        DashboardObjects {
             flavors: self.flavors.state(),
             cohorts: self.cohorts.state(),
             cluster_queues: self.cluster_queues.state(),
@@ -209,7 +199,7 @@ pub struct OnDemand {
 
 impl OnDemand {
     /// The stores' snapshot, starting the watches first if they are not running.
-    pub async fn snapshot(&self, client: &Client) -> Snapshot {
+    pub async fn snapshot(&self, client: &Client) -> DashboardObjects {
         let mut running = self.running.lock().await;
         if running.is_none() {
             tracing::info!("dashboard asked for: watching the queue objects, Workloads and bundle ConfigMaps until it goes unused for {} s", IDLE.as_secs());

@@ -8,7 +8,7 @@ use arbiter_core::jobs::JobInfo;
 use arbiter_core::model::cluster::Cluster;
 use arbiter_core::scheduler::Carried;
 
-use super::index::Seen;
+use super::index::ObservedJob;
 use super::*;
 
 /// A job that names a queue but cannot be queued, to note after the read:
@@ -190,7 +190,7 @@ impl Driver {
 fn read_tracked(
     key: &JobKey,
     tracked: &mut KnownJob,
-    seen: &Seen,
+    seen: &ObservedJob,
     scheduler: &Scheduler,
     writer: &mut JobWriter,
     changes: &mut JobReading,
@@ -253,7 +253,7 @@ fn take_carried(
     read_back: &mut HashMap<(String, String), (String, Carried)>,
     kind: &str,
     key: &JobKey,
-    seen: &Seen,
+    seen: &ObservedJob,
 ) -> Carried {
     let name = crate::workloads::workload_name(kind, &key.name);
     read_back

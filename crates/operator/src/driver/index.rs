@@ -25,7 +25,7 @@ use crate::watch::JobWatch;
 
 /// One job, as last read.
 #[derive(Clone, Debug)]
-pub(super) struct Seen {
+pub(super) struct ObservedJob {
     /// Its pod sets and queue, or why they cannot be read.
     pub info: Result<JobInfo, String>,
     pub held: bool,
@@ -47,15 +47,15 @@ pub(super) struct Seen {
     generation: Option<i64>,
 }
 
-impl Seen {
+impl ObservedJob {
     /// Reads `object`; `before`, the same job's last reading, gives its
     /// pod sets when only its status changed since.
     fn read(
         object: &DynamicObject,
-        before: Option<&Seen>,
+        before: Option<&ObservedJob>,
         integrations: &Integrations,
         watch: &JobWatch,
-    ) -> Seen {
+    ) -> ObservedJob {
         let value = match serde_json::to_value(object) {
             Ok(v) => v,
             Err(e) => Value::String(e.to_string()),
@@ -79,7 +79,7 @@ impl Seen {
             same.then(|| info.clone())
         });
         let progress = integration.progress(&value);
-        Seen {
+        ObservedJob {
             generation,
             info: match unchanged {
                 Some(info) => Ok(info),
@@ -121,7 +121,7 @@ pub(super) fn integration<'a>(
 /// Every job of every watched kind, as last read, by key.
 #[derive(Default)]
 pub(super) struct JobIndex {
-    jobs: BTreeMap<JobKey, Seen>,
+    jobs: BTreeMap<JobKey, ObservedJob>,
     /// The reflector's object each entry was read from (the store swaps in
     /// a new `Arc` when an object changes, and the entry holds the old one,
     /// so the same address is the same version).
@@ -218,7 +218,7 @@ impl JobIndex {
         {
             return false;
         }
-        let seen = Seen::read(&object, self.jobs.get(key), integrations, watch);
+        let seen = ObservedJob::read(&object, self.jobs.get(key), integrations, watch);
         self.count(&seen, 1);
         if let Some(before) = self.jobs.insert(key.clone(), seen) {
             self.count(&before, -1);
@@ -239,7 +239,7 @@ impl JobIndex {
         }
     }
 
-    fn count(&mut self, seen: &Seen, delta: isize) {
+    fn count(&mut self, seen: &ObservedJob, delta: isize) {
         let Ok(info) = &seen.info else {
             return;
         };
@@ -259,7 +259,7 @@ impl JobIndex {
         self.resources.keys()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&JobKey, &Seen)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&JobKey, &ObservedJob)> {
         self.jobs.iter()
     }
 
@@ -267,7 +267,7 @@ impl JobIndex {
         self.jobs.len()
     }
 
-    pub fn get(&self, key: &JobKey) -> Option<&Seen> {
+    pub fn get(&self, key: &JobKey) -> Option<&ObservedJob> {
         self.jobs.get(key)
     }
 }

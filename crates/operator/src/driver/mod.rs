@@ -146,7 +146,7 @@ impl KnownJob {
 /// Whether a job read is one the scheduler should hold: readable, naming a
 /// queue, not being deleted (a finalizer may keep the object a while: gone
 /// for the scheduler, its quota free at once).
-fn queued(seen: &index::Seen) -> bool {
+fn queued(seen: &index::ObservedJob) -> bool {
     seen.info.as_ref().is_ok_and(|i| i.queue_name.is_some()) && !seen.deleting
 }
 

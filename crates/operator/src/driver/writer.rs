@@ -59,7 +59,7 @@ const STALE: Duration = Duration::from_secs(5);
 
 /// How often a job whose write was refused, and that did not change since,
 /// is tried again.
-const REFUSED: crate::retry::Policy = crate::retry::Policy {
+const REFUSED: crate::retry::WriteBackoff = crate::retry::WriteBackoff {
     first: Duration::from_secs(5),
     max: Duration::from_secs(60),
 };

@@ -129,34 +129,42 @@ pub(super) fn load_configmap(
     }
 }
 
+/// The ConfigMaps the tests of `policy_sources` build: `namespace/name`,
+/// created at `created` (seconds since the epoch), holding `data`.
+#[cfg(test)]
+pub(super) fn test_configmap(
+    namespace: &str,
+    name: &str,
+    created: i64,
+    data: &[(&str, &str)],
+) -> ConfigMap {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use k8s_openapi::jiff::Timestamp;
+    ConfigMap {
+        metadata: ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            creation_timestamp: Some(Time(Timestamp::from_second(created).expect("a time"))),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..ConfigMap::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use k8s_openapi::jiff::Timestamp;
-
+    use super::test_configmap as configmap;
     use super::*;
     use crate::policy_sources::dirs::load as load_dir;
     use crate::policy_sources::STATUS_ANNOTATION;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::ByteString;
-
-    fn configmap(namespace: &str, name: &str, created: i64, data: &[(&str, &str)]) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                namespace: Some(namespace.into()),
-                name: Some(name.into()),
-                creation_timestamp: Some(Time(Timestamp::from_second(created).expect("a time"))),
-                ..ObjectMeta::default()
-            },
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..ConfigMap::default()
-        }
-    }
 
     #[test]
     fn the_content_digest_follows_data_and_binary_data_only() {

@@ -177,19 +177,12 @@ pub fn load_as(cm: &ConfigMap, runtime: &Runtime, tenant: Option<&str>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy_sources::configmap::test_configmap;
     use crate::policy_sources::watcher::BuiltConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+    /// A ConfigMap with no data: roles read only names and creation times.
     fn configmap(namespace: &str, name: &str, created: i64) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                namespace: Some(namespace.into()),
-                name: Some(name.into()),
-                creation_timestamp: Some(Time(Timestamp::from_second(created).expect("a time"))),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        }
+        test_configmap(namespace, name, created, &[])
     }
 
     fn key(namespace: &str, name: &str) -> Key {

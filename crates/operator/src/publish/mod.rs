@@ -176,16 +176,16 @@ enum Message {
         note: String,
     },
     /// What the Workload watch saw.
-    Observed(Box<Seen>),
+    Observed(Box<WorkloadWatchEvent>),
 }
 
 /// What the Workload watch hands the publisher.
-pub enum Seen {
+pub enum WorkloadWatchEvent {
     /// A Workload as the API holds it now.
     Applied(api::Workload),
     /// A Workload deleted.
     Deleted(api::Workload),
-    /// A relist begins: until [`Seen::Relisted`], the watch shows every
+    /// A relist begins: until [`WorkloadWatchEvent::Relisted`], the watch shows every
     /// Workload the API holds (after a watch broke or expired).
     Relisting,
     /// The relist is over: a Workload it did not show was deleted while
@@ -240,7 +240,7 @@ impl Publisher {
     /// it). Arbiter owns a Workload's content: it says what was decided,
     /// and nothing is decided from it. A Workload deleted is handed over
     /// too, and so is a relist.
-    pub fn observer(&self) -> impl Fn(Seen) + Send + Sync + 'static {
+    pub fn observer(&self) -> impl Fn(WorkloadWatchEvent) + Send + Sync + 'static {
         let tx = self.tx.clone();
         move |seen| {
             let _ = tx.send(Message::Observed(Box::new(seen)));
@@ -430,7 +430,7 @@ struct Worker {
 }
 
 /// How one write ended.
-enum Outcome {
+enum WriteOutcome {
     Done,
     /// Done, and the answer shows someone else's changes (these fields):
     /// the object as it is, to write back.
@@ -441,18 +441,18 @@ enum Outcome {
     Refused(String),
 }
 
-fn outcome(result: Result<(), kube::Error>) -> Outcome {
+fn outcome(result: Result<(), kube::Error>) -> WriteOutcome {
     match result {
-        Ok(()) => Outcome::Done,
+        Ok(()) => WriteOutcome::Done,
         Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 422) => {
-            Outcome::Refused(s.message.clone())
+            WriteOutcome::Refused(s.message.clone())
         }
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => WriteOutcome::Failed(e.to_string()),
     }
 }
 
 /// An object's write under way: what it ends with.
-type Writing = futures::future::BoxFuture<'static, (Target, Wish, Written, Outcome)>;
+type Writing = futures::future::BoxFuture<'static, (Target, Wish, Written, WriteOutcome)>;
 
 impl Worker {
     fn new(client: Client) -> Worker {
@@ -642,20 +642,23 @@ impl Worker {
     }
 
     /// One write ended.
-    fn written_one(&mut self, (target, wish, written, outcome): (Target, Wish, Written, Outcome)) {
+    fn written_one(
+        &mut self,
+        (target, wish, written, outcome): (Target, Wish, Written, WriteOutcome),
+    ) {
         self.in_flight.remove(&target);
-        if matches!(outcome, Outcome::Done | Outcome::Edited(..)) {
+        if matches!(outcome, WriteOutcome::Done | WriteOutcome::Edited(..)) {
             self.seen_unwritten.remove(&target);
         }
         if let Target::Workload { namespace, name } = &target {
-            if !matches!(wish, Wish::Delete) || !matches!(outcome, Outcome::Done) {
+            if !matches!(wish, Wish::Delete) || !matches!(outcome, WriteOutcome::Done) {
                 self.written
                     .insert((namespace.clone(), name.clone()), written);
             }
         }
         // Written, but the API's answer showed someone else's changes:
         // written back (unless this was that, which is then a bug).
-        if let Outcome::Edited(now, fields) = &outcome {
+        if let WriteOutcome::Edited(now, fields) = &outcome {
             if matches!(
                 wish,
                 Wish::Workload {
@@ -669,9 +672,9 @@ impl Worker {
             }
         }
         match outcome {
-            Outcome::Done | Outcome::Refused(_) | Outcome::Edited(..) => {
+            WriteOutcome::Done | WriteOutcome::Refused(_) | WriteOutcome::Edited(..) => {
                 self.attempts.remove(&target);
-                if let Outcome::Refused(error) = &outcome {
+                if let WriteOutcome::Refused(error) = &outcome {
                     tracing::error!(object = %target, %error, "the API refused the write; not tried again until it changes");
                 }
                 if self.wishes.contains_key(&target) {
@@ -684,7 +687,7 @@ impl Worker {
                     }
                 }
             }
-            Outcome::Failed(error) => {
+            WriteOutcome::Failed(error) => {
                 let attempts = self.attempts.entry(target.clone()).or_insert(0);
                 *attempts += 1;
                 let wait = crate::retry::WRITES.delay(*attempts);
@@ -710,20 +713,20 @@ async fn write(
     target: Target,
     wish: Wish,
     mut written: Written,
-) -> (Target, Wish, Written, Outcome) {
+) -> (Target, Wish, Written, WriteOutcome) {
     let result = match (&target, &wish) {
         (Target::ClusterQueue(name), Wish::ClusterQueue(status)) => {
             let api: Api<api::ClusterQueue> = Api::all(client.clone());
             match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
                 // A Kueue ClusterQueue has no arbiter.dev object to write to.
-                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                Err(kube::Error::Api(s)) if s.is_not_found() => WriteOutcome::Done,
                 other => outcome(other),
             }
         }
         (Target::LocalQueue { namespace, name }, Wish::LocalQueue(status)) => {
             let api: Api<api::LocalQueue> = Api::namespaced(client.clone(), namespace);
             match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
-                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                Err(kube::Error::Api(s)) if s.is_not_found() => WriteOutcome::Done,
                 other => outcome(other),
             }
         }
@@ -731,14 +734,14 @@ async fn write(
             let api: Api<api::Cohort> = Api::all(client.clone());
             match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
                 // A Kueue Cohort has no arbiter.dev object to write to.
-                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                Err(kube::Error::Api(s)) if s.is_not_found() => WriteOutcome::Done,
                 other => outcome(other),
             }
         }
         (Target::ResourceFlavor(name), Wish::Active(status)) => {
             let api: Api<api::ResourceFlavor> = Api::all(client.clone());
             match apply_status(&api, name, status.as_ref()).await.map(|_| ()) {
-                Err(kube::Error::Api(s)) if s.is_not_found() => Outcome::Done,
+                Err(kube::Error::Api(s)) if s.is_not_found() => WriteOutcome::Done,
                 other => outcome(other),
             }
         }
@@ -762,7 +765,7 @@ async fn write(
             };
             write_workload(client, namespace, name, wish, &mut written).await
         }
-        (target, _) => Outcome::Refused(format!("{target}: a wish of another kind (a bug)")),
+        (target, _) => WriteOutcome::Refused(format!("{target}: a wish of another kind (a bug)")),
     };
     (target, wish, written, result)
 }
@@ -903,9 +906,9 @@ mod tests {
         let observed = |workload: &api::Workload, gone| {
             let workload = workload.clone();
             Message::Observed(Box::new(if gone {
-                Seen::Deleted(workload)
+                WorkloadWatchEvent::Deleted(workload)
             } else {
-                Seen::Applied(workload)
+                WorkloadWatchEvent::Applied(workload)
             }))
         };
         worker.absorb(observed(&workload, false));
@@ -944,21 +947,21 @@ mod tests {
         let seen = |seen| Message::Observed(Box::new(seen));
         let (kept, kept_workload) = a_workload(1);
         let (_, deleted_workload) = a_workload(2);
-        worker.absorb(seen(Seen::Applied(*kept_workload.clone())));
-        worker.absorb(seen(Seen::Applied(*deleted_workload)));
+        worker.absorb(seen(WorkloadWatchEvent::Applied(*kept_workload.clone())));
+        worker.absorb(seen(WorkloadWatchEvent::Applied(*deleted_workload)));
         assert_eq!(worker.seen_unwritten.len(), 2);
 
         // The watch broke; the second was deleted meanwhile.
-        worker.absorb(seen(Seen::Relisting));
-        worker.absorb(seen(Seen::Applied(*kept_workload)));
+        worker.absorb(seen(WorkloadWatchEvent::Relisting));
+        worker.absorb(seen(WorkloadWatchEvent::Applied(*kept_workload)));
         assert_eq!(worker.seen_unwritten.len(), 2, "pruned only at the end");
-        worker.absorb(seen(Seen::Relisted));
+        worker.absorb(seen(WorkloadWatchEvent::Relisted));
         assert_eq!(worker.seen_unwritten.iter().collect::<Vec<_>>(), [&kept]);
         assert!(worker.relisted.is_none());
 
         // Shown after the relist: counted again.
         let (later, later_workload) = a_workload(3);
-        worker.absorb(seen(Seen::Applied(*later_workload)));
+        worker.absorb(seen(WorkloadWatchEvent::Applied(*later_workload)));
         assert!(worker.seen_unwritten.contains(&later));
     }
 }

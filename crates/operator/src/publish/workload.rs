@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::Client;
 
-use super::{outcome, Message, Outcome, Seen, Target, Wish, Worker};
+use super::{outcome, Message, Target, Wish, Worker, WorkloadWatchEvent, WriteOutcome};
 use crate::workloads::{self, apply_status, Desired};
 
 /// What was last written for one Workload.
@@ -59,20 +59,20 @@ impl Worker {
     /// is under way or due is looked at once that is over; one not written
     /// here is remembered (deleted with its job) until the watch shows it
     /// deleted, or a relist does not show it.
-    pub(super) fn observed(&mut self, seen: Seen) {
+    pub(super) fn observed(&mut self, seen: WorkloadWatchEvent) {
         match seen {
-            Seen::Relisting => self.relisted = Some(HashSet::new()),
-            Seen::Relisted => {
+            WorkloadWatchEvent::Relisting => self.relisted = Some(HashSet::new()),
+            WorkloadWatchEvent::Relisted => {
                 if let Some(shown) = self.relisted.take() {
                     self.seen_unwritten.retain(|target| shown.contains(target));
                 }
             }
-            Seen::Deleted(workload) => {
+            WorkloadWatchEvent::Deleted(workload) => {
                 if let Some(target) = target_of(&workload) {
                     self.seen_unwritten.remove(&target);
                 }
             }
-            Seen::Applied(workload) => {
+            WorkloadWatchEvent::Applied(workload) => {
                 let Some(target) = target_of(&workload) else {
                     return;
                 };
@@ -191,7 +191,7 @@ pub(super) async fn write_workload(
     name: &str,
     wish: WorkloadWish<'_>,
     written: &mut Written,
-) -> Outcome {
+) -> WriteOutcome {
     if wish.replace {
         if let Err(e) = workloads::delete(client, namespace, name).await {
             return outcome(Err(e));
@@ -207,7 +207,7 @@ pub(super) async fn write_workload(
     if !written.applied {
         let Some(spec) = written.spec.as_deref() else {
             // A status for a Workload whose spec never came: nothing to write to.
-            return Outcome::Done;
+            return WriteOutcome::Done;
         };
         match workloads::apply(client, spec).await {
             Ok(now) => {
@@ -246,7 +246,7 @@ pub(super) async fn write_workload(
             Err(kube::Error::Api(s)) if s.is_not_found() => {
                 // Deleted under us: created again on the retry.
                 written.applied = false;
-                return Outcome::Failed(format!(
+                return WriteOutcome::Failed(format!(
                     "the Workload is gone ({}); creating it again",
                     s.message
                 ));
@@ -256,14 +256,14 @@ pub(super) async fn write_workload(
     }
     // Someone else's changes show in the API's answer.
     let Some(now) = answer else {
-        return Outcome::Done;
+        return WriteOutcome::Done;
     };
     written.version = now.metadata.resource_version.clone();
     let fields = written.edited(&now);
     if fields.is_empty() {
-        Outcome::Done
+        WriteOutcome::Done
     } else {
-        Outcome::Edited(Box::new(now), fields)
+        WriteOutcome::Edited(Box::new(now), fields)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use arbiter_core::model::api::{ClusterQueue, Workload};
 use arbiter_core::scheduler::hooks::{DefaultHooks, Hooks};
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
-use arbiter_operator::{Driver, DriverOptions, Operator, OperatorBuilder};
+use arbiter_operator::{DriverOptions, Operator, OperatorBuilder};
 use arbiter_policy::metrics::PolicyMetrics;
 use arbiter_testcluster::{
     crd_documents, workspace_root, NodeSpec, Options, TestCluster, RUN_FOR_ANNOTATION,
@@ -649,26 +649,20 @@ pub fn webhook_options(
     }
 }
 
-/// Serves `driver`'s webhooks on a free loopback port as `arbiter run`
-/// does: a generated certificate kept in the Secret
-/// `arbiter-system/arbiter-webhook-tls`, rotated as `rotation` says, its CA
-/// kept in the configurations named `configuration` (`None`: left alone).
+/// Starts `operator` serving its webhooks on a free loopback port as
+/// `arbiter run` does ([`webhook_options`]), its driver's loop not run:
+/// nothing is scheduled, held jobs stay held.
 pub async fn serve_webhooks(
-    client: &Client,
-    driver: &Driver,
+    operator: OperatorBuilder,
     rotation: arbiter_operator::webhook::certs::Rotation,
     configuration: Option<&str>,
-) -> arbiter_operator::webhook::Webhook {
-    let options = webhook_options(rotation, configuration);
-    arbiter_operator::webhook::start(
-        client,
-        LOOPBACK,
-        &options,
-        driver.integrations().clone(),
-        driver.config_view(),
-    )
-    .await
-    .unwrap()
+) -> Operator {
+    operator
+        .webhooks(LOOPBACK, webhook_options(rotation, configuration))
+        .without_scheduling()
+        .start()
+        .await
+        .unwrap()
 }
 
 /// Creates jobs `{prefix}-0` … of `gpus` each, one at a time, each waited

@@ -11,7 +11,7 @@ use arbiter_core::model::cluster::Cluster;
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::{Scheduler, Status};
 
-use super::{flavor_map, FlavorTrack, Integral, Record, Replay};
+use super::{flavor_map, FlavorTrack, Integral, Record, RunState};
 use crate::report::{
     jain, percentile, round6, ClusterQueueReport, DeviceReport, FlavorReport, HistoryEvent, Report,
     SchedulerReport, Series, Summary, WorkloadReport, WorkloadState,
@@ -27,19 +27,19 @@ const MAX_SAMPLES: usize = 2000;
 pub(super) fn finish_report(
     scenario: &Scenario,
     scheduler: &Scheduler,
-    replay: Replay,
+    run_state: RunState,
     end: Millis,
     cpu_seconds: f64,
 ) -> Report {
     let cluster = scheduler.cluster();
-    let Replay {
+    let RunState {
         records,
         cq_usage,
         mut flavors,
         mut series,
         preemptions,
         ..
-    } = replay;
+    } = run_state;
     let mut report = Report::default();
     let mut tally = Tally::new(scheduler);
     for (i, record) in records.into_iter().enumerate() {

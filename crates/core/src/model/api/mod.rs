@@ -241,9 +241,8 @@ pub struct FlavorFungibility {
     /// When the flavor needs preemption (default `TryNextFlavor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_can_preempt: Option<FungibilityPolicy>,
-    /// Kueue's `preference`: which flavor wins when every flavor tried
-    /// needs borrowing, preemption or both (only with both policies
-    /// `TryNextFlavor`).
+    /// Which flavor wins when every flavor needs borrowing or preemption
+    /// ([`FlavorPreference`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preference: Option<FlavorPreference>,
 }

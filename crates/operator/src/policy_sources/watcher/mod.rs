@@ -79,14 +79,14 @@ async fn build_off_runtime(
     runtime: Arc<Runtime>,
     role: Role,
     existing: Option<Arc<Reloadable<Bundle>>>,
-) -> (Built, String) {
+) -> (BuildResult, String) {
     let job = tokio::task::spawn_blocking(move || {
         let build = || load_configmap(&cm, &runtime, &role);
         let built = match existing {
-            Some(source) => Built::Reloaded(source.reload_with(build)),
+            Some(source) => BuildResult::Reloaded(source.reload_with(build)),
             None => match build() {
-                Ok(bundle) => Built::New(bundle),
-                Err(error) => Built::Failed(error),
+                Ok(bundle) => BuildResult::New(bundle),
+                Err(error) => BuildResult::Failed(error),
             },
         };
         (built, claimed(&cm))
@@ -94,7 +94,7 @@ async fn build_off_runtime(
     let (built, what) = job.await.unwrap_or_else(|e| {
         let error =
             format!("building the bundle failed ({e}); this is a bug in Arbiter, please report it");
-        (Built::Failed(error), None)
+        (BuildResult::Failed(error), None)
     });
     (built, what.unwrap_or_else(|| "the bundle".to_string()))
 }
@@ -148,14 +148,14 @@ pub(super) struct BuiltConfigMap {
 const SPEAKS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What one build brought.
-enum Built {
+enum BuildResult {
     New(Bundle),
     Failed(String),
     Reloaded(ReloadOutcome),
 }
 
 /// What one build comes to (`Index::outcome`).
-struct Outcome {
+struct BuildOutcome {
     /// The ConfigMap's source in force after it (`None`: none has loaded).
     source: Option<Arc<Reloadable<Bundle>>>,
     /// Its status annotation's text, without the time.
@@ -398,13 +398,13 @@ impl Index {
         &self,
         key: &Key,
         role: &Role,
-        built: Built,
+        built: BuildResult,
         what: &str,
         previous: Option<&BuiltConfigMap>,
         before: Option<Identity>,
-    ) -> Outcome {
+    ) -> BuildOutcome {
         let existing = previous.and_then(|t| t.source.clone());
-        let told = |source, status, event| Outcome {
+        let told = |source, status, event| BuildOutcome {
             source,
             status,
             event,
@@ -412,14 +412,14 @@ impl Index {
             swapped: false,
         };
         match built {
-            Built::New(bundle) => {
+            BuildResult::New(bundle) => {
                 let source = Arc::new(Reloadable::new(bundle));
                 if let Some(metrics) = &self.metrics {
                     source.report_to(metrics, &key.source());
                 }
                 let identity = source.current().identity();
                 let note = format!("loaded {} as {}", shown(&identity), role.describe());
-                Outcome {
+                BuildOutcome {
                     added: true,
                     ..told(
                         Some(source),
@@ -428,7 +428,7 @@ impl Index {
                     )
                 }
             }
-            Built::Failed(error) => {
+            BuildResult::Failed(error) => {
                 if let Some(metrics) = &self.metrics {
                     metrics.bundle(&key.source()).refused();
                 }
@@ -440,14 +440,14 @@ impl Index {
                 let note = rejected_note(what, &error, &kept);
                 told(None, status, Some((true, "BundleRejected", note)))
             }
-            Built::Reloaded(ReloadOutcome::Swapped { identity, .. }) => {
+            BuildResult::Reloaded(ReloadOutcome::Swapped { identity, .. }) => {
                 let replaced = before.as_ref().map(short).unwrap_or_default();
                 let note = format!(
                     "loaded {} as {}; it replaces {replaced}",
                     shown(&identity),
                     role.describe()
                 );
-                Outcome {
+                BuildOutcome {
                     swapped: true,
                     ..told(
                         existing,
@@ -456,7 +456,7 @@ impl Index {
                     )
                 }
             }
-            Built::Reloaded(ReloadOutcome::Unchanged { identity }) => {
+            BuildResult::Reloaded(ReloadOutcome::Unchanged { identity }) => {
                 let status = format!("loaded {}", shown(&identity));
                 // Told only if it says something new (the content went back
                 // to the bundle in force after a rejection, say).
@@ -466,7 +466,7 @@ impl Index {
                 });
                 told(existing, status, event)
             }
-            Built::Reloaded(ReloadOutcome::Rejected { error, kept, .. }) => {
+            BuildResult::Reloaded(ReloadOutcome::Rejected { error, kept, .. }) => {
                 let status = format!(
                     "rejected {what}: {}; in force: {}",
                     text::clean(&error, MAX_STATUS_ERROR),
