@@ -164,7 +164,7 @@ fn full_name(workload: &Workload) -> String {
 }
 
 /// A workload and what `describe` and `why` read beside it.
-struct Seen {
+struct WorkloadReading {
     workload: Workload,
     /// `None` when the caller may not read ClusterQueues.
     cluster_queues: Option<Vec<ClusterQueue>>,
@@ -174,15 +174,15 @@ struct Seen {
     message: String,
 }
 
-impl Seen {
-    async fn read(cluster: &Cluster, name: &str) -> anyhow::Result<Seen> {
+impl WorkloadReading {
+    async fn read(cluster: &Cluster, name: &str) -> anyhow::Result<WorkloadReading> {
         let workload = find(cluster, name).await?;
         let local_queues = list_local_queues(cluster, false).await?;
         let cluster_queues = try_cluster_queues(cluster).await?;
         let positions = Positions::new(&local_queues, cluster_queues.as_deref());
         let state = State::of(&workload);
         let (reason, message) = reason_and_message(workload.status.as_ref(), state);
-        Ok(Seen {
+        Ok(WorkloadReading {
             workload,
             cluster_queues,
             positions,
@@ -195,14 +195,14 @@ impl Seen {
 
 pub async fn describe(cluster: &Cluster, args: &DescribeArgs) -> anyhow::Result<()> {
     let Describable::Workload = args.kind;
-    let Seen {
+    let WorkloadReading {
         workload,
         cluster_queues: _,
         positions,
         state,
         reason,
         message,
-    } = Seen::read(cluster, &args.name).await?;
+    } = WorkloadReading::read(cluster, &args.name).await?;
     let status = workload.status.as_ref();
     let now = Timestamp::now();
     let mut out = String::new();
@@ -382,14 +382,14 @@ async fn events(cluster: &Cluster, names: &[String]) -> anyhow::Result<Vec<Event
 }
 
 pub async fn why(cluster: &Cluster, args: &WhyArgs) -> anyhow::Result<()> {
-    let Seen {
+    let WorkloadReading {
         workload,
         cluster_queues,
         positions,
         state,
         reason,
         message,
-    } = Seen::read(cluster, &args.name).await?;
+    } = WorkloadReading::read(cluster, &args.name).await?;
     let mut out = String::new();
     let job = job_of(&workload)
         .map(|(k, n)| format!(" ({k}/{n})"))
