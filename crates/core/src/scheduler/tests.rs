@@ -75,7 +75,7 @@ metadata: {namespace: ns-solo, name: q}
 spec: {clusterQueue: solo}
 "#;
 
-fn cluster(quota_a: u32) -> Arc<Cluster> {
+pub(super) fn cluster(quota_a: u32) -> Arc<Cluster> {
     Arc::new(build(&CLUSTER.replace("QUOTA_A", &quota_a.to_string())))
 }
 
@@ -90,7 +90,13 @@ fn cluster_without_b() -> Arc<Cluster> {
 }
 
 /// A workload of `gpus` GPUs in one pod, from namespace `ns` (LocalQueue `q`).
-fn workload(cluster: &Cluster, ns: &str, name: &str, gpus: i64, priority: i32) -> Workload {
+pub(super) fn workload(
+    cluster: &Cluster,
+    ns: &str,
+    name: &str,
+    gpus: i64,
+    priority: i32,
+) -> Workload {
     let job = JobInfo {
         api_version: "batch/v1".into(),
         kind: "Job".into(),

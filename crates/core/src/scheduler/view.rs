@@ -132,75 +132,26 @@ impl Scheduler {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
-    use crate::jobs::{JobInfo, PodSetInfo};
-    use crate::model::cluster::tests::build;
-    use crate::model::cluster::{ClusterQueueId, FlavorId};
+    use crate::model::cluster::FlavorId;
     use crate::model::{Amount, Millis};
     use crate::scheduler::hooks::DefaultHooks;
-    use crate::scheduler::intake::{intake, Intake};
+    use crate::scheduler::tests::{cluster, workload};
     use crate::scheduler::{Input, Scheduler};
-
-    const CLUSTER: &str = r#"
-apiVersion: arbiter.dev/v1alpha1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: arbiter.dev/v1alpha1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 4}]}
----
-apiVersion: arbiter.dev/v1alpha1
-kind: LocalQueue
-metadata: {namespace: ns, name: q}
-spec: {clusterQueue: cq}
-"#;
-
-    fn job(gpus: i64) -> JobInfo {
-        JobInfo {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            namespace: "ns".into(),
-            name: "train".into(),
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
-            queue_name: Some("q".into()),
-            priority_class: None,
-            pod_sets: vec![PodSetInfo {
-                name: "main".into(),
-                count: 1,
-                min_count: None,
-                requests: [("nvidia.com/gpu".to_string(), Amount::from_units(gpus))].into(),
-                node_selector: BTreeMap::new(),
-                required_node_affinity: None,
-                tolerations: Vec::new(),
-                template_path: None,
-            }],
-        }
-    }
 
     #[test]
     fn the_hook_state_and_the_facade_read_what_the_scheduler_holds() {
-        let cluster = Arc::new(build(CLUSTER));
+        let cluster = cluster(4);
         let mut scheduler = Scheduler::new(cluster.clone(), &[]);
-        let Intake::Queued(workload) = intake(&cluster, &job(3), None) else {
-            panic!("not queued");
-        };
+        let train = workload(&cluster, "ns-a", "train", 3, 0);
         scheduler.step(
             Millis::from_secs(1),
-            vec![Input::Submit(workload)],
+            vec![Input::Submit(train)],
             &mut DefaultHooks,
         );
-        let cq = ClusterQueueId(0);
+        let cq = cluster.cluster_queue_id("cq-a").expect("cq-a");
+        let a100 = cluster.flavor_id("a100").expect("a100");
         let gpu = cluster.resource_id("nvidia.com/gpu").expect("gpu");
-        let fr = cluster.flavor_resource(FlavorId(0), gpu);
+        let fr = cluster.flavor_resource(a100, gpu);
         let state = scheduler.hook_state();
         assert_eq!(state.usage(cq, fr), Amount::from_units(3));
         assert_eq!(scheduler.usage(cq, fr), Amount::from_units(3));
@@ -208,7 +159,7 @@ spec: {clusterQueue: cq}
         assert_eq!(scheduler.borrowed(cq, fr), Amount::ZERO);
         assert_eq!(state.admitted_count(cq), 1);
         assert_eq!(state.pending_count(cq), 0);
-        assert_eq!(state.fair_weight(cq), scheduler.fair_weights()[0]);
+        assert_eq!(state.fair_weight(cq), scheduler.fair_weights()[cq.index()]);
         assert!(std::ptr::eq(state.cluster(), scheduler.cluster()));
         assert!(!scheduler.has_pools(FlavorId(0)));
     }
