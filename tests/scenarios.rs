@@ -575,6 +575,101 @@ fn fair_sharing_preemptor_within_nominal_reclaims_despite_its_share() {
     assert_eq!(r.summary.preemptions, 1);
 }
 
+#[test]
+fn fair_sharing_preemption_strategies_choose_between_priority_and_final_share() {
+    // Kueue: pkg/scheduler/preemption/preemption_fair_test.go,
+    // TestFairPreemptions, "preempt lower priority first, even if big"
+    // ([LessThanInitialShare]): a after a-incoming 111 < b's 333, so b's
+    // first candidate, the lower priority, goes.
+    let r = run_paths(&[
+        "fair-strategies-priority/base.yaml",
+        "fair-strategies-priority/initial-share.yaml",
+    ]);
+    assert_eq!(admitted_at(&r, "a-incoming"), Some(1.0));
+    assert_preempted_exactly(&r, "team/a-incoming", &["b-low"]);
+    assert_eq!(r.summary.preemptions, 1);
+    // "preempt workload that doesn't transfer the imbalance, even if high
+    // priority" ([LessThanOrEqualToFinalShare]): b without b-low would be
+    // at 0 < 111; without b-high at 222 >= 111.
+    let r = run_paths(&[
+        "fair-strategies-priority/base.yaml",
+        "fair-strategies-priority/final-share.yaml",
+    ]);
+    assert_eq!(admitted_at(&r, "a-incoming"), Some(1.0));
+    assert_preempted_exactly(&r, "team/a-incoming", &["b-high"]);
+    assert_eq!(r.summary.preemptions, 1);
+    // Kueue's default pair, absent or written out: the first rule decides.
+    for default in ["default.yaml", "both.yaml"] {
+        let r = run_paths(&[
+            "fair-strategies-priority/base.yaml",
+            &format!("fair-strategies-priority/{default}"),
+        ]);
+        assert_eq!(admitted_at(&r, "a-incoming"), Some(1.0), "{default}");
+        assert_preempted_exactly(&r, "team/a-incoming", &["b-high"]);
+        assert_eq!(r.summary.preemptions, 1, "{default}");
+    }
+}
+
+#[test]
+fn fair_sharing_preemption_second_strategy_only_with_the_default_pair() {
+    // Kueue: test/integration/singlecluster/scheduler/fairsharing/
+    // fair_sharing_test.go, "workload of size 5 preempts using
+    // LessThanInitialShare policy and admits" (Kueue's default
+    // strategies): one p1 workload by LessThanOrEqualToFinalShare
+    // (555 <= 666), the second by LessThanInitialShare (555 < 666).
+    let evicted = |r: &Report| -> Vec<String> {
+        r.workloads
+            .iter()
+            .filter(|w| w.evictions > 0)
+            .map(|w| {
+                assert_eq!(evicted_by(r, &w.name), ["core/p2-big"], "{}", w.name);
+                w.name.clone()
+            })
+            .collect()
+    };
+    for strategies in ["default.yaml", "initial-share.yaml"] {
+        let r = run_paths(&[
+            "fair-strategies-second-pass/base.yaml",
+            &format!("fair-strategies-second-pass/{strategies}"),
+        ]);
+        assert_eq!(admitted_at(&r, "p2-big"), Some(1.0), "{strategies}");
+        // The most recently admitted go first: p1-4 and p1-3.
+        assert_eq!(evicted(&r), ["p1-3", "p1-4"], "{strategies}");
+        assert_eq!(r.summary.preemptions, 2, "{strategies}");
+        // Neither can come back: cq-p1 after either (666) is above cq-p2
+        // both before (555) and after losing p2-big (0).
+        assert_pending_because(&r, "p1-4", "needs 2 cpu");
+    }
+    // [LessThanOrEqualToFinalShare] alone: one victim is not enough and
+    // there is no second pass, so nobody is preempted.
+    let r = run_paths(&[
+        "fair-strategies-second-pass/base.yaml",
+        "fair-strategies-second-pass/final-share.yaml",
+    ]);
+    assert_pending_because(&r, "p2-big", "needs 5 cpu");
+    assert!(evicted(&r).is_empty());
+    assert_eq!(r.summary.preemptions, 0);
+}
+
+#[test]
+fn fair_sharing_preemption_strategies_kueue_does_not_accept_are_refused() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let paths = [
+        root.join("fair-strategies-second-pass/base.yaml"),
+        root.join("fair-strategies-second-pass/reversed.yaml"),
+    ];
+    let loaded = load_paths(&paths).unwrap_or_else(|e| panic!("{e}"));
+    let errors = match scenario::build(loaded) {
+        Ok(_) => panic!("expected the scenario to be refused"),
+        Err(e) => e.errors,
+    };
+    assert!(
+        errors.iter().any(|e| e.contains("reversed.yaml")
+            && e.contains("Simulation reversed: spec.fairSharing.preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare] is not a list Kueue accepts; give one of [LessThanOrEqualToFinalShare], [LessThanInitialShare], [LessThanOrEqualToFinalShare, LessThanInitialShare]")),
+        "{errors:?}"
+    );
+}
+
 // ------------------------------------------------------------ 7–8. retry and reclaim
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arbiter_core::model::cluster::PodsReadyPolicy;
+use arbiter_core::model::cluster::{FairPreemptionStrategies, PodsReadyPolicy};
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{Ended, LeaseOptions};
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
@@ -34,7 +34,8 @@ pub struct RunArgs {
     pub integrations: Vec<PathBuf>,
     /// Kueue's Configuration file (config.kueue.x-k8s.io v1beta2 or v1beta1,
     /// kind Configuration): its waitForPodsReady is in force (all-or-nothing
-    /// admission); other fields are reported as unused.
+    /// admission), its fairSharing.preemptionStrategies is checked; other
+    /// fields are reported as unused.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Gather changes this long after a wake-up before scheduling, in milliseconds.
@@ -198,7 +199,9 @@ fn platform_namespace(args: &RunArgs) -> String {
         .unwrap_or_else(|| "arbiter-system".to_string())
 }
 
-/// `--config`'s `waitForPodsReady` (its other fields reported as unused).
+/// `--config`'s `waitForPodsReady` (its other fields reported as unused;
+/// `fairSharing.preemptionStrategies` checked, and a warning if it is not
+/// Kueue's default, which the operator applies).
 fn pods_ready(args: &RunArgs) -> anyhow::Result<Option<PodsReadyPolicy>> {
     let Some(path) = &args.config else {
         return Ok(None);
@@ -213,6 +216,13 @@ fn pods_ready(args: &RunArgs) -> anyhow::Result<Option<PodsReadyPolicy>> {
         .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
     for warning in &read.warnings {
         tracing::warn!(%warning, "configuration");
+    }
+    if read.preemption_strategies != FairPreemptionStrategies::default() {
+        tracing::warn!(
+            strategies = %read.preemption_strategies,
+            "configuration: fairSharing.preemptionStrategies is not in force in the operator, which applies Kueue's default [{}]; `arbiter simulate` applies it (Simulation spec.fairSharing.preemptionStrategies)",
+            FairPreemptionStrategies::default()
+        );
     }
     Ok(read.pods_ready)
 }

@@ -11,7 +11,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use arbiter_core::jobs::{self, Integrations, JobInfo};
-use arbiter_core::model::cluster::{Cluster, ClusterBuilder, Namespace, PodsReadyPolicy};
+use arbiter_core::model::cluster::{
+    Cluster, ClusterBuilder, FairPreemptionStrategies, Namespace, PodsReadyPolicy,
+};
 use arbiter_core::model::load::{Document, Loaded, Manifest, Source};
 use arbiter_core::model::sim_api::{
     self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION, STARTUP_ANNOTATION,
@@ -148,7 +150,7 @@ fn build_with(loaded: Loaded, lenient: bool) -> Result<Scenario, ScenarioError> 
         errors.push(nothing_to_simulate(&files, documents));
     }
     let until = match &sorted.simulation {
-        Some((_, sim)) => apply_simulation(&mut sorted.builder, sim, &mut errors),
+        Some((source, sim)) => apply_simulation(&mut sorted.builder, source, sim, &mut errors),
         None => None,
     };
     name_resources(&mut sorted);
@@ -402,19 +404,35 @@ fn sort_other(
     }
 }
 
-/// Applies the Simulation's cluster-wide settings (fair sharing,
-/// `waitForPodsReady`) to `builder`; returns its end (`spec.until`).
+/// Applies the Simulation's cluster-wide settings (fair sharing and its
+/// preemption strategies, `waitForPodsReady`) to `builder`; returns its
+/// end (`spec.until`).
 fn apply_simulation(
     builder: &mut ClusterBuilder,
+    source: &Source,
     sim: &sim_api::Simulation,
     errors: &mut Vec<String>,
 ) -> Option<Millis> {
     builder.fair_sharing_everywhere(sim.spec.fair_sharing.as_ref().is_some_and(|f| f.enabled));
+    if let Some(names) = sim
+        .spec
+        .fair_sharing
+        .as_ref()
+        .and_then(|f| f.preemption_strategies.as_ref())
+    {
+        match FairPreemptionStrategies::parse(names) {
+            Ok(strategies) => builder.preemption_strategies(strategies),
+            Err(e) => errors.push(format!(
+                "{source}: Simulation {}: spec.fairSharing.preemptionStrategies: {e}",
+                sim.metadata.name.as_deref().unwrap_or("")
+            )),
+        }
+    }
     if let Some(spec) = &sim.spec.wait_for_pods_ready {
         match PodsReadyPolicy::from_spec(spec) {
             Ok(policy) => builder.pods_ready(policy),
             Err(e) => errors.push(format!(
-                "Simulation {}: spec.{e}",
+                "{source}: Simulation {}: spec.{e}",
                 sim.metadata.name.as_deref().unwrap_or("")
             )),
         }
@@ -424,7 +442,7 @@ fn apply_simulation(
         Ok(d) => Some(d),
         Err(e) => {
             errors.push(format!(
-                "Simulation {}: spec.until: {e}",
+                "{source}: Simulation {}: spec.until: {e}",
                 sim.metadata.name.as_deref().unwrap_or("")
             ));
             None

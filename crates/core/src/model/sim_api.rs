@@ -61,13 +61,18 @@ pub struct SimulationSpec {
     pub policies: Vec<String>,
 }
 
-/// Fair sharing for every cohort tree.
+/// Fair sharing for every cohort tree, and its preemption strategies.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GlobalFairSharing {
     /// Turns it on.
     #[serde(default)]
     pub enabled: bool,
+    /// Kueue's `fairSharing.preemptionStrategies`, in order
+    /// (`LessThanOrEqualToFinalShare`, `LessThanInitialShare`), wherever
+    /// fair sharing is on; absent: Kueue's default, both in that order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_strategies: Option<Vec<String>>,
 }
 
 /// Identical nodes serving one flavor.

@@ -5,10 +5,15 @@
 //! `reclaimWithinCohort`), in Kueue's candidate order. With the preemptor's
 //! usage added, queues are visited from the root by highest share (Kueue's
 //! target ordering, pruning what does not borrow); a victim from another
-//! queue is taken only if the share of the preemptor's side at the lowest
-//! common ancestor stays at most the target side's after removing it
-//! (`LessThanOrEqualToFinalShare`), else, in a second pass, strictly below
-//! the target side's before (`LessThanInitialShare`) — unless the
+//! queue is taken only if it passes the first configured strategy
+//! (`Cluster::preemption_strategies`, Kueue's
+//! `fairSharing.preemptionStrategies`) comparing the share of the
+//! preemptor's side at the lowest common ancestor with the target side's:
+//! at most the target side's after removing it
+//! (`LessThanOrEqualToFinalShare`) or strictly below the target side's
+//! before (`LessThanInitialShare`); with Kueue's default pair, what the
+//! first pass passed over gets a second pass under `LessThanInitialShare`,
+//! at most one victim per queue. The share rules are waived when the
 //! preemptor then stays within its nominal quota (Kueue's
 //! `FairSharingPreemptWithinNominal`). Then every victim not needed is put
 //! back.
@@ -16,7 +21,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::model::cluster::{ClusterQueueId, FlavorResource};
+use crate::model::cluster::{ClusterQueueId, FlavorResource, PreemptionStrategy};
 use crate::model::{Amount, Millis};
 
 use super::assign::Victims;
@@ -159,6 +164,34 @@ impl Targets {
     }
 }
 
+/// How the first pass runs: the rule it applies, and whether the
+/// preemptor stays within its nominal quota (every rule waived).
+#[derive(Clone, Copy)]
+struct FirstPass {
+    rule: PreemptionStrategy,
+    within_nominal: bool,
+}
+
+/// Kueue's strategy functions (`fairsharing/strategy.go`): whether taking
+/// a workload of the target passes `rule`, from the preemptor side's
+/// share with it admitted and the target side's before and after losing
+/// the workload.
+fn passes(
+    rule: PreemptionStrategy,
+    preemptor_new: &Drs,
+    target_old: &Drs,
+    target_new: &Drs,
+) -> bool {
+    match rule {
+        PreemptionStrategy::LessThanOrEqualToFinalShare => {
+            preemptor_new.compare(target_new) != Ordering::Greater
+        }
+        PreemptionStrategy::LessThanInitialShare => {
+            preemptor_new.compare(target_old) == Ordering::Less
+        }
+    }
+}
+
 impl Scheduler {
     fn candidate_key(&self, preemptor: ClusterQueueId, w: WorkloadId) -> CandidateKey {
         let e = &self.workloads[w];
@@ -275,17 +308,15 @@ impl Scheduler {
         let within_nominal = frs
             .iter()
             .all(|&(fr, _)| self.quota.usage(cq, fr) <= self.quota.nominal(cq, fr));
+        let strategies = self.cluster.preemption_strategies;
         let mut victims = Vec::new();
         let mut retry = Vec::new();
-        let mut fits = self.first_strategy(
-            cq,
-            usage,
-            &candidates,
+        let first = FirstPass {
+            rule: strategies.first(),
             within_nominal,
-            &mut victims,
-            &mut retry,
-        );
-        if !fits {
+        };
+        let mut fits = self.first_strategy(cq, usage, &candidates, first, &mut victims, &mut retry);
+        if !fits && strategies.then_initial_share() {
             fits = self.second_strategy(cq, usage, &retry, &mut victims);
         }
         self.add_all(cq, usage, -1);
@@ -305,7 +336,7 @@ impl Scheduler {
         }
     }
 
-    /// Kueue's `runFirstFsStrategy` (`LessThanOrEqualToFinalShare`):
+    /// Kueue's `runFirstFsStrategy` under the first configured strategy:
     /// removes victims from the quota as it takes them; what it passes over
     /// goes to `retry`. Whether the preemptor fits.
     fn first_strategy(
@@ -313,10 +344,14 @@ impl Scheduler {
         cq: ClusterQueueId,
         usage: &[(FlavorResource, Amount)],
         candidates: &[WorkloadId],
-        within_nominal: bool,
+        pass: FirstPass,
         victims: &mut Vec<WorkloadId>,
         retry: &mut Vec<WorkloadId>,
     ) -> bool {
+        let FirstPass {
+            rule,
+            within_nominal,
+        } = pass;
         let mut targets = Targets::new(self, cq, candidates);
         while let Some(target) = targets.next(self) {
             if target == cq || within_nominal {
@@ -345,7 +380,7 @@ impl Scheduler {
             while let Some(w) = targets.pop(target) {
                 self.charge(w, -1);
                 let target_new = self.drs(theirs);
-                if preemptor_new.compare(&target_new) != Ordering::Greater {
+                if passes(rule, &preemptor_new, &target_old, &target_new) {
                     victims.push(w);
                     if self.fits_for_fair_sharing(cq, usage) {
                         return true;
@@ -360,8 +395,9 @@ impl Scheduler {
         false
     }
 
-    /// Kueue's `runSecondFsStrategy` (`LessThanInitialShare`) over what the
-    /// first pass passed over: at most one victim per queue.
+    /// Kueue's `runSecondFsStrategy` over what the first pass passed over:
+    /// `LessThanInitialShare` (the only second strategy Kueue accepts), at
+    /// most one victim per queue.
     fn second_strategy(
         &mut self,
         cq: ClusterQueueId,
@@ -372,7 +408,13 @@ impl Scheduler {
         let mut targets = Targets::new(self, cq, retry);
         while let Some(target) = targets.next(self) {
             let (mine, theirs) = self.sides(&targets, target);
-            let passed = self.drs(mine).compare(&self.drs(theirs)) == Ordering::Less;
+            let target_old = self.drs(theirs);
+            let passed = passes(
+                PreemptionStrategy::LessThanInitialShare,
+                &self.drs(mine),
+                &target_old,
+                &target_old,
+            );
             if let Some(w) = targets.pop(target) {
                 if passed {
                     self.charge(w, -1);
@@ -385,5 +427,162 @@ impl Scheduler {
             targets.drop_queue(target);
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each configured strategy set on Kueue's "preempt lower priority
+    //! first, even if big" (TestFairPreemptions): which of b's workloads
+    //! a's preemptor takes.
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use crate::jobs::{JobInfo, PodSetInfo};
+    use crate::model::cluster::tests::build;
+    use crate::model::cluster::FairPreemptionStrategies;
+    use crate::model::{Amount, Millis};
+    use crate::scheduler::hooks::DefaultHooks;
+    use crate::scheduler::intake::{intake, Intake};
+    use crate::scheduler::{Event, Input, Scheduler};
+
+    /// Three ClusterQueues of 3 GPUs in cohort `all`, fair sharing on.
+    const CLUSTER: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: a}
+spec:
+  cohort: all
+  scheduling: {algorithm: fair-sharing}
+  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 3}]}]
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: b}
+spec:
+  cohort: all
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 3}]}]
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: c}
+spec:
+  cohort: all
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 3}]}]
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: a, name: q}
+spec: {clusterQueue: a}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: b, name: q}
+spec: {clusterQueue: b}
+"#;
+
+    fn submit(s: &mut Scheduler, now: i64, jobs: &[(&str, &str, i64, i32)]) -> Vec<Event> {
+        let cluster = s.cluster_arc().clone();
+        let inputs = jobs
+            .iter()
+            .map(|&(ns, name, gpus, priority)| {
+                let job = JobInfo {
+                    api_version: "batch/v1".into(),
+                    kind: "Job".into(),
+                    namespace: ns.into(),
+                    name: name.into(),
+                    labels: BTreeMap::new(),
+                    annotations: BTreeMap::new(),
+                    queue_name: Some("q".into()),
+                    priority_class: None,
+                    pod_sets: vec![PodSetInfo {
+                        name: "main".into(),
+                        count: 1,
+                        min_count: None,
+                        requests: [("nvidia.com/gpu".to_string(), Amount::from_units(gpus))].into(),
+                        node_selector: BTreeMap::new(),
+                        required_node_affinity: None,
+                        tolerations: Vec::new(),
+                        template_path: None,
+                    }],
+                };
+                match intake(&cluster, &job, Some(priority)) {
+                    Intake::Queued(w) => Input::Submit(w),
+                    other => panic!("{name} not queued: {other:?}"),
+                }
+            })
+            .collect();
+        s.step(Millis::from_secs(now), inputs, &mut DefaultHooks)
+            .events
+    }
+
+    /// The names of the workloads `a-incoming` preempts under `strategies`.
+    fn victims(strategies: FairPreemptionStrategies) -> Vec<String> {
+        let mut cluster = build(CLUSTER);
+        cluster.preemption_strategies = strategies;
+        let mut s = Scheduler::new(Arc::new(cluster), &[]);
+        // a full; b borrows 3 (333 of 9): b-low (priority 0) and b-high (1).
+        let events = submit(
+            &mut s,
+            0,
+            &[
+                ("a", "a1", 3, 0),
+                ("b", "b-low", 5, 0),
+                ("b", "b-high", 1, 1),
+            ],
+        );
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| matches!(e, Event::Admitted { .. }))
+                .count(),
+            3
+        );
+        // a after a-incoming borrows 1 (111).
+        let events = submit(&mut s, 1, &[("a", "a-incoming", 1, 0)]);
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Evicted { workload, by, .. } => {
+                    assert_eq!(by.as_deref(), Some("a/a-incoming"));
+                    Some(s.entry(*workload).workload.name.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn less_than_initial_share_takes_the_lower_priority_however_big() {
+        // 111 < 333: the first candidate, lower priority first.
+        assert_eq!(
+            victims(FairPreemptionStrategies::InitialShareOnly),
+            ["b-low"]
+        );
+    }
+
+    #[test]
+    fn less_than_or_equal_to_final_share_takes_what_keeps_the_target_above() {
+        // Without b-low b is at 0 < 111, without b-high at 222 >= 111.
+        assert_eq!(
+            victims(FairPreemptionStrategies::FinalShareOnly),
+            ["b-high"]
+        );
+        assert_eq!(
+            victims(FairPreemptionStrategies::FinalThenInitialShare),
+            ["b-high"]
+        );
     }
 }

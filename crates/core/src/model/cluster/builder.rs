@@ -22,6 +22,7 @@ use super::checked::{
 use super::error::{ConfigError, ConfigErrors};
 use super::queue_fields::{self, fungibility, ReportError};
 use super::resource_groups::quota_table;
+use super::strategies::FairPreemptionStrategies;
 
 #[derive(Clone)]
 pub(super) struct Sourced<T> {
@@ -40,6 +41,7 @@ pub struct ClusterBuilder {
     namespaces: Vec<Sourced<(String, Namespace)>>,
     fair_sharing_everywhere: bool,
     pods_ready: Option<PodsReadyPolicy>,
+    preemption_strategies: FairPreemptionStrategies,
     /// Resources named by workloads, so they get ids even if no queue covers them.
     extra_resources: Vec<String>,
 }
@@ -122,6 +124,11 @@ impl ClusterBuilder {
     pub fn pods_ready(&mut self, policy: Option<PodsReadyPolicy>) {
         self.pods_ready = policy;
     }
+    /// Sets fair-sharing preemption's strategies (Kueue's
+    /// `fairSharing.preemptionStrategies`); Kueue's default unless called.
+    pub fn preemption_strategies(&mut self, strategies: FairPreemptionStrategies) {
+        self.preemption_strategies = strategies;
+    }
     /// Declares a resource even if no queue lists it.
     pub fn resource(&mut self, name: &str) {
         self.extra_resources.push(name.to_string());
@@ -136,6 +143,7 @@ impl ClusterBuilder {
         let mut cluster = Cluster {
             fair_sharing_everywhere: self.fair_sharing_everywhere,
             pods_ready: self.pods_ready,
+            preemption_strategies: self.preemption_strategies,
             ..Cluster::default()
         };
         let mut err = |source: &str, object: String, field: String, message: String| {

@@ -354,6 +354,9 @@ pub struct Cluster {
     /// All-or-nothing admission (Simulation's `waitForPodsReady`, the
     /// operator's `--wait-for-pods-ready`); `None`: off, as in Kueue.
     pub pods_ready: Option<PodsReadyPolicy>,
+    /// Fair-sharing preemption's share rules, in order (Kueue's
+    /// `fairSharing.preemptionStrategies`; its default unless configured).
+    pub preemption_strategies: super::FairPreemptionStrategies,
     /// The queue objects left out as invalid or depending on one
     /// ([`super::ClusterBuilder::build_lenient`]); empty from `build`.
     pub inactive: Vec<super::Inactive>,

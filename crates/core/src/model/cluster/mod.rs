@@ -8,7 +8,8 @@
 //! `builder` the checking, `lenient` building what is valid (each object
 //! in force or not on its own, as Kueue does), `resource_groups` the quota
 //! tables shared by Cohorts and ClusterQueues, `queue_fields` a queue's
-//! other fields (policies, durations, bounds), `error` the error types; everything public
+//! other fields (policies, durations, bounds), `strategies` fair-sharing
+//! preemption's configured rules, `error` the error types; everything public
 //! is re-exported here, so callers name `model::cluster::X`.
 
 mod builder;
@@ -17,6 +18,7 @@ mod error;
 mod lenient;
 mod queue_fields;
 mod resource_groups;
+mod strategies;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -28,3 +30,4 @@ pub use checked::{
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use lenient::Inactive;
+pub use strategies::{FairPreemptionStrategies, PreemptionStrategy};
