@@ -122,9 +122,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     for warning in &warnings {
         tracing::warn!(%warning, "job integration");
     }
+    let (pods_ready, preemption_strategies) = kueue_configuration(args)?;
     let options = DriverOptions {
         batch_window: Duration::from_millis(args.batch_window_ms),
-        pods_ready: pods_ready(args)?,
+        pods_ready,
+        preemption_strategies,
         namespace: namespace.clone(),
         ..DriverOptions::default()
     };
@@ -199,12 +201,14 @@ fn platform_namespace(args: &RunArgs) -> String {
         .unwrap_or_else(|| "arbiter-system".to_string())
 }
 
-/// `--config`'s `waitForPodsReady` (its other fields reported as unused;
-/// `fairSharing.preemptionStrategies` checked, and a warning if it is not
-/// Kueue's default, which the operator applies).
-fn pods_ready(args: &RunArgs) -> anyhow::Result<Option<PodsReadyPolicy>> {
+/// `--config`'s `waitForPodsReady` and `fairSharing.preemptionStrategies`,
+/// checked (its other fields reported as unused); without `--config`, off
+/// and Kueue's default strategies.
+fn kueue_configuration(
+    args: &RunArgs,
+) -> anyhow::Result<(Option<PodsReadyPolicy>, FairPreemptionStrategies)> {
     let Some(path) = &args.config else {
-        return Ok(None);
+        return Ok((None, FairPreemptionStrategies::default()));
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading --config {}", path.display()))?;
@@ -217,14 +221,7 @@ fn pods_ready(args: &RunArgs) -> anyhow::Result<Option<PodsReadyPolicy>> {
     for warning in &read.warnings {
         tracing::warn!(%warning, "configuration");
     }
-    if read.preemption_strategies != FairPreemptionStrategies::default() {
-        tracing::warn!(
-            strategies = %read.preemption_strategies,
-            "configuration: fairSharing.preemptionStrategies is not in force in the operator, which applies Kueue's default [{}]; `arbiter simulate` applies it (Simulation spec.fairSharing.preemptionStrategies)",
-            FairPreemptionStrategies::default()
-        );
-    }
-    Ok(read.pods_ready)
+    Ok((read.pods_ready, read.preemption_strategies))
 }
 
 /// The API client: from `--kubeconfig`, else the in-cluster configuration

@@ -168,6 +168,7 @@ fn configured(configuration: &str) -> arbiter_operator::DriverOptions {
     let read = arbiter_core::model::configuration::read(configuration, &source).unwrap();
     arbiter_operator::DriverOptions {
         pods_ready: read.pods_ready,
+        preemption_strategies: read.preemption_strategies,
         ..test_driver_options()
     }
 }

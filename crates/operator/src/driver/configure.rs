@@ -83,6 +83,7 @@ impl Driver {
         }
         let mut cluster = built.cluster;
         cluster.pods_ready = self.options.pods_ready;
+        cluster.preemption_strategies = self.options.preemption_strategies;
         let cluster = Arc::new(cluster);
         let (pools, problems) = config::pools(&cluster, &nodes);
         for (node, uid, problem) in problems {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbiter_core::jobs::{Ended, Integrations};
-use arbiter_core::model::cluster::PodsReadyPolicy;
+use arbiter_core::model::cluster::{FairPreemptionStrategies, PodsReadyPolicy};
 use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::intake::{intake, Intake};
@@ -73,6 +73,9 @@ pub struct DriverOptions {
     pub rediscover: Duration,
     /// All-or-nothing admission (`--config`'s `waitForPodsReady`); `None`: off.
     pub pods_ready: Option<PodsReadyPolicy>,
+    /// Fair sharing's preemption strategies (`--config`'s
+    /// `fairSharing.preemptionStrategies`); Kueue's default pair by default.
+    pub preemption_strategies: FairPreemptionStrategies,
     /// The operator's namespace: where its ProvisioningRequests live.
     pub namespace: String,
 }
@@ -84,6 +87,7 @@ impl Default for DriverOptions {
             resync: Duration::from_secs(30),
             rediscover: Duration::from_secs(30),
             pods_ready: None,
+            preemption_strategies: FairPreemptionStrategies::default(),
             namespace: "arbiter-system".to_string(),
         }
     }
