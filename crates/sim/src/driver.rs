@@ -96,6 +96,10 @@ pub fn run_with(
     let cpu_start = cpu_time::ProcessTime::now();
     let pools: Vec<_> = scenario.pools.iter().map(|p| p.spec.clone()).collect();
     let mut scheduler = Scheduler::new(scenario.cluster.clone(), &pools);
+    if !scenario.cluster.topologies.is_empty() {
+        let labels: Vec<_> = scenario.pools.iter().map(|p| p.labels.clone()).collect();
+        scheduler.label_pools(&labels);
+    }
     let (mut state, mut warnings) = RunState::start(scenario, &mut scheduler);
     let mut now = Millis::ZERO;
     let mut next_wake = None;

@@ -134,6 +134,7 @@ pub fn scenario(live: Live, default_runtime: Millis) -> (Scenario, SnapshotRepor
             .map(|spec| SimPool {
                 spec,
                 provisioning_delay: Millis::ZERO,
+                labels: Default::default(),
             })
             .collect(),
         until: None,

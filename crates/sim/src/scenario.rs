@@ -14,7 +14,7 @@ use arbiter_core::jobs::{self, Integrations, JobInfo};
 use arbiter_core::model::cluster::{
     Cluster, ClusterBuilder, FairPreemptionStrategies, Namespace, PodsReadyPolicy,
 };
-use arbiter_core::model::load::{Document, Loaded, Manifest, Source};
+use arbiter_core::model::load::{self, Document, Loaded, Manifest, Source};
 use arbiter_core::model::sim_api::{
     self, WorkloadGenerator, ARRIVAL_ANNOTATION, RUNTIME_ANNOTATION, STARTUP_ANNOTATION,
 };
@@ -28,6 +28,8 @@ use arbiter_core::scheduler::Carried;
 pub struct SimPool {
     pub spec: PoolSpec,
     pub provisioning_delay: Millis,
+    /// Every node's labels: its flavor's `nodeLabels` and the pool's `labels`.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// One job as the simulator replays it.
@@ -295,6 +297,20 @@ fn sort_documents(
         ) {
             sorted.scenario_objects += 1;
         }
+        let mut told = Vec::new();
+        match load::topology(&doc.manifest, &doc.source, &mut told) {
+            Some(Ok(topology)) => {
+                sorted.scenario_objects += 1;
+                sorted.builder.topology(source, topology);
+                warnings.extend(told.iter().map(ToString::to_string));
+                continue;
+            }
+            Some(Err(e)) => {
+                errors.push(e.to_string());
+                continue;
+            }
+            None => {}
+        }
         let Some(manifest) = sorted.builder.add(source.clone(), doc.manifest) else {
             continue;
         };
@@ -560,7 +576,20 @@ fn node_pool(
             Millis::ZERO
         }
     };
+    let mut labels = cluster.flavors[flavor.index()].node_labels.clone();
+    for (key, value) in &pool.labels {
+        match labels.get(key) {
+            Some(given) if given != value => errors.push(format!(
+                "{field}.labels.{key}: {value}, but ResourceFlavor {}'s nodeLabels give {given}; drop one",
+                pool.flavor
+            )),
+            _ => {
+                labels.insert(key.clone(), value.clone());
+            }
+        }
+    }
     Some(SimPool {
+        labels,
         spec: PoolSpec {
             flavor,
             nodes: pool.nodes,
@@ -622,7 +651,6 @@ const KUEUE_KINDS_NOT_SUPPORTED: &[&str] = &[
     "MultiKueueCluster",
     "MultiKueueConfig",
     "ProvisioningRequestConfig",
-    "Topology",
 ];
 
 /// Why an object of a kind no integration reads is no part of a scenario

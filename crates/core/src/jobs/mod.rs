@@ -354,14 +354,16 @@ impl Integration {
             _ => return Err(job_error("has no `metadata.name`".into())),
         };
         let output = self.run(&job, &self.expression, &self.context(object))?;
-        let pod_sets = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
+        let (pod_sets, carried) = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
+        let mut annotations = metadata.annotations.unwrap_or_default();
+        annotations.extend(carried);
         Ok(JobInfo::new(
             self.spec.api_version.clone(),
             self.spec.kind.clone(),
             metadata.namespace,
             name,
             metadata.labels.unwrap_or_default(),
-            metadata.annotations.unwrap_or_default(),
+            annotations,
             pod_sets,
         ))
     }
@@ -533,7 +535,18 @@ pub fn job_info_from_workload(wl: &Workload) -> Result<JobInfo, JobError> {
         });
     }
     let mut pod_sets: Vec<PodSetInfo> = Vec::with_capacity(wl.spec.pod_sets.len());
+    let mut annotations = wl.metadata.annotations.clone().unwrap_or_default();
     for pod_set in &wl.spec.pod_sets {
+        let template_annotations = pod_set
+            .template
+            .as_ref()
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref());
+        for (key, level) in template_annotations.into_iter().flatten() {
+            if let Some(carried) = crate::model::api::carried_annotation(key, &pod_set.name) {
+                annotations.insert(carried, level.clone());
+            }
+        }
         if pod_sets.iter().any(|p| p.name == pod_set.name) || pod_set.name.is_empty() {
             return Err(JobError::PodSet {
                 job,
@@ -574,7 +587,7 @@ pub fn job_info_from_workload(wl: &Workload) -> Result<JobInfo, JobError> {
         namespace,
         name,
         labels,
-        wl.metadata.annotations.clone().unwrap_or_default(),
+        annotations,
         pod_sets,
     );
     if let Some(queue_name) = &wl.spec.queue_name {

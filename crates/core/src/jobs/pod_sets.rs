@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::requests::parse_quantities;
 use super::{describe, pod_requests, JobError, PodSetInfo};
-use crate::model::Amount;
+use crate::model::{api, Amount};
 
 const KEYS: [&str; 6] = [
     "name",
@@ -26,12 +26,13 @@ const KEYS: [&str; 6] = [
     "templatePath",
 ];
 
-/// The pod sets of `job` from the expression's `output`.
+/// The pod sets of `job` from the expression's `output`, and the workload
+/// annotations carrying their templates' topology annotations.
 pub(super) fn from_output(
     job: &str,
     integration: &str,
     output: Value,
-) -> Result<Vec<PodSetInfo>, JobError> {
+) -> Result<(Vec<PodSetInfo>, BTreeMap<String, String>), JobError> {
     let Value::Array(items) = output else {
         return Err(JobError::Evaluate {
             job: job.to_string(),
@@ -50,8 +51,13 @@ pub(super) fn from_output(
     }
     let mut seen = BTreeSet::new();
     let mut pod_sets = Vec::with_capacity(items.len());
+    let mut carried = BTreeMap::new();
     for (index, item) in items.into_iter().enumerate() {
+        let annotations = item.pointer("/template/metadata/annotations").cloned();
         let pod_set = one(job, index, item)?;
+        if let Some(Value::Object(annotations)) = annotations {
+            carry_topology(&pod_set.name, &annotations, &mut carried);
+        }
         if !seen.insert(pod_set.name.clone()) {
             return Err(bad(
                 job,
@@ -62,7 +68,27 @@ pub(super) fn from_output(
         }
         pod_sets.push(pod_set);
     }
-    Ok(pod_sets)
+    Ok((pod_sets, carried))
+}
+
+/// The pod template's topology annotations (Kueue's
+/// `podset-required-topology` / `podset-preferred-topology`) as the
+/// workload annotations that carry them ([`api::carried_annotation`]).
+fn carry_topology(
+    pod_set: &str,
+    annotations: &Map<String, Value>,
+    carried: &mut BTreeMap<String, String>,
+) {
+    for key in [
+        api::PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+        api::PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+    ] {
+        if let (Some(Value::String(level)), Some(carried_key)) =
+            (annotations.get(key), api::carried_annotation(key, pod_set))
+        {
+            carried.insert(carried_key, level.clone());
+        }
+    }
 }
 
 fn bad(job: &str, pod_set: &str, field: &str, problem: String) -> JobError {

@@ -603,13 +603,36 @@ fn error_path(path: &serde_path_to_error::Path) -> Vec<Segment> {
         .collect()
 }
 
+/// The Topology in `manifest`, decoded, if it is one: `load` keeps the
+/// kind as [`Manifest::Other`] (it has no CRD and no variant yet); read
+/// under Kueue's group (any version) or `arbiter.dev/v1alpha1`. `None` for
+/// any other object.
+pub fn topology(
+    manifest: &Manifest,
+    source: &Source,
+    warnings: &mut Vec<Warning>,
+) -> Option<Result<api::Topology, LoadError>> {
+    let Manifest::Other {
+        api_version,
+        kind,
+        object,
+    } = manifest
+    else {
+        return None;
+    };
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    if kind != "Topology" || !(group == "kueue.x-k8s.io" || api_version == api::API_VERSION) {
+        return None;
+    }
+    Some(decode(object, source, warnings))
+}
+
 /// Kueue fields Arbiter does not implement (any apiVersion), as paths with
 /// `[]` for any list index.
 const KUEUE_ONLY_FIELDS: &[&str] = &[
     "spec.admissionChecks",
     "spec.admissionChecksStrategy",
     "spec.admissionScope",
-    "spec.topologyName",
     "spec.maximumExecutionTimeSeconds",
     "spec.priorityClassSource",
     "spec.podSets[].topologyRequest",
@@ -967,10 +990,13 @@ spec: {parent: org}
         assert_eq!(
             messages(&loaded),
             vec![
-                "seed/cluster.yaml (document 1): field spec.topologyName is a Kueue feature not supported by Arbiter, ignored",
                 "seed/cluster.yaml (document 2): field spec.admissionChecks is a Kueue feature not supported by Arbiter, ignored",
             ]
         );
+        let Manifest::ResourceFlavor(flavor) = &loaded.documents[0].manifest else {
+            panic!("not a ResourceFlavor");
+        };
+        assert_eq!(flavor.spec.topology_name.as_deref(), Some("default"));
         let Manifest::ClusterQueue(cq) = &loaded.documents[1].manifest else {
             panic!("not a ClusterQueue");
         };

@@ -101,6 +101,13 @@ pub struct NodePool {
     /// fully free cards.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub devices: BTreeMap<String, Device>,
+    /// Labels every node of the pool carries, beside its flavor's
+    /// `nodeLabels`: where it sits in its flavor's Topology (e.g.
+    /// `{topology.example.com/block: b1, topology.example.com/rack: r1}`).
+    /// Nodes in different racks are in different pools. The level
+    /// `kubernetes.io/hostname`, unless given here, is each node itself.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A device resource of a node pool.

@@ -16,10 +16,10 @@ use crate::model::cluster::{
 use crate::model::selector::{node_constraints_allow, untolerated_taint};
 use crate::model::Amount;
 
-use super::capacity::{By, Capacity, Scratch};
+use super::capacity::{By, Capacity, DomainMiss, LevelRequest, Scratch};
 use super::quota::QuotaTree;
-use super::reason::{NeverFits, NotFit, Problem};
-use super::workload::{Placement, PodSetFlavors, PodSetRequest, Workload};
+use super::reason::{NeverFits, NotFit, Problem, TopologyMiss};
+use super::workload::{Placement, PodSetFlavors, PodSetRequest, TopologyRequest, Workload};
 use crate::model::cluster::Cluster;
 
 /// How a workload (or one flavor for one pod set) fits; ordered best first.
@@ -236,6 +236,7 @@ pub fn assign(
                 ps,
                 group,
                 count,
+                topology: workload.topology_request(ps_index),
             };
             if request.requested().next().is_none() {
                 continue;
@@ -276,6 +277,8 @@ struct GroupRequest<'a> {
     group: &'a Group,
     /// Pods to assign (below the pod set's count when partially admitted).
     count: u32,
+    /// The pod set's topology request, if any.
+    topology: Option<TopologyRequest<'a>>,
 }
 
 impl GroupRequest<'_> {
@@ -321,7 +324,8 @@ impl GroupRequest<'_> {
                 placements: Vec::new(),
             };
             if let Some(scratch) = unplaced {
-                if mode == Mode::Fit && self.ctx.capacity.has_pools(f) {
+                let placed_on_nodes = self.ctx.capacity.has_pools(f) || self.topology.is_some();
+                if mode == Mode::Fit && placed_on_nodes {
                     self.place(&mut choice, scratch, &mut problems);
                 }
             }
@@ -341,10 +345,24 @@ impl GroupRequest<'_> {
     }
 
     /// Why flavor `f` cannot take this pod set at all: its node selector
-    /// or required affinity excludes the flavor's nodes, or a taint is not
-    /// tolerated.
+    /// or required affinity excludes the flavor's nodes, a taint is not
+    /// tolerated, or the flavor's Topology lacks the level the pod set asks
+    /// for (Kueue: only a topology-aware flavor takes such a pod set).
     fn excluded(&self, f: FlavorId) -> Option<Problem> {
         let (ps, flavor) = (self.ps, &self.ctx.cluster.flavors[f.index()]);
+        if let Some(request) = self.topology {
+            let miss = match self.levels(f) {
+                Err(miss) => Some(miss),
+                Ok(_) => None,
+            };
+            if let Some(miss) = miss {
+                return Some(Problem::Topology {
+                    flavor: f,
+                    level: request.level().to_string(),
+                    miss,
+                });
+            }
+        }
         if !node_constraints_allow(
             &ps.node_selector,
             ps.required_affinity.as_ref(),
@@ -457,11 +475,73 @@ impl GroupRequest<'_> {
                 && self.ctx.cluster.fair_sharing_for(self.cq))
     }
 
-    /// Places the pods on `choice`'s flavor's nodes, best fit, from
-    /// `scratch`; when they do not fit, the choice does not fit either and
-    /// `problems` says so.
+    /// Flavor `f`'s Topology levels and the index of the level this pod
+    /// set asks for; why not, if the flavor has no Topology or it no such
+    /// level.
+    fn levels(&self, f: FlavorId) -> Result<LevelRequest<'_>, TopologyMiss> {
+        let cluster = self.ctx.cluster;
+        let level = self.topology.map_or("", |t| t.level());
+        let topology = cluster.flavors[f.index()]
+            .topology
+            .and_then(|t| cluster.topologies.get(t.index()))
+            .ok_or(TopologyMiss::NoTopology)?;
+        let index = topology.level(level).ok_or(TopologyMiss::NoLevel)?;
+        Ok(LevelRequest {
+            levels: &topology.levels,
+            level: index,
+        })
+    }
+
+    /// Places the pods on `choice`'s flavor's nodes from `scratch`: inside
+    /// one domain of the level a topology request names (a preferred one
+    /// tries wider levels, then anywhere), else best fit; when they do not
+    /// fit, the choice does not fit either and `problems` says so.
     fn place(&self, choice: &mut Choice, scratch: &Scratch, problems: &mut Vec<Problem>) {
         let f = choice.flavor;
+        if let (Some(request), Ok(levels)) = (self.topology, self.levels(f)) {
+            let required = matches!(request, TopologyRequest::Required(_));
+            let mut first_miss = None;
+            let wider = if required { levels.level } else { 0 };
+            for level in (wider..=levels.level).rev() {
+                let mut trial = scratch.clone();
+                let at = LevelRequest { level, ..levels };
+                match self.ctx.capacity.place_in_domain(
+                    &mut trial,
+                    self.ps_index as u32,
+                    f,
+                    at,
+                    self.count,
+                    &self.ps.per_pod,
+                ) {
+                    Ok(p) => {
+                        choice.placements = p;
+                        choice.scratch_after = Some(trial);
+                        return;
+                    }
+                    Err(miss) => {
+                        first_miss.get_or_insert(miss);
+                    }
+                }
+            }
+            if required {
+                let miss = first_miss.unwrap_or(DomainMiss {
+                    largest: 0,
+                    domains: 0,
+                });
+                choice.mode = Mode::NoFit;
+                choice.rank.kind = Kind::NoFit;
+                problems.push(Problem::Topology {
+                    flavor: f,
+                    level: request.level().to_string(),
+                    miss: TopologyMiss::NoDomain {
+                        pods: self.count,
+                        largest: miss.largest,
+                        domains: miss.domains,
+                    },
+                });
+                return;
+            }
+        }
         let mut trial = scratch.clone();
         match self.ctx.capacity.place(
             &mut trial,

@@ -22,8 +22,10 @@ use crate::model::Amount;
 
 use super::workload::{amount_of, Placement};
 
+mod domains;
 mod place;
 
+pub use domains::{DomainMiss, LevelRequest};
 use place::fits;
 pub use place::{By, Candidate, NodeScore, Scorer};
 
@@ -87,6 +89,9 @@ struct NodeState {
 #[derive(Clone, Debug, Default)]
 struct FlavorNodes {
     pools: Vec<PoolSpec>,
+    /// Each pool's node labels (same index as `pools`): every node of the
+    /// pool carries them ([`Capacity::label_pools`]); empty unless given.
+    labels: Vec<BTreeMap<String, String>>,
     nodes: Vec<NodeState>,
     /// Named nodes' indices.
     named: std::collections::HashMap<std::sync::Arc<str>, u32>,
@@ -102,6 +107,8 @@ pub struct Capacity {
     version: u64,
     /// The last version given out.
     last_version: u64,
+    /// Where each pool given to [`Capacity::new`] went: (flavor, index among its pools).
+    pool_order: Vec<(FlavorId, usize)>,
 }
 
 /// Tentative copies of node free space, for placing a workload's pods
@@ -135,12 +142,15 @@ impl Capacity {
             flavors: vec![FlavorNodes::default(); flavors],
             version: 0,
             last_version: 0,
+            pool_order: Vec::with_capacity(pools.len()),
         };
         for pool in pools {
             let free = capacity.template(pool);
             let fl = &mut capacity.flavors[pool.flavor.index()];
             fl.pools.push(pool.clone());
+            fl.labels.push(BTreeMap::new());
             let index = fl.pools.len() - 1;
+            capacity.pool_order.push((pool.flavor, index));
             // Straight onto the end: no node is idle-and-removed yet, and
             // looking for one per node made building a large pool quadratic.
             for i in 0..pool.nodes {

@@ -321,6 +321,14 @@ impl Scheduler {
     }
     /// The nodes of each flavor and what they hold (drivers read them
     /// through the façade in `view`).
+    /// Gives the nodes of each pool their labels, for topology-aware
+    /// placement: `labels[i]` for every node of `pools[i]` as given to
+    /// [`Scheduler::new`] (see [`Capacity::label_pools`]). A
+    /// [`Scheduler::reconfigure`] forgets them: give them again after it.
+    pub fn label_pools(&mut self, labels: &[std::collections::BTreeMap<String, String>]) {
+        self.capacity.label_pools(labels);
+    }
+
     pub(crate) fn capacity(&self) -> &Capacity {
         &self.capacity
     }

@@ -3,7 +3,9 @@
 //! and whether the pods fit at all, was settled before by the best-fit
 //! trial of flavor assignment; this only moves pods among the nodes (and
 //! cards) that hold them. If the scores cannot place every pod, the trial's
-//! best-fit placement stands, so a policy never loses an admission.
+//! best-fit placement stands, so a policy never loses an admission. A
+//! workload with a topology request keeps the trial's placement (inside
+//! one domain): the hook does not see or rank domains yet.
 
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
@@ -55,6 +57,11 @@ impl Scheduler {
             return None;
         }
         let workload = &self.workloads[id].workload;
+        // Pods placed inside one topology domain stay where the trial put
+        // them: the hook does not rank domains yet.
+        if (0..workload.pod_sets.len()).any(|i| workload.topology_request(i).is_some()) {
+            return None;
+        }
         let mut scratch = Scratch::default();
         let mut placements = Vec::with_capacity(assignment.placements.len());
         for (pod_set, ((ps, chosen), &count)) in workload

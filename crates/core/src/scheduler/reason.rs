@@ -58,6 +58,34 @@ pub enum Problem {
         /// Ready nodes of the flavor.
         nodes: u32,
     },
+    /// The pod set asks for a topology level (Kueue's
+    /// `podset-required-topology`) the flavor cannot give one domain of.
+    Topology {
+        /// The flavor.
+        flavor: FlavorId,
+        /// The level asked for (a node label).
+        level: String,
+        /// Why not.
+        miss: TopologyMiss,
+    },
+}
+
+/// Why a flavor cannot hold a pod set inside one domain of a level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologyMiss {
+    /// The flavor names no Topology (`spec.topologyName`).
+    NoTopology,
+    /// The flavor's Topology has no such level.
+    NoLevel,
+    /// No domain of the level has room for every pod now.
+    NoDomain {
+        /// Pods of the pod set.
+        pods: u32,
+        /// The most pods one domain of the level could hold now.
+        largest: u64,
+        /// Domains of the level (ready nodes carrying its labels).
+        domains: usize,
+    },
 }
 
 /// Why one pod set found no flavor.
@@ -630,9 +658,59 @@ fn render_not_fit(cluster: &Cluster, workload: &Workload, not_fit: &NotFit) -> S
                     "{name}: quota allows it but no {name} node has room for {pods} pod(s) of {requests} ({nodes} nodes ready)"
                 )
             }
+            Problem::Topology {
+                flavor,
+                level,
+                miss,
+            } => render_topology(cluster, &mut text, *flavor, level, miss),
         };
     }
     text
+}
+
+/// A [`Problem::Topology`], in Kueue's words where it has them.
+fn render_topology(
+    cluster: &Cluster,
+    text: &mut String,
+    flavor: FlavorId,
+    level: &str,
+    miss: &TopologyMiss,
+) -> fmt::Result {
+    let f = &cluster.flavors[flavor.index()];
+    let topology = f.topology.and_then(|t| cluster.topologies.get(t.index()));
+    match (miss, topology) {
+        (TopologyMiss::NoTopology, _) | (_, None) => write!(
+            text,
+            "{}: topology level {level} requested, but the flavor names no Topology (spec.topologyName)",
+            f.name
+        ),
+        (TopologyMiss::NoLevel, Some(t)) => write!(
+            text,
+            "{}: Topology {} has no level {level} (levels: {})",
+            f.name,
+            t.name,
+            t.levels.join(", ")
+        ),
+        (
+            TopologyMiss::NoDomain {
+                pods,
+                largest,
+                domains,
+            },
+            Some(t),
+        ) => {
+            let fit = if *largest == 0 {
+                format!("doesn't allow to fit any of {pods} pod(s)")
+            } else {
+                format!("allows to fit only {largest} out of {pods} pod(s)")
+            };
+            write!(
+                text,
+                "{}: topology {} {fit} in one {level} domain ({domains} {level} domain(s) of ready nodes)",
+                f.name, t.name
+            )
+        }
+    }
 }
 
 fn flavor_name(cluster: &Cluster, flavor: FlavorId) -> &str {

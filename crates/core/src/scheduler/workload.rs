@@ -101,7 +101,8 @@ impl Workload {
     /// Does it ask the scheduler for exactly what `other` asks — same
     /// LocalQueue (so ClusterQueue and stop policy), priority, and pod sets
     /// alike in count, minimum count, per-pod requests, node selector,
-    /// required affinity and tolerations (pod-set names aside)? Then every
+    /// required affinity, tolerations and topology request (pod-set names
+    /// aside)? Then every
     /// decision the core makes about one in a queue position it would make
     /// about the other: the only workloads a tenant's scores may exchange
     /// (`queues`).
@@ -110,6 +111,8 @@ impl Workload {
             && self.cluster_queue == other.cluster_queue
             && self.priority == other.priority
             && self.pod_sets.len() == other.pod_sets.len()
+            && (0..self.pod_sets.len())
+                .all(|i| self.topology_request(i) == other.topology_request(i))
             && self.pod_sets.iter().zip(&other.pod_sets).all(|(a, b)| {
                 a.count == b.count
                     && a.min_count == b.min_count
@@ -117,6 +120,49 @@ impl Workload {
                     && a.node_selector == b.node_selector
                     && a.required_affinity == b.required_affinity
                     && a.tolerations == b.tolerations
+            })
+    }
+}
+
+/// A pod set's topology request: Kueue's pod-template annotations
+/// `podset-required-topology` / `podset-preferred-topology`, carried on
+/// the workload (`model::api::carried_annotation`). Each names a level (a
+/// node label) of the flavor's Topology.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TopologyRequest<'a> {
+    /// All pods inside one domain of the level, or not admitted.
+    Required(&'a str),
+    /// One domain of the level if any holds them, else of a wider level,
+    /// else anywhere on the flavor's nodes.
+    Preferred(&'a str),
+}
+
+impl<'a> TopologyRequest<'a> {
+    /// The level asked for.
+    pub(crate) fn level(self) -> &'a str {
+        match self {
+            TopologyRequest::Required(level) | TopologyRequest::Preferred(level) => level,
+        }
+    }
+}
+
+impl Workload {
+    /// Pod set `pod_set`'s topology request, if it makes one (required
+    /// wins over preferred, as in Kueue).
+    pub(crate) fn topology_request(&self, pod_set: usize) -> Option<TopologyRequest<'_>> {
+        use crate::model::api::{
+            carried_annotation, PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+            PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+        };
+        let name = &self.pod_sets.get(pod_set)?.name;
+        let carried = |annotation| {
+            let key = carried_annotation(annotation, name)?;
+            self.annotations.get(&key).map(String::as_str)
+        };
+        carried(PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
+            .map(TopologyRequest::Required)
+            .or_else(|| {
+                carried(PODSET_PREFERRED_TOPOLOGY_ANNOTATION).map(TopologyRequest::Preferred)
             })
     }
 }

@@ -16,7 +16,12 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod topology;
 mod workload;
+pub use topology::{
+    carried_annotation, Topology, TopologyLevel, TopologySpec,
+    PODSET_PREFERRED_TOPOLOGY_ANNOTATION, PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+};
 pub use workload::{
     Admission, PodSet, PodSetAssignment, RequeueState, Workload, WorkloadPriorityClass,
     WorkloadSpec, WorkloadStatus,
@@ -69,6 +74,12 @@ pub struct ResourceFlavorSpec {
          "message": "a toleration's effect is NoSchedule, PreferNoSchedule or NoExecute"},
     ]))]
     pub tolerations: Vec<Toleration>,
+    /// The Topology (Kueue's `Topology` object) its nodes are arranged in,
+    /// for topology-aware placement: a pod set asking for a topology level
+    /// (`kueue.x-k8s.io/podset-required-topology`) is admitted on this
+    /// flavor only inside one domain of that level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_name: Option<String>,
 }
 
 // ---------------------------------------------------------------- quotas

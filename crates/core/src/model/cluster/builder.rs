@@ -17,7 +17,7 @@ use crate::model::{selector, Amount};
 use super::checked::{
     Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Flavor, FlavorId, Fungibility,
     LocalQueue, LocalQueueId, Namespace, PodsReadyPolicy, PriorityClass, ResourceBounds,
-    ResourceId,
+    ResourceId, Topology, TopologyId,
 };
 use super::error::{ConfigError, ConfigErrors};
 use super::queue_fields::{self, fungibility, ReportError};
@@ -34,6 +34,7 @@ pub(super) struct Sourced<T> {
 #[derive(Clone, Default)]
 pub struct ClusterBuilder {
     pub(super) flavors: Vec<Sourced<api::ResourceFlavor>>,
+    pub(super) topologies: Vec<Sourced<api::Topology>>,
     pub(super) cohorts: Vec<Sourced<api::Cohort>>,
     pub(super) cluster_queues: Vec<Sourced<api::ClusterQueue>>,
     pub(super) local_queues: Vec<Sourced<api::LocalQueue>>,
@@ -58,6 +59,13 @@ impl ClusterBuilder {
     /// Adds a ResourceFlavor read from `source`.
     pub fn flavor(&mut self, source: impl Into<String>, item: api::ResourceFlavor) {
         self.flavors.push(Sourced {
+            source: source.into(),
+            item,
+        });
+    }
+    /// Adds a Topology read from `source`.
+    pub fn topology(&mut self, source: impl Into<String>, item: api::Topology) {
+        self.topologies.push(Sourced {
             source: source.into(),
             item,
         });
@@ -155,7 +163,8 @@ impl ClusterBuilder {
             })
         };
         self.intern_resources(&mut cluster);
-        self.check_flavors(&mut cluster, &mut err);
+        let topologies = self.check_topologies(&mut cluster, &mut err);
+        self.check_flavors(&mut cluster, &topologies, &mut err);
         let cohorts = self.check_cohorts(&mut cluster, &mut err);
         if has_cohort_cycle(&cluster, &cohorts.sources, &mut err) {
             return Err(ConfigErrors(errors));
@@ -208,8 +217,81 @@ impl ClusterBuilder {
         }
     }
 
-    /// The ResourceFlavors, each name once.
-    fn check_flavors(&self, cluster: &mut Cluster, err: &mut ReportError<'_>) {
+    /// The Topologies, each name once, each with levels, each level's
+    /// node label given and listed once; their ids by name.
+    fn check_topologies(
+        &self,
+        cluster: &mut Cluster,
+        err: &mut ReportError<'_>,
+    ) -> BTreeMap<String, TopologyId> {
+        let mut ids = BTreeMap::new();
+        for s in &self.topologies {
+            let name = object_name(&s.item.metadata);
+            let object = format!("Topology {name}");
+            if ids.contains_key(&name) {
+                err(
+                    &s.source,
+                    object,
+                    "metadata.name".into(),
+                    "defined twice; rename one".into(),
+                );
+                continue;
+            }
+            let levels = &s.item.spec.levels;
+            let mut valid = true;
+            if levels.is_empty() {
+                err(
+                    &s.source,
+                    object.clone(),
+                    "spec.levels".into(),
+                    "is empty; list the levels' node labels, widest first (e.g. a block label, a rack label, kubernetes.io/hostname)".into(),
+                );
+                valid = false;
+            }
+            for (i, level) in levels.iter().enumerate() {
+                let field = format!("spec.levels[{i}].nodeLabel");
+                if level.node_label.is_empty() {
+                    err(
+                        &s.source,
+                        object.clone(),
+                        field,
+                        "is empty; give the node label of this level".into(),
+                    );
+                    valid = false;
+                } else if let Some(first) = levels[..i]
+                    .iter()
+                    .position(|l| l.node_label == level.node_label)
+                {
+                    err(
+                        &s.source,
+                        object.clone(),
+                        field,
+                        format!(
+                            "{} is also level {first}; each level needs its own node label",
+                            level.node_label
+                        ),
+                    );
+                    valid = false;
+                }
+            }
+            if valid {
+                ids.insert(name.clone(), TopologyId(cluster.topologies.len() as u16));
+                cluster.topologies.push(Topology {
+                    name,
+                    levels: levels.iter().map(|l| l.node_label.clone()).collect(),
+                });
+            }
+        }
+        ids
+    }
+
+    /// The ResourceFlavors, each name once, each Topology named existing.
+    fn check_flavors(
+        &self,
+        cluster: &mut Cluster,
+        topologies: &BTreeMap<String, TopologyId>,
+        err: &mut ReportError<'_>,
+    ) {
         for s in &self.flavors {
             let name = object_name(&s.item.metadata);
             if cluster.flavor_ids.contains_key(&name) {
@@ -221,6 +303,30 @@ impl ClusterBuilder {
                 );
                 continue;
             }
+            let topology = match &s.item.spec.topology_name {
+                None => None,
+                Some(topology) => match topologies.get(topology) {
+                    Some(&id) => Some(id),
+                    None => {
+                        let message = if self
+                            .topologies
+                            .iter()
+                            .any(|t| t.item.metadata.name.as_deref() == Some(topology.as_str()))
+                        {
+                            format!("Topology {topology} is invalid (see its own errors); fix it")
+                        } else {
+                            format!("Topology {topology} does not exist; create it (kind: Topology) or fix the name")
+                        };
+                        err(
+                            &s.source,
+                            format!("ResourceFlavor {name}"),
+                            "spec.topologyName".into(),
+                            message,
+                        );
+                        continue;
+                    }
+                },
+            };
             cluster
                 .flavor_ids
                 .insert(name.clone(), FlavorId(cluster.flavors.len() as u16));
@@ -229,6 +335,7 @@ impl ClusterBuilder {
                 node_labels: s.item.spec.node_labels.clone(),
                 node_taints: s.item.spec.node_taints.clone(),
                 tolerations: s.item.spec.tolerations.clone(),
+                topology,
             });
         }
     }

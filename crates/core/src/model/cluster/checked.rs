@@ -45,6 +45,8 @@ id_type!(/// A cohort (explicit or implied by a ClusterQueue's `cohort`).
     CohortId(u32));
 id_type!(/// A LocalQueue.
     LocalQueueId(u32));
+id_type!(/// A Topology.
+    TopologyId(u16));
 
 /// Quota of one (flavor, resource) in a ClusterQueue or Cohort.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +70,25 @@ pub struct Flavor {
     pub node_taints: Vec<Taint>,
     /// `tolerations` added to the pods admitted on it.
     pub tolerations: Vec<Toleration>,
+    /// `topologyName`: the Topology its nodes are arranged in.
+    pub topology: Option<TopologyId>,
+}
+
+/// A Topology, checked: its levels' node labels, widest first, each once,
+/// never empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// Its name.
+    pub name: String,
+    /// The node label of each level, widest first.
+    pub levels: Vec<String>,
+}
+
+impl Topology {
+    /// The index of the level whose node label is `label`.
+    pub fn level(&self, label: &str) -> Option<usize> {
+        self.levels.iter().position(|l| l == label)
+    }
 }
 
 /// Resources assigned together, and the flavors to try in order.
@@ -340,6 +361,8 @@ pub struct Cluster {
     pub resources: Vec<String>,
     /// Flavors, indexed by [`FlavorId`].
     pub flavors: Vec<Flavor>,
+    /// Topologies, indexed by [`TopologyId`].
+    pub topologies: Vec<Topology>,
     /// Cohorts, indexed by [`CohortId`].
     pub cohorts: Vec<Cohort>,
     /// ClusterQueues, indexed by [`ClusterQueueId`].

@@ -44,7 +44,8 @@ impl Inactive {
 
 /// The kinds the builder names in its errors, in the order they depend on
 /// each other.
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 6] = [
+    "Topology",
     "ResourceFlavor",
     "WorkloadPriorityClass",
     "Cohort",
@@ -156,6 +157,7 @@ impl ClusterBuilder {
             meta.name.as_deref().unwrap_or_default() == name
         };
         match kind {
+            "Topology" => last(&mut self.topologies, source, |x| is(&x.metadata)),
             "ResourceFlavor" => last(&mut self.flavors, source, |x| is(&x.metadata)),
             "WorkloadPriorityClass" => {
                 last(&mut self.priority_classes, source, |x| is(&x.metadata))
@@ -231,6 +233,7 @@ impl ClusterBuilder {
     /// configuration of nothing but the Namespaces and resources (never
     /// reached while every error names its object).
     fn without_everything_named(mut self) -> Cluster {
+        self.topologies.clear();
         self.flavors.clear();
         self.cohorts.clear();
         self.cluster_queues.clear();

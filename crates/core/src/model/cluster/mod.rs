@@ -27,6 +27,7 @@ pub use checked::{
     AutoscalingPolicy, Cluster, ClusterQueue, ClusterQueueId, Cohort, CohortId, Estimation, Flavor,
     FlavorId, FlavorResource, Fungibility, Group, HistoryWindow, LocalQueue, LocalQueueId,
     Namespace, PodsReadyPolicy, PriorityClass, Quota, ResourceBounds, ResourceId, RetryPolicy,
+    Topology, TopologyId,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use lenient::Inactive;

@@ -19,6 +19,13 @@ pub(crate) fn builder(yaml: &str) -> ClusterBuilder {
     let mut builder = ClusterBuilder::new();
     for doc in loaded.documents {
         let source = doc.source.to_string();
+        let mut warnings = Vec::new();
+        if let Some(topology) =
+            crate::model::load::topology(&doc.manifest, &doc.source, &mut warnings)
+        {
+            builder.topology(source, topology.unwrap_or_else(|e| panic!("{e}")));
+            continue;
+        }
         match builder.add(source.clone(), doc.manifest) {
             None => {}
             Some(Manifest::Namespace(ns)) => builder.namespace(
@@ -1173,4 +1180,126 @@ spec: {clusterQueue: ml, priorityClass: {name: high-priority, weight: -1.5}}
         errs.iter().map(ToString::to_string).collect::<Vec<_>>(),
         ["t.yaml (document 2): LocalQueue kubeflow/ai-queue: spec.priorityClass.weight: -1.5 must be a finite number ≥ 0"]
     );
+}
+
+const TOPOLOGY: &str = "
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: dc}
+spec:
+  levels:
+  - nodeLabel: example.com/block
+  - nodeLabel: example.com/rack
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: tas}
+spec: {topologyName: dc}
+";
+
+#[test]
+fn a_flavor_names_its_topology() {
+    let cluster = build(TOPOLOGY);
+    let flavor = &cluster.flavors[cluster.flavor_id("tas").unwrap().index()];
+    let topology = &cluster.topologies[flavor.topology.unwrap().index()];
+    assert_eq!(topology.name, "dc");
+    assert_eq!(topology.level("example.com/rack"), Some(1));
+    assert_eq!(topology.levels.len(), 3);
+}
+
+#[test]
+fn a_flavor_naming_a_missing_topology_is_an_error() {
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: tas}\nspec: {topologyName: nowhere}\n";
+    let errors = errors(yaml);
+    assert_eq!(
+        located(&errors),
+        vec![(
+            "t.yaml (document 1)",
+            "ResourceFlavor tas",
+            "spec.topologyName"
+        )]
+    );
+    assert!(
+        errors[0]
+            .message
+            .contains("Topology nowhere does not exist"),
+        "{}",
+        errors[0].message
+    );
+}
+
+#[test]
+fn a_topology_without_levels_or_with_a_label_twice_is_an_error() {
+    let yaml = "
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: empty}
+spec: {levels: []}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: Topology
+metadata: {name: twice}
+spec:
+  levels:
+  - nodeLabel: example.com/rack
+  - nodeLabel: example.com/rack
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: tas}
+spec: {topologyName: twice}
+";
+    let errors = errors(yaml);
+    assert_eq!(
+        located(&errors),
+        vec![
+            ("t.yaml (document 1)", "Topology empty", "spec.levels"),
+            (
+                "t.yaml (document 2)",
+                "Topology twice",
+                "spec.levels[1].nodeLabel"
+            ),
+            (
+                "t.yaml (document 3)",
+                "ResourceFlavor tas",
+                "spec.topologyName"
+            ),
+        ]
+    );
+    assert!(
+        errors[1]
+            .message
+            .contains("example.com/rack is also level 0"),
+        "{}",
+        errors[1].message
+    );
+    assert!(
+        errors[2].message.contains("Topology twice is invalid"),
+        "{}",
+        errors[2].message
+    );
+}
+
+#[test]
+fn an_invalid_topology_leaves_out_its_flavor_only() {
+    let yaml = "
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: empty}
+spec: {levels: []}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: tas}
+spec: {topologyName: empty}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: plain}
+";
+    let (cluster, inactive) = builder(yaml).build_lenient();
+    let left_out: Vec<String> = inactive.iter().map(|i| i.object()).collect();
+    assert_eq!(left_out, vec!["Topology empty", "ResourceFlavor tas"]);
+    assert!(cluster.flavor_id("plain").is_some());
 }

@@ -154,7 +154,7 @@ impl Capacity {
 
     /// The flavors of `flavors` with node pools, each with its nodes' free
     /// space copied into `scratch` (unless already there).
-    fn pooled_in(&self, scratch: &mut Scratch, flavors: &[FlavorId]) -> Vec<FlavorId> {
+    pub(super) fn pooled_in(&self, scratch: &mut Scratch, flavors: &[FlavorId]) -> Vec<FlavorId> {
         let pooled: Vec<FlavorId> = flavors
             .iter()
             .copied()
