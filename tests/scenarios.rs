@@ -1241,3 +1241,92 @@ fn wait_for_pods_ready_blocks_admission_and_evicts_a_gang_that_never_starts() {
         stuck.reason
     );
 }
+
+// ------------------------------------------------------------ topology-aware placement
+
+/// The nodes of `name`'s placement, `<flavor>-<index>` once per pod, sorted.
+fn nodes_of(report: &Report, name: &str) -> Vec<String> {
+    let mut nodes: Vec<String> = workload(report, name)
+        .placement
+        .iter()
+        .flat_map(|p| std::iter::repeat_n(p.node.clone(), p.pods as usize))
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+fn nodes(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+#[test]
+fn a_required_topology_level_places_the_pod_set_in_one_domain_best_fit() {
+    let r = run("tas-required");
+    assert_eq!(nodes_of(&r, "rack-3"), nodes(&["tas-1", "tas-2", "tas-3"]));
+    assert_eq!(nodes_of(&r, "rack-2"), nodes(&["tas-5", "tas-5"]));
+    assert_eq!(nodes_of(&r, "rack-1"), nodes(&["tas-0"]));
+    assert_eq!(
+        nodes_of(&r, "block-4"),
+        nodes(&["tas-0", "tas-1", "tas-2", "tas-3"])
+    );
+    assert_eq!(nodes_of(&r, "block-1"), nodes(&["tas-4"]));
+    // The pods block-4 ran in block b1 fit in no rack.
+    assert_pending_because(
+        &r,
+        "rack-4",
+        "tas: topology default allows to fit only 3 out of 4 pod(s) in one cloud.com/topology-rack domain",
+    );
+    assert_pending_because(
+        &r,
+        "block-5",
+        "tas: topology default allows to fit only 4 out of 5 pod(s) in one cloud.com/topology-block domain",
+    );
+}
+
+#[test]
+fn a_topology_request_takes_only_a_flavor_whose_topology_has_the_level() {
+    let r = run("tas-flavors");
+    assert_eq!(
+        nodes_of(&r, "custom-level"),
+        nodes(&["tas-custom-flavor-0"])
+    );
+    assert_pending_because(
+        &r,
+        "missing-level",
+        "tas-default: Topology tas-single-level has no level cloud.com/non-existing",
+    );
+    assert_pending_because(
+        &r,
+        "missing-level",
+        "plain: topology level cloud.com/non-existing requested, but the flavor names no Topology",
+    );
+    assert_pending_because(
+        &r,
+        "two-pods",
+        "tas-default: topology tas-single-level allows to fit only 1 out of 2 pod(s) in one kubernetes.io/hostname domain",
+    );
+    assert_eq!(nodes_of(&r, "one-pod"), nodes(&["tas-default-0"]));
+    // Preferred hostname: no host holds 3 pods, their rack does.
+    assert_eq!(
+        nodes_of(&r, "preferred"),
+        nodes(&["tas-racks-0", "tas-racks-0", "tas-racks-1"])
+    );
+}
+
+#[test]
+fn a_bad_topology_is_an_error_naming_the_object_and_the_field() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let loaded = load_paths(&[root.join("tas-bad-topology")]).unwrap_or_else(|e| panic!("{e}"));
+    let error = match scenario::build(loaded) {
+        Ok(_) => panic!("a bad topology was accepted"),
+        Err(e) => e.to_string(),
+    };
+    for needle in [
+        "(document 2): Topology no-levels: spec.levels: is empty",
+        "(document 3): Topology twice: spec.levels[1].nodeLabel: cloud.com/topology-rack is also level 0",
+        "(document 4): ResourceFlavor on-twice: spec.topologyName: Topology twice is invalid",
+        "(document 5): ResourceFlavor on-nothing: spec.topologyName: Topology nowhere does not exist",
+    ] {
+        assert!(error.contains(needle), "the error should say {needle:?}: {error}");
+    }
+}

@@ -351,11 +351,7 @@ impl GroupRequest<'_> {
     fn excluded(&self, f: FlavorId) -> Option<Problem> {
         let (ps, flavor) = (self.ps, &self.ctx.cluster.flavors[f.index()]);
         if let Some(request) = self.topology {
-            let miss = match self.levels(f) {
-                Err(miss) => Some(miss),
-                Ok(_) => None,
-            };
-            if let Some(miss) = miss {
+            if let Err(miss) = self.levels(f) {
                 return Some(Problem::Topology {
                     flavor: f,
                     level: request.level().to_string(),
