@@ -16,6 +16,10 @@ pub const PODSET_REQUIRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-req
 /// refused with a clear reason (not implemented yet).
 pub const PODSET_PREFERRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-preferred-topology";
 
+/// The node label naming each node: a Topology's last level if any, and
+/// without a pool's own value each node its own domain.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 /// Where a workload carries its pod sets' topology annotations: a pod
 /// template's `kueue.x-k8s.io/podset-required-topology: rack` on pod set
 /// `workers` becomes the workload annotation

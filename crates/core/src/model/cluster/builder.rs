@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::api::{self, ResourceGroup};
+use crate::model::api::{self, ResourceGroup, HOSTNAME_LABEL};
 use crate::model::{selector, Amount};
 
 use super::checked::{
@@ -23,6 +23,9 @@ use super::error::{ConfigError, ConfigErrors};
 use super::queue_fields::{self, fungibility, ReportError};
 use super::resource_groups::quota_table;
 use super::strategies::FairPreemptionStrategies;
+
+/// Most levels a Topology may have (Kueue's `maxItems`).
+const MAX_TOPOLOGY_LEVELS: usize = 16;
 
 #[derive(Clone)]
 pub(super) struct Sourced<T> {
@@ -248,9 +251,29 @@ impl ClusterBuilder {
                 );
                 valid = false;
             }
+            if levels.len() > MAX_TOPOLOGY_LEVELS {
+                err(
+                    &s.source,
+                    object.clone(),
+                    "spec.levels".into(),
+                    format!(
+                        "has {} levels; a Topology has at most {MAX_TOPOLOGY_LEVELS} (Kueue's limit)",
+                        levels.len()
+                    ),
+                );
+                valid = false;
+            }
             for (i, level) in levels.iter().enumerate() {
                 let field = format!("spec.levels[{i}].nodeLabel");
-                if level.node_label.is_empty() {
+                if level.node_label == HOSTNAME_LABEL && i + 1 != levels.len() {
+                    err(
+                        &s.source,
+                        object.clone(),
+                        field,
+                        format!("{HOSTNAME_LABEL} can only be the last (narrowest) level, as in Kueue; move it to the end"),
+                    );
+                    valid = false;
+                } else if level.node_label.is_empty() {
                     err(
                         &s.source,
                         object.clone(),

@@ -1303,3 +1303,30 @@ metadata: {name: plain}
     assert_eq!(left_out, vec!["Topology empty", "ResourceFlavor tas"]);
     assert!(cluster.flavor_id("plain").is_some());
 }
+
+#[test]
+fn hostname_is_only_ever_the_last_topology_level() {
+    let yaml = "
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: upside-down}
+spec:
+  levels:
+  - nodeLabel: kubernetes.io/hostname
+  - nodeLabel: example.com/rack
+";
+    let errors = errors(yaml);
+    assert_eq!(
+        located(&errors),
+        vec![(
+            "t.yaml (document 1)",
+            "Topology upside-down",
+            "spec.levels[0].nodeLabel"
+        )]
+    );
+    assert!(
+        errors[0].message.contains("can only be the last"),
+        "{}",
+        errors[0].message
+    );
+}

@@ -15,14 +15,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::api::HOSTNAME_LABEL;
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::Amount;
 
 use super::{By, Capacity, Free, PoolSpec, Scratch};
 use crate::scheduler::workload::{amount_of, Placement};
-
-/// The node label that names a node itself.
-const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// A pod set's topology request against one flavor's Topology: its
 /// levels' node labels (widest first) and the index of the level whose
