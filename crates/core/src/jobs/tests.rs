@@ -1329,3 +1329,69 @@ fn progress_reads_a_version_as_ended_and_pods_ready_do() {
     ));
     assert_eq!(done.ended.unwrap(), Some(Ended::Succeeded));
 }
+
+#[test]
+fn a_pod_templates_topology_annotations_are_carried_on_the_workload() {
+    let info = extract(
+        r#"
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: tas, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        metadata:
+          annotations: {kueue.x-k8s.io/podset-preferred-topology: cloud.com/topology-block}
+        spec:
+          containers: [{name: pytorch, image: x, resources: {requests: {cpu: 1}}}]
+    Worker:
+      replicas: 4
+      template:
+        metadata:
+          annotations: {kueue.x-k8s.io/podset-required-topology: cloud.com/topology-rack}
+        spec:
+          containers: [{name: pytorch, image: x, resources: {requests: {cpu: 1}}}]
+"#,
+    );
+    assert_eq!(
+        info.annotations
+            .get("podset-required-topology.arbiter.dev/worker"),
+        Some(&"cloud.com/topology-rack".to_string())
+    );
+    assert_eq!(
+        info.annotations
+            .get("podset-preferred-topology.arbiter.dev/master"),
+        Some(&"cloud.com/topology-block".to_string())
+    );
+    assert_eq!(info.annotations.len(), 2);
+}
+
+#[test]
+fn a_workloads_pod_set_template_carries_its_topology_annotation() {
+    let wl: Workload = serde_yaml_ng::from_str(
+        r#"
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: w, namespace: ml}
+spec:
+  queueName: lq
+  podSets:
+  - name: workers
+    count: 2
+    template:
+      metadata:
+        annotations: {kueue.x-k8s.io/podset-required-topology: cloud.com/topology-rack}
+      spec:
+        containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+"#,
+    )
+    .unwrap();
+    let info = job_info_from_workload(&wl).unwrap();
+    assert_eq!(
+        info.annotations
+            .get("podset-required-topology.arbiter.dev/workers"),
+        Some(&"cloud.com/topology-rack".to_string())
+    );
+}
