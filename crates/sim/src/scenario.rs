@@ -282,8 +282,11 @@ fn sort_documents(
     errors: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> Sorted {
+    let mut builder = ClusterBuilder::new();
+    // The simulator reads Topology objects (the operator does not yet).
+    builder.topology_aware(true);
     let mut sorted = Sorted {
-        builder: ClusterBuilder::new(),
+        builder,
         simulation: None,
         jobs: Vec::new(),
         generator_queues: Vec::new(),

@@ -236,7 +236,9 @@ pub fn assign(
                 ps,
                 group,
                 count,
-                topology: workload.topology_request(ps_index),
+                topology: workload
+                    .topology_request(ps_index)
+                    .filter(|_| ctx.cluster.topology_aware),
             };
             if request.requested().next().is_none() {
                 continue;

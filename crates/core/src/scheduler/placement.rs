@@ -59,7 +59,10 @@ impl Scheduler {
         let workload = &self.workloads[id].workload;
         // Pods placed inside one topology domain stay where the trial put
         // them: the hook does not rank domains yet.
-        if (0..workload.pod_sets.len()).any(|i| workload.topology_request(i).is_some()) {
+        let topology_aware = self.cluster.topology_aware;
+        if topology_aware
+            && (0..workload.pod_sets.len()).any(|i| workload.topology_request(i).is_some())
+        {
             return None;
         }
         let mut scratch = Scratch::default();

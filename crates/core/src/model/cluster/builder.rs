@@ -38,6 +38,7 @@ pub(super) struct Sourced<T> {
 pub struct ClusterBuilder {
     pub(super) flavors: Vec<Sourced<api::ResourceFlavor>>,
     pub(super) topologies: Vec<Sourced<api::Topology>>,
+    topology_aware: bool,
     pub(super) cohorts: Vec<Sourced<api::Cohort>>,
     pub(super) cluster_queues: Vec<Sourced<api::ClusterQueue>>,
     pub(super) local_queues: Vec<Sourced<api::LocalQueue>>,
@@ -65,6 +66,12 @@ impl ClusterBuilder {
             source: source.into(),
             item,
         });
+    }
+    /// Makes the configuration topology-aware: the driver reads Topology
+    /// objects, so `topologyName` must name one and pod sets' topology
+    /// requests are honoured. Off unless called: both are ignored.
+    pub fn topology_aware(&mut self, on: bool) {
+        self.topology_aware = on;
     }
     /// Adds a Topology read from `source`.
     pub fn topology(&mut self, source: impl Into<String>, item: api::Topology) {
@@ -155,6 +162,7 @@ impl ClusterBuilder {
             fair_sharing_everywhere: self.fair_sharing_everywhere,
             pods_ready: self.pods_ready,
             preemption_strategies: self.preemption_strategies,
+            topology_aware: self.topology_aware,
             ..Cluster::default()
         };
         let mut err = |source: &str, object: String, field: String, message: String| {
@@ -326,7 +334,8 @@ impl ClusterBuilder {
                 );
                 continue;
             }
-            let topology = match &s.item.spec.topology_name {
+            let named = s.item.spec.topology_name.as_ref();
+            let topology = match named.filter(|_| self.topology_aware) {
                 None => None,
                 Some(topology) => match topologies.get(topology) {
                     Some(&id) => Some(id),

@@ -363,6 +363,10 @@ pub struct Cluster {
     pub flavors: Vec<Flavor>,
     /// Topologies, indexed by [`TopologyId`].
     pub topologies: Vec<Topology>,
+    /// Does the driver read Topology objects (the simulator)? Only then are
+    /// `topologyName` and pod sets' topology annotations honoured; a driver
+    /// that does not (the operator, for now) ignores both, as before.
+    pub topology_aware: bool,
     /// Cohorts, indexed by [`CohortId`].
     pub cohorts: Vec<Cohort>,
     /// ClusterQueues, indexed by [`ClusterQueueId`].

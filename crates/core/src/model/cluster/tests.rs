@@ -1182,6 +1182,28 @@ spec: {clusterQueue: ml, priorityClass: {name: high-priority, weight: -1.5}}
     );
 }
 
+/// The builder of `yaml`, topology-aware (as the simulator builds it).
+fn aware(yaml: &str) -> ClusterBuilder {
+    let mut builder = builder(yaml);
+    builder.topology_aware(true);
+    builder
+}
+
+fn aware_errors(yaml: &str) -> Vec<ConfigError> {
+    match aware(yaml).build() {
+        Ok(cluster) => panic!("expected errors, got {cluster:?}"),
+        Err(errors) => errors.0,
+    }
+}
+
+#[test]
+fn without_topology_awareness_topology_name_is_ignored() {
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: tas}\nspec: {topologyName: nowhere}\n";
+    let cluster = build(yaml);
+    assert!(!cluster.topology_aware);
+    assert_eq!(cluster.flavors[0].topology, None);
+}
+
 const TOPOLOGY: &str = "
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: Topology
@@ -1200,7 +1222,7 @@ spec: {topologyName: dc}
 
 #[test]
 fn a_flavor_names_its_topology() {
-    let cluster = build(TOPOLOGY);
+    let cluster = aware(TOPOLOGY).build().unwrap_or_else(|e| panic!("{e}"));
     let flavor = &cluster.flavors[cluster.flavor_id("tas").unwrap().index()];
     let topology = &cluster.topologies[flavor.topology.unwrap().index()];
     assert_eq!(topology.name, "dc");
@@ -1211,7 +1233,7 @@ fn a_flavor_names_its_topology() {
 #[test]
 fn a_flavor_naming_a_missing_topology_is_an_error() {
     let yaml = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: tas}\nspec: {topologyName: nowhere}\n";
-    let errors = errors(yaml);
+    let errors = aware_errors(yaml);
     assert_eq!(
         located(&errors),
         vec![(
@@ -1250,7 +1272,7 @@ kind: ResourceFlavor
 metadata: {name: tas}
 spec: {topologyName: twice}
 ";
-    let errors = errors(yaml);
+    let errors = aware_errors(yaml);
     assert_eq!(
         located(&errors),
         vec![
@@ -1298,7 +1320,7 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: plain}
 ";
-    let (cluster, inactive) = builder(yaml).build_lenient();
+    let (cluster, inactive) = aware(yaml).build_lenient();
     let left_out: Vec<String> = inactive.iter().map(|i| i.object()).collect();
     assert_eq!(left_out, vec!["Topology empty", "ResourceFlavor tas"]);
     assert!(cluster.flavor_id("plain").is_some());
@@ -1315,7 +1337,7 @@ spec:
   - nodeLabel: kubernetes.io/hostname
   - nodeLabel: example.com/rack
 ";
-    let errors = errors(yaml);
+    let errors = aware_errors(yaml);
     assert_eq!(
         located(&errors),
         vec![(
