@@ -1263,6 +1263,12 @@ fn nodes(names: &[&str]) -> Vec<String> {
 fn a_required_topology_level_places_the_pod_set_in_one_domain_best_fit() {
     let r = run("tas-required");
     assert_eq!(nodes_of(&r, "rack-3"), nodes(&["tas-1", "tas-2", "tas-3"]));
+    // The only rack holding 3 pods is busy: it waits for rack-3 to finish.
+    assert_eq!(admitted_at(&r, "rack-3-again"), Some(300.0));
+    assert_eq!(
+        nodes_of(&r, "rack-3-again"),
+        nodes(&["tas-1", "tas-2", "tas-3"])
+    );
     assert_eq!(nodes_of(&r, "rack-2"), nodes(&["tas-5", "tas-5"]));
     assert_eq!(nodes_of(&r, "rack-1"), nodes(&["tas-0"]));
     assert_eq!(
