@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 /// Pod-template annotation: the topology level (a node label of the
 /// flavor's Topology) whose one domain must hold all the pod set's pods.
 pub const PODSET_REQUIRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-required-topology";
-/// Pod-template annotation of Kueue's preferred placement; read and
-/// refused with a clear reason (not implemented yet).
+/// Pod-template annotation: the topology level whose one domain should
+/// hold the pod set's pods if it can (else a wider level's, else any node).
 pub const PODSET_PREFERRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-preferred-topology";
 
 /// The node label naming each node: a Topology's last level if any, and
