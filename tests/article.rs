@@ -430,6 +430,7 @@ fn the_queues_priorities_bounds_weights_and_estimation_mean_what_the_article_say
             required_node_affinity: None,
             tolerations: Vec::new(),
             template_path: None,
+            topology: None,
         }],
     };
     match intake(&s.cluster, &job, None) {

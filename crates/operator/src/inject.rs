@@ -726,6 +726,7 @@ mod tests {
                 required_node_affinity: None,
                 tolerations: Vec::new(),
                 template_path: Some("spec.template".into()),
+                topology: None,
             }],
         };
         let cluster = std::sync::Arc::new(cluster);

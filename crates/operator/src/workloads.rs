@@ -797,6 +797,7 @@ mod tests {
                 required_node_affinity: None,
                 tolerations: Vec::new(),
                 template_path: None,
+                topology: None,
             }],
         };
         let workload = of_unqueued(&owner, &job);

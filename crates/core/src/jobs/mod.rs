@@ -32,6 +32,8 @@ use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use crate::model::api::TopologyRequest;
+
 pub use error::JobError;
 pub(crate) use requests::pod_requests;
 pub use spec::{builtin_integrations, FinishedSpec, HoldSpec, IntegrationSpec, JobIntegrationSpec};
@@ -94,6 +96,9 @@ pub struct PodSetInfo {
     /// injects the admitted flavor's node labels and tolerations. `None`:
     /// the job has no template to inject into; it is only released.
     pub template_path: Option<String>,
+    /// The pod template's topology request (Kueue's
+    /// `podset-required-topology` / `podset-preferred-topology`), if any.
+    pub topology: Option<TopologyRequest>,
 }
 
 impl PodSetInfo {
@@ -107,6 +112,7 @@ impl PodSetInfo {
             required_node_affinity: None,
             tolerations: Vec::new(),
             template_path: None,
+            topology: None,
         }
     }
 }
@@ -354,9 +360,8 @@ impl Integration {
             _ => return Err(job_error("has no `metadata.name`".into())),
         };
         let output = self.run(&job, &self.expression, &self.context(object))?;
-        let (pod_sets, carried) = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
-        let mut annotations = metadata.annotations.unwrap_or_default();
-        annotations.extend(carried);
+        let pod_sets = pod_sets::from_output(&job, &self.spec.gvk(), output)?;
+        let annotations = metadata.annotations.unwrap_or_default();
         Ok(JobInfo::new(
             self.spec.api_version.clone(),
             self.spec.kind.clone(),
@@ -535,18 +540,16 @@ pub fn job_info_from_workload(wl: &Workload) -> Result<JobInfo, JobError> {
         });
     }
     let mut pod_sets: Vec<PodSetInfo> = Vec::with_capacity(wl.spec.pod_sets.len());
-    let mut annotations = wl.metadata.annotations.clone().unwrap_or_default();
+    let annotations = wl.metadata.annotations.clone().unwrap_or_default();
     for pod_set in &wl.spec.pod_sets {
         let template_annotations = pod_set
             .template
             .as_ref()
             .and_then(|t| t.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref());
-        for (key, level) in template_annotations.into_iter().flatten() {
-            if let Some(carried) = crate::model::api::carried_annotation(key, &pod_set.name) {
-                annotations.insert(carried, level.clone());
-            }
-        }
+        let topology = TopologyRequest::from_annotations(|key| {
+            template_annotations?.get(key).map(String::as_str)
+        });
         if pod_sets.iter().any(|p| p.name == pod_set.name) || pod_set.name.is_empty() {
             return Err(JobError::PodSet {
                 job,
@@ -577,6 +580,7 @@ pub fn job_info_from_workload(wl: &Workload) -> Result<JobInfo, JobError> {
         };
         info.count = pod_set.count;
         info.min_count = pod_set.min_count;
+        info.topology = topology;
         pod_sets::check_min_count(&job, &info)?;
         pod_sets.push(info);
     }

@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use super::requests::parse_quantities;
 use super::{describe, pod_requests, JobError, PodSetInfo};
-use crate::model::{api, Amount};
+use crate::model::api::TopologyRequest;
+use crate::model::Amount;
 
 const KEYS: [&str; 6] = [
     "name",
@@ -26,13 +27,13 @@ const KEYS: [&str; 6] = [
     "templatePath",
 ];
 
-/// The pod sets of `job` from the expression's `output`, and the workload
-/// annotations carrying their templates' topology annotations.
+/// The pod sets of `job` from the expression's `output`, each with its
+/// template's topology request.
 pub(super) fn from_output(
     job: &str,
     integration: &str,
     output: Value,
-) -> Result<(Vec<PodSetInfo>, BTreeMap<String, String>), JobError> {
+) -> Result<Vec<PodSetInfo>, JobError> {
     let Value::Array(items) = output else {
         return Err(JobError::Evaluate {
             job: job.to_string(),
@@ -51,13 +52,10 @@ pub(super) fn from_output(
     }
     let mut seen = BTreeSet::new();
     let mut pod_sets = Vec::with_capacity(items.len());
-    let mut carried = BTreeMap::new();
     for (index, item) in items.into_iter().enumerate() {
-        let annotations = item.pointer("/template/metadata/annotations").cloned();
-        let pod_set = one(job, index, item)?;
-        if let Some(Value::Object(annotations)) = annotations {
-            carry_topology(&pod_set.name, &annotations, &mut carried);
-        }
+        let topology = topology(&item);
+        let mut pod_set = one(job, index, item)?;
+        pod_set.topology = topology;
         if !seen.insert(pod_set.name.clone()) {
             return Err(bad(
                 job,
@@ -68,27 +66,14 @@ pub(super) fn from_output(
         }
         pod_sets.push(pod_set);
     }
-    Ok((pod_sets, carried))
+    Ok(pod_sets)
 }
 
-/// The pod template's topology annotations (Kueue's
-/// `podset-required-topology` / `podset-preferred-topology`) as the
-/// workload annotations that carry them ([`api::carried_annotation`]).
-fn carry_topology(
-    pod_set: &str,
-    annotations: &Map<String, Value>,
-    carried: &mut BTreeMap<String, String>,
-) {
-    for key in [
-        api::PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
-        api::PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
-    ] {
-        if let (Some(Value::String(level)), Some(carried_key)) =
-            (annotations.get(key), api::carried_annotation(key, pod_set))
-        {
-            carried.insert(carried_key, level.clone());
-        }
-    }
+/// The topology request of a pod set item's template annotations (Kueue's
+/// `podset-required-topology` / `podset-preferred-topology`), if any.
+fn topology(item: &Value) -> Option<TopologyRequest> {
+    let annotations = item.pointer("/template/metadata/annotations")?;
+    TopologyRequest::from_annotations(|key| annotations.get(key)?.as_str())
 }
 
 fn bad(job: &str, pod_set: &str, field: &str, problem: String) -> JobError {

@@ -1355,17 +1355,24 @@ spec:
           containers: [{name: pytorch, image: x, resources: {requests: {cpu: 1}}}]
 "#,
     );
+    let topology = |name: &str| {
+        info.pod_sets
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.topology.clone())
+    };
     assert_eq!(
-        info.annotations
-            .get("podset-required-topology.arbiter.dev/worker"),
-        Some(&"cloud.com/topology-rack".to_string())
+        topology("worker"),
+        Some(TopologyRequest::Required("cloud.com/topology-rack".into()))
     );
     assert_eq!(
-        info.annotations
-            .get("podset-preferred-topology.arbiter.dev/master"),
-        Some(&"cloud.com/topology-block".to_string())
+        topology("master"),
+        Some(TopologyRequest::Preferred(
+            "cloud.com/topology-block".into()
+        ))
     );
-    assert_eq!(info.annotations.len(), 2);
+    // The requests are the pod sets' own: the workload's annotations stay the job's.
+    assert!(info.annotations.is_empty());
 }
 
 #[test]
@@ -1390,8 +1397,7 @@ spec:
     .unwrap();
     let info = job_info_from_workload(&wl).unwrap();
     assert_eq!(
-        info.annotations
-            .get("podset-required-topology.arbiter.dev/workers"),
-        Some(&"cloud.com/topology-rack".to_string())
+        info.pod_sets[0].topology,
+        Some(TopologyRequest::Required("cloud.com/topology-rack".into()))
     );
 }

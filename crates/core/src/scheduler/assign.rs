@@ -280,7 +280,7 @@ struct GroupRequest<'a> {
     /// Pods to assign (below the pod set's count when partially admitted).
     count: u32,
     /// The pod set's topology request, if any.
-    topology: Option<TopologyRequest<'a>>,
+    topology: Option<&'a TopologyRequest>,
 }
 
 impl GroupRequest<'_> {

@@ -516,6 +516,7 @@ spec: {clusterQueue: b}
                         required_node_affinity: None,
                         tolerations: Vec::new(),
                         template_path: None,
+                        topology: None,
                     }],
                 };
                 match intake(&cluster, &job, Some(priority)) {

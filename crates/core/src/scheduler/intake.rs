@@ -295,6 +295,7 @@ pub fn intake(cluster: &Cluster, job: &JobInfo, explicit_priority: Option<i32>) 
             node_selector: info.node_selector.clone(),
             required_affinity: info.required_node_affinity.clone(),
             tolerations: info.tolerations.clone(),
+            topology: info.topology.clone(),
         });
     }
     Intake::Queued(Workload {

@@ -71,6 +71,7 @@ fn restored(c: &Cluster, placements: Vec<PlacedPods>) -> Restored {
             required_node_affinity: None,
             tolerations: Vec::new(),
             template_path: None,
+            topology: None,
         }],
     };
     let Intake::Queued(workload) = intake(c, &job, None) else {

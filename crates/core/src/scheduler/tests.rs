@@ -115,6 +115,7 @@ pub(super) fn workload(
             required_node_affinity: None,
             tolerations: Vec::new(),
             template_path: None,
+            topology: None,
         }],
     };
     match intake(cluster, &job, Some(priority)) {

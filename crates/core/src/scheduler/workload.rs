@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeSelector, Toleration};
 
+pub use crate::model::api::TopologyRequest;
 use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource, LocalQueueId, ResourceId};
 use crate::model::{Amount, Millis};
 
@@ -46,6 +47,8 @@ pub struct PodSetRequest {
     pub required_affinity: Option<NodeSelector>,
     /// The pods' tolerations.
     pub tolerations: Vec<Toleration>,
+    /// Its topology request, if its pod template makes one.
+    pub topology: Option<TopologyRequest>,
 }
 
 /// The amount of `resource` in a list of per-resource amounts (a pod's
@@ -124,46 +127,10 @@ impl Workload {
     }
 }
 
-/// A pod set's topology request: Kueue's pod-template annotations
-/// `podset-required-topology` / `podset-preferred-topology`, carried on
-/// the workload (`model::api::carried_annotation`). Each names a level (a
-/// node label) of the flavor's Topology.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TopologyRequest<'a> {
-    /// All pods inside one domain of the level, or not admitted.
-    Required(&'a str),
-    /// One domain of the level if any holds them, else of a wider level,
-    /// else anywhere on the flavor's nodes.
-    Preferred(&'a str),
-}
-
-impl<'a> TopologyRequest<'a> {
-    /// The level asked for.
-    pub(crate) fn level(self) -> &'a str {
-        match self {
-            TopologyRequest::Required(level) | TopologyRequest::Preferred(level) => level,
-        }
-    }
-}
-
 impl Workload {
-    /// Pod set `pod_set`'s topology request, if it makes one (required
-    /// wins over preferred, as in Kueue).
-    pub(crate) fn topology_request(&self, pod_set: usize) -> Option<TopologyRequest<'_>> {
-        use crate::model::api::{
-            carried_annotation, PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
-            PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
-        };
-        let name = &self.pod_sets.get(pod_set)?.name;
-        let carried = |annotation| {
-            let key = carried_annotation(annotation, name)?;
-            self.annotations.get(&key).map(String::as_str)
-        };
-        carried(PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
-            .map(TopologyRequest::Required)
-            .or_else(|| {
-                carried(PODSET_PREFERRED_TOPOLOGY_ANNOTATION).map(TopologyRequest::Preferred)
-            })
+    /// Pod set `pod_set`'s topology request, if it makes one.
+    pub(crate) fn topology_request(&self, pod_set: usize) -> Option<&TopologyRequest> {
+        self.pod_sets.get(pod_set)?.topology.as_ref()
     }
 }
 

@@ -125,6 +125,7 @@ fn submit(
             node_selector: BTreeMap::new(),
             required_affinity: None,
             tolerations: Vec::new(),
+            topology: None,
         }],
     };
     let step = state.step(Millis::ZERO, vec![Input::Submit(workload)], &mut Hold);

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 mod topology;
 mod workload;
 pub use topology::{
-    carried_annotation, Topology, TopologyLevel, TopologySpec, HOSTNAME_LABEL,
+    Topology, TopologyLevel, TopologyRequest, TopologySpec, HOSTNAME_LABEL,
     PODSET_PREFERRED_TOPOLOGY_ANNOTATION, PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
 };
 pub use workload::{

@@ -20,18 +20,38 @@ pub const PODSET_PREFERRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-pr
 /// without a pool's own value each node its own domain.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-/// Where a workload carries its pod sets' topology annotations: a pod
-/// template's `kueue.x-k8s.io/podset-required-topology: rack` on pod set
-/// `workers` becomes the workload annotation
-/// `podset-required-topology.arbiter.dev/workers: rack` (and likewise
-/// `podset-preferred-topology.arbiter.dev/…`), read back by the scheduler.
-pub fn carried_annotation(template_annotation: &str, pod_set: &str) -> Option<String> {
-    let prefix = match template_annotation {
-        PODSET_REQUIRED_TOPOLOGY_ANNOTATION => "podset-required-topology.arbiter.dev",
-        PODSET_PREFERRED_TOPOLOGY_ANNOTATION => "podset-preferred-topology.arbiter.dev",
-        _ => return None,
-    };
-    Some(format!("{prefix}/{pod_set}"))
+/// A pod set's topology request: Kueue's pod-template annotations
+/// `kueue.x-k8s.io/podset-required-topology` /
+/// `podset-preferred-topology` (required wins when both are given, as in
+/// Kueue). Each names a level (a node label) of the flavor's Topology.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopologyRequest {
+    /// All pods inside one domain of the level, or not admitted.
+    Required(String),
+    /// One domain of the level if any holds them, else of a wider level,
+    /// else anywhere on the flavor's nodes.
+    Preferred(String),
+}
+
+impl TopologyRequest {
+    /// The level asked for.
+    pub fn level(&self) -> &str {
+        match self {
+            TopologyRequest::Required(level) | TopologyRequest::Preferred(level) => level,
+        }
+    }
+
+    /// The request a pod template's annotations make, if any.
+    pub fn from_annotations<'a>(
+        annotation: impl Fn(&str) -> Option<&'a str>,
+    ) -> Option<TopologyRequest> {
+        annotation(PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
+            .map(|level| TopologyRequest::Required(level.to_string()))
+            .or_else(|| {
+                annotation(PODSET_PREFERRED_TOPOLOGY_ANNOTATION)
+                    .map(|level| TopologyRequest::Preferred(level.to_string()))
+            })
+    }
 }
 
 /// The hierarchy nodes are arranged in (`kind: Topology`).

@@ -290,6 +290,7 @@ fn pods(name: &str, count: u32, requests: &[(&str, i64)]) -> PodSetInfo {
         required_node_affinity: None,
         tolerations: Vec::new(),
         template_path: None,
+        topology: None,
     }
 }
 

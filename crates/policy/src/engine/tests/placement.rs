@@ -83,6 +83,7 @@ fn place_one(state: &mut Scheduler, name: &str, milli: i64, hooks: &mut dyn Hook
             node_selector: BTreeMap::new(),
             required_affinity: None,
             tolerations: Vec::new(),
+            topology: None,
         }],
     };
     let step = state.step(seconds(1), vec![Input::Submit(workload)], hooks);
