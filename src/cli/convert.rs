@@ -14,12 +14,18 @@ use std::path::PathBuf;
 
 use arbiter_core::jobs;
 use arbiter_core::model::api::{self, FungibilityPolicy};
-use arbiter_core::model::load::{Document, LoadError, Manifest, Origin, Warning};
+use arbiter_core::model::load::{self, Document, LoadError, Manifest, Origin, Source, Warning};
 use arbiter_sim::files::load_paths;
 use serde::Serialize;
 
 /// `arbiter.dev/v1alpha1 JobIntegration`: a job kind added by configuration.
 const JOB_INTEGRATION: &str = "JobIntegration";
+
+/// What a converted Topology is for, today.
+const TOPOLOGY_NOTE: &str = "Topology written as arbiter.dev/v1alpha1: `arbiter simulate` places pod sets by it; the operator does not read Topologies yet (no CRD), so do not apply it to a cluster";
+
+/// What a flavor's `topologyName` does, today.
+const FLAVOR_TOPOLOGY_NOTE: &str = "spec.topologyName is kept for `arbiter simulate`; the operator does not place by topology yet and the arbiter.dev CRD has no such field, so a cluster drops or refuses it";
 
 /// Converts the manifests in `paths` (files or directories, as
 /// [`load_paths`] reads them) into one multi-document `arbiter.dev` YAML
@@ -88,8 +94,25 @@ fn convert_document(
         origin,
         Origin::KueueV1alpha1 | Origin::KueueV1beta1 | Origin::KueueV1beta2
     );
+    let mut decoding = Vec::new();
+    if let Some(topology) = load::topology(&manifest, &source, &mut decoding) {
+        warnings.extend(decoding);
+        let mut topology = topology?;
+        topology.api_version = api::API_VERSION.into();
+        topology.kind = "Topology".into();
+        warnings.push(Warning {
+            source: source.clone(),
+            message: TOPOLOGY_NOTE.into(),
+        });
+        return render_as(&source, "Topology", render(&topology)).map(Some);
+    }
     let (kind, body) = match manifest {
-        Manifest::ResourceFlavor(o) => ("ResourceFlavor", render(&o)),
+        Manifest::ResourceFlavor(o) => {
+            if o.spec.topology_name.is_some() {
+                note(FLAVOR_TOPOLOGY_NOTE.into());
+            }
+            ("ResourceFlavor", render(&o))
+        }
         Manifest::Cohort(o) => ("Cohort", render(&o)),
         Manifest::ClusterQueue(mut o) => {
             if kueue && o.spec.namespace_selector.is_none() {
@@ -141,13 +164,23 @@ fn convert_document(
             ("object", render(&object))
         }
     };
+    render_as(&source, kind, body).map(Some)
+}
+
+/// A converted document with the comment naming where it came from, or
+/// why it cannot be written.
+fn render_as(
+    source: &Source,
+    kind: &str,
+    body: Result<String, String>,
+) -> Result<String, LoadError> {
     let body = body.map_err(|message| LoadError::Invalid {
         at: source.clone(),
         kind: kind.into(),
         path: String::new(),
         message: format!("cannot be written as YAML: {message}"),
     })?;
-    Ok(Some(format!("# from {source}\n{body}")))
+    Ok(format!("# from {source}\n{body}"))
 }
 
 fn render<T: Serialize>(object: &T) -> Result<String, String> {
@@ -165,6 +198,32 @@ mod tests {
         let (yaml, warnings) = convert(&[path]).unwrap_or_else(|e| panic!("{e}"));
         let warnings = warnings.into_iter().map(|w| w.message).collect();
         (yaml, warnings)
+    }
+
+    #[test]
+    fn a_kueue_topology_and_its_flavor_convert_for_the_simulator_with_notes() {
+        let (yaml, warnings) = convert_text(
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: default}\n\
+             spec:\n  levels: [{nodeLabel: cloud.com/rack}, {nodeLabel: kubernetes.io/hostname}]\n\
+             ---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: tas}\n\
+             spec: {topologyName: default}\n",
+        );
+        assert_eq!(warnings, vec![TOPOLOGY_NOTE, FLAVOR_TOPOLOGY_NOTE]);
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("arbiter.yaml");
+        std::fs::write(&path, &yaml).unwrap_or_else(|e| panic!("{e}"));
+        let reread = load_paths(&[path]).unwrap_or_else(|e| panic!("{e}"));
+        let mut sink = Vec::new();
+        let topology = reread
+            .documents
+            .iter()
+            .find_map(|d| load::topology(&d.manifest, &d.source, &mut sink))
+            .expect("the Topology is in the output")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(topology.api_version, api::API_VERSION);
+        assert_eq!(topology.spec.levels.len(), 2);
+        assert!(reread.documents.iter().any(|d| matches!(&d.manifest,
+            Manifest::ResourceFlavor(f) if f.spec.topology_name.as_deref() == Some("default"))));
     }
 
     #[test]

@@ -436,15 +436,12 @@ mod tests {
     //! first, even if big" (TestFairPreemptions): which of b's workloads
     //! a's preemptor takes.
 
-    use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use crate::jobs::{JobInfo, PodSetInfo};
     use crate::model::cluster::tests::build;
     use crate::model::cluster::FairPreemptionStrategies;
-    use crate::model::{Amount, Millis};
+    use crate::model::Millis;
     use crate::scheduler::hooks::DefaultHooks;
-    use crate::scheduler::intake::{intake, Intake};
     use crate::scheduler::{Event, Input, Scheduler};
 
     /// Three ClusterQueues of 3 GPUs in cohort `all`, fair sharing on.
@@ -498,31 +495,9 @@ spec: {clusterQueue: b}
         let inputs = jobs
             .iter()
             .map(|&(ns, name, gpus, priority)| {
-                let job = JobInfo {
-                    api_version: "batch/v1".into(),
-                    kind: "Job".into(),
-                    namespace: ns.into(),
-                    name: name.into(),
-                    labels: BTreeMap::new(),
-                    annotations: BTreeMap::new(),
-                    queue_name: Some("q".into()),
-                    priority_class: None,
-                    pod_sets: vec![PodSetInfo {
-                        name: "main".into(),
-                        count: 1,
-                        min_count: None,
-                        requests: [("nvidia.com/gpu".to_string(), Amount::from_units(gpus))].into(),
-                        node_selector: BTreeMap::new(),
-                        required_node_affinity: None,
-                        tolerations: Vec::new(),
-                        template_path: None,
-                        topology: None,
-                    }],
-                };
-                match intake(&cluster, &job, Some(priority)) {
-                    Intake::Queued(w) => Input::Submit(w),
-                    other => panic!("{name} not queued: {other:?}"),
-                }
+                Input::Submit(crate::scheduler::tests::workload(
+                    &cluster, ns, name, gpus, priority,
+                ))
             })
             .collect();
         s.step(Millis::from_secs(now), inputs, &mut DefaultHooks)
