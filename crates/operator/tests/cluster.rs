@@ -1342,3 +1342,157 @@ async fn a_restart_keeps_condition_times_retry_counts_and_backoffs() {
         condition_times(&serde_json::to_value(queues.get("research").await.unwrap()).unwrap());
     assert_eq!(now["Active"], queue_times["Active"]);
 }
+
+/// Kueue's "workload of size 5 preempts using LessThanInitialShare" on
+/// GPUs (`tests/scenarios/fair-strategies-second-pass` in the simulator):
+/// two fair-sharing ClusterQueues borrowing everything from `cohort-a`'s
+/// 9 A100 GPUs.
+const FAIR_STRATEGIES: &str = r#"
+apiVersion: arbiter.dev/v1alpha1
+kind: Cohort
+metadata: {name: cohort-a}
+spec:
+  fairSharing: {weight: 1}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 9}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq-p1}
+spec:
+  namespaceSelector: {}
+  cohort: cohort-a
+  fairSharing: {weight: 1}
+  scheduling: {algorithm: fair-sharing}
+  preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 0}
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq-p2}
+spec:
+  namespaceSelector: {}
+  cohort: cohort-a
+  fairSharing: {weight: 1}
+  scheduling: {algorithm: fair-sharing}
+  preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources:
+      - {name: cpu, nominalQuota: 0}
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: cq-p1, namespace: team-a}
+spec: {clusterQueue: cq-p1}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: cq-p2, namespace: team-a}
+spec: {clusterQueue: cq-p2}
+"#;
+
+/// The Workloads of jobs `p1-1` … `p1-4` that are evicted now.
+async fn evicted_p1(client: &Client) -> Vec<String> {
+    let mut evicted = Vec::new();
+    for i in 1..=4 {
+        let name = format!("job-p1-{i}");
+        let status = workload_status(client, &name).await;
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c["type"] == "Evicted" && c["status"] == "True")
+        {
+            evicted.push(name);
+        }
+    }
+    evicted
+}
+
+#[tokio::test]
+async fn fair_sharing_preemption_strategies_from_kueues_configuration_decide_in_the_cluster() {
+    // First `--config` with LessThanOrEqualToFinalShare alone: taking one
+    // p1 job is not enough for p2-big and a second would leave cq-p1 below
+    // cq-p2, so nobody is preempted and p2-big waits.
+    let final_share_only = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
+         fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n";
+    let (cluster, client, operator) =
+        full_cluster_and_operator(configured(final_share_only), FAIR_STRATEGIES).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    for i in 1..=4 {
+        let job = queued_job("cq-p1", &format!("p1-{i}"), 1, 2, None, false);
+        jobs.create(&PostParams::default(), &job).await.unwrap();
+    }
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name in (p1-1,p1-2,p1-3,p1-4)",
+        "4 running",
+        |p| {
+            p.len() == 4
+                && p.iter()
+                    .all(|p| on_a100(p) && phase_of(p) == Some("Running"))
+        },
+    )
+    .await;
+    jobs.create(
+        &PostParams::default(),
+        &queued_job("cq-p2", "p2-big", 1, 5, None, false),
+    )
+    .await
+    .unwrap();
+    let (reason, message) = wait_condition(&client, "job-p2-big", "QuotaReserved", "False").await;
+    assert_eq!(
+        evicted_p1(&client).await,
+        Vec::<String>::new(),
+        "nobody may be preempted under LessThanOrEqualToFinalShare alone; p2-big waits ({reason}: {message})"
+    );
+    assert!(suspended(&jobs.get("p2-big").await.unwrap()));
+
+    // The operator restarts with Kueue's default pair: the second pass
+    // (LessThanInitialShare) takes a second p1 job, and p2-big runs.
+    operator.abort();
+    let _ = operator.await;
+    let _operator = start_operator_configured(
+        client.clone(),
+        Box::new(arbiter_core::scheduler::hooks::DefaultHooks),
+        test_driver_options(),
+    );
+    wait_condition(&client, "job-p2-big", "Admitted", "True").await;
+    let evicted = evicted_p1(&client).await;
+    assert_eq!(
+        evicted.len(),
+        2,
+        "exactly two p1 jobs are preempted: {evicted:?}"
+    );
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name=p2-big",
+        "p2-big running",
+        |p| p.len() == 1 && on_a100(&p[0]) && phase_of(&p[0]) == Some("Running"),
+    )
+    .await;
+    wait_pods(
+        &client,
+        &cluster,
+        "job-name in (p1-1,p1-2,p1-3,p1-4)",
+        "2 p1 pods left running",
+        |p| p.len() == 2 && p.iter().all(|p| phase_of(p) == Some("Running")),
+    )
+    .await;
+}
