@@ -3,6 +3,7 @@
 //! usage errors get 2, and the happy path prints the docs/design.md §6 report, the
 //! plot and runs unmodified Kueue manifests.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -915,4 +916,54 @@ spec: {clusterQueue: h100s}
             .any(|w| w.contains("LocalQueue ml/h100s is inactive (ClusterQueueIsInactive)")),
         "{warnings:#?}"
     );
+}
+
+/// A placement policy ranks topology domains through the nodes' topology
+/// labels: on Kueue's TAS fixture (`tests/scenarios/tas-required`), a
+/// policy preferring host x4 (tas-5), then block b2, moves the one-pod
+/// rack and block requests there from BestFit's domains, and cannot move
+/// a pod set into a domain that does not hold it (three pods still go to
+/// the only rack holding three).
+#[test]
+fn a_placement_policy_ranks_topology_domains_by_node_labels() {
+    let placed = |policies: Option<&str>| -> BTreeMap<String, Vec<String>> {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.json");
+        let mut cmd = arbiter();
+        cmd.args(["simulate", "tests/scenarios/tas-required", "--report"])
+            .arg(&report);
+        if let Some(p) = policies {
+            cmd.args(["--policies", p]);
+        }
+        cmd.assert().success();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        r["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                let mut nodes: Vec<String> = w["placement"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|p| {
+                        let pods = p["pods"].as_u64().unwrap() as usize;
+                        std::iter::repeat_n(p["node"].as_str().unwrap().to_string(), pods)
+                    })
+                    .collect();
+                nodes.sort();
+                (w["name"].as_str().unwrap().to_string(), nodes)
+            })
+            .collect()
+    };
+    let best_fit = placed(None);
+    let ranked = placed(Some("tests/data/policies/prefer-host-x4"));
+    assert_eq!(best_fit["rack-1"], ["tas-0"]);
+    assert_eq!(ranked["rack-1"], ["tas-5"]);
+    assert_eq!(best_fit["block-1"], ["tas-4"]);
+    assert_eq!(ranked["block-1"], ["tas-5"]);
+    for same in ["rack-3", "rack-2", "block-4"] {
+        assert_eq!(best_fit[same], ranked[same], "{same}");
+    }
+    assert_eq!(ranked["rack-3"], ["tas-1", "tas-2", "tas-3"]);
 }

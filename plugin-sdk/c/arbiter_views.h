@@ -670,6 +670,8 @@ typedef struct {
     arbiter_json free;
     /* The node's index among its flavor's nodes. */
     uint32_t index;
+    /* Where the node sits in its flavor's Topology: its topology labels (e.g. `cloud.provider.com/topology-rack`), as its node pool gives them in a Simulation (`nodePools[].labels`) or the Node carries them in a cluster; empty when the flavor names no Topology. A placement policy ranks topology domains through them. */
+    arbiter_json labels;
     /* `<flavor>-<index>`. */
     arbiter_str name;
 } arbiter_node;
@@ -705,6 +707,10 @@ static inline int arbiter_decode_node(arbiter_json value, arbiter_node *out) {
         }
         else if (arbiter_str_eq(key, "index")) {
             if (!arbiter_read_uint32(member, &out->index))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "labels")) {
+            if (!arbiter_read_json(member, '{', &out->labels))
                 return 0;
         }
         else if (arbiter_str_eq(key, "name")) {

@@ -168,6 +168,12 @@ pub const Node = struct {
     free: Map(f64) = .{},
     /// The node's index among its flavor's nodes.
     index: u32 = 0,
+    /// Where the node sits in its flavor's Topology: its topology labels
+    /// (e.g. `cloud.provider.com/topology-rack`), as its node pool gives
+    /// them in a Simulation (`nodePools[].labels`) or the Node carries
+    /// them in a cluster; empty when the flavor names no Topology. A
+    /// placement policy ranks topology domains through them.
+    labels: Map([]const u8) = .{},
     /// `<flavor>-<index>`.
     name: []const u8 = "",
 };

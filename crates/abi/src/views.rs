@@ -358,6 +358,13 @@ pub struct NodeView {
     #[cfg_attr(feature = "schema", schemars(description = ""))]
     #[serde(default)]
     pub devices: Vec<DeviceView>,
+    /// Where the node sits in its flavor's Topology: its topology labels
+    /// (e.g. `cloud.provider.com/topology-rack`), as its node pool gives
+    /// them in a Simulation (`nodePools[].labels`) or the Node carries
+    /// them in a cluster; empty when the flavor names no Topology. A
+    /// placement policy ranks topology domains through them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A shape of the pods recently submitted to the workload's ClusterQueue,

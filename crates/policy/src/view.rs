@@ -472,6 +472,7 @@ pub mod build {
                 .collect(),
             allocatable: quantities(candidate.allocatable),
             devices,
+            labels: candidate.labels.clone(),
         }
     }
 

@@ -439,6 +439,14 @@ export class Node {
   free: Map<string, f64> = new Map<string, f64>();
   /** The node's index among its flavor's nodes. */
   index: u32 = 0;
+  /**
+   * Where the node sits in its flavor's Topology: its topology labels
+   * (e.g. `cloud.provider.com/topology-rack`), as its node pool gives
+   * them in a Simulation (`nodePools[].labels`) or the Node carries
+   * them in a cluster; empty when the flavor names no Topology. A
+   * placement policy ranks topology domains through them.
+   */
+  labels: Map<string, string> = new Map<string, string>();
   /** `<flavor>-<index>`. */
   name: string = "";
 }
@@ -460,6 +468,8 @@ export function decodeNode(r: Reader): Node {
       v.free = decodeMap_f64(r);
     } else if (r.keyIs("index")) {
       v.index = readU32(r);
+    } else if (r.keyIs("labels")) {
+      v.labels = decodeMap_string(r);
     } else if (r.keyIs("name")) {
       v.name = readString(r);
     } else {

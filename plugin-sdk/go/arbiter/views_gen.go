@@ -738,6 +738,12 @@ type Node struct {
 	Free map[string]float64 `json:"free"`
 	// The node's index among its flavor's nodes.
 	Index uint32 `json:"index"`
+	// Where the node sits in its flavor's Topology: its topology labels
+	// (e.g. `cloud.provider.com/topology-rack`), as its node pool gives
+	// them in a Simulation (`nodePools[].labels`) or the Node carries
+	// them in a cluster; empty when the flavor names no Topology. A
+	// placement policy ranks topology domains through them.
+	Labels map[string]string `json:"labels"`
 	// `<flavor>-<index>`.
 	Name string `json:"name"`
 }
@@ -760,6 +766,8 @@ func decodeNode(r *reader, v *Node) error {
 			return (func(r *reader, v *map[string]float64) error { return decodeMap(r, v, (*reader).float) })(r, &v.Free)
 		case "index":
 			return ((*reader).uint32)(r, &v.Index)
+		case "labels":
+			return (func(r *reader, v *map[string]string) error { return decodeMap(r, v, (*reader).str) })(r, &v.Labels)
 		case "name":
 			return ((*reader).str)(r, &v.Name)
 		}
@@ -779,6 +787,8 @@ func appendNode(b []byte, v Node) []byte {
 	b = (func(b []byte, v map[string]float64) []byte { return appendMap(b, v, appendFloat) })(b, v.Free)
 	b = append(b, `,"index":`...)
 	b = (appendUint32)(b, v.Index)
+	b = append(b, `,"labels":`...)
+	b = (func(b []byte, v map[string]string) []byte { return appendMap(b, v, appendString) })(b, v.Labels)
 	b = append(b, `,"name":`...)
 	b = (appendString)(b, v.Name)
 	return append(b, '}')

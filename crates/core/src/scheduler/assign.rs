@@ -16,7 +16,7 @@ use crate::model::cluster::{
 use crate::model::selector::{node_constraints_allow, untolerated_taint};
 use crate::model::Amount;
 
-use super::capacity::{By, Capacity, DomainMiss, LevelRequest, Scratch};
+use super::capacity::{By, Capacity, LevelRequest, Scratch};
 use super::quota::QuotaTree;
 use super::reason::{NeverFits, NotFit, Problem, TopologyMiss};
 use super::workload::{Placement, PodSetFlavors, PodSetRequest, TopologyRequest, Workload};
@@ -477,17 +477,7 @@ impl GroupRequest<'_> {
     /// set asks for; why not, if the flavor has no Topology or it no such
     /// level.
     fn levels(&self, f: FlavorId) -> Result<LevelRequest<'_>, TopologyMiss> {
-        let cluster = self.ctx.cluster;
-        let level = self.topology.map_or("", |t| t.level());
-        let topology = cluster.flavors[f.index()]
-            .topology
-            .and_then(|t| cluster.topologies.get(t.index()))
-            .ok_or(TopologyMiss::NoTopology)?;
-        let index = topology.level(level).ok_or(TopologyMiss::NoLevel)?;
-        Ok(LevelRequest {
-            levels: &topology.levels,
-            level: index,
-        })
+        topology_levels(self.ctx.cluster, f, self.topology.map_or("", |t| t.level()))
     }
 
     /// Places the pods on `choice`'s flavor's nodes from `scratch`: inside
@@ -498,46 +488,37 @@ impl GroupRequest<'_> {
         let f = choice.flavor;
         if let (Some(request), Ok(levels)) = (self.topology, self.levels(f)) {
             let required = matches!(request, TopologyRequest::Required(_));
-            let mut first_miss = None;
-            let wider = if required { levels.level } else { 0 };
-            for level in (wider..=levels.level).rev() {
-                let mut trial = scratch.clone();
-                let at = LevelRequest { level, ..levels };
-                match self.ctx.capacity.place_in_domain(
-                    &mut trial,
-                    self.ps_index as u32,
-                    f,
-                    at,
-                    self.count,
-                    &self.ps.per_pod,
-                ) {
-                    Ok(p) => {
-                        choice.placements = p;
-                        choice.scratch_after = Some(trial);
-                        return;
-                    }
-                    Err(miss) => {
-                        first_miss.get_or_insert(miss);
-                    }
+            let mut trial = scratch.clone();
+            match self.ctx.capacity.place_in_topology(
+                &mut trial,
+                self.ps_index as u32,
+                f,
+                levels,
+                required,
+                self.count,
+                &self.ps.per_pod,
+                &mut By::BestFit,
+            ) {
+                Ok(p) => {
+                    choice.placements = p;
+                    choice.scratch_after = Some(trial);
+                    return;
                 }
-            }
-            if required {
-                let miss = first_miss.unwrap_or(DomainMiss {
-                    largest: 0,
-                    domains: 0,
-                });
-                choice.mode = Mode::NoFit;
-                choice.rank.kind = Kind::NoFit;
-                problems.push(Problem::Topology {
-                    flavor: f,
-                    level: request.level().to_string(),
-                    miss: TopologyMiss::NoDomain {
-                        pods: self.count,
-                        largest: miss.largest,
-                        domains: miss.domains,
-                    },
-                });
-                return;
+                Err(miss) if required => {
+                    choice.mode = Mode::NoFit;
+                    choice.rank.kind = Kind::NoFit;
+                    problems.push(Problem::Topology {
+                        flavor: f,
+                        level: request.level().to_string(),
+                        miss: TopologyMiss::NoDomain {
+                            pods: self.count,
+                            largest: miss.largest,
+                            domains: miss.domains,
+                        },
+                    });
+                    return;
+                }
+                Err(_) => {}
             }
         }
         let mut trial = scratch.clone();
@@ -706,6 +687,24 @@ pub fn never_fits(ctx: &Context<'_>, cq: ClusterQueueId, workload: &Workload) ->
 /// The fewest pods a pod set can run with (its `minCount`, else its count).
 fn fewest(ps: &super::workload::PodSetRequest) -> u32 {
     ps.min_count.unwrap_or(ps.count).min(ps.count)
+}
+
+/// Flavor `f`'s Topology levels and the index of `level` among them; why
+/// not, if the flavor has no Topology or it no such level.
+pub(super) fn topology_levels<'c>(
+    cluster: &'c crate::model::cluster::Cluster,
+    f: FlavorId,
+    level: &str,
+) -> Result<LevelRequest<'c>, TopologyMiss> {
+    let topology = cluster.flavors[f.index()]
+        .topology
+        .and_then(|t| cluster.topologies.get(t.index()))
+        .ok_or(TopologyMiss::NoTopology)?;
+    let index = topology.level(level).ok_or(TopologyMiss::NoLevel)?;
+    Ok(LevelRequest {
+        levels: &topology.levels,
+        level: index,
+    })
 }
 
 #[cfg(test)]

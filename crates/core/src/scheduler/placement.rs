@@ -3,17 +3,20 @@
 //! and whether the pods fit at all, was settled before by the best-fit
 //! trial of flavor assignment; this only moves pods among the nodes (and
 //! cards) that hold them. If the scores cannot place every pod, the trial's
-//! best-fit placement stands, so a policy never loses an admission. A
-//! workload with a topology request keeps the trial's placement (inside
-//! one domain): the hook does not see or rank domains yet.
+//! best-fit placement stands, so a policy never loses an admission. A pod
+//! set with a topology request goes to the domain (of the level the trial
+//! found one at, or a wider one for a preferred request) holding the node
+//! the hook ranks first, and inside it where the hook ranks: the hook
+//! ranks domains through its node scores, each node showing its
+//! topology labels.
 
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
 
-use super::assign::Assignment;
+use super::assign::{topology_levels, Assignment};
 use super::capacity::{By, Candidate, NodeScore, Scorer, Scratch};
 use super::hooks::{Hooks, PlacementRequest};
-use super::workload::{Placement, WorkloadId};
+use super::workload::{Placement, TopologyRequest, WorkloadId};
 use super::Scheduler;
 
 /// The placement hook seen as the capacity's [`Scorer`] for one pod set.
@@ -57,14 +60,6 @@ impl Scheduler {
             return None;
         }
         let workload = &self.workloads[id].workload;
-        // Pods placed inside one topology domain stay where the trial put
-        // them: the hook does not rank domains yet.
-        let topology_aware = self.cluster.topology_aware;
-        if topology_aware
-            && (0..workload.pod_sets.len()).any(|i| workload.topology_request(i).is_some())
-        {
-            return None;
-        }
         let mut scratch = Scratch::default();
         let mut placements = Vec::with_capacity(assignment.placements.len());
         for (pod_set, ((ps, chosen), &count)) in workload
@@ -89,17 +84,44 @@ impl Scheduler {
                 now,
                 hooks: &mut *hooks,
             };
-            let placed = self.capacity.place(
-                &mut scratch,
-                pod_set as u32,
-                &[flavor],
-                count,
-                &ps.per_pod,
-                &mut By::Score {
-                    scorer: &mut scorer,
-                    salt: TIE_ORDER,
-                },
-            )?;
+            let mut by = By::Score {
+                scorer: &mut scorer,
+                salt: TIE_ORDER,
+            };
+            let request = workload
+                .topology_request(pod_set)
+                .filter(|_| self.cluster.topology_aware);
+            let levels = request.map(|r| (r, topology_levels(&self.cluster, flavor, r.level())));
+            let in_domain = match levels {
+                Some((request, Ok(levels))) => self
+                    .capacity
+                    .place_in_topology(
+                        &mut scratch,
+                        pod_set as u32,
+                        flavor,
+                        levels,
+                        matches!(request, TopologyRequest::Required(_)),
+                        count,
+                        &ps.per_pod,
+                        &mut by,
+                    )
+                    .ok(),
+                _ => None,
+            };
+            let placed = match in_domain {
+                Some(placed) => placed,
+                // A required request the trial placed in a domain must be
+                // placed in one here too: else the trial's stands.
+                None if matches!(request, Some(TopologyRequest::Required(_))) => return None,
+                None => self.capacity.place(
+                    &mut scratch,
+                    pod_set as u32,
+                    &[flavor],
+                    count,
+                    &ps.per_pod,
+                    &mut by,
+                )?,
+            };
             placements.extend(placed);
         }
         Some(placements)

@@ -67,6 +67,7 @@ pub fn check_input_sizes(workload: &WorkloadView) -> Result<(), EvalError> {
 /// Refuses a placement request beyond the caps the cost bound rests on:
 /// the workload's ([`check_input_sizes`]), at most [`MAX_RESOURCES`]
 /// resources in any quantities map and devices per node, at most
+/// [`MAX_LABELS`] labels per node, at most
 /// `MAX_CARDS_PER_NODE` cards per device and, for an expression that
 /// names `typical` (`reads_typical`), at most [`MAX_TYPICAL`] typical pods.
 pub fn check_placement_sizes(input: &PlacementInput, reads_typical: bool) -> Result<(), EvalError> {
@@ -94,6 +95,13 @@ pub fn check_placement_sizes(input: &PlacementInput, reads_typical: bool) -> Res
                 format!("node {}: devices", node.name),
                 node.devices.len(),
                 MAX_RESOURCES,
+            );
+        }
+        if node.labels.len() > MAX_LABELS {
+            return too_many(
+                format!("node {}: labels", node.name),
+                node.labels.len(),
+                MAX_LABELS,
             );
         }
         for device in &node.devices {
@@ -211,6 +219,7 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<V
         "node" => fields(vec![
             ("index", scalar()),
             ("name", string()),
+            ("labels", labels()),
             ("free", quantities()),
             ("allocatable", quantities()),
             (

@@ -19,7 +19,7 @@
 //! | `tenant` | [`TenantView`] | `name, labels, annotations` |
 //! | `cohort` | [`CohortView`] | `name, parent` |
 //! | `flavor` | [`FlavorView`] | `name, nodes, minNodes, maxNodes, utilization, pendingNodes, targetUtilization` |
-//! | `node` | [`NodeView`] (placement) | `index, name, free, allocatable, devices[] {resource, perCard, cards}` |
+//! | `node` | [`NodeView`] (placement) | `index, name, free, allocatable, devices[] {resource, perCard, cards}, labels` (topology labels) |
 //! | `pod` | [`PodView`] (placement) | `requests` |
 //! | `typical` | list of [`TypicalPodView`] (placement) | `[] {requests, share}` |
 //! | `now` | `double` | seconds since the start (virtual time in the simulator) |

@@ -667,6 +667,7 @@ fn gpu_node() -> NodeView {
             per_card: 1000.0,
             cards: vec![500.0, 1000.0],
         }],
+        labels: BTreeMap::from([("topology-rack".into(), "r2".into())]),
     }
 }
 
@@ -704,6 +705,10 @@ fn placement_sees_the_node_the_pod_and_the_typical_pods() {
     assert_eq!(number("node.index"), 3.0);
     assert_eq!(number("node.free['cpu'] - pod.requests['cpu']"), 56.0);
     assert_eq!(number("node.allocatable['example.com/gpu-milli']"), 2000.0);
+    assert_eq!(
+        number("node.labels['topology-rack'] == 'r2' ? 1.0 : 0.0"),
+        1.0
+    );
     assert_eq!(number("node.devices[0].perCard"), 1000.0);
     assert_eq!(number("node.devices[0].cards[0]"), 500.0);
     assert_eq!(number("double(size(node.devices[0].cards.filter(c, c >= pod.requests['example.com/gpu-milli'])))"), 2.0);

@@ -275,6 +275,7 @@ view_val!(NodeVal, NodeView, "arbiter.Node", |n, field| {
         "free" => quantities(&n.free),
         "allocatable" => quantities(&n.allocatable),
         "devices" => devices(&n.devices),
+        "labels" => string_map(&n.labels),
         _ => return Err(ExecutionError::no_such_key(field)),
     })
 });

@@ -19,6 +19,7 @@ use crate::model::api::HOSTNAME_LABEL;
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::Amount;
 
+use super::place::Scored;
 use super::{By, Capacity, Free, PoolSpec, Scratch};
 use crate::scheduler::workload::{amount_of, Placement};
 
@@ -55,9 +56,54 @@ impl Capacity {
     }
 
     /// Places `pods` pods of `per_pod` on the nodes of `flavor` in
-    /// `scratch`, all inside one domain of `request`'s level: the fitting
-    /// domain with the least room (Kueue's BestFit), best fit inside it.
+    /// `scratch` for a topology request at `request.level`: inside one
+    /// domain of that level; when `required` is false and none holds them,
+    /// inside one domain of the next wider level, and so on. `Err` (the
+    /// miss at the requested level) when no domain of any level tried
+    /// holds them — a preferred request then places anywhere, which is the
+    /// caller's to do. `scratch` changes only on success.
+    #[allow(clippy::too_many_arguments)]
+    pub fn place_in_topology(
+        &self,
+        scratch: &mut Scratch,
+        pod_set: u32,
+        flavor: FlavorId,
+        request: LevelRequest<'_>,
+        required: bool,
+        pods: u32,
+        per_pod: &[(ResourceId, Amount)],
+        by: &mut By<'_>,
+    ) -> Result<Vec<Placement>, DomainMiss> {
+        let widest = if required { request.level } else { 0 };
+        let mut first_miss = None;
+        for level in (widest..=request.level).rev() {
+            let mut trial = scratch.clone();
+            let at = LevelRequest { level, ..request };
+            match self.place_in_domain(&mut trial, pod_set, flavor, at, pods, per_pod, by) {
+                Ok(placed) => {
+                    *scratch = trial;
+                    return Ok(placed);
+                }
+                Err(miss) => {
+                    first_miss.get_or_insert(miss);
+                }
+            }
+        }
+        Err(first_miss.unwrap_or(DomainMiss {
+            largest: 0,
+            domains: 0,
+        }))
+    }
+
+    /// Places `pods` pods of `per_pod` on the nodes of `flavor` in
+    /// `scratch`, all inside one domain of `request`'s level, and inside it
+    /// as `by` places. The domain: with [`By::BestFit`], the fitting
+    /// domain with the least room (Kueue's BestFit); with a scorer, the
+    /// fitting domain holding the node it ranks first for one pod (so a
+    /// placement policy ranks domains through its node scores and the
+    /// nodes' `labels`), best fit's if it does not answer.
     /// The placements are pod set `pod_set`'s.
+    #[allow(clippy::too_many_arguments)]
     pub fn place_in_domain(
         &self,
         scratch: &mut Scratch,
@@ -66,6 +112,7 @@ impl Capacity {
         request: LevelRequest<'_>,
         pods: u32,
         per_pod: &[(ResourceId, Amount)],
+        by: &mut By<'_>,
     ) -> Result<Vec<Placement>, DomainMiss> {
         let miss = DomainMiss {
             largest: 0,
@@ -75,19 +122,20 @@ impl Capacity {
             return Err(miss);
         }
         let domains = self.domains(scratch, flavor, request, per_pod);
-        let mut best: Option<(u64, &Vec<usize>)> = None;
-        for (room, nodes) in domains.values() {
-            if *room >= u64::from(pods) && best.is_none_or(|(b, _)| *room < b) {
-                best = Some((*room, nodes));
-            }
-        }
-        let Some((_, nodes)) = best else {
+        let fitting: Vec<&(u64, Vec<usize>)> = domains
+            .values()
+            .filter(|(room, _)| *room >= u64::from(pods))
+            .collect();
+        if fitting.is_empty() {
             return Err(DomainMiss {
                 largest: domains.values().map(|(room, _)| *room).max().unwrap_or(0),
                 domains: domains.len(),
             });
-        };
-        // Only the domain's nodes are offered to the best fit.
+        }
+        let nodes = self
+            .ranked_domain(scratch, flavor, &fitting, per_pod, by)
+            .unwrap_or_else(|| least_room(&fitting));
+        // Only the domain's nodes are offered to the placement.
         let all = &scratch.free[&flavor];
         let mut only: Vec<Option<Free>> = vec![None; all.len()];
         for &node in nodes {
@@ -96,14 +144,7 @@ impl Capacity {
         let mut inside = Scratch::default();
         inside.free.insert(flavor, only);
         let placed = self
-            .place(
-                &mut inside,
-                pod_set,
-                &[flavor],
-                pods,
-                per_pod,
-                &mut By::BestFit,
-            )
+            .place(&mut inside, pod_set, &[flavor], pods, per_pod, by)
             .ok_or(miss)?;
         let after = &inside.free[&flavor];
         let free = scratch.free.get_mut(&flavor).ok_or(miss)?;
@@ -111,6 +152,40 @@ impl Capacity {
             free[node] = after[node].clone();
         }
         Ok(placed)
+    }
+
+    /// The nodes of the fitting domain holding the node `by`'s scorer
+    /// ranks first for one pod; `None` with best fit, or when the scorer
+    /// does not answer.
+    fn ranked_domain<'d>(
+        &self,
+        scratch: &Scratch,
+        flavor: FlavorId,
+        fitting: &[&'d (u64, Vec<usize>)],
+        per_pod: &[(ResourceId, Amount)],
+        by: &mut By<'_>,
+    ) -> Option<&'d Vec<usize>> {
+        let By::Score { scorer, salt } = by else {
+            return None;
+        };
+        let all = &scratch.free[&flavor];
+        let mut only: Vec<Option<Free>> = vec![None; all.len()];
+        for (_, nodes) in fitting {
+            for &node in nodes {
+                only[node] = all[node].clone();
+            }
+        }
+        let mut offered = Scratch::default();
+        offered.free.insert(flavor, only);
+        let Scored::Placed((_, node), _) =
+            self.scored(&offered, &[flavor], per_pod, &mut **scorer, *salt)
+        else {
+            return None;
+        };
+        fitting
+            .iter()
+            .find(|(_, nodes)| nodes.contains(&node))
+            .map(|(_, nodes)| nodes)
     }
 
     /// The domains of `request`'s level among the ready nodes of `flavor`
@@ -149,6 +224,18 @@ impl Capacity {
         }
         domains
     }
+}
+
+/// The fitting domain with the least room (Kueue's BestFit); the first
+/// (smallest label values) among equals.
+fn least_room<'d>(fitting: &[&'d (u64, Vec<usize>)]) -> &'d Vec<usize> {
+    let mut best = fitting[0];
+    for &domain in &fitting[1..] {
+        if domain.0 < best.0 {
+            best = domain;
+        }
+    }
+    &best.1
 }
 
 /// How many pods of `per_pod` fit on a node with `free` now: every
@@ -237,6 +324,7 @@ mod tests {
             request,
             pods,
             &per_pod,
+            &mut By::BestFit,
         )?;
         let mut nodes: Vec<u32> = placed
             .iter()
@@ -274,6 +362,108 @@ mod tests {
             Err(DomainMiss {
                 largest: 2,
                 domains: 4
+            })
+        );
+    }
+
+    /// Scores a node 1 when its rack label is `rack`, else 0.
+    struct PreferRack(&'static str);
+
+    impl super::super::Scorer for PreferRack {
+        fn score(
+            &mut self,
+            _per_pod: &[(ResourceId, Amount)],
+            candidates: &[super::super::Candidate<'_>],
+        ) -> Option<Vec<super::super::NodeScore>> {
+            Some(
+                candidates
+                    .iter()
+                    .map(|c| super::super::NodeScore {
+                        score: f64::from(u8::from(
+                            c.labels.get("rack").map(String::as_str) == Some(self.0),
+                        )),
+                        card: None,
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    #[test]
+    fn a_scorer_picks_the_domain_of_the_node_it_ranks_first() {
+        let levels = levels();
+        let per_pod = [(GPU, Amount::from_units(4))];
+        let place = |scorer: &mut PreferRack, level, pods| {
+            let mut by = By::Score { scorer, salt: 7 };
+            let request = LevelRequest {
+                levels: &levels,
+                level,
+            };
+            capacity()
+                .place_in_topology(
+                    &mut Scratch::default(),
+                    0,
+                    FlavorId(0),
+                    request,
+                    level == 1,
+                    pods,
+                    &per_pod,
+                    &mut by,
+                )
+                .map(|p| p.iter().map(|p| p.node).collect::<Vec<_>>())
+        };
+        // Best fit takes b1/r2 for 2 pods; a scorer preferring rack r1
+        // takes an r1 rack (b1/r1: nodes 0-1, or b2/r1: node 3).
+        let nodes = place(&mut PreferRack("r1"), 1, 2).unwrap();
+        assert!(
+            nodes.iter().all(|&n| n == 3) || nodes.iter().all(|&n| n <= 1),
+            "{nodes:?}"
+        );
+        // 3 pods fit only in b1/r1, whatever the scorer prefers.
+        let nodes = place(&mut PreferRack("r2"), 1, 3).unwrap();
+        assert!(nodes.iter().all(|&n| n <= 1), "{nodes:?}");
+        // 5 pods fit in no rack: a required rack request is refused.
+        assert!(place(&mut PreferRack("r2"), 1, 5).is_err());
+    }
+
+    #[test]
+    fn a_preferred_level_no_domain_holds_widens_to_the_next_level() {
+        let levels = levels();
+        let request = LevelRequest {
+            levels: &levels,
+            level: 1,
+        };
+        let per_pod = [(GPU, Amount::from_units(4))];
+        let mut scratch = Scratch::default();
+        let placed = capacity()
+            .place_in_topology(
+                &mut scratch,
+                0,
+                FlavorId(0),
+                request,
+                false,
+                5,
+                &per_pod,
+                &mut By::BestFit,
+            )
+            .unwrap();
+        // No rack holds 5 pods; block b1 (nodes 0-2) does.
+        assert!(placed.iter().all(|p| p.node <= 2), "{placed:?}");
+        let required = capacity().place_in_topology(
+            &mut Scratch::default(),
+            0,
+            FlavorId(0),
+            request,
+            true,
+            5,
+            &per_pod,
+            &mut By::BestFit,
+        );
+        assert_eq!(
+            required.map(|_| ()),
+            Err(DomainMiss {
+                largest: 4,
+                domains: 3
             })
         );
     }

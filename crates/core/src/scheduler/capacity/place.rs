@@ -26,6 +26,9 @@ pub struct Candidate<'a> {
     pub devices: &'a [DeviceSpec],
     /// Free per card: the devices in order, each device's cards in order.
     pub cards: &'a [Amount],
+    /// The node's labels as its pool was given them
+    /// ([`Capacity::label_pools`]): where it sits in its flavor's Topology.
+    pub labels: &'a BTreeMap<String, String>,
 }
 
 /// A scorer's answer for one candidate node: higher is better. `card`
@@ -191,6 +194,7 @@ impl Capacity {
                         node: i,
                         pool,
                         free: f,
+                        labels: &fl.labels[fl.nodes[i].pool],
                     });
                 }
             }
@@ -228,7 +232,9 @@ impl Capacity {
         Some(((flavor, i), cards))
     }
 
-    fn scored(
+    /// Where `scorer` puts one pod of `per_pod` among the nodes of
+    /// `flavors` in `scratch` it fits on (ties: the fixed node order of `salt`).
+    pub(super) fn scored(
         &self,
         scratch: &Scratch,
         flavors: &[FlavorId],
@@ -253,6 +259,7 @@ impl Capacity {
             node,
             pool,
             free: f,
+            ..
         } = fitting[k];
         match fits_on(pool, f, per_pod, scores[k].card) {
             Some(cards) => Scored::Placed((flavor, node), cards),
@@ -400,9 +407,13 @@ type Cards = Vec<(usize, u16, Amount)>;
 /// Where a pod goes, and the cards it takes there.
 type Taken = ((FlavorId, usize), Cards);
 
-enum Scored {
+/// A scorer's choice for one pod.
+pub(super) enum Scored {
+    /// The node ranked first, and the cards the pod takes there.
     Placed((FlavorId, usize), Cards),
+    /// No node holds the pod.
     NoFit,
+    /// The scorer did not give one score per node.
     Unanswered,
 }
 
@@ -413,6 +424,7 @@ struct Fitting<'a> {
     node: usize,
     pool: &'a PoolSpec,
     free: &'a Free,
+    labels: &'a BTreeMap<String, String>,
 }
 
 /// The scorer's scores for the `fitting` nodes, if it answers one per node.
@@ -430,6 +442,7 @@ fn ask(
             allocatable: &at.pool.allocatable,
             devices: &at.pool.devices,
             cards: &at.free.cards,
+            labels: at.labels,
         })
         .collect();
     scorer
