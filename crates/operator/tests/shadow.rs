@@ -27,7 +27,8 @@ use serde_json::{json, Value};
 use support::{apply_yaml, create_namespace, init_tracing, PATIENCE};
 
 /// Kueue's queue objects: two flavors without node labels (quota alone,
-/// Kueue's model), one ClusterQueue offering both, in this order.
+/// Kueue's model), one ClusterQueue offering both, in this order, and one
+/// of two cores that preempts lower priorities within itself.
 const KUEUE_SETUP: &str = r#"
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
@@ -54,6 +55,38 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: lq, namespace: team-a}
 spec: {clusterQueue: cq}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-preempt}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq-preempt, namespace: team-a}
+spec: {clusterQueue: cq-preempt}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: lowest}
+value: 1
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
 "#;
 
 /// Arbiter's bundle: jobs labelled `shadow.test/deny` are refused for good,
@@ -72,15 +105,17 @@ spec:
       retryable: false
   - name: spot-first
     hook: flavor
+    match: {clusterQueues: [cq]}
     cel:
       expression: "'shadow.test/spot' in workload.labels ? ['spot', 'on-demand'] : ['on-demand', 'spot']"
 "#;
 
-/// A suspended Job queued in Kueue's LocalQueue `lq`, one pod of one core.
-fn job(name: &str, extra_label: Option<&str>) -> Job {
-    let mut labels = json!({"kueue.x-k8s.io/queue-name": "lq"});
-    if let Some(label) = extra_label {
-        labels[label] = json!("true");
+/// A suspended Job queued in Kueue's LocalQueue `queue` with `labels`
+/// besides, one pod of one core.
+fn job(name: &str, queue: &str, extra: &[(&str, &str)]) -> Job {
+    let mut labels = json!({"kueue.x-k8s.io/queue-name": queue});
+    for (key, value) in extra {
+        labels[*key] = json!(value);
     }
     serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
@@ -232,7 +267,8 @@ async fn shadow_mode_reports_where_arbiter_would_decide_otherwise_than_kueue() {
         ("denied", Some("shadow.test/deny")),
         ("on-spot", Some("shadow.test/spot")),
     ] {
-        jobs.create(&post, &job(name, label)).await.unwrap();
+        let labels: Vec<(&str, &str)> = label.into_iter().map(|l| (l, "true")).collect();
+        jobs.create(&post, &job(name, "lq", &labels)).await.unwrap();
     }
     for name in ["plain", "denied", "on-spot"] {
         kueue_admits(&jobs, name).await;
@@ -281,6 +317,8 @@ async fn shadow_mode_reports_where_arbiter_would_decide_otherwise_than_kueue() {
     })
     .await;
 
+    preemption_is_compared(&jobs, port).await;
+
     // The report file says it too (rewritten while the report changes).
     let started = std::time::Instant::now();
     loop {
@@ -302,6 +340,39 @@ async fn shadow_mode_reports_where_arbiter_would_decide_otherwise_than_kueue() {
 
     operator.stop().await.unwrap();
     wrote_nothing(&admin, &jobs).await;
+}
+
+/// Kueue and Arbiter both preempt the lowest-priority job of a full
+/// ClusterQueue for a high-priority one: the preemptor's victims, read on
+/// Kueue's side from the victim's `Preempted` condition, are the same.
+async fn preemption_is_compared(jobs: &Api<Job>, port: u16) {
+    let post = PostParams::default();
+    let class = |class: &'static str| [("kueue.x-k8s.io/priority-class", class)];
+    jobs.create(&post, &job("victim", "lq-preempt", &class("lowest")))
+        .await
+        .unwrap();
+    jobs.create(&post, &job("keeper", "lq-preempt", &class("low")))
+        .await
+        .unwrap();
+    for name in ["victim", "keeper"] {
+        kueue_admits(jobs, name).await;
+    }
+    jobs.create(&post, &job("urgent", "lq-preempt", &class("high")))
+        .await
+        .unwrap();
+    kueue_admits(jobs, "urgent").await;
+    let report = wait_report(port, "the preemption on both sides", |r| {
+        row(r, "urgent").is_some_and(|w| {
+            w["kueue"]["victims"] == json!(["team-a/victim"])
+                && w["arbiter"]["victims"] == json!(["team-a/victim"])
+                && w["outcome"] == "agree"
+        })
+    })
+    .await;
+    for name in ["victim", "keeper"] {
+        let row = row(&report, name).unwrap();
+        assert_eq!(row["outcome"], "agree", "{row}");
+    }
 }
 
 /// Nothing of Arbiter's is in the cluster: no arbiter.dev Workload, no

@@ -1,5 +1,5 @@
 //! The shadow's arrivals and departures: the jobs that changed, as the
-//! shadow scheduler's `Input`s. A new job naming a queue is submitted as
+//! shadow scheduler's `Input`s. A new job naming a Kueue queue is submitted as
 //! of its creation (or tracked as refused when Arbiter cannot queue it);
 //! a job that ended under Kueue finishes (or fails) in the shadow if
 //! Arbiter had admitted it there, else is withdrawn; a job gone is
@@ -10,6 +10,9 @@ use arbiter_core::scheduler::intake::{intake, Intake};
 use arbiter_core::scheduler::{Carried, Input, Status};
 
 use super::*;
+
+/// The label that queues a job in Kueue.
+const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
 impl Shadow {
     /// Reads the jobs that changed (every job after the configuration
@@ -61,7 +64,12 @@ impl Shadow {
         let Some(seen) = self.index.get(key) else {
             return;
         };
-        if !seen.queue_label || seen.ended.is_some() {
+        // Kueue's jobs only: one queued by Arbiter's own label alone is
+        // no job Kueue would decide on.
+        let kueues = seen.info.as_ref().map_or(seen.queue_label, |info| {
+            info.labels.contains_key(KUEUE_QUEUE_LABEL)
+        });
+        if !kueues || seen.ended.is_some() {
             return;
         }
         let created = seen.created.map(|c| c.0);
