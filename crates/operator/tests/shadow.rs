@@ -187,6 +187,61 @@ subjects:
     cluster.client_for("alice").await.unwrap()
 }
 
+/// A user (`bob`) bound only to the ClusterRole of docs/shadow-rbac.yaml.
+async fn shadow_role_client(cluster: &TestCluster, admin: &Client) -> Client {
+    let role = std::fs::read_to_string(
+        arbiter_testcluster::workspace_root().join("docs/shadow-rbac.yaml"),
+    )
+    .unwrap();
+    apply_yaml(admin, &role).await;
+    apply_yaml(
+        admin,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: bob-shadow}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: arbiter-shadow}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+"#,
+    )
+    .await;
+    cluster.client_for("bob").await.unwrap()
+}
+
+/// The shadow mode in-process as `arbiter run --shadow` starts it: the
+/// bundle directory `bundles`, the admin port on a free loopback port, the
+/// report written to `report` (every 200 ms while it changes).
+async fn start_shadow(
+    client: Client,
+    bundles: &std::path::Path,
+    report: Option<std::path::PathBuf>,
+) -> Operator {
+    let bundles = Bundles::load(
+        BundleOptions {
+            platform_namespace: "arbiter-system".into(),
+            dirs: vec![bundles.to_path_buf()],
+        },
+        None,
+    )
+    .unwrap();
+    let mut registry = Registry::default();
+    let operator_metrics = OperatorMetrics::register(&mut registry);
+    let state = AdminState::new(registry);
+    Operator::builder(client)
+        .bundles(bundles)
+        .metrics(state, operator_metrics)
+        .admin_address("127.0.0.1:0".parse().unwrap())
+        .shadow(ShadowOptions {
+            report,
+            report_every: Duration::from_millis(200),
+            ..ShadowOptions::default()
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
 /// Kueue's manager, started as the cluster's admin and ready.
 async fn start_kueue(cluster: &TestCluster) -> Manager {
     let dir = kueue::build().unwrap_or_else(|e| panic!("{e}"));
@@ -234,31 +289,14 @@ async fn shadow_mode_reports_where_arbiter_would_decide_otherwise_than_kueue() {
     let client = operator_client(&cluster, &admin).await;
     let bundle_dir = tempfile::tempdir().unwrap();
     std::fs::write(bundle_dir.path().join("bundle.yaml"), BUNDLE).unwrap();
-    let bundles = Bundles::load(
-        BundleOptions {
-            platform_namespace: "arbiter-system".into(),
-            dirs: vec![bundle_dir.path().to_path_buf()],
-        },
-        None,
-    )
-    .unwrap();
-    let mut registry = Registry::default();
-    let operator_metrics = OperatorMetrics::register(&mut registry);
-    let state = AdminState::new(registry);
     let report_path = cluster.dir().join("shadow-report.json");
-    let operator = Operator::builder(client)
-        .bundles(bundles)
-        .metrics(state.clone(), operator_metrics)
-        .admin_address("127.0.0.1:0".parse().unwrap())
-        .shadow(ShadowOptions {
-            report: Some(report_path.clone()),
-            report_every: Duration::from_millis(200),
-            ..ShadowOptions::default()
-        })
-        .start()
-        .await
-        .unwrap();
+    let operator = start_shadow(client, bundle_dir.path(), Some(report_path.clone())).await;
     let port = operator.admin_address().unwrap().port();
+    // And a second one bound only to the role docs/shadow-rbac.yaml
+    // documents: it must see all it needs to reach the same conclusions.
+    let reader = shadow_role_client(&cluster, &admin).await;
+    let bound = start_shadow(reader, bundle_dir.path(), None).await;
+    let bound_port = bound.admin_address().unwrap().port();
 
     let jobs: Api<Job> = Api::namespaced(admin.clone(), "team-a");
     let post = PostParams::default();
@@ -280,6 +318,17 @@ async fn shadow_mode_reports_where_arbiter_would_decide_otherwise_than_kueue() {
             && row(r, "on-spot").is_some_and(|w| w["differences"] == json!(["flavor"]))
     })
     .await;
+    wait_report(
+        bound_port,
+        "agree / never / flavor with the documented role",
+        |r| {
+            row(r, "plain").is_some_and(|w| w["outcome"] == "agree")
+                && row(r, "denied").is_some_and(|w| w["differences"] == json!(["never"]))
+                && row(r, "on-spot").is_some_and(|w| w["differences"] == json!(["flavor"]))
+        },
+    )
+    .await;
+    bound.stop().await.unwrap();
     let plain = row(&report, "plain").unwrap();
     assert_eq!(plain["kueue"]["flavors"], json!([{"cpu": "on-demand"}]));
     assert_eq!(plain["arbiter"]["flavors"], json!([{"cpu": "on-demand"}]));
