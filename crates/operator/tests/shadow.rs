@@ -387,6 +387,16 @@ async fn shadow_mode_reports_where_arbiter_would_decide_otherwise_than_kueue() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    // A job deleted leaves the list; its last outcome is settled.
+    jobs.delete("denied", &Default::default()).await.unwrap();
+    wait_report(port, "denied's deletion settled", |r| {
+        row(r, "denied").is_none()
+            && r["settled"]["differences"]["never"] == 1
+            && r["settled"]["outcomes"]["differs"] == 1
+            && r["current"]["differences"]["never"] == 0
+    })
+    .await;
+
     operator.stop().await.unwrap();
     wrote_nothing(&admin, &jobs).await;
 }

@@ -527,7 +527,7 @@ impl Shadow {
         let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
         let changed = report.current != current
             || report.settled != self.settled
-            || report.workloads.len() != rows.len()
+            || report.workloads != rows
             || !report.configured;
         report.generated_at = now;
         report.configured = true;

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::compare::{Difference, Outcome, Side};
 
 /// One workload's row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Row {
     /// `Kind namespace/name` of the job.
