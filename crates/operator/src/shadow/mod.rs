@@ -77,6 +77,7 @@ impl Default for ShadowOptions {
 /// Why the shadow mode did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ShadowError {
+    /// Kueue is not installed (its Workload kind is not served).
     #[error("Kueue's Workload kind (kueue.x-k8s.io v1beta2 or v1beta1) is not served by the API: the shadow mode runs beside an installed Kueue, whose decisions it reads from its Workloads")]
     NoKueue,
 }
@@ -132,6 +133,8 @@ pub struct Shadow {
     index: JobIndex,
     scheduler: Option<Scheduler>,
     fingerprint: String,
+    /// The resources jobs asked for when the configuration was last looked at.
+    job_resources: Vec<String>,
     tracked: BTreeMap<JobKey, Tracked>,
     by_id: HashMap<WorkloadId, JobKey>,
     /// Jobs by uid and by `namespace/name` (how the core names a preemptor).
@@ -225,6 +228,7 @@ impl Shadow {
             index: JobIndex::default(),
             scheduler: None,
             fingerprint: String::new(),
+            job_resources: Vec::new(),
             tracked: BTreeMap::new(),
             by_id: HashMap::new(),
             by_uid: HashMap::new(),
@@ -320,9 +324,22 @@ impl Shadow {
     }
 
     /// Rebuilds the configuration from Kueue's queue objects, Namespaces
-    /// and Nodes when they (or the resources jobs ask for) changed; returns
-    /// whether it did.
+    /// and Nodes when they (or the resources jobs ask for) changed — looked
+    /// at only when a watch noted a change; returns whether it did.
     fn refresh_config(&mut self) -> bool {
+        let mut noted = false;
+        for changes in self
+            .config
+            .iter()
+            .map(|w| &w.changes)
+            .chain([&self.namespaces.changes, &self.nodes.changes])
+        {
+            noted |= !changes.take().is_empty();
+        }
+        if !noted && self.index.resources().eq(self.job_resources.iter()) {
+            return false;
+        }
+        self.job_resources = self.index.resources().cloned().collect();
         let objects = crate::config::api_objects(self.config.iter().flat_map(|w| w.store.state()));
         let namespaces = crate::config::namespaces(&self.namespaces.store.state());
         let mut nodes: Vec<Node> = self
