@@ -641,16 +641,20 @@ async fn run_system(
                 .stderr(std::fs::File::create(&log_path)?)
                 .spawn()
                 .with_context(|| format!("starting {}", arbiter.display()))?;
-            (Process(child), admin_port, Some(admin_port))
+            (
+                Running::Arbiter(Process(child)),
+                admin_port,
+                Some(admin_port),
+            )
         }
         (_, Some(dir)) => {
             let tuned = system == System::KueueTuned;
-            let (process, health) = kueue::start(&cluster, dir, &kubeconfig, tuned, &log_path)?;
-            (process, health, None)
+            let (manager, health) = kueue::start(&cluster, dir, &kubeconfig, tuned, &log_path)?;
+            (Running::Kueue(manager), health, None)
         }
         (_, None) => bail!("Kueue is not built"),
     };
-    let operator_pid = operator.0.id();
+    let operator_pid = operator.pid();
     probe::wait_ready(ready_port).await?;
     eprintln!(
         "{} ready (pid {operator_pid}, log {}); {total} jobs to run",
@@ -781,4 +785,19 @@ async fn run_system(
     );
     drop(cluster);
     Ok(figures)
+}
+
+/// The system under test, running; dropping it stops it.
+enum Running {
+    Arbiter(Process),
+    Kueue(arbiter_testcluster::kueue::Manager),
+}
+
+impl Running {
+    fn pid(&self) -> u32 {
+        match self {
+            Running::Arbiter(process) => process.0.id(),
+            Running::Kueue(manager) => manager.pid(),
+        }
+    }
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds Kueue's manager from the Go module proxy, to measure beside
-# Arbiter on the same API server (examples/operator-perf.rs --against
-# kueue), cached outside the repository keyed by version like the test
-# cluster (scripts/test-cluster.sh):
+# Builds Kueue's manager from the Go module proxy, to run beside Arbiter on
+# the same API server — the shadow mode's end-to-end test
+# (crates/operator/tests/shadow.rs, through arbiter_testcluster::kueue) and
+# the benchmark (examples/operator-perf.rs --against kueue) — cached outside
+# the repository keyed by version like the test cluster
+# (scripts/test-cluster.sh):
 #   - the manager, `sigs.k8s.io/kueue` `./cmd/kueue`, built as the module is
 #     (its go.mod unchanged), the version stamped as Kueue's Makefile does;
 #   - its CRDs, `config/components/crd/bases/*.yaml`, as the module ships them.
@@ -14,8 +16,8 @@
 #   ARBITER_TEST_CLUSTER_CACHE  cache root (default ~/.cache/arbiter/test-cluster)
 #   KUEUE_VERSION               sigs.k8s.io/kueue release (default below)
 #
-# The directory holds `kueue` and `crds/`. Not part of the tests: only the
-# benchmark needs it.
+# The directory holds `kueue` and `crds/`. scripts/test.sh runs it before
+# the tests.
 set -euo pipefail
 
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}

@@ -45,6 +45,8 @@ ARBITER_REQUIRE_PLUGINS=1 ./scripts/build-plugins.sh
 log "test cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, training-operator, helm, promtool (scripts/test-cluster.sh; cached after the first build)"
 ARBITER_TEST_CLUSTER_BIN=$(./scripts/test-cluster.sh)
 export ARBITER_TEST_CLUSTER_BIN
+log "Kueue's manager and CRDs from the Go module proxy, for the shadow mode's end-to-end test (scripts/kueue.sh; cached after the first build)"
+./scripts/kueue.sh >/dev/null
 # Headless Chromium for tests/dashboard.rs (Debian's package), installed
 # once; the test fails, never skips, without it.
 if ! command -v chromium >/dev/null; then

@@ -4,7 +4,8 @@
 //! them, watches the ConfigMaps labelled `arbiter.dev/policy-bundle`
 //! (platform bundles in `--namespace`, tenant bundles elsewhere; none at
 //! all: Kueue's behaviour), and drives the scheduler until SIGINT or
-//! SIGTERM.
+//! SIGTERM. With `--shadow` it runs beside Kueue deciding without acting
+//! (`arbiter_operator::shadow`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use arbiter_core::model::cluster::{FairPreemptionStrategies, PodsReadyPolicy};
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{Ended, LeaseOptions};
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
+use arbiter_operator::shadow::ShadowOptions;
 use arbiter_operator::webhook::{CertSource, Rotation, WebhookOptions};
 use arbiter_operator::{DriverOptions, Operator, StartError};
 use arbiter_policy::metrics::PolicyMetrics;
@@ -94,6 +96,22 @@ pub struct RunArgs {
     /// Seconds a leader lease not renewed stays held.
     #[arg(long, value_name = "S", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_duration: u64,
+    /// Shadow mode, beside a running Kueue: read Kueue's queue objects
+    /// (kueue.x-k8s.io) and the jobs it manages, decide with Arbiter's core
+    /// and the bundles, write nothing to the cluster, and report per
+    /// workload where Arbiter would decide otherwise than Kueue (metrics
+    /// arbiter_shadow_*, GET /shadow on the admin port, --shadow-report).
+    /// Serves no webhooks.
+    #[arg(long, conflicts_with_all = ["leader_election", "webhook_cert_dir"])]
+    pub shadow: bool,
+    /// With --shadow: write the report (JSON) to this file, rewritten while
+    /// it changes (at most every 10 s) and on shutdown.
+    #[arg(long, value_name = "FILE", requires = "shadow")]
+    pub shadow_report: Option<PathBuf>,
+    /// With --shadow: admissions this many seconds apart count as the same
+    /// time (both systems react to the same arrival a little apart).
+    #[arg(long, value_name = "S", default_value_t = 5)]
+    pub shadow_tolerance: u64,
     /// Seconds before expiry the leader renews.
     #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lease_grace: u64,
@@ -146,7 +164,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         if !args.no_dashboard {
             operator = operator.dashboard(args.dashboard_address);
         }
-        if let Some(webhooks) = webhook_options(args, &namespace) {
+        if args.shadow {
+            operator = operator.shadow(ShadowOptions {
+                report: args.shadow_report.clone(),
+                tolerance: Duration::from_secs(args.shadow_tolerance),
+                ..ShadowOptions::default()
+            });
+        } else if let Some(webhooks) = webhook_options(args, &namespace) {
             operator = operator.webhooks(args.webhook_address, webhooks);
         }
         let lease = args.leader_election.then(|| LeaseOptions {
@@ -251,6 +275,9 @@ fn start_error(error: StartError) -> anyhow::Error {
         StartError::Bundles(e) => e.into(),
         StartError::Webhooks(e) => anyhow::Error::new(e)
             .context("starting the webhooks (pass --no-webhooks to run without them)"),
+        StartError::Shadow(e) => {
+            anyhow::Error::new(e).context("starting the shadow mode (--shadow)")
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The admin port: `/metrics` (Prometheus text format), `/healthz` (the
 //! process serves) and `/readyz` (the stores have listed, and a replica
 //! that leads has a valid queue configuration in force; a follower is
-//! ready to answer webhooks once listed). The `arbiter_*` families mirror Kueue's
+//! ready to answer webhooks once listed), and in shadow mode `/shadow`
+//! (the comparison with Kueue, JSON). The `arbiter_*` families mirror Kueue's
 //! main ones; the policy engine's `arbiter_policy_*` families are in the
 //! same registry when the engine was built with it. The web dashboard has
 //! its own address ([`crate::dashboard`]): the admin port is reached by
@@ -397,7 +398,13 @@ pub struct AdminState {
     /// This replica waits for the leader lease (so it schedules nothing and
     /// needs no configuration in force to be ready: it serves webhooks).
     pub following: AtomicBool,
+    /// The shadow mode's report as JSON, served at `/shadow` (unset: not
+    /// in shadow mode).
+    shadow: std::sync::OnceLock<ShadowFeed>,
 }
+
+/// Renders the shadow mode's report (JSON).
+pub type ShadowFeed = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl AdminState {
     pub fn new(registry: Registry) -> Arc<AdminState> {
@@ -406,10 +413,16 @@ impl AdminState {
             listed: AtomicBool::new(false),
             configured: AtomicBool::new(false),
             following: AtomicBool::new(false),
+            shadow: std::sync::OnceLock::new(),
         })
     }
 
     /// Ready: listed, and either following or with a valid configuration in force.
+    /// Serves `feed` at `/shadow` (the first feed given stays).
+    pub fn serve_shadow(&self, feed: ShadowFeed) {
+        let _ = self.shadow.set(feed);
+    }
+
     pub fn ready(&self) -> bool {
         self.listed.load(Ordering::Relaxed)
             && (self.following.load(Ordering::Relaxed) || self.configured.load(Ordering::Relaxed))
@@ -431,6 +444,17 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
         )],
         text,
     )
+}
+
+async fn shadow(State(state): State<Arc<AdminState>>) -> axum::response::Response {
+    match state.shadow.get() {
+        Some(feed) => ([(header::CONTENT_TYPE, "application/json")], feed()).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "not in shadow mode: start `arbiter run --shadow` beside Kueue for this report",
+        )
+            .into_response(),
+    }
 }
 
 async fn healthz() -> &'static str {
@@ -459,6 +483,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/shadow", get(shadow))
         .with_state(state)
 }
 

@@ -29,6 +29,7 @@
 //! | `provision` | the scale plan as cluster-autoscaler's ProvisioningRequests (one per scale-up, node-sized PodTemplates), withdrawn on scale-down; ended ones told back to the core |
 //! | `policy_sources` | where policy bundles come from in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
 //! | `operator` | the operator put together: `Operator::builder` wires the driver, the bundle watches, the admin port, the dashboard, the webhooks and leader election; `arbiter run` and the tests start it so |
+//! | `shadow` | shadow mode beside Kueue: Kueue's queue objects as the configuration, its jobs as arrivals, the core deciding without acting; each workload compared with Kueue's `Workload` (sooner, later, never, flavor, victims) in metrics, `/shadow` and a report file; writes nothing to the API |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, each job's want set; the level-triggered writer (kube-runtime's `applier`) brings the jobs there |
 
 pub mod activity;
@@ -48,6 +49,7 @@ pub mod publish;
 pub mod queue_status;
 pub mod retry;
 pub mod seal;
+pub mod shadow;
 pub mod ungate;
 pub mod watch;
 pub mod webhook;

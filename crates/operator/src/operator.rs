@@ -24,6 +24,7 @@ use crate::dashboard::Feeds;
 use crate::driver::{Driver, DriverOptions};
 use crate::leader::{run_as_leader, Ended, LeaseOptions};
 use crate::policy_sources::{BundleSetupError, Bundles, Watching};
+use crate::shadow::{Shadow, ShadowError, ShadowOptions};
 use crate::webhook::{self, Webhook, WebhookError, WebhookOptions};
 
 /// Why the operator did not start.
@@ -38,6 +39,8 @@ pub enum StartError {
     Bundles(#[from] BundleSetupError),
     #[error("starting the webhooks: {0}")]
     Webhooks(#[from] WebhookError),
+    #[error(transparent)]
+    Shadow(#[from] ShadowError),
 }
 
 /// Where the scheduler's hooks come from.
@@ -60,6 +63,7 @@ pub struct OperatorBuilder {
     webhooks: Option<(SocketAddr, WebhookOptions)>,
     lease: Option<LeaseOptions>,
     scheduling: bool,
+    shadow: Option<ShadowOptions>,
 }
 
 impl OperatorBuilder {
@@ -138,6 +142,16 @@ impl OperatorBuilder {
         self
     }
 
+    /// Runs in shadow mode beside Kueue (`crate::shadow`): Kueue's queue
+    /// objects are the configuration, its Workloads what is compared with,
+    /// and nothing is written to the API — no webhooks, no leader election
+    /// (both ignored if asked for), the bundle watch silent. The report is
+    /// served at the admin port's `/shadow` (with [`OperatorBuilder::metrics`]).
+    pub fn shadow(mut self, options: ShadowOptions) -> OperatorBuilder {
+        self.shadow = Some(options);
+        self
+    }
+
     /// Starts the admin port, the dashboard, the driver (its stores
     /// listed), the bundle watches (the ConfigMaps there loaded), the
     /// webhooks, and then the driver's loop on a task of its own.
@@ -153,6 +167,7 @@ impl OperatorBuilder {
             webhooks,
             lease,
             scheduling,
+            shadow,
         } = self;
         let admin_server = match (admin_address, &admin) {
             (Some(address), Some((state, _))) => Some(serve_admin(address, state.clone()).await?),
@@ -180,6 +195,30 @@ impl OperatorBuilder {
             }
             None => None,
         };
+        if let Some(shadow) = shadow {
+            if webhooks.is_some() || lease.is_some() {
+                tracing::warn!("shadow mode serves no webhooks and runs without leader election; both are ignored");
+            }
+            let started = ShadowStart {
+                client,
+                integrations,
+                hooks,
+                options,
+                shadow,
+            };
+            let (looping, stop, watching) = start_shadow(started, bundles, admin).await?;
+            return Ok(Operator {
+                looping,
+                stop: Some(stop),
+                webhook: None,
+                admin_address: admin_server.as_ref().map(|(address, _)| *address),
+                dashboard_address: dashboard.as_ref().map(|(address, _)| *address),
+                _watching: watching,
+                _rules: None,
+                _admin_server: admin_server.map(|(_, task)| AbortOnDrop(task)),
+                _dashboard: dashboard.map(|(_, task)| AbortOnDrop(task)),
+            });
+        }
         let mut driver = Driver::start(client.clone(), integrations, hooks, options).await;
         if let Some((state, metrics)) = &admin {
             driver = driver.with_admin(state.clone(), metrics.clone());
@@ -224,6 +263,60 @@ impl OperatorBuilder {
             _dashboard: dashboard.map(|(_, task)| AbortOnDrop(task)),
         })
     }
+}
+
+/// What the shadow mode's loop is started from.
+struct ShadowStart {
+    client: Client,
+    integrations: Integrations,
+    hooks: Box<dyn Hooks + Send>,
+    options: DriverOptions,
+    shadow: ShadowOptions,
+}
+
+/// The loop's task, its stop and what runs for it.
+type Started = (
+    JoinHandle<Result<Ended, LeaseManagerError>>,
+    oneshot::Sender<()>,
+    Option<Watching>,
+);
+
+/// Starts the shadow mode's loop (and the bundles' watch, which never
+/// speaks: the shadow writes nothing) on a task of its own.
+async fn start_shadow(
+    started: ShadowStart,
+    bundles: Option<Bundles>,
+    admin: Option<(Arc<AdminState>, OperatorMetrics)>,
+) -> Result<Started, StartError> {
+    let ShadowStart {
+        client,
+        integrations,
+        hooks,
+        options,
+        shadow,
+    } = started;
+    let mut looping = Shadow::start(client.clone(), integrations, hooks, options, shadow).await?;
+    if let Some((state, metrics)) = admin {
+        looping = looping.with_admin(state, metrics);
+    }
+    let watching = match bundles {
+        Some(bundles) => Some(
+            bundles
+                .watch(client, looping.wake(), Arc::new(|| false))
+                .await?,
+        ),
+        None => None,
+    };
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        looping
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await;
+        Ok(Ended::Shutdown)
+    });
+    Ok((task, stop, watching))
 }
 
 /// Serves the admin port on `address` from `state`: where, and its task.
@@ -348,6 +441,7 @@ impl Operator {
             webhooks: None,
             lease: None,
             scheduling: true,
+            shadow: None,
         }
     }
 

@@ -345,8 +345,21 @@ pub const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
 /// Watches the queue configuration kinds the API serves (each in the first
 /// of its versions served).
 pub async fn config_kinds(client: &Client, wake: &Arc<Notify>) -> Vec<Watched<DynamicObject>> {
+    config_kinds_of(client, wake, None).await
+}
+
+/// [`config_kinds`] of one API group only (`None`: of every group); the
+/// shadow mode reads Kueue's alone.
+pub async fn config_kinds_of(
+    client: &Client,
+    wake: &Arc<Notify>,
+    only: Option<&str>,
+) -> Vec<Watched<DynamicObject>> {
     let mut config = Vec::new();
     for (group, versions, kinds) in CONFIG_KINDS {
+        if only.is_some_and(|only| only != *group) {
+            continue;
+        }
         for kind in *kinds {
             for version in *versions {
                 let gvk = GroupVersionKind::gvk(group, version, kind);

@@ -41,6 +41,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 
 mod crds;
 mod full;
+pub mod kueue;
 pub mod proxy;
 pub mod tcp;
 pub use crds::{crd_documents, wait_established};

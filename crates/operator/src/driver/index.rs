@@ -25,7 +25,7 @@ use crate::watch::JobWatch;
 
 /// One job, as last read.
 #[derive(Clone, Debug)]
-pub(super) struct ObservedJob {
+pub(crate) struct ObservedJob {
     /// Its pod sets and queue, or why they cannot be read.
     pub info: Result<JobInfo, String>,
     pub held: bool,
@@ -105,7 +105,7 @@ impl ObservedJob {
 }
 
 /// The integration a job watch is for.
-pub(super) fn integration<'a>(
+pub(crate) fn integration<'a>(
     integrations: &'a Integrations,
     watch: &JobWatch,
 ) -> &'a arbiter_core::jobs::Integration {
@@ -120,7 +120,7 @@ pub(super) fn integration<'a>(
 
 /// Every job of every watched kind, as last read, by key.
 #[derive(Default)]
-pub(super) struct JobIndex {
+pub(crate) struct JobIndex {
     jobs: BTreeMap<JobKey, ObservedJob>,
     /// The reflector's object each entry was read from (the store swaps in
     /// a new `Arc` when an object changes, and the entry holds the old one,

@@ -47,7 +47,7 @@ mod changes;
 mod configure;
 mod converge;
 mod enact;
-mod index;
+pub(crate) mod index;
 mod readback;
 mod scale;
 mod status;
@@ -93,13 +93,13 @@ impl Default for DriverOptions {
     }
 }
 
-/// A job, as the driver names it.
+/// A job, as the driver (and the shadow mode) names it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct JobKey {
+pub(crate) struct JobKey {
     /// Index into `Driver::jobs`.
-    watch: usize,
-    namespace: String,
-    name: String,
+    pub(crate) watch: usize,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 impl std::fmt::Display for JobKey {
