@@ -484,7 +484,7 @@ fn the_webhooks_cover_every_builtin_job_kind_and_every_configuration_kind() {
             })
         })
         .collect();
-    assert_eq!(configuration.len(), 5);
+    assert_eq!(configuration.len(), 6);
     let validating = find(
         &["webhooks.yaml"],
         "ValidatingWebhookConfiguration",

@@ -210,13 +210,18 @@ pub fn live(snapshot: &Snapshot) -> Live {
         ));
     }
     let cluster = Arc::new(built.cluster);
-    let (pools, problems) = config::pools(&cluster, &snapshot.nodes);
+    let config::NodePools {
+        pools,
+        labels: pool_labels,
+        problems,
+    } = config::pools(&cluster, &snapshot.nodes);
     warnings.extend(problems.into_iter().map(|(_, _, problem)| problem));
     let taken_at = k8s_openapi::jiff::Timestamp::from_second(snapshot.taken_at.as_second())
         .unwrap_or(snapshot.taken_at);
     Live {
         cluster,
         pools,
+        pool_labels,
         workloads: replayed,
         finished,
         warnings,

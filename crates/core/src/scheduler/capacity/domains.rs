@@ -54,6 +54,13 @@ impl Capacity {
         self.changed();
     }
 
+    /// The labels node `node` of `flavor` was given (its pool's,
+    /// [`Capacity::label_pools`]); `None` past the flavor's nodes.
+    pub fn node_labels(&self, flavor: FlavorId, node: u32) -> Option<&BTreeMap<String, String>> {
+        let fl = &self.flavors[flavor.index()];
+        fl.labels.get(fl.nodes.get(node as usize)?.pool)
+    }
+
     /// Places `pods` pods of `per_pod` on the nodes of `flavor` in
     /// `scratch`, all inside one domain of `request`'s level: the fitting
     /// domain with the least room (Kueue's BestFit), best fit inside it.
