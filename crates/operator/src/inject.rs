@@ -1,6 +1,7 @@
 //! What admission and eviction change in a job object, as pure JSON
 //! transforms: admission injects each pod set's flavor node labels (into
-//! the template's `nodeSelector`) and tolerations, records the admission in
+//! the template's `nodeSelector`; for a pod set placed by topology, its
+//! domain's labels too, `crate::domain`) and tolerations, records the admission in
 //! an annotation, and releases the hold; eviction holds the job again and
 //! takes out exactly what admission put in, so the template is as the user
 //! wrote it. The annotation is also how a restarted operator reads back
