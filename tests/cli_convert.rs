@@ -139,7 +139,7 @@ fn convert_without_files_is_a_usage_error() {
 }
 
 #[test]
-fn crds_prints_six_crds() {
+fn crds_prints_seven_crds() {
     let output = arbiter()
         .arg("crds")
         .assert()
@@ -169,7 +169,8 @@ fn crds_prints_six_crds() {
             "ClusterQueue",
             "LocalQueue",
             "WorkloadPriorityClass",
-            "Workload"
+            "Workload",
+            "Topology"
         ]
     );
 }

@@ -484,7 +484,7 @@ fn the_webhooks_cover_every_builtin_job_kind_and_every_configuration_kind() {
             })
         })
         .collect();
-    assert_eq!(configuration.len(), 5);
+    assert_eq!(configuration.len(), 6);
     let validating = find(
         &["webhooks.yaml"],
         "ValidatingWebhookConfiguration",
@@ -800,6 +800,9 @@ mod api_server {
                 None,
                 Some("research"),
             ),
+            // Topologies, Arbiter's and Kueue's, watched.
+            ("watch", ("arbiter.dev", "topologies"), None, None),
+            ("list", ("kueue.x-k8s.io", "topologies"), None, None),
             // The in-use finalizer.
             (
                 "patch",
@@ -852,6 +855,7 @@ mod api_server {
                 None,
                 Some("research"),
             ),
+            ("patch", ("arbiter.dev", "topologies"), None, Some("dc")),
         ];
         for (verb, resource, namespace, object) in may_not {
             assert!(

@@ -21,11 +21,8 @@ use serde::Serialize;
 /// `arbiter.dev/v1alpha1 JobIntegration`: a job kind added by configuration.
 const JOB_INTEGRATION: &str = "JobIntegration";
 
-/// What a converted Topology is for, today.
-const TOPOLOGY_NOTE: &str = "Topology written as arbiter.dev/v1alpha1: `arbiter simulate` places pod sets by it; the operator does not read Topologies yet (no CRD), so do not apply it to a cluster";
-
-/// What a flavor's `topologyName` does, today.
-const FLAVOR_TOPOLOGY_NOTE: &str = "spec.topologyName is kept for `arbiter simulate`; the operator does not place by topology yet and the arbiter.dev CRD has no such field, so a cluster drops or refuses it";
+/// How a converted Topology is carried out, unlike Kueue.
+const TOPOLOGY_NOTE: &str = "Topology written as arbiter.dev/v1alpha1 (the operator and `arbiter simulate` place pod sets by it); the operator keeps a pod set's pods inside the domain chosen by a node selector on its pod template, where Kueue gates each pod and sends it to a domain of the Topology's lowest level";
 
 /// Converts the manifests in `paths` (files or directories, as
 /// [`load_paths`] reads them) into one multi-document `arbiter.dev` YAML
@@ -107,12 +104,7 @@ fn convert_document(
         return render_as(&source, "Topology", render(&topology)).map(Some);
     }
     let (kind, body) = match manifest {
-        Manifest::ResourceFlavor(o) => {
-            if o.spec.topology_name.is_some() {
-                note(FLAVOR_TOPOLOGY_NOTE.into());
-            }
-            ("ResourceFlavor", render(&o))
-        }
+        Manifest::ResourceFlavor(o) => ("ResourceFlavor", render(&o)),
         Manifest::Cohort(o) => ("Cohort", render(&o)),
         Manifest::ClusterQueue(mut o) => {
             if kueue && o.spec.namespace_selector.is_none() {
@@ -201,14 +193,14 @@ mod tests {
     }
 
     #[test]
-    fn a_kueue_topology_and_its_flavor_convert_for_the_simulator_with_notes() {
+    fn a_kueue_topology_and_its_flavor_convert_with_a_note_on_how_pods_are_kept_to_the_domain() {
         let (yaml, warnings) = convert_text(
             "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: default}\n\
              spec:\n  levels: [{nodeLabel: cloud.com/rack}, {nodeLabel: kubernetes.io/hostname}]\n\
              ---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: tas}\n\
              spec: {topologyName: default}\n",
         );
-        assert_eq!(warnings, vec![TOPOLOGY_NOTE, FLAVOR_TOPOLOGY_NOTE]);
+        assert_eq!(warnings, vec![TOPOLOGY_NOTE]);
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("arbiter.yaml");
         std::fs::write(&path, &yaml).unwrap_or_else(|e| panic!("{e}"));

@@ -1,4 +1,4 @@
-//! `arbiter crds`: the CustomResourceDefinitions of the six `arbiter.dev`
+//! `arbiter crds`: the CustomResourceDefinitions of the seven `arbiter.dev`
 //! kinds, generated from the Rust wire types in `model::api` so the cluster
 //! and the code can never disagree. `deploy/crds.yaml` is this output,
 //! checked by a test. Pure: builds a string, never writes or reads a file;
@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use arbiter_core::model::api;
 
-/// All six CRDs, in docs/design.md §2 order.
+/// All seven CRDs, in docs/design.md §2 order, then Topology (Kueue's, for
+/// topology-aware placement).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         api::ResourceFlavor::crd(),
@@ -24,6 +25,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         api::LocalQueue::crd(),
         workload_priority_class_crd(),
         api::Workload::crd(),
+        topology_crd(),
     ]
 }
 
@@ -39,11 +41,9 @@ pub fn crds_yaml() -> String {
         .join("---\n")
 }
 
-/// WorkloadPriorityClass has no `spec` (as in Kueue: `value`, `description`
-/// and `weight` are top-level), so it is not a `#[derive(CustomResource)]`
-/// type; its CRD is built here with the same schema settings kube's derive
-/// uses.
-fn workload_priority_class_crd() -> CustomResourceDefinition {
+/// The schema of a top-level wire type `T` with the settings kube's derive
+/// uses; apiVersion, kind and metadata left to the API server.
+fn schema_of<T: schemars::JsonSchema>() -> JSONSchemaProps {
     let generator = schemars::generate::SchemaSettings::openapi3()
         .with(|s| {
             s.inline_subschemas = true;
@@ -54,9 +54,7 @@ fn workload_priority_class_crd() -> CustomResourceDefinition {
         .with_transform(kube::core::schema::OptionalEnum)
         .with_transform(kube::core::schema::OptionalIntOrString)
         .into_generator();
-    let mut schema = generator
-        .into_root_schema_for::<api::WorkloadPriorityClass>()
-        .to_value();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
     // apiVersion, kind and metadata are validated by the API server itself.
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         for field in ["apiVersion", "kind", "metadata"] {
@@ -66,19 +64,29 @@ fn workload_priority_class_crd() -> CustomResourceDefinition {
     if let Some(object) = schema.as_object_mut() {
         object.remove("title");
     }
-    let schema: JSONSchemaProps = serde_json::from_value(schema)
-        .expect("the WorkloadPriorityClass schema is a valid JSONSchemaProps");
+    serde_json::from_value(schema).expect("a wire type's schema is a valid JSONSchemaProps")
+}
+
+/// A cluster-scoped `arbiter.dev/v1alpha1` CRD of `kind` (plural
+/// `plural`) with `schema`, built by hand for a kind that is not a
+/// `#[derive(CustomResource)]` type.
+fn cluster_crd(
+    kind: &str,
+    plural: &str,
+    schema: JSONSchemaProps,
+    columns: Vec<CustomResourceColumnDefinition>,
+) -> CustomResourceDefinition {
     CustomResourceDefinition {
         metadata: ObjectMeta {
-            name: Some(format!("workloadpriorityclasses.{}", api::GROUP)),
+            name: Some(format!("{plural}.{}", api::GROUP)),
             ..Default::default()
         },
         spec: CustomResourceDefinitionSpec {
             group: api::GROUP.into(),
             names: CustomResourceDefinitionNames {
-                kind: "WorkloadPriorityClass".into(),
-                plural: "workloadpriorityclasses".into(),
-                singular: Some("workloadpriorityclass".into()),
+                kind: kind.into(),
+                plural: plural.into(),
+                singular: Some(kind.to_lowercase()),
                 categories: Some(vec!["arbiter".into()]),
                 ..Default::default()
             },
@@ -90,26 +98,51 @@ fn workload_priority_class_crd() -> CustomResourceDefinition {
                 schema: Some(CustomResourceValidation {
                     open_api_v3_schema: Some(schema),
                 }),
-                additional_printer_columns: Some(vec![
-                    CustomResourceColumnDefinition {
-                        name: "Value".into(),
-                        type_: "integer".into(),
-                        json_path: ".value".into(),
-                        ..Default::default()
-                    },
-                    CustomResourceColumnDefinition {
-                        name: "Weight".into(),
-                        type_: "number".into(),
-                        json_path: ".weight".into(),
-                        ..Default::default()
-                    },
-                ]),
+                additional_printer_columns: (!columns.is_empty()).then_some(columns),
                 ..Default::default()
             }],
             ..Default::default()
         },
         status: None,
     }
+}
+
+/// WorkloadPriorityClass has no `spec` (as in Kueue: `value`, `description`
+/// and `weight` are top-level), so it is not a `#[derive(CustomResource)]`
+/// type; its CRD is built here with the same schema settings kube's derive
+/// uses.
+fn workload_priority_class_crd() -> CustomResourceDefinition {
+    cluster_crd(
+        "WorkloadPriorityClass",
+        "workloadpriorityclasses",
+        schema_of::<api::WorkloadPriorityClass>(),
+        vec![
+            CustomResourceColumnDefinition {
+                name: "Value".into(),
+                type_: "integer".into(),
+                json_path: ".value".into(),
+                ..Default::default()
+            },
+            CustomResourceColumnDefinition {
+                name: "Weight".into(),
+                type_: "number".into(),
+                json_path: ".weight".into(),
+                ..Default::default()
+            },
+        ],
+    )
+}
+
+/// Topology is Kueue's wire type, read under Kueue's group as well, so it
+/// is not a `#[derive(CustomResource)]` type either (cluster-scoped, as
+/// Kueue's).
+fn topology_crd() -> CustomResourceDefinition {
+    cluster_crd(
+        "Topology",
+        "topologies",
+        schema_of::<api::Topology>(),
+        Vec::new(),
+    )
 }
 
 #[cfg(test)]
@@ -185,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn six_crds_for_the_arbiter_group() {
+    fn seven_crds_for_the_arbiter_group() {
         let crds = crds();
         let kinds: Vec<(&str, &str)> = crds
             .iter()
@@ -200,6 +233,7 @@ mod tests {
                 ("LocalQueue", "Namespaced"),
                 ("WorkloadPriorityClass", "Cluster"),
                 ("Workload", "Namespaced"),
+                ("Topology", "Cluster"),
             ]
         );
         for crd in &crds {

@@ -10,16 +10,25 @@
 //! count for nothing. Identical Nodes of a flavor form one pool, naming
 //! its Nodes. A Node holding a resource on separate cards says so in its
 //! `arbiter.dev/devices` annotation ([`DEVICES_ANNOTATION`]).
+//!
+//! The configuration is topology-aware: Topology objects are read, a
+//! flavor's `topologyName` must name one, and the Nodes of a flavor with a
+//! Topology are pooled by the values of its level labels too, so every
+//! pool lies inside one domain of each level and carries those labels
+//! ([`NodePools::labels`], the core's `label_pools`). The
+//! `kubernetes.io/hostname` level is left out of the grouping: the core
+//! makes each node its own domain of it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use arbiter_core::model::api::HOSTNAME_LABEL;
 use arbiter_core::model::cluster::{
     Cluster, ClusterBuilder, FlavorId, Inactive, Namespace, ResourceId,
 };
 use arbiter_core::model::limits::MAX_NODES_PER_POOL;
-use arbiter_core::model::load::{load_value, Source};
+use arbiter_core::model::load::{self as model_load, load_value, Source};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::capacity::{DeviceSpec, PoolSpec};
 use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
@@ -123,6 +132,8 @@ fn load(
     resources: impl IntoIterator<Item = String>,
 ) -> (ClusterBuilder, Vec<String>, Vec<(String, Problem)>) {
     let mut builder = ClusterBuilder::new();
+    // Topologies are watched: a flavor's topologyName is in force.
+    builder.topology_aware(true);
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
     for item in objects {
@@ -164,6 +175,23 @@ fn load(
         );
         for document in loaded.documents {
             let source = item.name.clone();
+            let mut told = Vec::new();
+            match model_load::topology(&document.manifest, &document.source, &mut told) {
+                Some(Ok(topology)) => {
+                    warnings.extend(told.iter().map(|w| format!("{source}: {}", w.message)));
+                    builder.topology(source, topology);
+                    continue;
+                }
+                Some(Err(e)) => {
+                    let problem = Problem {
+                        at: source.clone(),
+                        message: e.to_string(),
+                    };
+                    errors.push((source, problem));
+                    continue;
+                }
+                None => {}
+            }
             if builder.add(source.clone(), document.manifest).is_some() {
                 warnings.push(format!("{source}: not a queue configuration kind; ignored"));
             }
@@ -254,7 +282,8 @@ pub fn build_lenient(
 }
 
 /// The queue objects' kinds, as `Inactive` names them.
-const QUEUE_KINDS: [&str; 5] = [
+const QUEUE_KINDS: [&str; 6] = [
+    "Topology",
     "ResourceFlavor",
     "WorkloadPriorityClass",
     "Cohort",
@@ -323,13 +352,50 @@ fn node_devices(
 /// the message, which names it.
 pub type NodeProblem = (String, String, String);
 
+/// The node pools the Nodes make (see the module docs).
+#[derive(Debug, Default)]
+pub struct NodePools {
+    /// Per flavor, in the Nodes' order, each pool naming its Nodes.
+    pub pools: Vec<PoolSpec>,
+    /// Each pool's topology labels (same index as `pools`): the values
+    /// its Nodes share of their flavor's Topology levels (the hostname
+    /// level aside); empty for a flavor without a Topology.
+    pub labels: Vec<BTreeMap<String, String>>,
+    /// Nodes whose device annotations cannot be read.
+    pub problems: Vec<NodeProblem>,
+}
+
+/// The labels of `flavor`'s Topology levels a Node carries (the hostname
+/// level aside): what its pool is told by, and gives the core.
+fn topology_labels(
+    cluster: &Cluster,
+    flavor: &arbiter_core::model::cluster::Flavor,
+    labels: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let Some(topology) = flavor
+        .topology
+        .and_then(|t| cluster.topologies.get(t.index()))
+    else {
+        return BTreeMap::new();
+    };
+    topology
+        .levels
+        .iter()
+        .filter(|level| level.as_str() != HOSTNAME_LABEL)
+        .filter_map(|level| Some((level.clone(), labels.get(level)?.clone())))
+        .collect()
+}
+
 /// Node pools per flavor from the Nodes (see the module docs), in the
-/// Nodes' order, each pool naming its Nodes; and the problems with Nodes'
-/// device annotations.
-pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProblem>) {
-    // What a Node offers: its allocatable resources and its devices.
+/// Nodes' order, each pool naming its Nodes, with its topology labels;
+/// and the problems with Nodes' device annotations.
+pub fn pools(cluster: &Cluster, nodes: &[Node]) -> NodePools {
+    // What a Node offers: its allocatable resources and its devices; and
+    // where it is: its flavor's topology labels. Nodes alike in both
+    // share a pool.
     type NodeOffer = (Vec<(ResourceId, Amount)>, Vec<DeviceSpec>);
-    let mut grouped: BTreeMap<FlavorId, Vec<(NodeOffer, Vec<String>)>> = BTreeMap::new();
+    type Alike = (NodeOffer, BTreeMap<String, String>);
+    let mut grouped: BTreeMap<FlavorId, Vec<(Alike, Vec<String>)>> = BTreeMap::new();
     let mut problems = Vec::new();
     for node in nodes {
         if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
@@ -379,12 +445,13 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
             {
                 continue;
             }
-            // Identical Nodes of a flavor in one pool; a pool's Nodes stay
-            // in the Nodes' order.
+            // Identical Nodes of a flavor, in the same topology domains,
+            // in one pool; a pool's Nodes stay in the Nodes' order.
+            let key = (offer.clone(), topology_labels(cluster, flavor, &labels));
             let offers = grouped.entry(id).or_default();
-            match offers.iter_mut().find(|(o, _)| *o == offer) {
+            match offers.iter_mut().find(|(o, _)| *o == key) {
                 Some((_, names)) => names.push(name.clone()),
-                None => offers.push((offer.clone(), vec![name.clone()])),
+                None => offers.push((key, vec![name.clone()])),
             }
         }
     }
@@ -397,9 +464,12 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
         .filter(|cq| cq.autoscaling.is_some())
         .flat_map(|cq| cq.groups.iter().flat_map(|g| g.flavors.iter().copied()))
         .collect();
-    let mut pools = Vec::new();
+    let mut built = NodePools {
+        problems,
+        ..NodePools::default()
+    };
     for (flavor, offers) in grouped {
-        for ((allocatable, devices), names) in offers {
+        for (((allocatable, devices), place), names) in offers {
             for names in names.chunks(MAX_NODES_PER_POOL as usize) {
                 let nodes = names.len() as u32;
                 let (min_nodes, max_nodes) = if autoscaled.contains(&flavor) {
@@ -407,7 +477,7 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
                 } else {
                     (nodes, nodes)
                 };
-                pools.push(PoolSpec {
+                built.pools.push(PoolSpec {
                     flavor,
                     nodes,
                     allocatable: allocatable.clone(),
@@ -416,10 +486,11 @@ pub fn pools(cluster: &Cluster, nodes: &[Node]) -> (Vec<PoolSpec>, Vec<NodeProbl
                     devices: devices.clone(),
                     names: names.to_vec(),
                 });
+                built.labels.push(place.clone());
             }
         }
     }
-    (pools, problems)
+    built
 }
 
 #[cfg(test)]
@@ -447,6 +518,128 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    const BLOCK: &str = "example.com/block";
+    const RACK: &str = "example.com/rack";
+
+    /// Topology `dc` (`levels`), flavor `tas` naming it and flavor `plain`
+    /// on the same Nodes without one.
+    fn racked(levels: &[&str]) -> Vec<ApiObject> {
+        let levels: Vec<_> = levels.iter().map(|l| json!({"nodeLabel": l})).collect();
+        [
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "Topology",
+                   "metadata": {"name": "dc"}, "spec": {"levels": levels}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ResourceFlavor",
+                   "metadata": {"name": "tas"},
+                   "spec": {"nodeLabels": {"gpu": "t4"}, "topologyName": "dc"}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ResourceFlavor",
+                   "metadata": {"name": "plain"}, "spec": {"nodeLabels": {"gpu": "t4"}}}),
+        ]
+        .map(ApiObject::new)
+        .to_vec()
+    }
+
+    fn racked_node(name: &str, block: Option<&str>, rack: Option<&str>) -> Node {
+        let mut node = node(name, None);
+        let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert(HOSTNAME_LABEL.into(), format!("host-{name}"));
+        for (label, value) in [(BLOCK, block), (RACK, rack)] {
+            if let Some(value) = value {
+                labels.insert(label.into(), value.into());
+            }
+        }
+        node
+    }
+
+    #[test]
+    fn nodes_of_a_flavor_with_a_topology_are_pooled_by_their_domains() {
+        let objects = racked(&[BLOCK, RACK, HOSTNAME_LABEL]);
+        let c = build(&objects, &BTreeMap::new(), ["cpu".to_string()])
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .cluster;
+        let nodes = [
+            racked_node("a", Some("b1"), Some("r1")),
+            racked_node("b", Some("b2"), Some("r1")),
+            racked_node("c", Some("b1"), Some("r1")),
+            racked_node("d", Some("b1"), Some("r2")),
+            racked_node("e", Some("b1"), None),
+        ];
+        let built = pools(&c, &nodes);
+        let tas = c.flavor_id("tas").unwrap();
+        let by_flavor = |flavor| {
+            built
+                .pools
+                .iter()
+                .zip(&built.labels)
+                .filter(|(p, _)| p.flavor == flavor)
+                .map(|(p, l)| (p.names.clone(), l.clone()))
+                .collect::<Vec<_>>()
+        };
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        // Each pool inside one domain of every level (the same rack name
+        // in another block is another rack); the host level is no part of
+        // it (the core makes each node its own host domain); a Node
+        // without a rack label is in its block, in no rack.
+        assert_eq!(
+            by_flavor(tas),
+            vec![
+                (
+                    vec!["a".into(), "c".into()],
+                    labels(&[(BLOCK, "b1"), (RACK, "r1")])
+                ),
+                (vec!["b".into()], labels(&[(BLOCK, "b2"), (RACK, "r1")])),
+                (vec!["d".into()], labels(&[(BLOCK, "b1"), (RACK, "r2")])),
+                (vec!["e".into()], labels(&[(BLOCK, "b1")])),
+            ]
+        );
+        // A flavor without a Topology: identical Nodes in one pool, no labels.
+        let plain = c.flavor_id("plain").unwrap();
+        assert_eq!(
+            by_flavor(plain),
+            vec![(
+                ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
+                BTreeMap::new()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_topology_with_errors_is_left_out_with_its_flavor_and_the_rest_stays() {
+        // The host level anywhere but last is refused (Kueue's rule).
+        let objects = racked(&[HOSTNAME_LABEL, RACK]);
+        let built = build_lenient(&objects, &BTreeMap::new(), ["cpu".to_string()]);
+        let inactive: Vec<_> = built
+            .cluster
+            .inactive
+            .iter()
+            .map(|i| (i.kind, i.name.as_str(), i.message.as_str()))
+            .collect();
+        assert!(
+            matches!(&inactive[..], [("Topology", "dc", topology), ("ResourceFlavor", "tas", flavor)]
+                if topology.contains("spec.levels[0].nodeLabel") && topology.contains("only be the last")
+                    && flavor.contains("Topology dc is invalid")),
+            "{inactive:#?}"
+        );
+        assert!(built.cluster.flavor_id("plain").is_some());
+        // A Topology that cannot be read at all is told the same way.
+        let mut objects = racked(&[RACK]);
+        objects[0].object["spec"]["levels"] = json!("rack");
+        let built = build_lenient(&objects, &BTreeMap::new(), ["cpu".to_string()]);
+        let kinds: Vec<_> = built
+            .cluster
+            .inactive
+            .iter()
+            .map(|i| (i.kind, i.reason))
+            .collect();
+        assert_eq!(kinds[0], ("Topology", "InvalidSpec"), "{kinds:?}");
+        assert!(built.cluster.flavor_id("tas").is_none());
+        assert!(built.cluster.flavor_id("plain").is_some());
+    }
+
     #[test]
     fn nodes_declaring_cards_form_named_pools_with_devices() {
         let c = cluster();
@@ -455,7 +648,9 @@ mod tests {
             node("b", None),
             node("c", Some(" example.com/gpu-milli = 4 ,")),
         ];
-        let (pools, problems) = pools(&c, &nodes);
+        let NodePools {
+            pools, problems, ..
+        } = pools(&c, &nodes);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(pools.len(), 2);
         assert_eq!(pools[0].names, ["a", "c"]);
@@ -483,7 +678,9 @@ mod tests {
             ),
             ("cpu=7,memory=2", "cpu 32 does not split evenly"),
         ] {
-            let (pools, problems) = pools(&c, &[node("bad", Some(annotation))]);
+            let NodePools {
+                pools, problems, ..
+            } = pools(&c, &[node("bad", Some(annotation))]);
             let [(node, _, problem)] = &problems[..] else {
                 panic!("{annotation}: {problems:?}")
             };
@@ -496,7 +693,9 @@ mod tests {
             assert!(pools[0].devices.is_empty(), "{annotation}");
         }
         // A resource nothing asks for: no card of it is ever taken.
-        let (pools, problems) = pools(&c, &[node("n", Some("example.com/other=2"))]);
+        let NodePools {
+            pools, problems, ..
+        } = pools(&c, &[node("n", Some("example.com/other=2"))]);
         assert!(problems.is_empty() && pools[0].devices.is_empty());
     }
 }

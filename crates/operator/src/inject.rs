@@ -1,6 +1,7 @@
 //! What admission and eviction change in a job object, as pure JSON
 //! transforms: admission injects each pod set's flavor node labels (into
-//! the template's `nodeSelector`) and tolerations, records the admission in
+//! the template's `nodeSelector`; for a pod set placed by topology, its
+//! domain's labels too, `crate::domain`) and tolerations, records the admission in
 //! an annotation, and releases the hold; eviction holds the job again and
 //! takes out exactly what admission put in, so the template is as the user
 //! wrote it. The annotation is also how a restarted operator reads back
@@ -64,7 +65,8 @@ pub struct Recorded {
     /// What was injected, to take out again on eviction.
     #[serde(default)]
     pub injected: Vec<Injected>,
-    /// Where the pods of gated pod sets go (the core's placements of them).
+    /// Where the pods of gated pod sets and of pod sets placed by topology
+    /// go (the core's placements of them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<RecordedPlacement>,
 }
@@ -148,11 +150,14 @@ fn object_at<'a>(root: &'a mut Value, path: &str) -> Result<&'a mut Map<String, 
 
 /// What the job needs to know of workload `id`'s admission: per pod set
 /// (with its template path from `paths`) the flavors' node labels and
-/// tolerations, and the record to keep on the job.
+/// tolerations — and for a pod set placed by topology, its domain's
+/// labels (`crate::domain`; `hostname` gives a Node's hostname label by
+/// its name) — and the record to keep on the job.
 pub fn admission_of(
     scheduler: &arbiter_core::scheduler::Scheduler,
     id: arbiter_core::scheduler::WorkloadId,
     paths: &[Option<String>],
+    hostname: &dyn Fn(&str) -> String,
 ) -> Option<(Vec<PodSetAdmission>, Recorded)> {
     let cluster = scheduler.cluster();
     let entry = scheduler.entry(id);
@@ -172,7 +177,10 @@ pub fn admission_of(
             && mine
                 .iter()
                 .all(|p| scheduler.node_name(p.flavor, p.node).is_some());
-        if gated {
+        // Kept to the domain it was placed in; its places recorded, so a
+        // restart reads the same domain back.
+        let domain = crate::domain::of_pod_set(scheduler, id, index, hostname);
+        if gated || domain.is_some() {
             placements.extend(mine.iter().map(|p| {
                 RecordedPlacement {
                     pod_set: p.pod_set,
@@ -194,7 +202,7 @@ pub fn admission_of(
                 }
             }));
         }
-        let mut node_labels = BTreeMap::new();
+        let mut node_labels = domain.unwrap_or_default();
         let mut tolerations: Vec<Toleration> = Vec::new();
         let mut names = BTreeMap::new();
         for &(resource, flavor) in &assigned.flavors {
@@ -220,7 +228,8 @@ pub fn admission_of(
     }
     if placements.len() > MAX_RECORDED_PLACEMENTS {
         // The record would outgrow the job's annotations: its pods go
-        // where kube-scheduler puts them, on the flavor's nodes.
+        // where kube-scheduler puts them, on the flavor's nodes (a pod
+        // set placed by topology still inside its domain).
         tracing::warn!(
             workload = %format!("{}/{}", entry.workload.namespace, entry.workload.name),
             nodes = placements.len(),
@@ -744,12 +753,156 @@ mod tests {
         (scheduler, id)
     }
 
+    /// A Topology (block, rack, host) on flavor `t4`; Nodes a, b in rack
+    /// b1/r1, c in b1/r2, one 4-GPU pod each; `pods` pods asking `request`
+    /// admitted.
+    fn admitted_by_topology(
+        pods: u32,
+        request: arbiter_core::model::api::TopologyRequest,
+    ) -> (
+        arbiter_core::scheduler::Scheduler,
+        arbiter_core::scheduler::WorkloadId,
+    ) {
+        use arbiter_core::jobs::{JobInfo, PodSetInfo};
+        use arbiter_core::model::Amount;
+        use arbiter_core::scheduler::hooks::DefaultHooks;
+        use arbiter_core::scheduler::intake::{intake, Intake};
+        use arbiter_core::scheduler::{Input, Scheduler};
+        let objects = [
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "Topology", "metadata": {"name": "dc"},
+                   "spec": {"levels": [{"nodeLabel": "block"}, {"nodeLabel": "rack"},
+                                       {"nodeLabel": "kubernetes.io/hostname"}]}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ResourceFlavor",
+                   "metadata": {"name": "t4"}, "spec": {"nodeLabels": {"gpu": "t4"}, "topologyName": "dc"}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                   "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                     "flavors": [{"name": "t4", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 64}]}]}]}}),
+            json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "LocalQueue",
+                   "metadata": {"name": "q", "namespace": "team-a"}, "spec": {"clusterQueue": "cq"}}),
+        ]
+        .map(crate::config::ApiObject::new);
+        let cluster =
+            crate::config::build(&objects, &Default::default(), ["nvidia.com/gpu".into()])
+                .unwrap_or_else(|e| panic!("{e:?}"))
+                .cluster;
+        let nodes: Vec<k8s_openapi::api::core::v1::Node> = [("a", "r1"), ("b", "r1"), ("c", "r2")]
+            .map(|(name, rack)| {
+                serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {"gpu": "t4", "block": "b1", "rack": rack}},
+                    "status": {"allocatable": {"nvidia.com/gpu": "4"}}
+                }))
+                .unwrap()
+            })
+            .to_vec();
+        let built = crate::config::pools(&cluster, &nodes);
+        let info = JobInfo {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: "team-a".into(),
+            name: "train".into(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            queue_name: Some("q".into()),
+            priority_class: None,
+            pod_sets: vec![PodSetInfo {
+                name: "main".into(),
+                count: pods,
+                min_count: None,
+                requests: [("nvidia.com/gpu".to_string(), Amount::from_units(4))].into(),
+                node_selector: Default::default(),
+                required_node_affinity: None,
+                tolerations: Vec::new(),
+                template_path: Some("spec.template".into()),
+                topology: Some(request),
+            }],
+        };
+        let cluster = std::sync::Arc::new(cluster);
+        let Intake::Queued(workload) = intake(&cluster, &info, None) else {
+            panic!("not queued")
+        };
+        let mut scheduler = Scheduler::new(cluster, &built.pools);
+        scheduler.label_pools(&built.labels);
+        let step = scheduler.step(
+            arbiter_core::model::Millis(1),
+            vec![Input::Submit(workload)],
+            &mut DefaultHooks,
+        );
+        let id = step.submitted[0];
+        assert!(scheduler.entry(id).admission.is_some(), "admitted");
+        (scheduler, id)
+    }
+
+    #[test]
+    fn a_pod_set_placed_by_topology_is_kept_to_its_domain_and_its_places_recorded() {
+        use arbiter_core::model::api::TopologyRequest;
+        let paths = [Some("spec.template".to_string())];
+        let hostname = |n: &str| format!("host-{n}");
+        let (scheduler, id) = admitted_by_topology(2, TopologyRequest::Required("rack".into()));
+        let (pod_sets, record) = admission_of(&scheduler, id, &paths, &hostname).unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            pod_sets[0].node_labels,
+            labels(&[("gpu", "t4"), ("block", "b1"), ("rack", "r1")])
+        );
+        assert!(!pod_sets[0].gated);
+        let placed: Vec<_> = record
+            .placements
+            .iter()
+            .map(|p| (p.node.as_str(), p.pods))
+            .collect();
+        assert_eq!(placed, [("a", 1), ("b", 1)]);
+        // Injected into the template and taken out again on eviction.
+        let integrations = Integrations::builtin();
+        let integration = integrations.find("batch/v1", "Job").unwrap();
+        let original = job();
+        let mut object = original.clone();
+        admit(&mut object, integration, &pod_sets, record, None).unwrap();
+        assert_eq!(
+            object["spec"]["template"]["spec"]["nodeSelector"],
+            json!({"zone": "a", "gpu": "t4", "block": "b1", "rack": "r1"})
+        );
+        evict(&mut object, integration).unwrap();
+        assert_eq!(object, original);
+
+        // One host holds one pod: a preferred host level falls back to the
+        // rack, and only the rack is selected.
+        let host = TopologyRequest::Preferred("kubernetes.io/hostname".into());
+        let (scheduler, id) = admitted_by_topology(2, host.clone());
+        let (pod_sets, _) = admission_of(&scheduler, id, &paths, &hostname).unwrap();
+        assert_eq!(
+            pod_sets[0].node_labels,
+            labels(&[("gpu", "t4"), ("block", "b1"), ("rack", "r1")])
+        );
+        // One pod: its host, by the Node's hostname label.
+        let (scheduler, id) = admitted_by_topology(1, host.clone());
+        let (pod_sets, _) = admission_of(&scheduler, id, &paths, &hostname).unwrap();
+        let host_of = pod_sets[0].node_labels["kubernetes.io/hostname"].clone();
+        assert!(
+            host_of.starts_with("host-"),
+            "{:?}",
+            pod_sets[0].node_labels
+        );
+        // Three pods: no rack holds them; the block does.
+        let (scheduler, id) = admitted_by_topology(3, host);
+        let (pod_sets, record) = admission_of(&scheduler, id, &paths, &hostname).unwrap();
+        assert_eq!(
+            pod_sets[0].node_labels,
+            labels(&[("gpu", "t4"), ("block", "b1")])
+        );
+        assert_eq!(record.placements.len(), 3);
+    }
+
     #[test]
     fn a_pod_set_placed_per_card_is_gated_with_its_places_recorded_unless_too_many() {
         // Three pods of two whole cards: one per Node, both its cards.
         let (scheduler, id) = admitted_shared(4, 3, 2000);
         let paths = [Some("spec.template".to_string())];
-        let (pod_sets, record) = admission_of(&scheduler, id, &paths).unwrap();
+        let (pod_sets, record) = admission_of(&scheduler, id, &paths, &|n| n.to_string()).unwrap();
         assert!(pod_sets[0].gated);
         assert_eq!(record.placements.len(), 3);
         assert_eq!(record.placements[0].node, "n-00000");
@@ -762,7 +915,7 @@ mod tests {
         // One Node per pod past the cap: not gated, nothing recorded.
         let many = MAX_RECORDED_PLACEMENTS as u32 + 1;
         let (scheduler, id) = admitted_shared(many, many, 2000);
-        let (pod_sets, record) = admission_of(&scheduler, id, &paths).unwrap();
+        let (pod_sets, record) = admission_of(&scheduler, id, &paths, &|n| n.to_string()).unwrap();
         assert!(!pod_sets[0].gated);
         assert!(record.placements.is_empty());
     }

@@ -15,6 +15,7 @@
 //! | `config` | API objects → `Cluster` (through `model::load`, as files are read; each object in force or left out on its own) and node pools from Nodes |
 //! | `finalizers` | Kueue's deletion in use: the `arbiter.dev/resource-in-use` finalizer on every ClusterQueue and ResourceFlavor, taken off a deleted one once it is free |
 //! | `activity` | which queue objects are in force: `Inactive`/`Active` Events on the objects, the `Active` condition with its transition time |
+//! | `domain` | topology-aware placement carried out: the domain the core placed a pod set in, as the node selector `inject` adds |
 //! | `inject` | the job transforms of admission and eviction, and the admission record a restart reads back |
 //! | `seal` | the admission record's seal (HMAC with a key in a Secret of the operator's namespace), so a record read back is one Arbiter wrote for that job |
 //! | `integrations` | user-defined job kinds: `JobIntegration` manifests from `--integrations` files, added to the built-in kinds |
@@ -36,6 +37,7 @@ pub mod activity;
 pub mod admin;
 pub mod config;
 pub mod dashboard;
+pub mod domain;
 pub mod driver;
 pub mod finalizers;
 pub mod inject;

@@ -327,6 +327,7 @@ pub const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
             "ClusterQueue",
             "LocalQueue",
             "WorkloadPriorityClass",
+            "Topology",
         ],
     ),
     (
@@ -340,6 +341,11 @@ pub const CONFIG_KINDS: &[(&str, &[&str], &[&str])] = &[
         ],
     ),
     ("kueue.x-k8s.io", &["v1beta2", "v1alpha1"], &["Cohort"]),
+    (
+        "kueue.x-k8s.io",
+        &["v1beta2", "v1beta1", "v1alpha1"],
+        &["Topology"],
+    ),
 ];
 
 /// Watches the queue configuration kinds the API serves (each in the first

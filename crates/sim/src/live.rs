@@ -65,6 +65,9 @@ pub struct Live {
     pub cluster: Arc<Cluster>,
     /// Node pools from the Nodes, as the operator builds them.
     pub pools: Vec<PoolSpec>,
+    /// Each pool's topology labels (same index as `pools`; missing ones
+    /// empty), as the operator gives them to the core.
+    pub pool_labels: Vec<BTreeMap<String, String>>,
     pub workloads: Vec<LiveWorkload>,
     pub finished: Vec<FinishedRun>,
     /// What could not be read as it is, each naming the object.
@@ -128,15 +131,17 @@ pub fn scenario(live: Live, default_runtime: Millis) -> (Scenario, SnapshotRepor
     }
     let scenario = Scenario {
         cluster: live.cluster,
-        pools: live
-            .pools
-            .into_iter()
-            .map(|spec| SimPool {
-                spec,
-                provisioning_delay: Millis::ZERO,
-                labels: Default::default(),
-            })
-            .collect(),
+        pools: {
+            let mut labels = live.pool_labels.into_iter();
+            live.pools
+                .into_iter()
+                .map(|spec| SimPool {
+                    spec,
+                    provisioning_delay: Millis::ZERO,
+                    labels: labels.next().unwrap_or_default(),
+                })
+                .collect()
+        },
         until: None,
         jobs,
         warnings,
@@ -332,6 +337,7 @@ spec: {clusterQueue: research}
         let live = Live {
             cluster,
             pools,
+            pool_labels: Vec::new(),
             workloads: vec![
                 // Listed out of queue order.
                 workload("team-a", "bad", 4, Some("soon"), queued(-10)),
@@ -396,6 +402,7 @@ spec: {clusterQueue: research}
         let live = Live {
             cluster,
             pools,
+            pool_labels: Vec::new(),
             workloads: vec![
                 // Queued later, listed first: the queue time orders them.
                 workload("team-b", "late", 4, Some("1h"), queued(-10)),
@@ -454,6 +461,7 @@ spec: {clusterQueue: research}
         let live = Live {
             cluster,
             pools,
+            pool_labels: Vec::new(),
             workloads: vec![workload("team-a", "moved", 4, Some("1m"), gone)],
             finished: Vec::new(),
             warnings: Vec::new(),

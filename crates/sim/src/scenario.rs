@@ -285,7 +285,7 @@ fn sort_documents(
     warnings: &mut Vec<String>,
 ) -> Sorted {
     let mut builder = ClusterBuilder::new();
-    // The simulator reads Topology objects (the operator does not yet).
+    // Topology objects are read (by the operator too).
     builder.topology_aware(true);
     let mut sorted = Sorted {
         builder,

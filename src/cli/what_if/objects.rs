@@ -210,13 +210,18 @@ pub fn live(snapshot: &Snapshot) -> Live {
         ));
     }
     let cluster = Arc::new(built.cluster);
-    let (pools, problems) = config::pools(&cluster, &snapshot.nodes);
+    let config::NodePools {
+        pools,
+        labels: pool_labels,
+        problems,
+    } = config::pools(&cluster, &snapshot.nodes);
     warnings.extend(problems.into_iter().map(|(_, _, problem)| problem));
     let taken_at = k8s_openapi::jiff::Timestamp::from_second(snapshot.taken_at.as_second())
         .unwrap_or(snapshot.taken_at);
     Live {
         cluster,
         pools,
+        pool_labels,
         workloads: replayed,
         finished,
         warnings,
@@ -458,6 +463,54 @@ mod tests {
         );
         assert_eq!(live.pools.len(), 1);
         assert_eq!(live.pools[0].names, ["node-1"]);
+    }
+
+    #[test]
+    fn the_clusters_topology_and_its_nodes_domains_come_into_the_replay() {
+        let mut snapshot = snapshot();
+        let topology = json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "Topology",
+            "metadata": {"name": "dc"},
+            "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}});
+        snapshot.config.push(ApiObject::new(topology));
+        for object in &mut snapshot.config {
+            if object.object["kind"] == "ResourceFlavor" {
+                object.object["spec"]["topologyName"] = json!("dc");
+            }
+        }
+        let mut other = snapshot.nodes[0].clone();
+        other.metadata.name = Some("node-2".into());
+        for (node, rack) in snapshot
+            .nodes
+            .iter_mut()
+            .chain([&mut other])
+            .zip(["r1", "r2"])
+        {
+            node.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert("rack".into(), rack.into());
+        }
+        snapshot.nodes.push(other);
+        let live = live(&snapshot);
+        let a100 = live
+            .cluster
+            .flavor_id("a100")
+            .unwrap_or_else(|| panic!("a100"));
+        assert!(live.cluster.flavors[a100.index()].topology.is_some());
+        // One pool per rack, each with its rack, as the operator builds them.
+        let pools: Vec<_> = live
+            .pools
+            .iter()
+            .zip(&live.pool_labels)
+            .map(|(p, l)| (p.names.clone(), l.get("rack").cloned()))
+            .collect();
+        assert_eq!(
+            pools,
+            [
+                (vec!["node-1".to_string()], Some("r1".to_string())),
+                (vec!["node-2".to_string()], Some("r2".to_string()))
+            ]
+        );
     }
 
     #[test]

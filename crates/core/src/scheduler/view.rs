@@ -114,6 +114,15 @@ impl Scheduler {
     pub fn node_name(&self, flavor: FlavorId, node: u32) -> Option<&str> {
         self.capacity().node_name(flavor, node)
     }
+    /// The topology labels of node `node` of `flavor`: its pool's, as the
+    /// driver gave them (`Scheduler::label_pools`); empty if none.
+    pub fn node_labels(
+        &self,
+        flavor: FlavorId,
+        node: u32,
+    ) -> Option<&std::collections::BTreeMap<String, String>> {
+        self.capacity().node_labels(flavor, node)
+    }
     /// The resources the flavor's pools hold per card.
     pub fn device_resources(&self, flavor: FlavorId) -> Vec<ResourceId> {
         self.capacity().device_resources(flavor)

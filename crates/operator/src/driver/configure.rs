@@ -4,6 +4,8 @@
 //! `Scheduler::new` and the read-back). An object left out (invalid, or
 //! depending on one) is told on the object (`activity`); the rest is in
 //! force. Nodes whose device annotation cannot be read are told in Events.
+//! The pools' topology labels go to the core with every new set of pools
+//! (`label_pools`: a reconfiguration forgets them), before the read-back.
 //! Job kinds the API did not serve are looked for again (`rediscover`).
 
 use std::collections::HashSet;
@@ -85,7 +87,11 @@ impl Driver {
         cluster.pods_ready = self.options.pods_ready;
         cluster.preemption_strategies = self.options.preemption_strategies;
         let cluster = Arc::new(cluster);
-        let (pools, problems) = config::pools(&cluster, &nodes);
+        let config::NodePools {
+            pools,
+            labels,
+            problems,
+        } = config::pools(&cluster, &nodes);
         for (node, uid, problem) in problems {
             tracing::error!(%problem, "node devices; the Node's resources count as one number each until it is fixed");
             let owner = Owner {
@@ -102,6 +108,8 @@ impl Driver {
         match &mut self.scheduler {
             Some(scheduler) => {
                 let outcome = scheduler.reconfigure(cluster, &pools);
+                // A reconfiguration forgets the pools' topology labels.
+                scheduler.label_pools(&labels);
                 tracing::info!(
                     detached = outcome.detached.len(),
                     orphaned = outcome.orphaned.len(),
@@ -115,7 +123,8 @@ impl Driver {
                 }
             }
             None => {
-                let scheduler = Scheduler::new(cluster, &pools);
+                let mut scheduler = Scheduler::new(cluster, &pools);
+                scheduler.label_pools(&labels);
                 self.scheduler = Some(scheduler);
                 self.restore().await;
             }

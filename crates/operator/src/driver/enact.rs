@@ -212,7 +212,10 @@ impl Driver {
         key: &JobKey,
     ) -> Option<(Vec<PodSetAdmission>, Recorded)> {
         let paths = &self.tracked.get(key)?.template_paths;
-        inject::admission_of(self.scheduler.as_ref()?, id, paths)
+        let nodes = &self.nodes.store;
+        inject::admission_of(self.scheduler.as_ref()?, id, paths, &|node| {
+            hostname_of(nodes, node)
+        })
     }
 
     /// Reads what the writer told: an admission written is told in an
@@ -290,18 +293,7 @@ impl Driver {
                 let &(job_namespace, id) = by_uid.get(job_uid)?;
                 (job_namespace == namespace).then(|| places_of(scheduler, id, pod_set))?
             },
-            |node| {
-                nodes
-                    .get(&ObjectRef::<Node>::new(node))
-                    .and_then(|n| {
-                        n.metadata
-                            .labels
-                            .as_ref()?
-                            .get(ungate::HOSTNAME_LABEL)
-                            .cloned()
-                    })
-                    .unwrap_or_else(|| node.to_string())
-            },
+            |node| hostname_of(nodes, node),
         );
         for ((namespace, name, uid), message) in refused {
             let owner = Owner {
@@ -315,4 +307,19 @@ impl Driver {
             self.publisher.event(&owner, true, "PlacementRefused", note);
         }
     }
+}
+
+/// The `kubernetes.io/hostname` label of Node `node` (its name if it has
+/// none, or is not in the store).
+fn hostname_of(nodes: &kube::runtime::reflector::Store<Node>, node: &str) -> String {
+    nodes
+        .get(&ObjectRef::<Node>::new(node))
+        .and_then(|n| {
+            n.metadata
+                .labels
+                .as_ref()?
+                .get(ungate::HOSTNAME_LABEL)
+                .cloned()
+        })
+        .unwrap_or_else(|| node.to_string())
 }

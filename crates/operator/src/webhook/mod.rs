@@ -6,7 +6,7 @@
 //!   is the driver's own hold transform (`inject::hold`).
 //! - `POST /validate-config` (validating): refuses a queue configuration
 //!   object (ResourceFlavor, Cohort, ClusterQueue, LocalQueue,
-//!   WorkloadPriorityClass) whose change would make the configuration
+//!   WorkloadPriorityClass, Topology) whose change would make the configuration
 //!   invalid, with the simulator's messages (`review::check_config` over
 //!   the reflectors' stores).
 //!

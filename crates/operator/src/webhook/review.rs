@@ -189,6 +189,30 @@ mod tests {
         assert!(text.contains("research"), "{text}");
     }
 
+    fn topology(name: &str, levels: &[&str]) -> Value {
+        let levels: Vec<_> = levels.iter().map(|l| json!({"nodeLabel": l})).collect();
+        json!({"apiVersion": "arbiter.dev/v1alpha1", "kind": "Topology",
+               "metadata": {"name": name}, "spec": {"levels": levels}})
+    }
+
+    #[test]
+    fn a_topology_with_errors_and_a_flavor_naming_a_missing_one_are_refused() {
+        let text = denied(check(
+            &[],
+            topology("dc", &["kubernetes.io/hostname", "example.com/rack"]),
+        ));
+        assert!(
+            text.contains("Topology dc: spec.levels[0].nodeLabel"),
+            "{text}"
+        );
+        let mut tas = flavor("tas");
+        tas["spec"]["topologyName"] = json!("dc");
+        let text = denied(check(&[], tas.clone()));
+        assert!(text.contains("Topology dc does not exist"), "{text}");
+        let fine = topology("dc", &["example.com/rack", "kubernetes.io/hostname"]);
+        assert_eq!(check(&[fine], tas), Verdict::Allowed(vec![]));
+    }
+
     #[test]
     fn a_cohort_cycle_is_refused_on_the_object_that_closes_it() {
         let text = denied(check(&[cohort("a", "b")], cohort("b", "a")));

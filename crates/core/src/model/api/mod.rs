@@ -77,11 +77,11 @@ pub struct ResourceFlavorSpec {
     /// The Topology (Kueue's `Topology` object) its nodes are arranged in,
     /// for topology-aware placement: a pod set asking for a topology level
     /// (`kueue.x-k8s.io/podset-required-topology`) is admitted on this
-    /// flavor only inside one domain of that level. Read from manifests
-    /// (the simulator); left out of the CRD until the operator watches
-    /// Topologies.
+    /// flavor only inside one domain of that level, and its pods are kept
+    /// to that domain. The flavor is inactive while the Topology is missing
+    /// or invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(skip)]
+    #[schemars(length(min = 1, max = 253))]
     pub topology_name: Option<String>,
 }
 

@@ -1,9 +1,9 @@
 //! Kueue's `Topology` kind (`kueue.x-k8s.io`, also read as
 //! `arbiter.dev/v1alpha1`) and the pod-set annotations that ask for it: the
 //! levels of a data centre's hierarchy (block, rack, host) as node labels,
-//! widest first. A wire type only: `model::cluster` checks it. Not (yet)
-//! served as a CRD: the simulator reads it from manifests, the operator
-//! does not watch it.
+//! widest first. A wire type only: `model::cluster` checks it. Served as
+//! the cluster-scoped `arbiter.dev/v1alpha1` CRD (`arbiter crds`); the
+//! operator watches it (and Kueue's), the simulator reads it from manifests.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
@@ -77,8 +77,10 @@ pub struct Topology {
 #[serde(rename_all = "camelCase")]
 pub struct TopologySpec {
     /// From the widest (e.g. `cloud.provider.com/topology-block`) to the
-    /// narrowest (often `kubernetes.io/hostname`); each label at most once.
+    /// narrowest (often `kubernetes.io/hostname`, which can only be last);
+    /// each label at most once.
     #[serde(default)]
+    #[schemars(length(max = 16))]
     pub levels: Vec<TopologyLevel>,
 }
 
@@ -87,5 +89,6 @@ pub struct TopologySpec {
 #[serde(rename_all = "camelCase")]
 pub struct TopologyLevel {
     /// The node label whose value names a node's domain at this level.
+    #[schemars(length(min = 1, max = 316))]
     pub node_label: String,
 }

@@ -55,6 +55,13 @@ impl Capacity {
         self.changed();
     }
 
+    /// The labels node `node` of `flavor` was given (its pool's,
+    /// [`Capacity::label_pools`]); `None` past the flavor's nodes.
+    pub fn node_labels(&self, flavor: FlavorId, node: u32) -> Option<&BTreeMap<String, String>> {
+        let fl = &self.flavors[flavor.index()];
+        fl.labels.get(fl.nodes.get(node as usize)?.pool)
+    }
+
     /// Places `pods` pods of `per_pod` on the nodes of `flavor` in
     /// `scratch` for a topology request at `request.level`: inside one
     /// domain of that level; when `required` is false and none holds them,
