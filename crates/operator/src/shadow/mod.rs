@@ -376,14 +376,20 @@ impl Shadow {
         cluster.pods_ready = None;
         cluster.preemption_strategies = self.options.preemption_strategies;
         let cluster = Arc::new(cluster);
-        let (pools, _problems) = crate::config::pools(&cluster, &nodes);
-        match &mut self.scheduler {
+        let node_pools = crate::config::pools(&cluster, &nodes);
+        // Topology labels are given after every build: a reconfiguration
+        // forgets them.
+        let scheduler = match &mut self.scheduler {
             Some(scheduler) => {
-                scheduler.reconfigure(cluster, &pools);
+                scheduler.reconfigure(cluster, &node_pools.pools);
                 tracing::info!("shadow mode: Kueue's queue configuration changed");
+                scheduler
             }
-            None => self.scheduler = Some(Scheduler::new(cluster, &pools)),
-        }
+            None => self
+                .scheduler
+                .insert(Scheduler::new(cluster, &node_pools.pools)),
+        };
+        scheduler.label_pools(&node_pools.labels);
         true
     }
 
