@@ -21,6 +21,9 @@ use serde::Serialize;
 /// `arbiter.dev/v1alpha1 JobIntegration`: a job kind added by configuration.
 const JOB_INTEGRATION: &str = "JobIntegration";
 
+/// What becomes of a ClusterQueue's `spec.admissionChecks`.
+const ADMISSION_CHECKS_NOTE: &str = "spec.admissionChecks kept: `arbiter run --multicluster` acts on an AdmissionCheck whose controllerName is kueue.x-k8s.io/multikueue (write it, its MultiKueueConfig and MultiKueueClusters as arbiter.dev/v1alpha1); no other check is run, and the simulator runs none";
+
 /// What a converted Topology is for, today.
 const TOPOLOGY_NOTE: &str = "Topology written as arbiter.dev/v1alpha1: `arbiter simulate` places pod sets by it; the operator does not read Topologies yet (no CRD), so do not apply it to a cluster";
 
@@ -117,6 +120,9 @@ fn convert_document(
         Manifest::ClusterQueue(mut o) => {
             if kueue && o.spec.namespace_selector.is_none() {
                 note("Kueue admits no namespace when namespaceSelector is omitted; Arbiter admits all — add `namespaceSelector: {matchLabels: …}` to keep Kueue's behaviour".into());
+            }
+            if !o.spec.admission_checks.is_empty() {
+                note(ADMISSION_CHECKS_NOTE.into());
             }
             if let Some(fungibility) = o.spec.flavor_fungibility.as_mut() {
                 for (field, value) in [

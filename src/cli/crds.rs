@@ -1,5 +1,5 @@
-//! `arbiter crds`: the CustomResourceDefinitions of the six `arbiter.dev`
-//! kinds, generated from the Rust wire types in `model::api` so the cluster
+//! `arbiter crds`: the CustomResourceDefinitions of the `arbiter.dev`
+//! kinds (the six of docs/design.md §2 and MultiKueue's three), generated from the Rust wire types in `model::api` so the cluster
 //! and the code can never disagree. `deploy/crds.yaml` is this output,
 //! checked by a test. Pure: builds a string, never writes or reads a file;
 //! the CLI prints it.
@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use arbiter_core::model::api;
 
-/// All six CRDs, in docs/design.md §2 order.
+/// All CRDs: the six in docs/design.md §2 order, then MultiKueue's
+/// (multi-cluster dispatch).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         api::ResourceFlavor::crd(),
@@ -24,6 +25,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         api::LocalQueue::crd(),
         workload_priority_class_crd(),
         api::Workload::crd(),
+        api::AdmissionCheck::crd(),
+        api::MultiKueueConfig::crd(),
+        api::MultiKueueCluster::crd(),
     ]
 }
 
@@ -185,7 +189,7 @@ mod tests {
     }
 
     #[test]
-    fn six_crds_for_the_arbiter_group() {
+    fn nine_crds_for_the_arbiter_group() {
         let crds = crds();
         let kinds: Vec<(&str, &str)> = crds
             .iter()
@@ -200,6 +204,9 @@ mod tests {
                 ("LocalQueue", "Namespaced"),
                 ("WorkloadPriorityClass", "Cluster"),
                 ("Workload", "Namespaced"),
+                ("AdmissionCheck", "Cluster"),
+                ("MultiKueueConfig", "Cluster"),
+                ("MultiKueueCluster", "Cluster"),
             ]
         );
         for crd in &crds {

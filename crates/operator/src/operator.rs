@@ -1,6 +1,6 @@
 //! The operator put together: [`Operator::builder`] names what runs beside
 //! the driver (the policy bundles and their watches, the admin port, the
-//! dashboard, the webhooks, leader election) and [`OperatorBuilder::start`]
+//! dashboard, the webhooks, leader election, multi-cluster dispatch) and [`OperatorBuilder::start`]
 //! starts them in the one order they depend on, returning the running
 //! [`Operator`], which owns the driver's loop (on a task of its own) and
 //! everything started for it. `arbiter run`, the end-to-end tests and the
@@ -23,6 +23,7 @@ use crate::admin::{AdminState, OperatorMetrics};
 use crate::dashboard::Feeds;
 use crate::driver::{Driver, DriverOptions};
 use crate::leader::{run_as_leader, Ended, LeaseOptions};
+use crate::multicluster::{Dispatcher, MultiClusterOptions};
 use crate::policy_sources::{BundleSetupError, Bundles, Watching};
 use crate::webhook::{self, Webhook, WebhookError, WebhookOptions};
 
@@ -60,6 +61,7 @@ pub struct OperatorBuilder {
     webhooks: Option<(SocketAddr, WebhookOptions)>,
     lease: Option<LeaseOptions>,
     scheduling: bool,
+    multicluster: Option<MultiClusterOptions>,
 }
 
 impl OperatorBuilder {
@@ -113,6 +115,14 @@ impl OperatorBuilder {
         self
     }
 
+    /// Runs multi-cluster dispatch (`crate::multicluster`) beside the
+    /// driver: admitted jobs managed by `kueue.x-k8s.io/multikueue` run on
+    /// worker clusters, chosen by the bundles' placement policies.
+    pub fn multicluster(mut self, options: MultiClusterOptions) -> OperatorBuilder {
+        self.multicluster = Some(options);
+        self
+    }
+
     /// Serves the admission webhooks on `address`; with a configuration
     /// named in `options`, its job-hold rules are kept to the kinds served.
     pub fn webhooks(mut self, address: SocketAddr, options: WebhookOptions) -> OperatorBuilder {
@@ -153,6 +163,7 @@ impl OperatorBuilder {
             webhooks,
             lease,
             scheduling,
+            multicluster,
         } = self;
         let admin_server = match (admin_address, &admin) {
             (Some(address), Some((state, _))) => Some(serve_admin(address, state.clone()).await?),
@@ -189,6 +200,15 @@ impl OperatorBuilder {
                 state.following.store(true, Ordering::Relaxed);
             }
         }
+        // The dispatcher ranks workers with its own engine over the same
+        // bundles in force; it acts only while this replica speaks.
+        let dispatching = multicluster.filter(|_| scheduling).map(|options| {
+            let engine = bundles.as_ref().map(Bundles::engine);
+            let speaks = speaks(admin.as_ref().map(|(state, _)| state.clone()));
+            AbortOnDrop(tokio::spawn(
+                Dispatcher::new(client.clone(), options, engine, speaks).run(),
+            ))
+        });
         let watching = match bundles {
             Some(bundles) => {
                 let speaks = speaks(admin.as_ref().map(|(state, _)| state.clone()));
@@ -219,6 +239,7 @@ impl OperatorBuilder {
             admin_address: admin_server.as_ref().map(|(address, _)| *address),
             dashboard_address: dashboard.as_ref().map(|(address, _)| *address),
             _watching: watching,
+            _dispatching: dispatching,
             _rules: rules.map(AbortOnDrop),
             _admin_server: admin_server.map(|(_, task)| AbortOnDrop(task)),
             _dashboard: dashboard.map(|(_, task)| AbortOnDrop(task)),
@@ -327,6 +348,7 @@ pub struct Operator {
     admin_address: Option<SocketAddr>,
     dashboard_address: Option<SocketAddr>,
     _watching: Option<Watching>,
+    _dispatching: Option<AbortOnDrop<()>>,
     _rules: Option<AbortOnDrop<()>>,
     _admin_server: Option<AbortOnDrop<()>>,
     _dashboard: Option<AbortOnDrop<std::io::Result<()>>>,
@@ -348,6 +370,7 @@ impl Operator {
             webhooks: None,
             lease: None,
             scheduling: true,
+            multicluster: None,
         }
     }
 
