@@ -13,6 +13,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use arbiter_core::model::api::MultiKueueCluster;
 use arbiter_operator::multicluster::{MultiClusterOptions, CLUSTER_ANNOTATION};
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
 use arbiter_operator::Operator;
@@ -195,6 +196,17 @@ where
     }
 }
 
+/// The `Active` condition's status of a MultiKueueCluster.
+async fn worker_active(manager: &Client, name: &str) -> String {
+    let api: Api<MultiKueueCluster> = Api::all(manager.clone());
+    let cluster = api.get(name).await.unwrap();
+    cluster
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Active"))
+        .map(|c| c.status)
+        .unwrap_or_default()
+}
+
 fn active(job: &Job) -> i32 {
     job.status.as_ref().and_then(|s| s.active).unwrap_or(0)
 }
@@ -274,13 +286,28 @@ async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost(
     })
     .await;
 
-    // Worker 2 returns: its stale copy is deleted, the one on worker 1 stays.
+    assert_eq!(worker_active(&manager, "worker-2").await, "False");
+    assert_eq!(worker_active(&manager, "worker-1").await, "True");
+
+    // Worker 2 returns: its stale copy (the one made first, no other) is
+    // deleted; the one on worker 1 stays. Until the dispatcher's first look
+    // at the returned worker both are there, as in MultiKueue: a worker cut
+    // off keeps running what it has.
     w2_cluster.start_apiserver().await.unwrap();
     let stale = copies(w2, "long").await;
     assert!(
         stale.iter().all(|j| j.metadata.uid == first.metadata.uid),
         "no new copy was made on the returned worker"
     );
+    until("the stale copy on worker 2 deleted", || async move {
+        copies(w2, "long").await.is_empty()
+    })
+    .await;
+    let manager_ref = &manager;
+    until("worker 2 active again", || async move {
+        worker_active(manager_ref, "worker-2").await == "True"
+    })
+    .await;
     let kept = only_copy(w1, w2, "long").await;
     assert_eq!(
         kept.metadata.uid, moved.metadata.uid,

@@ -168,6 +168,10 @@ impl Dispatcher {
                 }
             }
         }
+        for cluster in &clusters {
+            self.tell_active(cluster, seen.contains_key(&cluster.name_any()))
+                .await;
+        }
         let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
         for job in jobs {
             let key = (job.namespace().unwrap_or_default(), job.name_any());
@@ -384,6 +388,50 @@ impl Dispatcher {
                     Err(e) => self.tell(format!("deleting the orphaned copy {namespace}/{name} on worker cluster {cluster}: {e}")),
                 }
             }
+        }
+    }
+
+    /// Writes the MultiKueueCluster's `Active` condition when it changes
+    /// (Kueue's: True while its API answers, else False with why).
+    async fn tell_active(&mut self, cluster: &MultiKueueCluster, answered: bool) {
+        let name = cluster.name_any();
+        let (status, reason, message) =
+            match (answered, self.workers.get(&name).map(|w| &w.connection)) {
+                (true, _) => ("True", "Active", "Connected".to_string()),
+                (false, Some(Connection::Broken(why))) => ("False", "BadConfig", why.clone()),
+                (false, _) => (
+                    "False",
+                    "ClientConnectionFailed",
+                    "its API server does not answer".to_string(),
+                ),
+            };
+        let current = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Active"));
+        if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
+        {
+            return;
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": cluster.resource_version()},
+            "status": {"conditions": [{
+                "type": "Active",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                "observedGeneration": cluster.metadata.generation,
+            }]},
+        });
+        let api: Api<MultiKueueCluster> = Api::all(self.client.clone());
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            self.tell(format!(
+                "MultiKueueCluster {name}: writing its Active condition: {e}"
+            ));
         }
     }
 
