@@ -6,7 +6,8 @@
 //! (worker 2), its status comes back to the manager's Job; when worker 2's
 //! API server is killed, its job moves to worker 1 once the lost-worker
 //! timeout passes, and when worker 2 returns its stale copy is deleted; a
-//! restarted manager finds its copies and makes none twice.
+//! restarted manager finds its copies and makes none twice; a job the
+//! manager preempts loses its copy before the preemptor runs.
 
 mod support;
 
@@ -14,7 +15,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use arbiter_core::model::api::MultiKueueCluster;
-use arbiter_operator::multicluster::{MultiClusterOptions, CLUSTER_ANNOTATION};
+use arbiter_operator::multicluster::{
+    MultiClusterOptions, CLUSTER_ANNOTATION, ORIGIN_UID_ANNOTATION,
+};
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
 use arbiter_operator::Operator;
 use arbiter_testcluster::{TestCluster, RUN_FOR_ANNOTATION};
@@ -60,6 +63,7 @@ kind: ClusterQueue
 metadata: {name: research}
 spec:
   namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
   admissionChecks: [multikueue]
   resourceGroups:
   - coveredResources: [cpu, nvidia.com/gpu]
@@ -340,6 +344,55 @@ async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost(
         "long's copy deleted with the manager's job",
         || async move { copies(w1, "long").await.is_empty() },
     )
+    .await;
+
+    // Preemption on the manager: an urgent job asking the whole quota
+    // evicts after-restart, whose copy is deleted before the urgent one
+    // runs on worker 2 in its place.
+    let mut urgent = dispatched_job("urgent", "1h");
+    urgent
+        .labels_mut()
+        .insert("kueue.x-k8s.io/priority-class".into(), "high".into());
+    let container = &mut urgent
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0];
+    container.resources = serde_json::from_value(json!({
+        "requests": {"cpu": "1", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &urgent).await.unwrap();
+    until(
+        "after-restart held again and its copy gone",
+        || async move {
+            let job = jobs.get("after-restart").await.unwrap();
+            suspended(&job)
+                && !job.annotations().contains_key(CLUSTER_ANNOTATION)
+                && copies(w2, "after-restart").await.is_empty()
+                && copies(w1, "after-restart").await.is_empty()
+        },
+    )
+    .await;
+    let copy = only_copy(w2, w1, "urgent").await;
+    assert_eq!(
+        copy.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get(ORIGIN_UID_ANNOTATION),
+        jobs.get("urgent").await.unwrap().metadata.uid.as_ref()
+    );
+    until("urgent running on worker 2", || async move {
+        copies(w2, "urgent")
+            .await
+            .first()
+            .is_some_and(|j| active(j) == 1)
+    })
     .await;
     running.abort();
 }
