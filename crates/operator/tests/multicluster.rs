@@ -244,6 +244,10 @@ async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost(
         Some("worker-2")
     );
     assert!(!suspended(&short), "admitted on the manager");
+    assert_eq!(
+        wait_event(&manager, "short", "Dispatched").await,
+        "running on worker cluster worker-2"
+    );
     until(
         "short's completion copied back to the manager",
         || async move { job_complete(&jobs.get("short").await.unwrap()) },
@@ -282,6 +286,10 @@ async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost(
     })
     .await;
     let moved = copies(w1, "long").await.remove(0);
+    wait_event_in(&manager, "team-a", "long", "Redispatched", |note| {
+        note.contains("moved to worker cluster worker-1: worker cluster worker-2")
+    })
+    .await;
     until("long running on worker 1", || async move {
         copies(w1, "long")
             .await

@@ -43,7 +43,8 @@ use arbiter_policy::engine::Engine;
 use arbiter_policy::view::{NodeView, PlacementInput, WorkloadView};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::{Client, ResourceExt};
+use kube::runtime::events::Recorder;
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 pub use mirror::{CLUSTER_ANNOTATION, ORIGIN_UID_ANNOTATION};
@@ -87,6 +88,7 @@ pub struct Dispatcher {
     workers: Workers,
     engine: Option<Engine>,
     speaks: Arc<dyn Fn() -> bool + Send + Sync>,
+    recorder: Recorder,
     started: Instant,
     /// Problems already logged (a broken route or a failing write), so each
     /// is told once until it changes.
@@ -107,11 +109,12 @@ impl Dispatcher {
         speaks: Arc<dyn Fn() -> bool + Send + Sync>,
     ) -> Dispatcher {
         Dispatcher {
-            client,
+            client: client.clone(),
             options,
             workers: Workers::default(),
             engine,
             speaks,
+            recorder: crate::workloads::recorder(client.clone()),
             started: Instant::now(),
             told: BTreeSet::new(),
         }
@@ -133,13 +136,12 @@ impl Dispatcher {
 
     /// One pass: observe, plan per job, enact.
     pub async fn pass(&mut self) -> Result<(), kube::Error> {
-        let jobs: Vec<Job> = Api::<Job>::all(self.client.clone())
+        let (jobs, others): (Vec<Job>, Vec<Job>) = Api::<Job>::all(self.client.clone())
             .list(&ListParams::default())
             .await?
             .items
             .into_iter()
-            .filter(mirror::is_dispatched)
-            .collect();
+            .partition(mirror::is_dispatched);
         let routes = Routes::new(
             list::<LocalQueue>(&self.client).await?,
             list::<ClusterQueue>(&self.client).await?,
@@ -178,7 +180,18 @@ impl Dispatcher {
             wanted.insert(key.clone());
             match routes.route(&job) {
                 Ok(route) => self.dispatch(job, &route, &seen, now).await,
-                Err(why) => self.tell(why),
+                Err(why) => self.warn(&job, "MultiClusterConfig", why).await,
+            }
+        }
+        // Kueue's webhook makes such a job managedBy MultiKueue; Arbiter
+        // tells instead of changing the author's job.
+        for job in others {
+            let unmanaged = job.spec.as_ref().is_some_and(|s| s.managed_by.is_none())
+                && job.metadata.deletion_timestamp.is_none()
+                && !mirror::is_finished(&job);
+            if let (true, Ok(route)) = (unmanaged, routes.route(&job)) {
+                let why = format!("its ClusterQueue {} dispatches to worker clusters, but the job has no spec.managedBy: it runs on this cluster; create it with spec.managedBy: {}", route.cluster_queue, arbiter_core::model::api::MULTIKUEUE_MANAGED_BY);
+                self.warn(&job, "NotManagedByMultiKueue", why).await;
             }
         }
         self.collect_orphans(&seen, &wanted).await;
@@ -226,9 +239,15 @@ impl Dispatcher {
         let actions = plan::plan(&state, &facts, &mut pick);
         for action in actions {
             let done = self.enact(&mut job, &action, seen).await;
-            if let Err(e) = done {
-                self.tell(format!("Job {}/{}: {action:?}: {e}", key.0, key.1));
-                return;
+            match done {
+                Ok(()) => {}
+                // The job changed since it was read: the next pass plans again.
+                Err(Failed::Conflict) => return,
+                Err(Failed::Other(e)) => {
+                    let why = format!("Job {}/{}: {e}", key.0, key.1);
+                    self.warn(&job, "DispatchFailed", why).await;
+                    return;
+                }
             }
         }
     }
@@ -286,7 +305,7 @@ impl Dispatcher {
         job: &mut Job,
         action: &Action,
         seen: &BTreeMap<String, Copies>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failed> {
         let namespace = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let jobs: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
@@ -300,17 +319,27 @@ impl Dispatcher {
                     "resourceVersion": job.resource_version(),
                     "annotations": {CLUSTER_ANNOTATION: value},
                 }});
+                let before = mirror::assigned(job);
                 *job = jobs
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(|e| e.to_string())?;
-                match action {
-                    Action::Assign(cluster) => {
-                        tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "dispatched to worker cluster")
-                    }
-                    _ => {
-                        tracing::info!(job = %format!("{namespace}/{name}"), "held again: no worker cluster")
-                    }
+                    .map_err(|e| manager_write("recording the worker cluster", e))?;
+                if let Action::Assign(cluster) = action {
+                    let (reason, note) = match before {
+                        Some(lost) => ("Redispatched", format!("moved to worker cluster {cluster}: worker cluster {lost} did not answer for the lost-worker timeout")),
+                        None => ("Dispatched", format!("running on worker cluster {cluster}")),
+                    };
+                    tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "{note}");
+                    let regarding = job.object_ref(&());
+                    crate::workloads::record_event(
+                        &self.recorder,
+                        &regarding,
+                        false,
+                        reason,
+                        "Dispatch",
+                        &note,
+                    )
+                    .await;
                 }
             }
             Action::Create(cluster) => {
@@ -321,9 +350,9 @@ impl Dispatcher {
                     // Made by an earlier pass whose list did not see it yet.
                     Err(kube::Error::Api(e)) if e.code == 409 => {}
                     Err(e) => {
-                        return Err(format!(
+                        return Err(Failed::Other(format!(
                             "creating the copy on worker cluster {cluster}: {e}"
-                        ))
+                        )))
                     }
                 }
             }
@@ -350,7 +379,10 @@ impl Dispatcher {
                         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await
                         .map_err(|e| {
-                            format!("copying the status back from worker cluster {cluster}: {e}")
+                            manager_write(
+                                &format!("copying the status back from worker cluster {cluster}"),
+                                e,
+                            )
                         })?;
                 }
             }
@@ -384,8 +416,12 @@ impl Dispatcher {
                     continue;
                 };
                 match delete_copy(&remote, name, copy.metadata.uid.clone()).await {
-                    Ok(()) => tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "orphaned copy deleted from worker cluster"),
-                    Err(e) => self.tell(format!("deleting the orphaned copy {namespace}/{name} on worker cluster {cluster}: {e}")),
+                    Ok(()) => {
+                        tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "orphaned copy deleted from worker cluster")
+                    }
+                    Err(e) => {
+                        self.tell(format!("deleting the orphaned copy {namespace}/{name} on worker cluster {cluster}: {e}"));
+                    }
                 }
             }
         }
@@ -435,14 +471,54 @@ impl Dispatcher {
         }
     }
 
-    /// Logs `problem` once.
-    fn tell(&mut self, problem: String) {
+    /// Logs `problem` once; returns whether it was new.
+    fn tell(&mut self, problem: String) -> bool {
         if self.told.len() > 1000 {
             self.told.clear();
         }
-        if self.told.insert(problem.clone()) {
+        let new = self.told.insert(problem.clone());
+        if new {
             tracing::warn!("{problem}");
         }
+        new
+    }
+
+    /// Logs `problem` about `job` once, and tells it in a Warning Event.
+    async fn warn(&mut self, job: &Job, reason: &str, problem: String) {
+        if self.tell(problem.clone()) {
+            let regarding = job.object_ref(&());
+            crate::workloads::record_event(
+                &self.recorder,
+                &regarding,
+                true,
+                reason,
+                "Dispatch",
+                &problem,
+            )
+            .await;
+        }
+    }
+}
+
+/// Why an action was not carried out.
+enum Failed {
+    /// A write to the manager's job found it changed since it was read.
+    Conflict,
+    /// Anything else, said for people.
+    Other(String),
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Failed {
+        Failed::Other(message)
+    }
+}
+
+/// A failed write to the manager's job: a conflict, or what was tried and why it failed.
+fn manager_write(what: &str, e: kube::Error) -> Failed {
+    match e {
+        kube::Error::Api(status) if status.code == 409 => Failed::Conflict,
+        e => Failed::Other(format!("{what}: {e}")),
     }
 }
 
