@@ -22,7 +22,7 @@ use arbiter_operator::policy_sources::{BundleOptions, Bundles};
 use arbiter_operator::Operator;
 use arbiter_testcluster::{TestCluster, RUN_FOR_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -218,6 +218,11 @@ fn active(job: &Job) -> i32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost() {
     let (_manager_cluster, manager) = cluster_with_setup().await;
+    // A manager runs nothing: it has no GPU Node, its quota alone admits.
+    Api::<Node>::all(manager.clone())
+        .delete("gpu-node-1", &DeleteParams::default())
+        .await
+        .unwrap();
     apply_yaml(&manager, MULTIKUEUE).await;
     let (_w1_cluster, w1) = worker(&manager, "worker-1").await;
     let (mut w2_cluster, w2) = worker(&manager, "worker-2").await;
