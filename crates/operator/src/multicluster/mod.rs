@@ -174,10 +174,10 @@ impl Dispatcher {
             self.tell_active(cluster, seen.contains_key(&cluster.name_any()))
                 .await;
         }
-        let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut wanted: BTreeMap<(String, String), Job> = BTreeMap::new();
         for job in jobs {
             let key = (job.namespace().unwrap_or_default(), job.name_any());
-            wanted.insert(key.clone());
+            wanted.insert(key, job.clone());
             match routes.route(&job) {
                 Ok(route) => self.dispatch(job, &route, &seen, now).await,
                 Err(why) => self.warn(&job, "MultiClusterConfig", why).await,
@@ -405,11 +405,15 @@ impl Dispatcher {
     async fn collect_orphans(
         &mut self,
         seen: &BTreeMap<String, Copies>,
-        wanted: &BTreeSet<(String, String)>,
+        wanted: &BTreeMap<(String, String), Job>,
     ) {
         for (cluster, copies) in seen {
             for ((namespace, name), copy) in copies {
-                if wanted.contains(&(namespace.clone(), name.clone())) {
+                let key = (namespace.clone(), name.clone());
+                if wanted
+                    .get(&key)
+                    .is_some_and(|job| mirror::copies(copy, job))
+                {
                     continue;
                 }
                 let Ok(remote) = self.remote(cluster, namespace) else {
