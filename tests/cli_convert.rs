@@ -66,7 +66,7 @@ fn convert_kueue_v1beta1_prints_arbiter_manifests_and_warns_on_stderr() {
             "warning: ",
         ))
         .stderr(predicate::str::contains(
-            "(document 2): field spec.admissionChecks is a Kueue feature not supported by Arbiter, ignored",
+            "(document 2): spec.admissionChecks kept: `arbiter run --multicluster` acts on an AdmissionCheck whose controllerName is kueue.x-k8s.io/multikueue",
         ))
         .get_output()
         .stdout
@@ -139,7 +139,7 @@ fn convert_without_files_is_a_usage_error() {
 }
 
 #[test]
-fn crds_prints_seven_crds() {
+fn crds_prints_the_arbiter_crds() {
     let output = arbiter()
         .arg("crds")
         .assert()
@@ -170,7 +170,10 @@ fn crds_prints_seven_crds() {
             "LocalQueue",
             "WorkloadPriorityClass",
             "Workload",
-            "Topology"
+            "Topology",
+            "AdmissionCheck",
+            "MultiKueueConfig",
+            "MultiKueueCluster"
         ]
     );
 }

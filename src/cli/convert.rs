@@ -24,6 +24,9 @@ const JOB_INTEGRATION: &str = "JobIntegration";
 /// How a converted Topology is carried out, unlike Kueue.
 const TOPOLOGY_NOTE: &str = "Topology written as arbiter.dev/v1alpha1 (the operator and `arbiter simulate` place pod sets by it); the operator keeps a pod set's pods inside the domain chosen by a node selector on its pod template, where Kueue gates each pod and sends it to a domain of the Topology's lowest level";
 
+/// What becomes of a ClusterQueue's `spec.admissionChecks`.
+const ADMISSION_CHECKS_NOTE: &str = "spec.admissionChecks kept: `arbiter run --multicluster` acts on an AdmissionCheck whose controllerName is kueue.x-k8s.io/multikueue (write it, its MultiKueueConfig and MultiKueueClusters as arbiter.dev/v1alpha1); no other check is run, and the simulator runs none";
+
 /// Converts the manifests in `paths` (files or directories, as
 /// [`load_paths`] reads them) into one multi-document `arbiter.dev` YAML
 /// stream, with every warning from reading and converting.
@@ -92,6 +95,11 @@ fn convert_document(
         Origin::KueueV1alpha1 | Origin::KueueV1beta1 | Origin::KueueV1beta2
     );
     let mut decoding = Vec::new();
+    if let Some(converted) = multikueue(&manifest, &source, &mut decoding) {
+        warnings.extend(decoding);
+        let (kind, body) = converted?;
+        return render_as(&source, kind, body).map(Some);
+    }
     if let Some(topology) = load::topology(&manifest, &source, &mut decoding) {
         warnings.extend(decoding);
         let mut topology = topology?;
@@ -109,6 +117,9 @@ fn convert_document(
         Manifest::ClusterQueue(mut o) => {
             if kueue && o.spec.namespace_selector.is_none() {
                 note("Kueue admits no namespace when namespaceSelector is omitted; Arbiter admits all — add `namespaceSelector: {matchLabels: …}` to keep Kueue's behaviour".into());
+            }
+            if !o.spec.admission_checks.is_empty() {
+                note(ADMISSION_CHECKS_NOTE.into());
             }
             if let Some(fungibility) = o.spec.flavor_fungibility.as_mut() {
                 for (field, value) in [
@@ -159,6 +170,51 @@ fn convert_document(
     render_as(&source, kind, body).map(Some)
 }
 
+/// Kueue's MultiKueue kinds (any version of `kueue.x-k8s.io`, or
+/// `arbiter.dev/v1alpha1`) checked and written as `arbiter.dev/v1alpha1`
+/// for `arbiter run --multicluster`; `None` for any other object.
+#[allow(clippy::type_complexity)]
+fn multikueue(
+    manifest: &Manifest,
+    source: &Source,
+    warnings: &mut Vec<Warning>,
+) -> Option<Result<(&'static str, Result<String, String>), LoadError>> {
+    let Manifest::Other {
+        api_version,
+        kind,
+        object,
+    } = manifest
+    else {
+        return None;
+    };
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    if !(group == "kueue.x-k8s.io" || api_version == api::API_VERSION) {
+        return None;
+    }
+    Some(match kind.as_str() {
+        "AdmissionCheck" => {
+            load::decode::<api::AdmissionCheck>(object, source, warnings).map(|o| {
+                if o.spec.controller_name != api::MULTIKUEUE_CONTROLLER {
+                    warnings.push(Warning {
+                        source: source.clone(),
+                        message: format!(
+                            "AdmissionCheck of controller {} kept, but Arbiter runs only {}'s checks: a ClusterQueue naming it admits without it",
+                            o.spec.controller_name,
+                            api::MULTIKUEUE_CONTROLLER
+                        ),
+                    });
+                }
+                ("AdmissionCheck", render(&o))
+            })
+        }
+        "MultiKueueConfig" => load::decode::<api::MultiKueueConfig>(object, source, warnings)
+            .map(|o| ("MultiKueueConfig", render(&o))),
+        "MultiKueueCluster" => load::decode::<api::MultiKueueCluster>(object, source, warnings)
+            .map(|o| ("MultiKueueCluster", render(&o))),
+        _ => return None,
+    })
+}
+
 /// A converted document with the comment naming where it came from, or
 /// why it cannot be written.
 fn render_as(
@@ -193,6 +249,49 @@ mod tests {
     }
 
     #[test]
+    fn kueues_multikueue_objects_convert_to_arbiter_dev() {
+        let (yaml, warnings) = convert_text(
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: mk}\n\
+             spec:\n  controllerName: kueue.x-k8s.io/multikueue\n  retryDelayMinutes: 1\n\
+             \x20 parameters: {apiGroup: kueue.x-k8s.io, kind: MultiKueueConfig, name: workers}\n\
+             ---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: workers}\n\
+             spec: {clusters: [w1]}\n\
+             ---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueCluster\nmetadata: {name: w1}\n\
+             spec: {clusterSource: {kubeConfig: {location: w1-secret, locationType: Secret}}}\n",
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("spec.retryDelayMinutes"),
+            "{warnings:?}"
+        );
+        let documents: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let kinds: Vec<(&str, &str)> = documents
+            .iter()
+            .map(|d| {
+                (
+                    d["apiVersion"].as_str().unwrap_or_default(),
+                    d["kind"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (api::API_VERSION, "AdmissionCheck"),
+                (api::API_VERSION, "MultiKueueConfig"),
+                (api::API_VERSION, "MultiKueueCluster")
+            ]
+        );
+        assert_eq!(documents[0]["spec"]["parameters"]["name"], "workers");
+        assert_eq!(
+            documents[2]["spec"]["clusterSource"]["kubeConfig"]["location"],
+            "w1-secret"
+        );
+    }
+
+    #[test]
     fn a_kueue_topology_and_its_flavor_convert_with_a_note_on_how_pods_are_kept_to_the_domain() {
         let (yaml, warnings) = convert_text(
             "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: default}\n\
@@ -224,6 +323,7 @@ mod tests {
             "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\n\
              spec:\n  cohort: research\n  flavorFungibility: {whenCanBorrow: Borrow, whenCanPreempt: TryNextFlavor}\n\
              ---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\n\
+             spec: {controllerName: kueue.x-k8s.io/provisioning-request}\n\
              ---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: j, labels: {kueue.x-k8s.io/queue-name: lq}}\n",
         );
         assert_eq!(
@@ -231,14 +331,18 @@ mod tests {
             vec![
                 "Kueue admits no namespace when namespaceSelector is omitted; Arbiter admits all — add `namespaceSelector: {matchLabels: …}` to keep Kueue's behaviour",
                 "spec.flavorFungibility.whenCanBorrow: Borrow (Kueue v1beta1) written as MayStopSearch, its v1beta2 name; the behaviour is the same",
-                "kueue.x-k8s.io/v1beta1 AdmissionCheck has no Arbiter equivalent; left out of the output",
+                "AdmissionCheck of controller kueue.x-k8s.io/provisioning-request kept, but Arbiter runs only kueue.x-k8s.io/multikueue's checks: a ClusterQueue naming it admits without it",
             ]
         );
         let reread = arbiter_core::model::load::load_str(&yaml, std::path::Path::new("out.yaml"))
             .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
         assert!(reread.warnings.is_empty(), "{:?}", reread.warnings);
-        assert_eq!(reread.documents.len(), 2);
+        assert_eq!(reread.documents.len(), 3);
         assert_eq!(reread.documents[0].origin, Origin::Arbiter);
+        assert!(
+            yaml.contains("apiVersion: arbiter.dev/v1alpha1\nkind: AdmissionCheck"),
+            "{yaml}"
+        );
         let Manifest::ClusterQueue(cq) = &reread.documents[0].manifest else {
             panic!("not a ClusterQueue:\n{yaml}");
         };

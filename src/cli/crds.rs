@@ -1,5 +1,6 @@
-//! `arbiter crds`: the CustomResourceDefinitions of the seven `arbiter.dev`
-//! kinds, generated from the Rust wire types in `model::api` so the cluster
+//! `arbiter crds`: the CustomResourceDefinitions of the `arbiter.dev`
+//! kinds (the six of docs/design.md §2, Topology and MultiKueue's three),
+//! generated from the Rust wire types in `model::api` so the cluster
 //! and the code can never disagree. `deploy/crds.yaml` is this output,
 //! checked by a test. Pure: builds a string, never writes or reads a file;
 //! the CLI prints it.
@@ -15,8 +16,8 @@ use serde_json::Value;
 
 use arbiter_core::model::api;
 
-/// All seven CRDs, in docs/design.md §2 order, then Topology (Kueue's, for
-/// topology-aware placement).
+/// All CRDs: the six in docs/design.md §2 order, then Topology (Kueue's,
+/// for topology-aware placement), then MultiKueue's (multi-cluster dispatch).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         api::ResourceFlavor::crd(),
@@ -26,6 +27,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         workload_priority_class_crd(),
         api::Workload::crd(),
         topology_crd(),
+        api::AdmissionCheck::crd(),
+        api::MultiKueueConfig::crd(),
+        api::MultiKueueCluster::crd(),
     ]
 }
 
@@ -218,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn seven_crds_for_the_arbiter_group() {
+    fn ten_crds_for_the_arbiter_group() {
         let crds = crds();
         let kinds: Vec<(&str, &str)> = crds
             .iter()
@@ -234,6 +238,9 @@ mod tests {
                 ("WorkloadPriorityClass", "Cluster"),
                 ("Workload", "Namespaced"),
                 ("Topology", "Cluster"),
+                ("AdmissionCheck", "Cluster"),
+                ("MultiKueueConfig", "Cluster"),
+                ("MultiKueueCluster", "Cluster"),
             ]
         );
         for crd in &crds {

@@ -14,6 +14,7 @@ use anyhow::Context as _;
 use arbiter_core::model::cluster::{FairPreemptionStrategies, PodsReadyPolicy};
 use arbiter_operator::admin::{AdminState, OperatorMetrics};
 use arbiter_operator::leader::{Ended, LeaseOptions};
+use arbiter_operator::multicluster::MultiClusterOptions;
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
 use arbiter_operator::shadow::ShadowOptions;
 use arbiter_operator::webhook::{CertSource, Rotation, WebhookOptions};
@@ -115,6 +116,19 @@ pub struct RunArgs {
     /// Seconds before expiry the leader renews.
     #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lease_grace: u64,
+    /// Run admitted jobs with spec.managedBy kueue.x-k8s.io/multikueue on
+    /// worker clusters (MultiKueueConfig, MultiKueueCluster, kubeconfig
+    /// Secrets in --namespace).
+    #[arg(long, conflicts_with = "shadow")]
+    pub multicluster: bool,
+    /// Seconds a worker cluster may be unreachable before its jobs go to
+    /// another (Kueue's workerLostTimeout).
+    #[arg(long, value_name = "S", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub worker_lost_timeout: u64,
+    /// The origin label's value on the copies this manager makes (managers
+    /// sharing a worker need different ones).
+    #[arg(long, value_name = "NAME", default_value = "multikueue")]
+    pub multicluster_origin: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -163,6 +177,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .admin_address(args.admin_address);
         if !args.no_dashboard {
             operator = operator.dashboard(args.dashboard_address);
+        }
+        if args.multicluster {
+            operator = operator.multicluster(MultiClusterOptions {
+                namespace: namespace.clone(),
+                origin: args.multicluster_origin.clone(),
+                worker_lost_timeout: Duration::from_secs(args.worker_lost_timeout),
+                ..MultiClusterOptions::default()
+            });
         }
         if args.shadow {
             operator = operator.shadow(ShadowOptions {

@@ -29,6 +29,7 @@
 //! | `leader` | leader election on a Lease (kube-lease-manager): only the holder runs the driver's loop |
 //! | `provision` | the scale plan as cluster-autoscaler's ProvisioningRequests (one per scale-up, node-sized PodTemplates), withdrawn on scale-down; ended ones told back to the core |
 //! | `policy_sources` | where policy bundles come from in the cluster: the `--policies` directories (watched) and the ConfigMaps labelled `arbiter.dev/policy-bundle` (platform ones in the operator's namespace, one tenant bundle per other namespace), built off the driver's task, told in Events, a status annotation and metrics |
+//! | `multicluster` | multi-cluster dispatch (MultiKueue's model): admitted jobs with `spec.managedBy: kueue.x-k8s.io/multikueue` copied to a worker cluster chosen by the placement policies, their status copied back, moved when a worker is lost, never two copies kept |
 //! | `operator` | the operator put together: `Operator::builder` wires the driver, the bundle watches, the admin port, the dashboard, the webhooks and leader election; `arbiter run` and the tests start it so |
 //! | `shadow` | shadow mode beside Kueue: Kueue's queue objects as the configuration, its jobs as arrivals, the core deciding without acting; each workload compared with Kueue's `Workload` (sooner, later, never, flavor, victims) in metrics, `/shadow` and a report file; writes nothing to the API |
 //! | `driver` | the loop: configuration, job changes → `Input`s, `Scheduler::step`, each job's want set; the level-triggered writer (kube-runtime's `applier`) brings the jobs there |
@@ -44,6 +45,7 @@ pub mod inject;
 pub mod integrations;
 pub mod jobs;
 pub mod leader;
+pub mod multicluster;
 pub mod operator;
 pub mod policy_sources;
 pub mod provision;

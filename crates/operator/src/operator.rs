@@ -1,6 +1,6 @@
 //! The operator put together: [`Operator::builder`] names what runs beside
 //! the driver (the policy bundles and their watches, the admin port, the
-//! dashboard, the webhooks, leader election) and [`OperatorBuilder::start`]
+//! dashboard, the webhooks, leader election, multi-cluster dispatch) and [`OperatorBuilder::start`]
 //! starts them in the one order they depend on, returning the running
 //! [`Operator`], which owns the driver's loop (on a task of its own) and
 //! everything started for it. `arbiter run`, the end-to-end tests and the
@@ -23,6 +23,7 @@ use crate::admin::{AdminState, OperatorMetrics};
 use crate::dashboard::Feeds;
 use crate::driver::{Driver, DriverOptions};
 use crate::leader::{run_as_leader, Ended, LeaseOptions};
+use crate::multicluster::{Dispatcher, MultiClusterOptions};
 use crate::policy_sources::{BundleSetupError, Bundles, Watching};
 use crate::shadow::{Shadow, ShadowError, ShadowOptions};
 use crate::webhook::{self, Webhook, WebhookError, WebhookOptions};
@@ -64,6 +65,7 @@ pub struct OperatorBuilder {
     lease: Option<LeaseOptions>,
     scheduling: bool,
     shadow: Option<ShadowOptions>,
+    multicluster: Option<MultiClusterOptions>,
 }
 
 impl OperatorBuilder {
@@ -114,6 +116,14 @@ impl OperatorBuilder {
     /// (with [`OperatorBuilder::bundles`]).
     pub fn dashboard(mut self, address: SocketAddr) -> OperatorBuilder {
         self.dashboard = Some(address);
+        self
+    }
+
+    /// Runs multi-cluster dispatch (`crate::multicluster`) beside the
+    /// driver: admitted jobs managed by `kueue.x-k8s.io/multikueue` run on
+    /// worker clusters, chosen by the bundles' placement policies.
+    pub fn multicluster(mut self, options: MultiClusterOptions) -> OperatorBuilder {
+        self.multicluster = Some(options);
         self
     }
 
@@ -168,6 +178,7 @@ impl OperatorBuilder {
             lease,
             scheduling,
             shadow,
+            multicluster,
         } = self;
         let admin_server = match (admin_address, &admin) {
             (Some(address), Some((state, _))) => Some(serve_admin(address, state.clone()).await?),
@@ -196,8 +207,8 @@ impl OperatorBuilder {
             None => None,
         };
         if let Some(shadow) = shadow {
-            if webhooks.is_some() || lease.is_some() {
-                tracing::warn!("shadow mode serves no webhooks and runs without leader election; both are ignored");
+            if webhooks.is_some() || lease.is_some() || multicluster.is_some() {
+                tracing::warn!("shadow mode serves no webhooks, runs without leader election and dispatches to no worker cluster; those options are ignored");
             }
             let started = ShadowStart {
                 client,
@@ -217,6 +228,7 @@ impl OperatorBuilder {
                 _rules: None,
                 _admin_server: admin_server.map(|(_, task)| AbortOnDrop(task)),
                 _dashboard: dashboard.map(|(_, task)| AbortOnDrop(task)),
+                _dispatching: None,
             });
         }
         let mut driver = Driver::start(client.clone(), integrations, hooks, options).await;
@@ -228,6 +240,15 @@ impl OperatorBuilder {
                 state.following.store(true, Ordering::Relaxed);
             }
         }
+        // The dispatcher ranks workers with its own engine over the same
+        // bundles in force; it acts only while this replica speaks.
+        let dispatching = multicluster.filter(|_| scheduling).map(|options| {
+            let engine = bundles.as_ref().map(Bundles::engine);
+            let speaks = speaks(admin.as_ref().map(|(state, _)| state.clone()));
+            AbortOnDrop(tokio::spawn(
+                Dispatcher::new(client.clone(), options, engine, speaks).run(),
+            ))
+        });
         let watching = match bundles {
             Some(bundles) => {
                 let speaks = speaks(admin.as_ref().map(|(state, _)| state.clone()));
@@ -258,6 +279,7 @@ impl OperatorBuilder {
             admin_address: admin_server.as_ref().map(|(address, _)| *address),
             dashboard_address: dashboard.as_ref().map(|(address, _)| *address),
             _watching: watching,
+            _dispatching: dispatching,
             _rules: rules.map(AbortOnDrop),
             _admin_server: admin_server.map(|(_, task)| AbortOnDrop(task)),
             _dashboard: dashboard.map(|(_, task)| AbortOnDrop(task)),
@@ -420,6 +442,7 @@ pub struct Operator {
     admin_address: Option<SocketAddr>,
     dashboard_address: Option<SocketAddr>,
     _watching: Option<Watching>,
+    _dispatching: Option<AbortOnDrop<()>>,
     _rules: Option<AbortOnDrop<()>>,
     _admin_server: Option<AbortOnDrop<()>>,
     _dashboard: Option<AbortOnDrop<std::io::Result<()>>>,
@@ -442,6 +465,7 @@ impl Operator {
             lease: None,
             scheduling: true,
             shadow: None,
+            multicluster: None,
         }
     }
 

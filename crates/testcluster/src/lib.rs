@@ -308,10 +308,24 @@ impl TestCluster {
     /// same port and etcd, and waits until it is ready. Its earlier log is
     /// kept as `kube-apiserver.log.N`.
     pub async fn restart_apiserver(&mut self, down: std::time::Duration) -> Result<(), Error> {
+        self.stop_apiserver()?;
+        tokio::time::sleep(down).await;
+        self.start_apiserver().await
+    }
+
+    /// Stops the API server (SIGKILL), leaving everything else running: a
+    /// cluster its clients cannot reach until [`TestCluster::start_apiserver`].
+    pub fn stop_apiserver(&mut self) -> Result<(), Error> {
         let _ = self.apiserver.kill();
         let _ = self.apiserver.wait();
+        Ok(())
+    }
+
+    /// Starts the API server stopped by [`TestCluster::stop_apiserver`]
+    /// again on the same port and etcd, and waits until it is ready. Its
+    /// earlier log is kept as `kube-apiserver.log.N`.
+    pub async fn start_apiserver(&mut self) -> Result<(), Error> {
         let log = self.keep_log("kube-apiserver.log")?;
-        tokio::time::sleep(down).await;
         self.apiserver = spawn(&mut self.apiserver_command, &log, "kube-apiserver")?;
         self.wait_ready().await
     }

@@ -630,7 +630,6 @@ pub fn topology(
 /// Kueue fields Arbiter does not implement (any apiVersion), as paths with
 /// `[]` for any list index.
 const KUEUE_ONLY_FIELDS: &[&str] = &[
-    "spec.admissionChecks",
     "spec.admissionChecksStrategy",
     "spec.admissionScope",
     "spec.maximumExecutionTimeSeconds",
@@ -987,12 +986,9 @@ spec: {parent: org}
                 Origin::KueueV1alpha1
             ]
         );
-        assert_eq!(
-            messages(&loaded),
-            vec![
-                "seed/cluster.yaml (document 2): field spec.admissionChecks is a Kueue feature not supported by Arbiter, ignored",
-            ]
-        );
+        // admissionChecks is read (the operator's multi-cluster dispatch
+        // acts on a MultiKueue check; the simulator runs none).
+        assert_eq!(messages(&loaded), Vec::<String>::new());
         let Manifest::ResourceFlavor(flavor) = &loaded.documents[0].manifest else {
             panic!("not a ResourceFlavor");
         };
@@ -1001,6 +997,7 @@ spec: {parent: org}
             panic!("not a ClusterQueue");
         };
         assert_eq!(cq.spec.cohort.as_deref(), Some("research"));
+        assert_eq!(cq.spec.admission_checks, ["prov"]);
         let quotas = &cq.spec.resource_groups[0].flavors[0].resources;
         assert_eq!(quotas[0].nominal_quota.0, "9");
         assert_eq!(

@@ -17,6 +17,7 @@ use crate::hooks::{self, HookKind};
 use crate::spec::Mode;
 use crate::view::{PlacementInput, PlacementOutput};
 use crate::wasm::Hook;
+use arbiter_core::model::Millis;
 use arbiter_core::scheduler::capacity::NodeScore;
 #[cfg(doc)]
 use arbiter_core::scheduler::hooks::Hooks;
@@ -37,11 +38,46 @@ impl Engine {
         if !self.has_placement() {
             return None;
         }
-        let now = request.now;
+        self.first_placement(request.now, || placement_input(request))
+            .map(node_scores)
+    }
+
+    /// Ranks worker clusters for multi-cluster dispatch with the same
+    /// placement policies: `input.nodes` holds one candidate per worker
+    /// cluster (its `name` the MultiKueueCluster's, its `flavor` empty),
+    /// and the first enforcing policy to answer gives one score per
+    /// candidate, highest first. `None`: no policy answered (the caller's
+    /// default choice stands). Pins the bundles in force at `now`, as a
+    /// scheduler call does, and records the answer like any other.
+    pub fn rank_clusters(&mut self, now: Millis, input: PlacementInput) -> Option<Vec<f64>> {
+        self.now = now;
+        self.pin();
+        if !self.has_placement() {
+            return None;
+        }
+        let candidates = input.nodes.len();
+        self.first_placement(now, || input)
+            .map(|output| output.scores)
+            .filter(|scores| scores.len() == candidates)
+    }
+
+    /// The loop both share: each platform placement policy taking the
+    /// workload (and `match.flavors` the flavor), in bundle order, until an
+    /// enforcing one answers; the input is built only once a policy reads it.
+    fn first_placement(
+        &mut self,
+        now: Millis,
+        make_input: impl FnOnce() -> PlacementInput,
+    ) -> Option<PlacementOutput> {
+        let mut make_input = Some(make_input);
         let mut input: Option<PlacementInput> = None;
         for bundle in self.pinned.platform.clone() {
             for policy in bundle.policies.iter().filter(|p| p.hook == Hook::Placement) {
-                let input = input.get_or_insert_with(|| placement_input(request));
+                let input = match (&mut input, make_input.take()) {
+                    (Some(input), _) => input,
+                    (slot, Some(make)) => slot.insert(make()),
+                    (None, None) => return None,
+                };
                 let w = &input.workload;
                 let flavors = &policy.matches.flavors;
                 if !policy.applies_to(&w.namespace, &w.kind, &w.cluster_queue)
@@ -61,7 +97,7 @@ impl Engine {
                             ..Answer::given(&bundle, policy, now, micros, summary(input, &output))
                         });
                         if policy.mode == Mode::Enforce {
-                            return Some(node_scores(output));
+                            return Some(output);
                         }
                     }
                     Err(e) => self.record(Answer {

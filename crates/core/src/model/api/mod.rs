@@ -16,8 +16,15 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod multikueue;
 mod topology;
 mod workload;
+pub use multikueue::{
+    AdmissionCheck, AdmissionCheckParameters, AdmissionCheckSpec, AdmissionCheckStatus,
+    ClusterSource, KubeConfig, MultiKueueCluster, MultiKueueClusterSpec, MultiKueueClusterStatus,
+    MultiKueueConfig, MultiKueueConfigSpec, MULTIKUEUE_CONTROLLER, MULTIKUEUE_MANAGED_BY,
+    MULTIKUEUE_ORIGIN_LABEL, MULTIKUEUE_SECRET_KEY,
+};
 pub use topology::{
     Topology, TopologyLevel, TopologyRequest, TopologySpec, HOSTNAME_LABEL,
     PODSET_PREFERRED_TOPOLOGY_ANNOTATION, PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
@@ -572,6 +579,12 @@ pub struct ClusterQueueSpec {
     /// Eviction of workloads admitted too long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_reclaim: Option<ResourceReclaim>,
+    /// AdmissionChecks its workloads pass; one whose controller is
+    /// `kueue.x-k8s.io/multikueue` runs them on worker clusters (the
+    /// operator's multi-cluster dispatch), others are not acted on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub admission_checks: Vec<String>,
 }
 
 /// What a ClusterQueue holds now.

@@ -378,3 +378,43 @@ fn order_by_placement_is_for_flavor_policies_only() {
     let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(message.contains("orderByPlacement"), "{message}");
 }
+
+#[test]
+fn worker_clusters_are_ranked_by_the_same_placement_policies() {
+    use crate::view::{NodeView, PlacementInput, WorkloadView};
+    let input = |names: &[&str]| PlacementInput {
+        workload: WorkloadView {
+            name: "train".into(),
+            namespace: "research".into(),
+            kind: "Job".into(),
+            ..WorkloadView::default()
+        },
+        nodes: names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| NodeView {
+                index: i as u32,
+                name: name.to_string(),
+                ..NodeView::default()
+            })
+            .collect(),
+        ..PlacementInput::default()
+    };
+    let mut none = engine(vec![platform(
+        "rules",
+        "  - {name: w, hook: weight, cel: {expression: '1.0'}}\n",
+    )]);
+    assert_eq!(none.rank_clusters(Millis(0), input(&["w1", "w2"])), None);
+    let mut engine = engine(vec![platform(
+        "rules",
+        "  - {name: dry, hook: placement, mode: DryRun, cel: {expression: '5.0'}}\n  \
+         - {name: other-ns, hook: placement, match: {namespaces: [elsewhere]}, cel: {expression: '7.0'}}\n  \
+         - {name: w2-first, hook: placement, cel: {expression: \"node.name == 'w2' ? 10.0 : 1.0\"}}\n",
+    )]);
+    assert_eq!(
+        engine.rank_clusters(Millis(1000), input(&["w1", "w2"])),
+        Some(vec![1.0, 10.0])
+    );
+    let policies: Vec<String> = log(&engine).into_iter().map(|(p, ..)| p).collect();
+    assert_eq!(policies, ["dry", "w2-first"]);
+}
