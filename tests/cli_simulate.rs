@@ -184,7 +184,7 @@ fn unknown_kind() {
 
 /// Another API's object that nothing queues (the article's ServiceMonitor,
 /// a Role) is no part of a scenario: skipped, with a warning (an error with
-/// `--strict`). So is a Kueue kind Arbiter has no counterpart for.
+/// `--strict`). So is an admission check, which the simulator does not run.
 #[test]
 fn an_object_of_another_api_is_skipped_with_a_warning() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -194,7 +194,7 @@ fn an_object_of_another_api_is_skipped_with_a_warning() {
     );
     write(dir.path(), "cluster.yaml", &text);
     let monitor = "(document 4): monitoring.coreos.com/v1 ServiceMonitor kueue-system/kueue-monitor is not a scenario object (no queue, quota or job kind Arbiter knows, and no queue-name label); ignored";
-    let check = "(document 5): kueue.x-k8s.io/v1beta1 AdmissionCheck prov is a Kueue kind Arbiter does not support; ignored";
+    let check = "(document 5): kueue.x-k8s.io/v1beta1 AdmissionCheck prov: the simulator runs no admission checks (the operator runs MultiKueue's, `arbiter run --multicluster`); ignored";
     arbiter()
         .arg("simulate")
         .arg(dir.path())

@@ -533,12 +533,12 @@ fn describe_inactive(inactive: &arbiter_core::model::cluster::Inactive) -> Strin
 }
 
 /// Kueue's kinds that Arbiter has no counterpart for (any apiVersion).
-const KUEUE_KINDS_NOT_SUPPORTED: &[&str] = &[
-    "AdmissionCheck",
-    "MultiKueueCluster",
-    "MultiKueueConfig",
-    "ProvisioningRequestConfig",
-];
+const KUEUE_KINDS_NOT_SUPPORTED: &[&str] = &["ProvisioningRequestConfig"];
+
+/// Admission-check kinds (Kueue's, or Arbiter's spelling of them): the
+/// operator acts on MultiKueue's (`arbiter run --multicluster`); the
+/// simulator runs no admission check.
+const ADMISSION_CHECK_KINDS: &[&str] = &["AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig"];
 
 /// Why an object of a kind no integration reads is no part of a scenario
 /// and can be skipped (`None`: it is an error — a kind of Arbiter's or the
@@ -550,6 +550,9 @@ fn not_simulated(api_version: &str, kind: &str, named: &str, queued: bool) -> Op
     let group = api_version.split_once('/').map_or("", |(group, _)| group);
     match group {
         _ if queued => None,
+        "arbiter.dev" | "kueue.x-k8s.io" if ADMISSION_CHECK_KINDS.contains(&kind) => Some(format!(
+            "{api_version} {kind} {named}: the simulator runs no admission checks (the operator runs MultiKueue's, `arbiter run --multicluster`)"
+        )),
         "arbiter.dev" | "sim.arbiter.dev" => None,
         "kueue.x-k8s.io" if KUEUE_KINDS_NOT_SUPPORTED.contains(&kind) => Some(format!(
             "{api_version} {kind} {named} is a Kueue kind Arbiter does not support"
