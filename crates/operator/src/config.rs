@@ -35,6 +35,66 @@ use k8s_openapi::api::core::v1::{Namespace as KubeNamespace, Node};
 use kube::api::DynamicObject;
 use serde_json::Value;
 
+/// What a configuration is built from, as the watches hold it now: the
+/// queue objects, Namespaces, Nodes (by name), the resources Nodes and
+/// jobs name, and a fingerprint of everything the build reads — equal
+/// fingerprints build equal configurations, so a caller rebuilds only
+/// when it changed. The driver and the shadow read it alike.
+pub struct ConfigInputs {
+    pub objects: Vec<ApiObject>,
+    pub namespaces: BTreeMap<String, Namespace>,
+    pub nodes: Vec<Node>,
+    pub resources: BTreeSet<String>,
+    pub fingerprint: String,
+}
+
+impl ConfigInputs {
+    /// Reads the watches' objects, adding the resources `jobs` ask for.
+    pub fn read(
+        objects: impl IntoIterator<Item = Arc<DynamicObject>>,
+        namespaces: &[Arc<KubeNamespace>],
+        nodes: &[Arc<Node>],
+        jobs: impl IntoIterator<Item = String>,
+    ) -> ConfigInputs {
+        let objects = api_objects(objects);
+        let namespaces = self::namespaces(namespaces);
+        let mut nodes: Vec<Node> = nodes.iter().map(|n| (**n).clone()).collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut resources: BTreeSet<String> = node_resources(&nodes).collect();
+        resources.extend(jobs);
+        // What of a Node the build reads.
+        let node_view: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    &n.metadata.name,
+                    &n.metadata.labels,
+                    n.spec.as_ref().and_then(|s| s.unschedulable),
+                    n.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+                    n.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(DEVICES_ANNOTATION)),
+                )
+            })
+            .collect();
+        let fingerprint = serde_json::json!({
+            "objects": objects.iter().map(|o| &o.object).collect::<Vec<_>>(),
+            "namespaces": namespaces.iter().map(|(k, v)| (k, (&v.labels, &v.annotations))).collect::<Vec<_>>(),
+            "nodes": serde_json::to_value(&node_view).unwrap_or_default(),
+            "resources": resources,
+        })
+        .to_string();
+        ConfigInputs {
+            objects,
+            namespaces,
+            nodes,
+            resources,
+            fingerprint,
+        }
+    }
+}
+
 /// A configuration object as read from the API.
 #[derive(Clone, Debug)]
 pub struct ApiObject {

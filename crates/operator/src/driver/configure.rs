@@ -32,40 +32,18 @@ impl Driver {
             return (self.scheduler.is_some(), false);
         }
         self.job_resources = self.index.resources().cloned().collect();
-        let objects = config::api_objects(self.config.iter().flat_map(|w| w.store.state()));
-        let namespaces = config::namespaces(&self.namespaces.store.state());
-        let mut nodes: Vec<Node> = self
-            .nodes
-            .store
-            .state()
-            .iter()
-            .map(|n| (**n).clone())
-            .collect();
-        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let mut resources: BTreeSet<String> = config::node_resources(&nodes).collect();
-        resources.extend(self.index.resources().cloned());
-        let node_view: Vec<_> = nodes
-            .iter()
-            .map(|n| {
-                (
-                    &n.metadata.name,
-                    &n.metadata.labels,
-                    n.spec.as_ref().and_then(|s| s.unschedulable),
-                    n.status.as_ref().and_then(|s| s.allocatable.as_ref()),
-                    n.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(config::DEVICES_ANNOTATION)),
-                )
-            })
-            .collect();
-        let fingerprint = serde_json::json!({
-            "objects": objects.iter().map(|o| &o.object).collect::<Vec<_>>(),
-            "namespaces": namespaces.iter().map(|(k, v)| (k, (&v.labels, &v.annotations))).collect::<Vec<_>>(),
-            "nodes": serde_json::to_value(&node_view).unwrap_or_default(),
-            "resources": resources,
-        })
-        .to_string();
+        let config::ConfigInputs {
+            objects,
+            namespaces,
+            nodes,
+            resources,
+            fingerprint,
+        } = config::ConfigInputs::read(
+            self.config.iter().flat_map(|w| w.store.state()),
+            &self.namespaces.store.state(),
+            &self.nodes.store.state(),
+            self.index.resources().cloned(),
+        );
         if fingerprint == self.fingerprint {
             return (self.scheduler.is_some(), false);
         }

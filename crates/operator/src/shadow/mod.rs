@@ -340,25 +340,18 @@ impl Shadow {
             return false;
         }
         self.job_resources = self.index.resources().cloned().collect();
-        let objects = crate::config::api_objects(self.config.iter().flat_map(|w| w.store.state()));
-        let namespaces = crate::config::namespaces(&self.namespaces.store.state());
-        let mut nodes: Vec<Node> = self
-            .nodes
-            .store
-            .state()
-            .iter()
-            .map(|n| (**n).clone())
-            .collect();
-        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let mut resources: BTreeSet<String> = crate::config::node_resources(&nodes).collect();
-        resources.extend(self.index.resources().cloned());
-        let fingerprint = serde_json::json!({
-            "objects": objects.iter().map(|o| &o.object).collect::<Vec<_>>(),
-            "namespaces": namespaces.iter().map(|(k, v)| (k, (&v.labels, &v.annotations))).collect::<Vec<_>>(),
-            "nodes": nodes.iter().map(|n| (&n.metadata.name, &n.metadata.labels, n.spec.as_ref().and_then(|s| s.unschedulable), n.status.as_ref().and_then(|s| s.allocatable.as_ref()))).collect::<Vec<_>>(),
-            "resources": resources,
-        })
-        .to_string();
+        let crate::config::ConfigInputs {
+            objects,
+            namespaces,
+            nodes,
+            resources,
+            fingerprint,
+        } = crate::config::ConfigInputs::read(
+            self.config.iter().flat_map(|w| w.store.state()),
+            &self.namespaces.store.state(),
+            &self.nodes.store.state(),
+            self.index.resources().cloned(),
+        );
         if fingerprint == self.fingerprint {
             return false;
         }
