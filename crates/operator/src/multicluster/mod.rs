@@ -1,9 +1,12 @@
 //! Multi-cluster dispatch, MultiKueue's model: this (manager) cluster
-//! queues and admits; worker clusters run. A Job with `spec.managedBy:
-//! kueue.x-k8s.io/multikueue` in a ClusterQueue whose MultiKueue
+//! queues and admits; worker clusters run. A job — a batch/v1 Job with
+//! `spec.managedBy: kueue.x-k8s.io/multikueue`, or a Kubeflow v1 job
+//! (PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MPIJob) with
+//! `spec.runPolicy.managedBy` so — in a ClusterQueue whose MultiKueue
 //! AdmissionCheck names a MultiKueueConfig is admitted by the driver like
-//! any other (quota, policies, preemption — the manager's own Job
-//! controller ignores it, as it ignores every job managed by another);
+//! any other (quota, policies, preemption — the manager's own job
+//! controller ignores it, as it ignores every job managed by another;
+//! the Kubeflow training-operator does so from v1.9);
 //! once admitted, this module copies it to one worker, copies the worker's
 //! status back, deletes the copy when the job is held again, finished or
 //! deleted, and moves it to another worker when its worker is lost.
@@ -22,7 +25,7 @@
 //! |---|---|
 //! | `plan` | the dispatch state machine (pure) |
 //! | `route` | job → LocalQueue → ClusterQueue → AdmissionCheck → MultiKueueConfig (pure) |
-//! | `mirror` | the worker's copy of a job and the status copied back (pure) |
+//! | `mirror` | the job kinds, the worker's copy of a job and the status copied back (pure) |
 //! | `workers` | a client per MultiKueueCluster from its Secret, and each worker's reach |
 
 mod mirror;
@@ -41,8 +44,9 @@ use arbiter_core::model::api::{
 use arbiter_core::model::Millis;
 use arbiter_policy::engine::Engine;
 use arbiter_policy::view::{NodeView, PlacementInput, WorkloadView};
-use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::runtime::events::Recorder;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -50,6 +54,7 @@ use serde_json::json;
 pub use mirror::{CLUSTER_ANNOTATION, ORIGIN_UID_ANNOTATION};
 pub use plan::{Action, JobFacts, Reach, WorkerFacts};
 
+use mirror::{Kind, Kinds};
 use route::{Route, Routes};
 use workers::{Connection, Workers};
 
@@ -87,6 +92,7 @@ pub struct Dispatcher {
     options: MultiClusterOptions,
     workers: Workers,
     engine: Option<Engine>,
+    kinds: Arc<Kinds>,
     speaks: Arc<dyn Fn() -> bool + Send + Sync>,
     recorder: Recorder,
     started: Instant,
@@ -95,8 +101,20 @@ pub struct Dispatcher {
     told: BTreeSet<String>,
 }
 
-/// What one pass saw of a worker: its copies by (namespace, name).
-type Copies = BTreeMap<(String, String), Job>;
+/// A job: its kind, namespace and name.
+type JobKey = (String, String, String);
+
+/// What one pass saw of a worker: its copies by kind, namespace and name.
+type Copies = BTreeMap<JobKey, DynamicObject>;
+
+/// The key of `job` of `kind`.
+fn key_of(kind: &Kind, job: &DynamicObject) -> JobKey {
+    (
+        kind.name().to_string(),
+        job.namespace().unwrap_or_default(),
+        job.name_any(),
+    )
+}
 
 impl Dispatcher {
     /// A dispatcher over the manager `client`; `engine` ranks workers by
@@ -113,6 +131,7 @@ impl Dispatcher {
             options,
             workers: Workers::default(),
             engine,
+            kinds: Arc::new(Kinds::builtin()),
             speaks,
             recorder: crate::workloads::recorder(client.clone()),
             started: Instant::now(),
@@ -136,12 +155,17 @@ impl Dispatcher {
 
     /// One pass: observe, plan per job, enact.
     pub async fn pass(&mut self) -> Result<(), kube::Error> {
-        let (jobs, others): (Vec<Job>, Vec<Job>) = Api::<Job>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .partition(mirror::is_dispatched);
+        let kinds = self.kinds.clone();
+        // Each kind's jobs on the manager; a kind whose CRD is not installed has none.
+        let mut listed: Vec<(&Kind, Vec<DynamicObject>)> = Vec::new();
+        for kind in kinds.iter() {
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
+            match api.list(&ListParams::default()).await {
+                Ok(list) => listed.push((kind, list.items)),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
         let routes = Routes::new(
             list::<LocalQueue>(&self.client).await?,
             list::<ClusterQueue>(&self.client).await?,
@@ -155,7 +179,7 @@ impl Dispatcher {
         let now = Instant::now();
         let mut seen: BTreeMap<String, Copies> = BTreeMap::new();
         for (name, worker) in self.workers.iter_mut() {
-            match list_copies(&worker.connection, &self.options.origin).await {
+            match list_copies(&worker.connection, &kinds, &self.options.origin).await {
                 Ok(copies) => {
                     if worker.reach(now, Duration::MAX) != Reach::Up {
                         tracing::info!(cluster = %name, "worker cluster reachable again");
@@ -174,39 +198,42 @@ impl Dispatcher {
             self.tell_active(cluster, seen.contains_key(&cluster.name_any()))
                 .await;
         }
-        let mut wanted: BTreeMap<(String, String), Job> = BTreeMap::new();
-        for job in jobs {
-            let key = (job.namespace().unwrap_or_default(), job.name_any());
-            wanted.insert(key, job.clone());
-            match routes.route(&job) {
-                Ok(route) => self.dispatch(job, &route, &seen, now).await,
-                Err(why) => self.warn(&job, "MultiClusterConfig", why).await,
+        let mut wanted: BTreeMap<JobKey, DynamicObject> = BTreeMap::new();
+        for (kind, jobs) in listed {
+            for job in jobs {
+                if kind.is_dispatched(&job) {
+                    wanted.insert(key_of(kind, &job), job.clone());
+                    match routes.route(kind.name(), &job) {
+                        Ok(route) => self.dispatch(kind, job, &route, &seen, now).await,
+                        Err(why) => self.warn(kind, &job, "MultiClusterConfig", why).await,
+                    }
+                    continue;
+                }
+                // Kueue's webhook makes such a job managedBy MultiKueue;
+                // Arbiter tells instead of changing the author's job.
+                let unmanaged = kind.managed_by(&job).is_none()
+                    && job.metadata.deletion_timestamp.is_none()
+                    && !kind.is_finished(&job);
+                if let (true, Ok(route)) = (unmanaged, routes.route(kind.name(), &job)) {
+                    let why = format!("its ClusterQueue {} dispatches to worker clusters, but the {} has no {}: it runs on this cluster; create it with that field set to {}", route.cluster_queue, kind.name(), kind.managed_by_field(), arbiter_core::model::api::MULTIKUEUE_MANAGED_BY);
+                    self.warn(kind, &job, "NotManagedByMultiKueue", why).await;
+                }
             }
         }
-        // Kueue's webhook makes such a job managedBy MultiKueue; Arbiter
-        // tells instead of changing the author's job.
-        for job in others {
-            let unmanaged = job.spec.as_ref().is_some_and(|s| s.managed_by.is_none())
-                && job.metadata.deletion_timestamp.is_none()
-                && !mirror::is_finished(&job);
-            if let (true, Ok(route)) = (unmanaged, routes.route(&job)) {
-                let why = format!("its ClusterQueue {} dispatches to worker clusters, but the job has no spec.managedBy: it runs on this cluster; create it with spec.managedBy: {}", route.cluster_queue, arbiter_core::model::api::MULTIKUEUE_MANAGED_BY);
-                self.warn(&job, "NotManagedByMultiKueue", why).await;
-            }
-        }
-        self.collect_orphans(&seen, &wanted).await;
+        self.collect_orphans(&kinds, &seen, &wanted).await;
         Ok(())
     }
 
     /// Plans and enacts one job.
     async fn dispatch(
         &mut self,
-        mut job: Job,
+        kind: &Kind,
+        mut job: DynamicObject,
         route: &Route,
         seen: &BTreeMap<String, Copies>,
         now: Instant,
     ) {
-        let key = (job.namespace().unwrap_or_default(), job.name_any());
+        let key = key_of(kind, &job);
         let facts: Vec<WorkerFacts> = route
             .clusters
             .iter()
@@ -230,22 +257,23 @@ impl Dispatcher {
             })
             .collect();
         let state = JobFacts {
-            suspended: mirror::is_suspended(&job),
-            finished: mirror::is_finished(&job),
+            suspended: kind.is_suspended(&job),
+            finished: kind.is_finished(&job),
             assigned: mirror::assigned(&job),
         };
         let elapsed = Millis(now.duration_since(self.started).as_millis() as i64);
-        let mut pick = |candidates: &[usize]| self.pick(&job, route, &facts, candidates, elapsed);
+        let mut pick =
+            |candidates: &[usize]| self.pick(kind, &job, route, &facts, candidates, elapsed);
         let actions = plan::plan(&state, &facts, &mut pick);
         for action in actions {
-            let done = self.enact(&mut job, &action, seen).await;
+            let done = self.enact(kind, &mut job, &action, seen).await;
             match done {
                 Ok(()) => {}
                 // The job changed since it was read: the next pass plans again.
                 Err(Failed::Conflict) => return,
                 Err(Failed::Other(e)) => {
-                    let why = format!("Job {}/{}: {e}", key.0, key.1);
-                    self.warn(&job, "DispatchFailed", why).await;
+                    let why = format!("{} {}/{}: {e}", key.0, key.1, key.2);
+                    self.warn(kind, &job, "DispatchFailed", why).await;
                     return;
                 }
             }
@@ -256,7 +284,8 @@ impl Dispatcher {
     /// equals), or the first in the config's order without an answer.
     fn pick(
         &mut self,
-        job: &Job,
+        kind: &Kind,
+        job: &DynamicObject,
         route: &Route,
         workers: &[WorkerFacts],
         candidates: &[usize],
@@ -269,7 +298,7 @@ impl Dispatcher {
             workload: WorkloadView {
                 name: job.name_any(),
                 namespace: job.namespace().unwrap_or_default(),
-                kind: "Job".to_string(),
+                kind: kind.name().to_string(),
                 labels: job.labels().clone(),
                 annotations: job.annotations().clone(),
                 queue_name: route.queue.clone(),
@@ -302,13 +331,15 @@ impl Dispatcher {
     /// Carries out one action; `job` follows the manager's writes.
     async fn enact(
         &mut self,
-        job: &mut Job,
+        kind: &Kind,
+        job: &mut DynamicObject,
         action: &Action,
         seen: &BTreeMap<String, Copies>,
     ) -> Result<(), Failed> {
-        let namespace = job.namespace().unwrap_or_default();
-        let name = job.name_any();
-        let jobs: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        let (_, namespace, name) = key_of(kind, job);
+        let key = key_of(kind, job);
+        let jobs: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &namespace, &kind.resource);
         match action {
             Action::Assign(_) | Action::Unassign => {
                 let value = match action {
@@ -330,7 +361,7 @@ impl Dispatcher {
                         None => ("Dispatched", format!("running on worker cluster {cluster}")),
                     };
                     tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "{note}");
-                    let regarding = job.object_ref(&());
+                    let regarding = job.object_ref(&kind.resource);
                     crate::workloads::record_event(
                         &self.recorder,
                         &regarding,
@@ -343,8 +374,8 @@ impl Dispatcher {
                 }
             }
             Action::Create(cluster) => {
-                let remote = self.remote(cluster, &namespace)?;
-                let copy = mirror::copy_of(job, &self.options.origin);
+                let remote = self.remote(kind, cluster, &namespace)?;
+                let copy = kind.copy_of(job, &self.options.origin);
                 match remote.create(&PostParams::default(), &copy).await {
                     Ok(_) => {}
                     // Made by an earlier pass whose list did not see it yet.
@@ -357,21 +388,16 @@ impl Dispatcher {
                 }
             }
             Action::Delete(cluster) => {
-                let copy = seen
-                    .get(cluster)
-                    .and_then(|c| c.get(&(namespace.clone(), name.clone())));
+                let copy = seen.get(cluster).and_then(|c| c.get(&key));
                 let uid = copy.and_then(|c| c.metadata.uid.clone());
-                let remote = self.remote(cluster, &namespace)?;
+                let remote = self.remote(kind, cluster, &namespace)?;
                 delete_copy(&remote, &name, uid)
                     .await
                     .map_err(|e| format!("deleting the copy on worker cluster {cluster}: {e}"))?;
                 tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "copy deleted from worker cluster");
             }
             Action::Sync(cluster) => {
-                let Some(copy) = seen
-                    .get(cluster)
-                    .and_then(|c| c.get(&(namespace.clone(), name.clone())))
-                else {
+                let Some(copy) = seen.get(cluster).and_then(|c| c.get(&key)) else {
                     return Ok(());
                 };
                 if let Some(patch) = mirror::synced(job, copy) {
@@ -390,12 +416,19 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// The jobs API of `cluster` in `namespace`, if it has a client.
-    fn remote(&self, cluster: &str, namespace: &str) -> Result<Api<Job>, String> {
+    /// The API of `kind` on `cluster` in `namespace`, if it has a client.
+    fn remote(
+        &self,
+        kind: &Kind,
+        cluster: &str,
+        namespace: &str,
+    ) -> Result<Api<DynamicObject>, String> {
         match self.workers.get(cluster).map(|w| &w.connection) {
-            Some(Connection::Ready { client, .. }) => {
-                Ok(Api::namespaced(client.clone(), namespace))
-            }
+            Some(Connection::Ready { client, .. }) => Ok(Api::namespaced_with(
+                client.clone(),
+                namespace,
+                &kind.resource,
+            )),
             _ => Err(format!("worker cluster {cluster} has no client")),
         }
     }
@@ -404,27 +437,28 @@ impl Dispatcher {
     /// or is another object of the same name (Kueue's garbage collection).
     async fn collect_orphans(
         &mut self,
+        kinds: &Kinds,
         seen: &BTreeMap<String, Copies>,
-        wanted: &BTreeMap<(String, String), Job>,
+        wanted: &BTreeMap<JobKey, DynamicObject>,
     ) {
         for (cluster, copies) in seen {
-            for ((namespace, name), copy) in copies {
-                let key = (namespace.clone(), name.clone());
-                if wanted
-                    .get(&key)
-                    .is_some_and(|job| mirror::copies(copy, job))
-                {
+            for (key, copy) in copies {
+                if wanted.get(key).is_some_and(|job| mirror::copies(copy, job)) {
                     continue;
                 }
-                let Ok(remote) = self.remote(cluster, namespace) else {
+                let (kind_name, namespace, name) = key;
+                let Some(kind) = kinds.iter().find(|k| k.name() == kind_name) else {
+                    continue;
+                };
+                let Ok(remote) = self.remote(kind, cluster, namespace) else {
                     continue;
                 };
                 match delete_copy(&remote, name, copy.metadata.uid.clone()).await {
                     Ok(()) => {
-                        tracing::info!(job = %format!("{namespace}/{name}"), %cluster, "orphaned copy deleted from worker cluster")
+                        tracing::info!(job = %format!("{kind_name} {namespace}/{name}"), %cluster, "orphaned copy deleted from worker cluster")
                     }
                     Err(e) => {
-                        self.tell(format!("deleting the orphaned copy {namespace}/{name} on worker cluster {cluster}: {e}"));
+                        self.tell(format!("deleting the orphaned copy {kind_name} {namespace}/{name} on worker cluster {cluster}: {e}"));
                     }
                 }
             }
@@ -488,9 +522,9 @@ impl Dispatcher {
     }
 
     /// Logs `problem` about `job` once, and tells it in a Warning Event.
-    async fn warn(&mut self, job: &Job, reason: &str, problem: String) {
+    async fn warn(&mut self, kind: &Kind, job: &DynamicObject, reason: &str, problem: String) {
         if self.tell(problem.clone()) {
-            let regarding = job.object_ref(&());
+            let regarding = job.object_ref(&kind.resource);
             crate::workloads::record_event(
                 &self.recorder,
                 &regarding,
@@ -537,26 +571,35 @@ where
         .items)
 }
 
-/// The copies this manager made on a worker, by (namespace, name).
-async fn list_copies(connection: &Connection, origin: &str) -> Result<Copies, String> {
+/// The copies this manager made on a worker, by kind, namespace and
+/// name; a kind the worker does not serve has none.
+async fn list_copies(
+    connection: &Connection,
+    kinds: &Kinds,
+    origin: &str,
+) -> Result<Copies, String> {
     let Connection::Ready { client, .. } = connection else {
         return Err("no client".to_string());
     };
     let selector = format!("{MULTIKUEUE_ORIGIN_LABEL}={origin}");
-    let listed = Api::<Job>::all(client.clone())
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(listed
-        .items
-        .into_iter()
-        .map(|job| ((job.namespace().unwrap_or_default(), job.name_any()), job))
-        .collect())
+    let mut copies = Copies::new();
+    for kind in kinds.iter() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.resource);
+        let listed = match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(listed) => listed.items,
+            Err(kube::Error::Api(e)) if e.code == 404 => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        for job in listed {
+            copies.insert(key_of(kind, &job), job);
+        }
+    }
+    Ok(copies)
 }
 
 /// Deletes a copy (its pods with it), if it is still the object `uid`.
 async fn delete_copy(
-    remote: &Api<Job>,
+    remote: &Api<DynamicObject>,
     name: &str,
     uid: Option<String>,
 ) -> Result<(), kube::Error> {

@@ -12,7 +12,6 @@ use arbiter_core::jobs::QUEUE_NAME_LABELS;
 use arbiter_core::model::api::{
     AdmissionCheck, ClusterQueue, LocalQueue, MultiKueueConfig, MULTIKUEUE_CONTROLLER,
 };
-use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 
 /// The queue objects the lookup reads, by name (LocalQueues by namespace
@@ -63,9 +62,9 @@ impl Routes {
     }
 
     /// The route of `job`, or what is missing.
-    pub fn route(&self, job: &Job) -> Result<Route, String> {
+    pub fn route<K: ResourceExt>(&self, kind: &str, job: &K) -> Result<Route, String> {
         let namespace = job.namespace().unwrap_or_default();
-        let who = format!("Job {namespace}/{}", job.name_any());
+        let who = format!("{kind} {namespace}/{}", job.name_any());
         let labels = job.labels();
         let queue = QUEUE_NAME_LABELS
             .iter()
@@ -118,6 +117,7 @@ impl Routes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
     use serde_json::json;
 
     fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_job_is_routed_through_its_queues_check_to_the_configs_clusters() {
-        let route = routes().route(&job(Some("q"))).unwrap();
+        let route = routes().route("Job", &job(Some("q"))).unwrap();
         assert_eq!(route.cluster_queue, "cq");
         assert_eq!(route.queue, "q");
         assert_eq!(route.clusters, ["w1", "w2"]);
@@ -171,25 +171,25 @@ mod tests {
     #[test]
     fn each_broken_link_is_named() {
         let routes = routes();
-        let err = routes.route(&job(None)).unwrap_err();
+        let err = routes.route("Job", &job(None)).unwrap_err();
         assert!(
             err.contains("Job team-a/train") && err.contains("queue label"),
             "{err}"
         );
-        let err = routes.route(&job(Some("nope"))).unwrap_err();
+        let err = routes.route("Job", &job(Some("nope"))).unwrap_err();
         assert!(
             err.contains("LocalQueue team-a/nope does not exist"),
             "{err}"
         );
         let mut no_config = routes;
         no_config.configs.clear();
-        let err = no_config.route(&job(Some("q"))).unwrap_err();
+        let err = no_config.route("Job", &job(Some("q"))).unwrap_err();
         assert!(
             err.contains("AdmissionCheck mk") && err.contains("workers"),
             "{err}"
         );
         no_config.checks.remove("mk");
-        let err = no_config.route(&job(Some("q"))).unwrap_err();
+        let err = no_config.route("Job", &job(Some("q"))).unwrap_err();
         assert!(
             err.contains("ClusterQueue cq has no AdmissionCheck"),
             "{err}"
