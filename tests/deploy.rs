@@ -463,6 +463,16 @@ fn the_webhooks_cover_every_builtin_job_kind_and_every_configuration_kind() {
             "rbac.yaml grants nothing on {group} {resource}"
         );
     }
+    // Multi-cluster dispatch copies a worker's status back to the
+    // manager's batch/v1 Job or Kubeflow v1 job.
+    for (group, _, resource) in jobs.iter().filter(|(group, version, _)| {
+        group == "batch" || (group == "kubeflow.org" && version == "v1")
+    }) {
+        assert!(
+            granted.contains(&(group.clone(), String::new(), format!("{resource}/status"))),
+            "rbac.yaml grants nothing on {group} {resource}/status"
+        );
+    }
 
     // The configuration kinds: every arbiter.dev CRD but Workload (the
     // operator's own) and MultiKueue's (read only by multi-cluster

@@ -7,7 +7,10 @@
 //! API server is killed, its job moves to worker 1 once the lost-worker
 //! timeout passes, and when worker 2 returns its stale copy is deleted; a
 //! restarted manager finds its copies and makes none twice; a job the
-//! manager preempts loses its copy before the preemptor runs.
+//! manager preempts loses its copy before the preemptor runs. A Kubeflow
+//! PyTorchJob (`spec.runPolicy.managedBy`) is dispatched the same way: the
+//! worker's training-operator runs its copy to `Succeeded`, which comes
+//! back to the manager's PyTorchJob.
 
 mod support;
 
@@ -20,11 +23,13 @@ use arbiter_operator::multicluster::{
 };
 use arbiter_operator::policy_sources::{BundleOptions, Bundles};
 use arbiter_operator::Operator;
-use arbiter_testcluster::{TestCluster, RUN_FOR_ANNOTATION};
+use arbiter_testcluster::{crd_documents, workspace_root, TestCluster, RUN_FOR_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::ByteString;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use support::*;
@@ -211,13 +216,76 @@ async fn worker_active(manager: &Client, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The PyTorchJob API of `client` in team-a.
+fn pytorchjobs(client: &Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeflow.org", "v1", "PyTorchJob"),
+        "pytorchjobs",
+    );
+    Api::namespaced_with(client.clone(), "team-a", &resource)
+}
+
+/// A held PyTorchJob managed by MultiKueue in team-a's queue: a Master and
+/// a Worker of one GPU each, their pods running for a few seconds (with
+/// the port the training-operator looks for, as it runs here without its
+/// defaulting webhook).
+fn dispatched_pytorchjob(name: &str) -> DynamicObject {
+    let replica = json!({
+        "replicas": 1, "restartPolicy": "Never",
+        "template": {
+            "metadata": {"annotations": {RUN_FOR_ANNOTATION: "3s"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "pytorch", "image": "pytorch",
+                "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+                              "limits": {"nvidia.com/gpu": "1"}}}]}
+        }
+    });
+    serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "team-a",
+                     "labels": {"kueue.x-k8s.io/queue-name": "research"}},
+        "spec": {"runPolicy": {"suspend": true, "managedBy": "kueue.x-k8s.io/multikueue"},
+                 "pytorchReplicaSpecs": {"Master": replica.clone(), "Worker": replica}}
+    }))
+    .unwrap()
+}
+
+/// The copies of the PyTorchJob `name` on a worker.
+async fn pytorch_copies(worker: &Client, name: &str) -> Vec<DynamicObject> {
+    pytorchjobs(worker)
+        .list(&ListParams::default().labels(&format!("kueue.x-k8s.io/multikueue-origin={ORIGIN}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|job| job.name_any() == name)
+        .collect()
+}
+
+/// Whether a Kubeflow job has the condition `type_` True.
+fn kubeflow_condition(job: &DynamicObject, type_: &str) -> bool {
+    job.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        })
+}
+
 fn active(job: &Job) -> i32 {
     job.status.as_ref().and_then(|s| s.active).unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost() {
-    let (_manager_cluster, manager) = cluster_with_setup().await;
+    let (manager_cluster, manager) = cluster_with_setup().await;
+    // The manager serves PyTorchJobs (no training-operator runs there).
+    let pytorch_crd = workspace_root().join("tests/data/crds/kubeflow.org_pytorchjobs.yaml");
+    manager_cluster
+        .install_crds(&crd_documents(&pytorch_crd).unwrap())
+        .await
+        .unwrap();
     // A manager runs nothing: it has no GPU Node, its quota alone admits.
     Api::<Node>::all(manager.clone())
         .delete("gpu-node-1", &DeleteParams::default())
@@ -268,6 +336,52 @@ async fn jobs_run_on_the_worker_policy_picks_come_back_and_move_when_it_is_lost(
         copies(w1, "short").await.is_empty(),
         "short never ran on worker 1"
     );
+
+    // A PyTorchJob is dispatched the same way: its copy on worker 2 has no
+    // runPolicy.managedBy and is not suspended; worker 2's training-operator
+    // runs it to Succeeded, which comes back; then its copy is deleted.
+    let torch = pytorchjobs(&manager);
+    torch
+        .create(&PostParams::default(), &dispatched_pytorchjob("bert"))
+        .await
+        .unwrap();
+    let torch = &torch;
+    until("bert copied to worker 2", || async move {
+        pytorch_copies(w2, "bert").await.len() == 1
+    })
+    .await;
+    let copy = pytorch_copies(w2, "bert").await.remove(0);
+    assert_eq!(
+        copy.data["spec"]["runPolicy"].get("managedBy"),
+        None,
+        "{copy:?}"
+    );
+    assert_eq!(copy.data["spec"]["runPolicy"]["suspend"], false);
+    assert!(pytorch_copies(w1, "bert").await.is_empty());
+    assert_eq!(
+        wait_event(&manager, "bert", "Dispatched").await,
+        "running on worker cluster worker-2"
+    );
+    until("bert's success copied back to the manager", || async move {
+        kubeflow_condition(&torch.get("bert").await.unwrap(), "Succeeded")
+    })
+    .await;
+    let bert = torch.get("bert").await.unwrap();
+    assert_eq!(
+        bert.data["status"]["replicaStatuses"]["Master"]["succeeded"], 1,
+        "{:?}",
+        bert.data["status"]
+    );
+    assert_eq!(
+        bert.data["spec"]["runPolicy"]["managedBy"],
+        "kueue.x-k8s.io/multikueue"
+    );
+    until("bert's copy deleted once finished", || async move {
+        pytorch_copies(w2, "bert").await.is_empty()
+    })
+    .await;
+    let (reason, _) = wait_condition(&manager, "pytorchjob-bert", "Finished", "True").await;
+    assert_eq!(reason, "Succeeded");
 
     // A long job runs on worker 2; its pod's activity shows on the manager.
     jobs.create(&PostParams::default(), &dispatched_job("long", "1h"))
