@@ -70,7 +70,7 @@ impl Routes {
             .iter()
             .find_map(|label| labels.get(*label))
             .ok_or_else(|| {
-                format!("{who} has spec.managedBy {MULTIKUEUE_CONTROLLER} but no queue label ({}); label it with its LocalQueue", QUEUE_NAME_LABELS.join(" or "))
+                format!("{who} is managedBy {MULTIKUEUE_CONTROLLER} but has no queue label ({}); label it with its LocalQueue", QUEUE_NAME_LABELS.join(" or "))
             })?;
         let local = self
             .local_queues
@@ -89,7 +89,7 @@ impl Routes {
             .filter_map(|name| self.checks.get(name))
             .find(|c| c.spec.controller_name == MULTIKUEUE_CONTROLLER)
             .ok_or_else(|| {
-                format!("{who}: ClusterQueue {cq_name} has no AdmissionCheck with controllerName {MULTIKUEUE_CONTROLLER} in spec.admissionChecks; add one, or take spec.managedBy off the job")
+                format!("{who}: ClusterQueue {cq_name} has no AdmissionCheck with controllerName {MULTIKUEUE_CONTROLLER} in spec.admissionChecks; add one, or take managedBy off the job")
             })?;
         let check_name = check.name_any();
         let parameters = check
