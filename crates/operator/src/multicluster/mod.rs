@@ -6,7 +6,10 @@
 //! AdmissionCheck names a MultiKueueConfig is admitted by the driver like
 //! any other (quota, policies, preemption — the manager's own job
 //! controller ignores it, as it ignores every job managed by another;
-//! the Kubeflow training-operator does so from v1.9);
+//! the Kubeflow training-operator does so from v1.9 — v1.8's CRDs have no
+//! `runPolicy.managedBy`, so the API server drops it, the job is not
+//! dispatched and runs on the manager, with a `NotManagedByMultiKueue`
+//! Event; workers may run either);
 //! once admitted, this module copies it to one worker, copies the worker's
 //! status back, deletes the copy when the job is held again, finished or
 //! deleted, and moves it to another worker when its worker is lost.
