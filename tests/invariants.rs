@@ -1057,7 +1057,9 @@ fn drive_api(scenario: &Scenario, ops: &[Op]) -> Result<(), TestCaseError> {
 
 proptest! {
     // No failure persistence: proptest finds no src/ beside tests/; a failure prints its case.
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    // Shrinking is bounded by a count: a run that does not end costs 20,000
+    // steps per try, and unbounded shrinking of one took longer than CI has.
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, max_shrink_iters: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn the_driver_api_keeps_quota_capacity_and_workloads(
