@@ -82,8 +82,9 @@ async fn api_server_enforces_rbac_and_serves_current_apis() {
     assert_eq!(created.spec.and_then(|s| s.suspend), Some(true));
 
     // Arbiter's CRDs (deploy/crds.yaml) install and are established.
+    // The six of docs/design.md §2, Topology, and MultiKueue's three.
     let crds = crd_documents(&workspace_root().join("deploy/crds.yaml")).unwrap();
-    assert_eq!(crds.len(), 6);
+    assert_eq!(crds.len(), 10);
     cluster.install_crds(&crds).await.unwrap();
 
     // So do the upstream Kubeflow CRDs, which carry validation rules, when
