@@ -1473,12 +1473,17 @@ async fn fair_sharing_preemption_strategies_from_kueues_configuration_decide_in_
         test_driver_options(),
     );
     wait_condition(&client, "job-p2-big", "Admitted", "True").await;
-    let evicted = evicted_p1(&client).await;
-    assert_eq!(
-        evicted.len(),
-        2,
-        "exactly two p1 jobs are preempted: {evicted:?}"
-    );
+    // The victims' Workloads are written off the decision path: wait for
+    // them to say so, then check no third one goes.
+    let started = std::time::Instant::now();
+    while evicted_p1(&client).await.len() < 2 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "two p1 jobs must be preempted: {:?}",
+            evicted_p1(&client).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     wait_pods(
         &client,
         &cluster,
@@ -1495,4 +1500,10 @@ async fn fair_sharing_preemption_strategies_from_kueues_configuration_decide_in_
         |p| p.len() == 2 && p.iter().all(|p| phase_of(p) == Some("Running")),
     )
     .await;
+    let evicted = evicted_p1(&client).await;
+    assert_eq!(
+        evicted.len(),
+        2,
+        "exactly two p1 jobs are preempted: {evicted:?}"
+    );
 }
