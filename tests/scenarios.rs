@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use arbiter_core::model::Millis;
 use arbiter_core::scheduler::hooks::DefaultHooks;
 use arbiter_sim::files::load_paths;
 use arbiter_sim::report::{Report, WorkloadReport};
@@ -14,10 +15,17 @@ use arbiter_sim::{driver, scenario};
 
 /// Runs the scenario made of these paths (relative to `tests/scenarios/`).
 fn run_paths(paths: &[&str]) -> Report {
+    run_until(paths, None)
+}
+
+/// Runs the scenario made of these paths, to `until` if given.
+fn run_until(paths: &[&str], until: Option<Millis>) -> Report {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
     let paths: Vec<PathBuf> = paths.iter().map(|p| root.join(p)).collect();
     let loaded = load_paths(&paths).unwrap_or_else(|e| panic!("loading {paths:?}: {e}"));
-    let scenario = scenario::build(loaded).unwrap_or_else(|e| panic!("building {paths:?}: {e}"));
+    let mut scenario =
+        scenario::build(loaded).unwrap_or_else(|e| panic!("building {paths:?}: {e}"));
+    scenario.until = until.or(scenario.until);
     let report = driver::run(&scenario, &mut DefaultHooks, &mut |_| {});
     let ignored: Vec<&String> = report
         .warnings
@@ -1335,4 +1343,26 @@ fn a_bad_topology_is_an_error_naming_the_object_and_the_field() {
     ] {
         assert!(error.contains(needle), "the error should say {needle:?}: {error}");
     }
+}
+
+#[test]
+fn a_cycle_of_preemptions_is_held_until_the_cluster_changes() {
+    // Mid-cycle: w25 would take w15's quota by fair sharing once more,
+    // after the same preemption was undone with nothing else changing.
+    let r = run_until(&["preemption-cycle"], Some(Millis::from_secs(800)));
+    assert_pending_because(
+        &r,
+        "w25",
+        "preempting ns1/w15 again would repeat a preemption it made since anything last arrived, finished or changed",
+    );
+    // To the end: it settles, and w15 runs to completion, where Kueue's
+    // rules alone preempt it every second for the three hours (9,746 times).
+    let r = run("preemption-cycle");
+    let w15 = workload(&r, "w15");
+    assert_eq!(w15.state, "finished", "{w15:?}");
+    let most = r.workloads.iter().map(|w| w.evictions).max().unwrap_or(0);
+    assert!(
+        most < 30,
+        "a workload was evicted {most} times: the cycle goes on"
+    );
 }

@@ -394,11 +394,13 @@ impl Scheduler {
                         && self.unready.recovering_since(id).is_none() =>
                 {
                     self.pods_ready_timeout(id, false, now, &mut events);
+                    self.cluster_changed();
                 }
                 TimerKind::PodsRecovery
                     if entry.status == Status::Admitted && self.recovery_due(id, at) =>
                 {
                     self.pods_ready_timeout(id, true, now, &mut events);
+                    self.cluster_changed();
                 }
                 TimerKind::Reclaim if entry.status == Status::Admitted => {
                     let cq = self.cluster.cluster_queue(entry.workload.cluster_queue);
@@ -410,6 +412,7 @@ impl Scheduler {
                     // Without a retryPolicy a workload outliving the timeout would be
                     // re-admitted and reclaimed forever; the default policy bounds it.
                     self.retry(id, now, Some(RetryPolicy::DEFAULT), &mut events);
+                    self.cluster_changed();
                 }
                 _ => {}
             }

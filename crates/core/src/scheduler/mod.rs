@@ -26,7 +26,7 @@
 //! `fair::FairSharing` (weights, what cohorts lend, the next adjustment),
 //! `trees::CohortTrees`, `history::History`, `pods_ready::Unready`,
 //! `lifecycle::Unscored` (the next scoring batch, carried backoffs),
-//! `memo::HeadMemos`, `autoscale::Provisioning` and
+//! `memo::HeadMemos`, `repeats::Repeats`, `autoscale::Provisioning` and
 //! `restore::Leftovers` (orphaned and detached workloads), besides
 //! `quota::QuotaTree` and `capacity::Capacity`. The rooms' `impl
 //! Scheduler` blocks combine them; none reaches into a part's fields.
@@ -49,6 +49,7 @@ mod preemption;
 mod queues;
 pub(crate) mod quota;
 pub mod reason;
+mod repeats;
 mod restore;
 mod step;
 mod store;
@@ -264,6 +265,8 @@ pub struct Scheduler {
     /// Admitted workloads whose pods are not all ready yet, while
     /// `waitForPodsReady` is on (`pods_ready`).
     unready: Unready,
+    /// The preemptions made since the cluster last changed (`repeats`).
+    repeats: repeats::Repeats,
 }
 
 impl Scheduler {
@@ -302,6 +305,7 @@ impl Scheduler {
             leftovers: Leftovers::default(),
             head_memos: HeadMemos::new(cqs),
             epoch: 0,
+            repeats: repeats::Repeats::default(),
             cluster,
         }
     }

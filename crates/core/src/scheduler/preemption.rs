@@ -585,6 +585,21 @@ impl Scheduler {
             cycle.progress |= self.set_aside(cq, id, reason);
             return false;
         }
+        if self.repeats.repeats(self.epoch, id, &victims) {
+            self.repeats.hold();
+            let reason = Reason::PreemptionCycle {
+                not_fit: assignment.not_fit,
+                victims: victims
+                    .iter()
+                    .map(|&w| {
+                        let v = &self.workloads[w].workload;
+                        format!("{}/{}", v.namespace, v.name)
+                    })
+                    .collect(),
+            };
+            cycle.progress |= self.set_aside(cq, id, reason);
+            return false;
+        }
         // Release the victims for real, then assign again: the preemptor now fits in quota;
         // it must also find room on nodes.
         let versions = (self.quota.version(cq), self.capacity.version());
@@ -648,6 +663,7 @@ impl Scheduler {
                 cause: Requeue::Preempted,
             });
         }
+        self.repeats.record(id, &victims);
         self.admit(cq, id, retry, now, hooks);
         cycle.events.push(Event::Admitted { workload: id });
         true

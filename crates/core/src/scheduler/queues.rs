@@ -428,7 +428,9 @@ impl Scheduler {
                 || entry.preempted_at == Some(now)
                 || matches!(
                     entry.reason,
-                    Reason::Denied { .. } | Reason::PreemptedThisInstant { .. }
+                    Reason::Denied { .. }
+                        | Reason::PreemptedThisInstant { .. }
+                        | Reason::PreemptionCycle { .. }
                 );
             if own {
                 continue;

@@ -261,6 +261,14 @@ pub enum Reason {
         /// Why it would still not fit once they were.
         after: Option<NotFit>,
     },
+    /// Preempting would repeat a preemption it made since the cluster last
+    /// changed: the preemption rules are cycling (the `repeats` module).
+    PreemptionCycle {
+        /// Why it did not fit, if known.
+        not_fit: Option<NotFit>,
+        /// The victims it would take again (namespace/name).
+        victims: Vec<String>,
+    },
     /// It needs preemption but was itself preempted at this instant.
     PreemptedThisInstant {
         /// Why it did not fit, if known.
@@ -381,6 +389,7 @@ impl Reason {
             Reason::NoFit(_) => "NoFit",
             Reason::PreemptionFailed { .. } => "PreemptionFailed",
             Reason::PreemptionNotEnough { .. } => "PreemptionNotEnough",
+            Reason::PreemptionCycle { .. } => "PreemptionCycle",
             Reason::PreemptedThisInstant { .. } => "PreemptedThisInstant",
             Reason::NamespaceNotSelected => "NamespaceNotSelected",
             Reason::NeverFits(_) => "NeverFits",
@@ -445,6 +454,12 @@ impl Reason {
                 "{}; preempting {victims} workload(s) would free quota but not {}",
                 render_not_fit(cluster, workload, not_fit),
                 after.as_ref().map_or("enough".to_string(), |a| render_not_fit(cluster, workload, a))
+            ),
+            Reason::PreemptionCycle { not_fit, victims } => format!(
+                "{}{}preempting {} again would repeat a preemption it made since anything last arrived, finished or changed (they were admitted again since): the preemption rules are cycling here, so it waits until the cluster changes",
+                not_fit.as_ref().map_or(String::new(), |n| render_not_fit(cluster, workload, n)),
+                if not_fit.is_some() { "; " } else { "" },
+                name_some(victims)
             ),
             Reason::PreemptedThisInstant { not_fit } => format!(
                 "{}; it was itself preempted at this instant and may preempt only once time moves on",
@@ -724,4 +739,13 @@ pub fn describe(cluster: &Cluster, per_pod: &[(ResourceId, Amount)]) -> String {
         .map(|(r, a)| format!("{} {}", cluster.resource_name(*r), a))
         .collect();
     parts.join(", ")
+}
+
+/// `names` for a message: all of them up to three, else the first three
+/// and how many more.
+fn name_some(names: &[String]) -> String {
+    match names.len() {
+        0..=3 => names.join(", "),
+        n => format!("{} and {} more", names[..3].join(", "), n - 3),
+    }
 }

@@ -105,6 +105,9 @@ impl Scheduler {
         self.now = now;
         let mut step = Step::default();
         for input in inputs {
+            if !matches!(input, Input::PodsReady(_) | Input::PodsNotReady(_)) {
+                self.cluster_changed();
+            }
             match input {
                 Input::Submit(workload) => step.submitted.push(self.submit(workload, now, now)),
                 Input::SubmitQueued {
