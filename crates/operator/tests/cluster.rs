@@ -18,7 +18,7 @@ use arbiter_testcluster::{
     NodeSpec, TestCluster, FAIL_LABEL, NEVER_READY_LABEL, RUN_FOR_ANNOTATION,
 };
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
@@ -116,23 +116,7 @@ async fn full_cluster_and_operator(
     options: arbiter_operator::DriverOptions,
     extra: &str,
 ) -> (TestCluster, Client, tokio::task::JoinHandle<()>) {
-    let cluster = TestCluster::start_full()
-        .await
-        .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
-    let admin = cluster.admin_client().await.unwrap();
-    let crds = arbiter_testcluster::crd_documents(
-        &arbiter_testcluster::workspace_root().join("deploy/crds.yaml"),
-    )
-    .unwrap();
-    cluster.install_crds(&crds).await.unwrap();
-    for name in ["team-a", "arbiter-system"] {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        Api::<Namespace>::all(admin.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-    }
-    apply_yaml(&admin, FULL_SETUP).await;
+    let (cluster, admin) = full_cluster_applying(FULL_SETUP).await;
     if !extra.is_empty() {
         apply_yaml(&admin, extra).await;
     }
@@ -241,55 +225,6 @@ fn queued_job(
         }
     }))
     .unwrap()
-}
-
-/// The pods in `team-a` whose labels match `selector`.
-async fn pods(client: &Client, selector: &str) -> Vec<Pod> {
-    Api::<Pod>::namespaced(client.clone(), "team-a")
-        .list(&ListParams::default().labels(selector))
-        .await
-        .unwrap()
-        .items
-}
-
-/// Waits until the pods matching `selector` satisfy `check`; returns them.
-async fn wait_pods(
-    client: &Client,
-    cluster: &TestCluster,
-    selector: &str,
-    what: &str,
-    check: impl Fn(&[Pod]) -> bool,
-) -> Vec<Pod> {
-    let started = std::time::Instant::now();
-    loop {
-        let found = pods(client, selector).await;
-        if check(&found) {
-            return found;
-        }
-        if started.elapsed() > PATIENCE {
-            let states: Vec<_> = found
-                .iter()
-                .map(|p| {
-                    (
-                        p.metadata.name.clone(),
-                        p.spec.as_ref().and_then(|s| s.node_name.clone()),
-                        p.status.as_ref().and_then(|s| s.phase.clone()),
-                        p.status.as_ref().and_then(|s| s.conditions.clone()),
-                    )
-                })
-                .collect();
-            panic!(
-                "pods {selector}: {what} did not happen within {} s; they are {states:#?}\n{}",
-                PATIENCE.as_secs(),
-                cluster.logs_tail(),
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn node_of(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref()?.node_name.as_deref()
 }
 
 /// Bound to one of the A100 Nodes (the setup's, or one the test's

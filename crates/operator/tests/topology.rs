@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use arbiter_testcluster::{NodeSpec, TestCluster, RUN_FOR_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
@@ -79,23 +79,7 @@ spec: {clusterQueue: research}
 /// A full cluster with Arbiter's CRDs, `team-a`, `setup` applied and the
 /// racked Nodes; the operator is not started.
 async fn racked_cluster(setup: &str) -> (TestCluster, Client) {
-    let cluster = TestCluster::start_full()
-        .await
-        .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
-    let admin = cluster.admin_client().await.unwrap();
-    let crds = arbiter_testcluster::crd_documents(
-        &arbiter_testcluster::workspace_root().join("deploy/crds.yaml"),
-    )
-    .unwrap();
-    cluster.install_crds(&crds).await.unwrap();
-    for name in ["team-a", "arbiter-system"] {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        Api::<Namespace>::all(admin.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-    }
-    apply_yaml(&admin, setup).await;
+    let (cluster, admin) = full_cluster_applying(setup).await;
     for (name, block, rack) in NODES {
         cluster
             .add_node(

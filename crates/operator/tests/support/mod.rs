@@ -119,6 +119,24 @@ pub async fn full_cluster_with_setup() -> (TestCluster, Client) {
 }
 
 async fn setup(cluster: &TestCluster) -> Client {
+    let admin = prepare(cluster, SETUP).await;
+    add_node(&admin, "gpu-node-1", 8).await;
+    admin
+}
+
+/// The full cluster ([`TestCluster::start_full`]) with Arbiter's CRDs,
+/// `team-a`, `arbiter-system` and `setup` (YAML) applied; no Node, no
+/// operator.
+pub async fn full_cluster_applying(setup: &str) -> (TestCluster, Client) {
+    let cluster = TestCluster::start_full()
+        .await
+        .unwrap_or_else(|e| panic!("the full test cluster did not start: {e}"));
+    let admin = prepare(&cluster, setup).await;
+    (cluster, admin)
+}
+
+/// Arbiter's CRDs, the namespaces and `setup` on `cluster`; its admin client.
+async fn prepare(cluster: &TestCluster, setup: &str) -> Client {
     let admin = cluster.admin_client().await.unwrap();
     let crds = crd_documents(&workspace_root().join("deploy/crds.yaml")).unwrap();
     cluster.install_crds(&crds).await.unwrap();
@@ -127,8 +145,7 @@ async fn setup(cluster: &TestCluster) -> Client {
     for name in ["team-a", "arbiter-system"] {
         create_namespace(&admin, name).await;
     }
-    apply_yaml(&admin, SETUP).await;
-    add_node(&admin, "gpu-node-1", 8).await;
+    apply_yaml(&admin, setup).await;
     admin
 }
 
@@ -752,4 +769,53 @@ pub fn condition_status(object: &serde_json::Value, type_: &str) -> Option<Strin
         .find(|c| c["type"] == type_)
         .and_then(|c| c["status"].as_str())
         .map(str::to_string)
+}
+
+/// The pods in `team-a` whose labels match `selector`.
+pub async fn pods(client: &Client, selector: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), "team-a")
+        .list(&ListParams::default().labels(selector))
+        .await
+        .unwrap()
+        .items
+}
+
+/// Waits until the pods matching `selector` satisfy `check`; returns them.
+pub async fn wait_pods(
+    client: &Client,
+    cluster: &TestCluster,
+    selector: &str,
+    what: &str,
+    check: impl Fn(&[Pod]) -> bool,
+) -> Vec<Pod> {
+    let started = std::time::Instant::now();
+    loop {
+        let found = pods(client, selector).await;
+        if check(&found) {
+            return found;
+        }
+        if started.elapsed() > PATIENCE {
+            let states: Vec<_> = found
+                .iter()
+                .map(|p| {
+                    (
+                        p.metadata.name.clone(),
+                        p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                        p.status.as_ref().and_then(|s| s.phase.clone()),
+                        p.status.as_ref().and_then(|s| s.conditions.clone()),
+                    )
+                })
+                .collect();
+            panic!(
+                "pods {selector}: {what} did not happen within {} s; they are {states:#?}\n{}",
+                PATIENCE.as_secs(),
+                cluster.logs_tail(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
 }
