@@ -6,9 +6,9 @@
 //! placement would put one of its pods; else the ClusterQueue's listed
 //! order, Kueue's. Only the order is decided here: quota, borrowing and
 //! `flavorFungibility` are applied over it by `assign` exactly as over the
-//! listed order. Asked once per head assignment by `cycle` (not per
-//! oracle round, nor per count partial admission tries); it never changes
-//! the scheduler.
+//! listed order. Asked once per head assignment by `cycle` (not in each
+//! round of the preemption oracle, nor for each count partial admission
+//! tries); it never changes the scheduler.
 //!
 //! Each pod set is ranked by its own pod, so a launcher and its workers
 //! each go where placement prefers them; a resource group tries the
