@@ -844,6 +844,89 @@ fn shared_gpus_report_nodes_cards_allocation_and_fragmentation() {
     }
 }
 
+/// Two GPU models as a user models them: one ResourceFlavor per model,
+/// node pools declaring their cards, one ClusterQueue listing `t4` first.
+/// Without a policy a pod goes to the first listed flavor with room;
+/// with a placement bundle and no flavor policy, to the flavor whose node
+/// placement prefers (BestFit: the fuller `a10` node), not the first listed.
+#[test]
+fn a_placement_bundle_chooses_the_gpu_model_with_no_flavor_policy() {
+    let scenario = r#"apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: t4}
+spec: {nodeLabels: {gpu.model: t4}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a10}
+spec: {nodeLabels: {gpu.model: a10}}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: ml}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu, example.com/gpu-milli]
+    flavors:
+    - name: t4
+      resources:
+      - {name: cpu, nominalQuota: "128"}
+      - {name: example.com/gpu-milli, nominalQuota: "8000"}
+    - name: a10
+      resources:
+      - {name: cpu, nominalQuota: "16"}
+      - {name: example.com/gpu-milli, nominalQuota: "1000"}
+---
+apiVersion: arbiter.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: team, namespace: ml}
+spec: {clusterQueue: ml}
+---
+apiVersion: sim.arbiter.dev/v1alpha1
+kind: Simulation
+metadata: {name: two-models}
+spec:
+  until: 1h
+  nodePools:
+  - flavor: t4
+    nodes: 1
+    allocatable: {cpu: "128", example.com/gpu-milli: "8000"}
+    devices:
+      example.com/gpu-milli: {cards: 8}
+  - flavor: a10
+    nodes: 1
+    allocatable: {cpu: "16", example.com/gpu-milli: "1000"}
+    devices:
+      example.com/gpu-milli: {cards: 1}
+"#;
+    let jobs = job(
+        "half",
+        "sim.arbiter.dev/runtime: 10m",
+        "cpu: \"4\", example.com/gpu-milli: \"500\"",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "cluster.yaml", scenario);
+    write(dir.path(), "jobs.yaml", &jobs);
+    let node_of = |policies: Option<&str>| {
+        let mut cmd = arbiter();
+        cmd.args(["simulate", "--format", "json"]).arg(dir.path());
+        if let Some(p) = policies {
+            cmd.args(["--policies", p]);
+        }
+        let output = cmd.assert().success().get_output().stdout.clone();
+        let report: Value = serde_json::from_slice(&output).unwrap();
+        let half = &report["workloads"][0];
+        assert_eq!(half["name"], "half", "{report:#}");
+        half["placement"][0]["node"]
+            .as_str()
+            .unwrap_or_else(|| panic!("half is placed: {report:#}"))
+            .to_string()
+    };
+    assert!(node_of(None).starts_with("t4-"));
+    let placed = node_of(Some("policies/placement-bestfit"));
+    assert!(placed.starts_with("a10-"), "{placed}");
+}
+
 /// Without `--strict` a broken queue object is left out, as the operator
 /// leaves it out, and the rest is simulated: a ClusterQueue naming a flavor
 /// that does not exist (and its LocalQueue) beside the valid `ml`; `ml`'s

@@ -18,6 +18,8 @@ typedef struct {
     int has_cohort;
     /* `nvidia.com/gpu`-seconds used, decayed with `adaptiveWeights.usageHalfLife`. */
     arbiter_number decayed_usage;
+    /* The flavors it lists, in its order (resource group by resource group). */
+    arbiter_json flavors;
     arbiter_str name;
     /* Nominal quota: flavor → resource → amount. */
     arbiter_json nominal;
@@ -58,6 +60,10 @@ static inline int arbiter_decode_cluster_queue(arbiter_json value, arbiter_clust
         }
         else if (arbiter_str_eq(key, "decayedUsage")) {
             if (!arbiter_read_number(member, &out->decayed_usage))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "flavors")) {
+            if (!arbiter_read_json(member, '[', &out->flavors))
                 return 0;
         }
         else if (arbiter_str_eq(key, "name")) {
@@ -243,6 +249,8 @@ typedef struct {
     arbiter_number age_seconds;
     arbiter_json annotations;
     arbiter_str cluster_queue;
+    /* The flavors of its ClusterQueue, in the queue's order, that some pod set of it may use (each pod set's `eligibleFlavors` together): what a flavor policy may choose among without naming flavors. */
+    arbiter_json eligible_flavors;
     arbiter_estimate estimate;
     int has_estimate;
     uint32_t evictions;
@@ -290,6 +298,10 @@ static inline int arbiter_decode_workload(arbiter_json value, arbiter_workload *
         }
         else if (arbiter_str_eq(key, "clusterQueue")) {
             if (!arbiter_read_str(member, &out->cluster_queue))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "eligibleFlavors")) {
+            if (!arbiter_read_json(member, '[', &out->eligible_flavors))
                 return 0;
         }
         else if (arbiter_str_eq(key, "estimate")) {
@@ -817,6 +829,8 @@ static inline int arbiter_decode_placement_request(arbiter_json value, arbiter_p
 /* arbiter_pod_set: the view PodSetView. */
 typedef struct {
     uint32_t count;
+    /* The flavors of the ClusterQueue, in its order, this pod set may use: those whose node labels its node selector and required node affinity allow and whose taints it (or the flavor) tolerates. */
+    arbiter_json eligible_flavors;
     uint32_t min_count;
     int has_min_count;
     arbiter_str name;
@@ -839,6 +853,10 @@ static inline int arbiter_decode_pod_set(arbiter_json value, arbiter_pod_set *ou
     while (arbiter_members_next(&it, &key, &member)) {
         if (arbiter_str_eq(key, "count")) {
             if (!arbiter_read_uint32(member, &out->count))
+                return 0;
+        }
+        else if (arbiter_str_eq(key, "eligibleFlavors")) {
+            if (!arbiter_read_json(member, '[', &out->eligible_flavors))
                 return 0;
         }
         else if (arbiter_str_eq(key, "minCount")) {

@@ -61,6 +61,8 @@ pub const ClusterQueue = struct {
     cohort: ?[]const u8 = null,
     /// `nvidia.com/gpu`-seconds used, decayed with `adaptiveWeights.usageHalfLife`.
     decayedUsage: f64 = 0.0,
+    /// The flavors it lists, in its order (resource group by resource group).
+    flavors: []const []const u8 = &.{},
     name: []const u8 = "",
     /// Nominal quota: flavor → resource → amount.
     nominal: Map(Map(f64)) = .{},
@@ -219,6 +221,10 @@ pub const Pod = struct {
 /// The view PodSetView.
 pub const PodSet = struct {
     count: u32 = 0,
+    /// The flavors of the ClusterQueue, in its order, this pod set may use:
+    /// those whose node labels its node selector and required node
+    /// affinity allow and whose taints it (or the flavor) tolerates.
+    eligibleFlavors: []const []const u8 = &.{},
     minCount: ?u32 = null,
     name: []const u8 = "",
     /// Per pod.
@@ -283,6 +289,10 @@ pub const Workload = struct {
     ageSeconds: f64 = 0.0,
     annotations: Map([]const u8) = .{},
     clusterQueue: []const u8 = "",
+    /// The flavors of its ClusterQueue, in the queue's order, that some
+    /// pod set of it may use (each pod set's `eligibleFlavors` together):
+    /// what a flavor policy may choose among without naming flavors.
+    eligibleFlavors: []const []const u8 = &.{},
     estimate: ?Estimate = null,
     evictions: u32 = 0,
     /// Flavors it is admitted on — for `admission`, the ones it would be
@@ -354,6 +364,7 @@ pub const weight_field_names = [_][]const u8{
     "workloads.ageSeconds",
     "workloads.annotations",
     "workloads.clusterQueue",
+    "workloads.eligibleFlavors",
     "workloads.estimate",
     "workloads.evictions",
     "workloads.flavors",

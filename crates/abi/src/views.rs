@@ -32,6 +32,11 @@ pub struct PodSetView {
     /// Per pod.
     #[serde(default)]
     pub requests: Quantities,
+    /// The flavors of the ClusterQueue, in its order, this pod set may use:
+    /// those whose node labels its node selector and required node
+    /// affinity allow and whose taints it (or the flavor) tolerates.
+    #[serde(default)]
+    pub eligible_flavors: Vec<String>,
 }
 
 /// A runtime estimate from the LocalQueue's `resourceEstimation`.
@@ -121,6 +126,11 @@ pub struct WorkloadView {
     /// admitted on (distinct, in pod-set order); empty otherwise.
     #[serde(default)]
     pub flavors: Vec<String>,
+    /// The flavors of its ClusterQueue, in the queue's order, that some
+    /// pod set of it may use (each pod set's `eligibleFlavors` together):
+    /// what a flavor policy may choose among without naming flavors.
+    #[serde(default)]
+    pub eligible_flavors: Vec<String>,
 }
 
 fn one() -> f64 {
@@ -149,6 +159,7 @@ impl Default for WorkloadView {
             evictions: 0,
             estimate: None,
             flavors: Vec::new(),
+            eligible_flavors: Vec::new(),
         }
     }
 }
@@ -216,6 +227,9 @@ pub struct ClusterQueueView {
     /// Workloads waiting now.
     #[serde(default)]
     pub pending: u32,
+    /// The flavors it lists, in its order (resource group by resource group).
+    #[serde(default)]
+    pub flavors: Vec<String>,
 }
 
 /// What a request without any of its fields decodes to (`weight` and
@@ -233,6 +247,7 @@ impl Default for ClusterQueueView {
             priority_weight: one(),
             admitted: 0,
             pending: 0,
+            flavors: Vec::new(),
         }
     }
 }

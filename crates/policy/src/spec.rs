@@ -104,9 +104,9 @@ pub struct PolicySpec {
     pub mode: Mode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSpec>,
-    /// For a `flavor` policy: the flavors it answers are the ones the
-    /// workload may use, tried in the order of where the `placement` hook
-    /// would put its first pod (the flavor of the best-scored node first)
+    /// For a `flavor` policy: of the flavors it answers, those each pod
+    /// set may use are tried in the order of where the `placement` hook
+    /// would put its pods (the flavor of the best-scored node first)
     /// instead of the order answered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub order_by_placement: bool,

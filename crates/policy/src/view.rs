@@ -35,7 +35,7 @@ pub struct WeightFields {
 
 /// The JSON names of [`WorkloadView`]'s fields, in serialisation order (a
 /// test checks them against the schema).
-pub const WORKLOAD_FIELDS: [&str; 18] = [
+pub const WORKLOAD_FIELDS: [&str; 19] = [
     "name",
     "namespace",
     "kind",
@@ -54,6 +54,7 @@ pub const WORKLOAD_FIELDS: [&str; 18] = [
     "evictions",
     "estimate",
     "flavors",
+    "eligibleFlavors",
 ];
 
 const CONTEXT_MAPS: [&str; 3] = ["queues", "clusterQueues", "tenants"];
@@ -253,7 +254,7 @@ impl Serialize for Projected<'_> {
             0 name, 1 namespace, 2 kind, 3 labels, 4 annotations, 5 priority,
             6 priority_class, 7 priority_weight, 8 queue_name, 9 cluster_queue,
             10 pod_sets, 11 requests, 12 gpus, 13 age_seconds, 14 retries,
-            15 evictions, 16 estimate, 17 flavors,
+            15 evictions, 16 estimate, 17 flavors, 18 eligible_flavors,
         );
         map.end()
     }
@@ -282,6 +283,9 @@ pub mod build {
         let cluster = state.cluster();
         let wl = &entry.workload;
         let mut requests = Quantities::new();
+        // Which of the queue's flavors some pod set may use.
+        let listed = state.flavors(wl.cluster_queue);
+        let mut usable = vec![false; listed.len()];
         let pod_sets = wl
             .pod_sets
             .iter()
@@ -291,11 +295,16 @@ pub mod build {
                         .entry(cluster.resource_name(r).to_string())
                         .or_insert(0.0) += a.as_f64() * ps.count as f64;
                 }
+                let eligible = state.eligible_flavors(wl.cluster_queue, ps);
+                for (i, f) in listed.iter().enumerate() {
+                    usable[i] |= eligible.contains(f);
+                }
                 PodSetView {
                     name: ps.name.clone(),
                     count: ps.count,
                     min_count: ps.min_count,
                     requests: quantities(state, &ps.per_pod),
+                    eligible_flavors: eligible.iter().map(|&f| flavor_name(state, f)).collect(),
                 }
             })
             .collect();
@@ -330,6 +339,12 @@ pub mod build {
                 .as_ref()
                 .map(|a| flavor_names(state, &a.pod_sets))
                 .unwrap_or_default(),
+            eligible_flavors: listed
+                .iter()
+                .zip(usable)
+                .filter(|&(_, usable)| usable)
+                .map(|(&f, _)| flavor_name(state, f))
+                .collect(),
         }
     }
 
@@ -415,6 +430,11 @@ pub mod build {
             priority_weight: def.priority_weight,
             admitted: state.admitted_count(cq) as u32,
             pending: state.pending_count(cq) as u32,
+            flavors: state
+                .flavors(cq)
+                .iter()
+                .map(|&f| flavor_name(state, f))
+                .collect(),
         }
     }
 
@@ -512,6 +532,7 @@ pub(crate) mod tests {
                 count: 2,
                 min_count: Some(1),
                 requests: BTreeMap::from([("nvidia.com/gpu".into(), 4.0)]),
+                eligible_flavors: vec!["a100".into(), "h100".into()],
             }],
             requests: BTreeMap::from([("nvidia.com/gpu".into(), 8.0)]),
             gpus: 8,
@@ -523,6 +544,7 @@ pub(crate) mod tests {
                 samples: 4,
             }),
             flavors: vec!["a100".into()],
+            eligible_flavors: vec!["a100".into(), "h100".into()],
         }
     }
 

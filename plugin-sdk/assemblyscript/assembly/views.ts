@@ -132,6 +132,8 @@ export class ClusterQueue {
   cohort: string | null = null;
   /** `nvidia.com/gpu`-seconds used, decayed with `adaptiveWeights.usageHalfLife`. */
   decayedUsage: f64 = 0.0;
+  /** The flavors it lists, in its order (resource group by resource group). */
+  flavors: Array<string> = new Array<string>();
   name: string = "";
   /** Nominal quota: flavor → resource → amount. */
   nominal: Map<string, Map<string, f64>> = new Map<string, Map<string, f64>>();
@@ -166,6 +168,8 @@ export function decodeClusterQueue(r: Reader): ClusterQueue {
       v.cohort = decodeNullable_string(r);
     } else if (r.keyIs("decayedUsage")) {
       v.decayedUsage = readF64(r);
+    } else if (r.keyIs("flavors")) {
+      v.flavors = decodeArray_string(r);
     } else if (r.keyIs("name")) {
       v.name = readString(r);
     } else if (r.keyIs("nominal")) {
@@ -585,6 +589,12 @@ export function decodePod(r: Reader): Pod {
 /** The view PodSetView. */
 export class PodSet {
   count: u32 = 0;
+  /**
+   * The flavors of the ClusterQueue, in its order, this pod set may use:
+   * those whose node labels its node selector and required node
+   * affinity allow and whose taints it (or the flavor) tolerates.
+   */
+  eligibleFlavors: Array<string> = new Array<string>();
   minCount: Box<u32> | null = null;
   name: string = "";
   /** Per pod. */
@@ -600,6 +610,8 @@ export function decodePodSet(r: Reader): PodSet {
     first = false;
     if (r.keyIs("count")) {
       v.count = readU32(r);
+    } else if (r.keyIs("eligibleFlavors")) {
+      v.eligibleFlavors = decodeArray_string(r);
     } else if (r.keyIs("minCount")) {
       v.minCount = decodeNullable_u32(r);
     } else if (r.keyIs("name")) {
@@ -776,6 +788,12 @@ export class Workload {
   ageSeconds: f64 = 0.0;
   annotations: Map<string, string> = new Map<string, string>();
   clusterQueue: string = "";
+  /**
+   * The flavors of its ClusterQueue, in the queue's order, that some
+   * pod set of it may use (each pod set's `eligibleFlavors` together):
+   * what a flavor policy may choose among without naming flavors.
+   */
+  eligibleFlavors: Array<string> = new Array<string>();
   estimate: Estimate | null = null;
   evictions: u32 = 0;
   /**
@@ -816,6 +834,8 @@ export function decodeWorkload(r: Reader): Workload {
       v.annotations = decodeMap_string(r);
     } else if (r.keyIs("clusterQueue")) {
       v.clusterQueue = readString(r);
+    } else if (r.keyIs("eligibleFlavors")) {
+      v.eligibleFlavors = decodeArray_string(r);
     } else if (r.keyIs("estimate")) {
       v.estimate = decodeNullable_Estimate(r);
     } else if (r.keyIs("evictions")) {
@@ -964,6 +984,7 @@ export const WEIGHT_FIELD_NAMES: string[] = [
   "workloads.ageSeconds",
   "workloads.annotations",
   "workloads.clusterQueue",
+  "workloads.eligibleFlavors",
   "workloads.estimate",
   "workloads.evictions",
   "workloads.flavors",

@@ -149,7 +149,7 @@ func TestWeightFieldsAreTheHostsNames(t *testing.T) {
 	if got := string(WeightFields("workloads.gpus", "queues")); got != `["workloads.gpus","queues"]` {
 		t.Errorf("got %s", got)
 	}
-	if len(WeightFieldNames) != 21 || WeightFieldNames[0] != "workloads.ageSeconds" {
+	if len(WeightFieldNames) != 22 || WeightFieldNames[0] != "workloads.ageSeconds" {
 		t.Errorf("names: %v", WeightFieldNames)
 	}
 	defer func() {

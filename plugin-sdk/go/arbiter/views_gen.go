@@ -253,7 +253,9 @@ type ClusterQueue struct {
 	Cohort   *string `json:"cohort"`
 	// `nvidia.com/gpu`-seconds used, decayed with `adaptiveWeights.usageHalfLife`.
 	DecayedUsage float64 `json:"decayedUsage"`
-	Name         string  `json:"name"`
+	// The flavors it lists, in its order (resource group by resource group).
+	Flavors []string `json:"flavors"`
+	Name    string   `json:"name"`
 	// Nominal quota: flavor → resource → amount.
 	Nominal map[string]map[string]float64 `json:"nominal"`
 	// Workloads waiting now.
@@ -282,6 +284,8 @@ func decodeClusterQueue(r *reader, v *ClusterQueue) error {
 			return (func(r *reader, v **string) error { return decodeNullable(r, v, (*reader).str) })(r, &v.Cohort)
 		case "decayedUsage":
 			return ((*reader).float)(r, &v.DecayedUsage)
+		case "flavors":
+			return (func(r *reader, v *[]string) error { return decodeArray(r, v, (*reader).str) })(r, &v.Flavors)
 		case "name":
 			return ((*reader).str)(r, &v.Name)
 		case "nominal":
@@ -313,6 +317,8 @@ func appendClusterQueue(b []byte, v ClusterQueue) []byte {
 	b = (func(b []byte, v *string) []byte { return appendNullable(b, v, appendString) })(b, v.Cohort)
 	b = append(b, `,"decayedUsage":`...)
 	b = (appendFloat)(b, v.DecayedUsage)
+	b = append(b, `,"flavors":`...)
+	b = (func(b []byte, v []string) []byte { return appendArray(b, v, appendString) })(b, v.Flavors)
 	b = append(b, `,"name":`...)
 	b = (appendString)(b, v.Name)
 	b = append(b, `,"nominal":`...)
@@ -972,9 +978,13 @@ func appendPod(b []byte, v Pod) []byte {
 
 // PodSet is generated from plugin-sdk/schema. The view PodSetView.
 type PodSet struct {
-	Count    uint32  `json:"count"`
-	MinCount *uint32 `json:"minCount"`
-	Name     string  `json:"name"`
+	Count uint32 `json:"count"`
+	// The flavors of the ClusterQueue, in its order, this pod set may use:
+	// those whose node labels its node selector and required node
+	// affinity allow and whose taints it (or the flavor) tolerates.
+	EligibleFlavors []string `json:"eligibleFlavors"`
+	MinCount        *uint32  `json:"minCount"`
+	Name            string   `json:"name"`
 	// Per pod.
 	Requests map[string]float64 `json:"requests"`
 }
@@ -989,6 +999,8 @@ func decodePodSet(r *reader, v *PodSet) error {
 		switch string(key) {
 		case "count":
 			return ((*reader).uint32)(r, &v.Count)
+		case "eligibleFlavors":
+			return (func(r *reader, v *[]string) error { return decodeArray(r, v, (*reader).str) })(r, &v.EligibleFlavors)
 		case "minCount":
 			return (func(r *reader, v **uint32) error { return decodeNullable(r, v, (*reader).uint32) })(r, &v.MinCount)
 		case "name":
@@ -1004,6 +1016,8 @@ func decodePodSet(r *reader, v *PodSet) error {
 func appendPodSet(b []byte, v PodSet) []byte {
 	b = append(b, `{"count":`...)
 	b = (appendUint32)(b, v.Count)
+	b = append(b, `,"eligibleFlavors":`...)
+	b = (func(b []byte, v []string) []byte { return appendArray(b, v, appendString) })(b, v.EligibleFlavors)
 	b = append(b, `,"minCount":`...)
 	b = (func(b []byte, v *uint32) []byte { return appendNullable(b, v, appendUint32) })(b, v.MinCount)
 	b = append(b, `,"name":`...)
@@ -1261,8 +1275,12 @@ type Workload struct {
 	AgeSeconds   float64           `json:"ageSeconds"`
 	Annotations  map[string]string `json:"annotations"`
 	ClusterQueue string            `json:"clusterQueue"`
-	Estimate     *Estimate         `json:"estimate"`
-	Evictions    uint32            `json:"evictions"`
+	// The flavors of its ClusterQueue, in the queue's order, that some
+	// pod set of it may use (each pod set's `eligibleFlavors` together):
+	// what a flavor policy may choose among without naming flavors.
+	EligibleFlavors []string  `json:"eligibleFlavors"`
+	Estimate        *Estimate `json:"estimate"`
+	Evictions       uint32    `json:"evictions"`
 	// Flavors it is admitted on — for `admission`, the ones it would be
 	// admitted on (distinct, in pod-set order); empty otherwise.
 	Flavors []string `json:"flavors"`
@@ -1297,6 +1315,8 @@ func decodeWorkload(r *reader, v *Workload) error {
 			return (func(r *reader, v *map[string]string) error { return decodeMap(r, v, (*reader).str) })(r, &v.Annotations)
 		case "clusterQueue":
 			return ((*reader).str)(r, &v.ClusterQueue)
+		case "eligibleFlavors":
+			return (func(r *reader, v *[]string) error { return decodeArray(r, v, (*reader).str) })(r, &v.EligibleFlavors)
 		case "estimate":
 			return (func(r *reader, v **Estimate) error { return decodeNullable(r, v, decodeEstimate) })(r, &v.Estimate)
 		case "evictions":
@@ -1340,6 +1360,8 @@ func appendWorkload(b []byte, v Workload) []byte {
 	b = (func(b []byte, v map[string]string) []byte { return appendMap(b, v, appendString) })(b, v.Annotations)
 	b = append(b, `,"clusterQueue":`...)
 	b = (appendString)(b, v.ClusterQueue)
+	b = append(b, `,"eligibleFlavors":`...)
+	b = (func(b []byte, v []string) []byte { return appendArray(b, v, appendString) })(b, v.EligibleFlavors)
 	b = append(b, `,"estimate":`...)
 	b = (func(b []byte, v *Estimate) []byte { return appendNullable(b, v, appendEstimate) })(b, v.Estimate)
 	b = append(b, `,"evictions":`...)
@@ -1380,6 +1402,7 @@ var WeightFieldNames = []string{
 	"workloads.ageSeconds",
 	"workloads.annotations",
 	"workloads.clusterQueue",
+	"workloads.eligibleFlavors",
 	"workloads.estimate",
 	"workloads.evictions",
 	"workloads.flavors",

@@ -195,13 +195,15 @@ pub(crate) fn eligible_flavors(
 }
 
 /// Assigns flavors to every pod set of `workload` in ClusterQueue `cq`.
-/// `preferred` may reorder the flavors tried (the flavor hook); `counts`
-/// replaces the pod sets' counts (partial admission).
+/// `preferred` may give a pod set (by index) the flavors to try, in order
+/// (the flavor hook's, or placement's: `flavor_order`); a pod set without
+/// one tries the listed order. `counts` replaces the pod sets' counts
+/// (partial admission).
 pub fn assign(
     ctx: &Context<'_>,
     cq: ClusterQueueId,
     workload: &Workload,
-    preferred: Option<&[FlavorId]>,
+    preferred: &[Option<Vec<FlavorId>>],
     counts: Option<&[u32]>,
 ) -> Assignment {
     let def = ctx.cluster.cluster_queue(cq);
@@ -244,7 +246,7 @@ pub fn assign(
                 continue;
             }
             let reordered: Vec<FlavorId>;
-            let order: &[FlavorId] = match preferred {
+            let order: &[FlavorId] = match preferred.get(ps_index).and_then(Option::as_deref) {
                 Some(p) => {
                     reordered = p
                         .iter()

@@ -8,12 +8,12 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use crate::model::api::StopPolicy;
-use crate::model::cluster::{ClusterQueueId, FlavorResource};
+use crate::model::cluster::{ClusterQueueId, FlavorId, FlavorResource};
 use crate::model::{Amount, Millis};
 
 use super::assign::{self, Assignment, Mode};
 use super::fair::Contender;
-use super::hooks::{AdmissionRequest, AdmissionVerdict, FlavorRequest, Hooks};
+use super::hooks::{AdmissionRequest, AdmissionVerdict, Hooks};
 use super::reason::Reason;
 use super::timers::TimerKind;
 use super::workload::{Admission, Status, WorkloadId};
@@ -207,7 +207,8 @@ impl Scheduler {
         id: WorkloadId,
         hooks: &mut dyn Hooks,
     ) -> Assignment {
-        let whole = self.assign_counts(cq, id, hooks, None);
+        let orders = self.flavor_orders(cq, id, hooks);
+        let whole = self.assign_counts(cq, id, &orders, None);
         let pod_sets = &self.workloads[id].workload.pod_sets;
         let full: Vec<u32> = pod_sets.iter().map(|ps| ps.count).collect();
         let reducible: Vec<u32> = pod_sets
@@ -230,7 +231,7 @@ impl Scheduler {
         let mut best = None;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let assignment = self.assign_counts(cq, id, hooks, Some(&counts(mid)));
+            let assignment = self.assign_counts(cq, id, &orders, Some(&counts(mid)));
             if assignment.mode == Mode::Fit || self.can_preempt_for(cq, id, &assignment) {
                 best = Some(assignment);
                 hi = mid;
@@ -241,33 +242,15 @@ impl Scheduler {
         best.unwrap_or(whole)
     }
 
+    /// Assigns flavors to `counts` pods per pod set (all of them with
+    /// `None`), each pod set trying flavors in `orders`' order.
     fn assign_counts(
         &mut self,
         cq: ClusterQueueId,
         id: WorkloadId,
-        hooks: &mut dyn Hooks,
+        orders: &[Option<Vec<FlavorId>>],
         counts: Option<&[u32]>,
     ) -> Assignment {
-        let entry = &self.workloads[id];
-        let candidates = &self.flavors_of[cq.index()];
-        let preferred = if candidates.len() > 1 {
-            hooks
-                .flavor(&FlavorRequest {
-                    state: self.hook_state(),
-                    entry,
-                    cluster_queue: cq,
-                    candidates,
-                })
-                .map(|order| {
-                    if order.by_placement {
-                        self.rank_by_placement(id, &order.flavors, hooks)
-                    } else {
-                        order.flavors
-                    }
-                })
-        } else {
-            None
-        };
         // Kueue's preemption oracle: assign, answer what it asked about
         // preempting, assign again until it asks nothing new (each round
         // answers at least one more question; a few rounds at most).
@@ -280,8 +263,7 @@ impl Scheduler {
                 oracle: Some(&oracle),
                 ..self.ctx()
             };
-            let assignment =
-                assign::assign(&ctx, cq, &entry.workload, preferred.as_deref(), counts);
+            let assignment = assign::assign(&ctx, cq, &entry.workload, orders, counts);
             let asked = oracle.take_asked();
             if asked.is_empty() {
                 break assignment;

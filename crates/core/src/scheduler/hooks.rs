@@ -121,10 +121,13 @@ impl FlavorLoad {
 }
 
 /// The flavor hook's answer: the flavors to try, in order — or, with
-/// `by_placement`, the flavors a workload may use, to be tried in the order
-/// of where the placement hook would put its first pod: the flavor of the
-/// node it scores highest first, so placement, not the listed order,
-/// chooses among them (flavors it fits no node of keep their order, last).
+/// `by_placement`, the flavors a workload may use, each pod set trying
+/// those it may use in the order of where the placement hook would put one
+/// of its pods: the flavor of the node it scores highest first, so
+/// placement, not the listed order, chooses among them (flavors it fits no
+/// node of keep their order, last). Without an answer, the same ranking
+/// over the ClusterQueue's flavors applies when [`Hooks::places_workload`]
+/// says a placement policy takes the workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlavorOrder {
     /// The flavors, in order.
@@ -209,7 +212,9 @@ pub trait Hooks {
     fn autoscale(&mut self, request: &AutoscaleRequest<'_>) -> Vec<u32> {
         request.flavors.iter().map(FlavorLoad::to_target).collect()
     }
-    /// Preferred flavor order, or `None` for the listed order (the default).
+    /// Preferred flavor order, or `None` for the default: placement's
+    /// order where a placement policy takes the workload
+    /// ([`Hooks::places_workload`]), else the listed order.
     fn flavor(&mut self, _request: &FlavorRequest<'_>) -> Option<FlavorOrder> {
         None
     }
@@ -224,10 +229,13 @@ pub trait Hooks {
     }
     /// A score per candidate node (same order; higher is better), or
     /// `None` for the built-in best fit (the default). Asked only when
-    /// [`Hooks::places`] says so, at admission: which flavor and whether
-    /// the pods fit at all is decided before, best-fit; the answer then
-    /// chooses the nodes and cards. If the pods do not all fit the way the
-    /// scores place them, the best-fit placement stands.
+    /// [`Hooks::places`] says so: before flavor assignment, once per pod
+    /// set over the nodes of every flavor it may use, to rank those
+    /// flavors (`flavor_order`; when [`Hooks::places_workload`] says so and
+    /// two or more of them have nodes); at admission, per pod, to choose
+    /// the nodes and cards — whether the pods fit at all is decided
+    /// before, best-fit. If the pods do not all fit the way the scores
+    /// place them, the best-fit placement stands.
     fn placement(&mut self, _request: &PlacementRequest<'_>) -> Option<Vec<NodeScore>> {
         None
     }
@@ -235,6 +243,13 @@ pub trait Hooks {
     /// By default it never does, and pods are placed best-fit.
     fn places(&self) -> bool {
         false
+    }
+    /// May [`Hooks::placement`] answer for this workload (a placement
+    /// policy in force takes it)? Then, unless [`Hooks::flavor`] gives an
+    /// order, the flavors it may use are tried in the order of where
+    /// placement would put it. By default: [`Hooks::places`].
+    fn places_workload(&self, _state: HookState<'_>, _entry: &Entry) -> bool {
+        self.places()
     }
 }
 

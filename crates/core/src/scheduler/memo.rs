@@ -95,7 +95,11 @@ impl Scheduler {
         id: WorkloadId,
         hooks: &mut dyn Hooks,
     ) -> Assignment {
-        let reusable = self.flavors_of[cq.index()].len() <= 1 || !hooks.orders_flavors();
+        // The flavor hook's and the placement hook's answers (when the
+        // latter orders the flavors) are not among what a memo's reuse checks.
+        let reusable = self.flavors_of[cq.index()].len() <= 1
+            || !(hooks.orders_flavors()
+                || hooks.places_workload(self.hook_state(), &self.workloads[id]));
         if !reusable {
             return self.assign_head(cq, id, hooks);
         }

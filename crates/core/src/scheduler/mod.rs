@@ -38,6 +38,7 @@ mod cycle;
 pub(crate) mod entry;
 mod fair;
 mod fair_preemption;
+mod flavor_order;
 pub mod history;
 pub mod hooks;
 pub mod intake;

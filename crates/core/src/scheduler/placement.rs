@@ -1,14 +1,15 @@
 //! Placement by policy: at admission, the placement hook scores the nodes
 //! each pod fits on and the pods go where it ranks first. Which flavor,
 //! and whether the pods fit at all, was settled before by the best-fit
-//! trial of flavor assignment; this only moves pods among the nodes (and
-//! cards) that hold them. If the scores cannot place every pod, the trial's
-//! best-fit placement stands, so a policy never loses an admission. A pod
-//! set with a topology request goes to the domain (of the level the trial
-//! found one at, or a wider one for a preferred request) holding the node
-//! the hook ranks first, and inside it where the hook ranks: the hook
-//! ranks domains through its node scores, each node showing its
-//! topology labels.
+//! trial of flavor assignment (trying the flavors in the order
+//! `rank_by_placement` gives `flavor_order`); this only moves pods among
+//! the nodes (and cards) that hold them. If the scores cannot place every
+//! pod, the trial's best-fit placement stands, so a policy never loses an
+//! admission. A pod set with a topology request goes to the domain (of the
+//! level the trial found one at, or a wider one for a preferred request)
+//! holding the node the hook ranks first, and inside it where the hook
+//! ranks: the hook ranks domains through its node scores, each node
+//! showing its topology labels.
 
 use crate::model::cluster::{FlavorId, ResourceId};
 use crate::model::{Amount, Millis};
@@ -129,29 +130,19 @@ impl Scheduler {
 }
 
 impl Scheduler {
-    /// `flavors` in the order of where the placement hook would put the
-    /// workload's first pod now: the flavor of its best-scored node first.
-    /// Flavors none of whose nodes the pod fits on, and flavors without
-    /// node pools, follow in their given order; without a placement policy
-    /// (or if it does not answer) the order is `flavors`'.
+    /// `flavors` in the order of where the placement hook would put one
+    /// pod of pod set `pod_set` of the workload now: the flavor of its
+    /// best-scored node first; flavors none of whose nodes the pod fits on,
+    /// and flavors without node pools, follow in their given order. `None`
+    /// if the pod fits no node of theirs or the hook does not answer.
     pub(super) fn rank_by_placement(
         &self,
         id: WorkloadId,
+        pod_set: usize,
         flavors: &[FlavorId],
         hooks: &mut dyn Hooks,
-    ) -> Vec<FlavorId> {
-        let workload = &self.workloads[id].workload;
-        let Some((pod_set, ps)) = workload
-            .pod_sets
-            .iter()
-            .enumerate()
-            .find(|(_, ps)| ps.count > 0)
-        else {
-            return flavors.to_vec();
-        };
-        if !hooks.places() {
-            return flavors.to_vec();
-        }
+    ) -> Option<Vec<FlavorId>> {
+        let ps = self.workloads[id].workload.pod_sets.get(pod_set)?;
         let mut scorer = PolicyScorer {
             state: self,
             id,

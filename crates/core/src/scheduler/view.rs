@@ -13,8 +13,10 @@ use crate::model::cluster::{
 };
 use crate::model::Amount;
 
+use super::assign;
 use super::capacity::{Fragmentation, PoolSpec, TypicalShape};
 use super::history::{Estimate, TypicalPod};
+use super::workload::PodSetRequest;
 use super::Scheduler;
 
 /// What a policy hook may read of the scheduler: the configuration, and
@@ -70,6 +72,17 @@ impl<'a> HookState<'a> {
     /// The typical pods of `cq` ([`Scheduler::typical_pods`]).
     pub fn typical_pods(self, cq: ClusterQueueId) -> Vec<TypicalPod> {
         self.scheduler.typical_pods(cq)
+    }
+    /// The flavors `cq` lists, in its order (resource group by resource group).
+    pub fn flavors(self, cq: ClusterQueueId) -> &'a [FlavorId] {
+        &self.scheduler.flavors_of[cq.index()]
+    }
+    /// The flavors of `cq`, in its order, that pod set `ps` may use: its
+    /// node selector and required node affinity allow their node labels,
+    /// and it (or the flavor) tolerates their taints — the flavors flavor
+    /// assignment does not exclude for it.
+    pub fn eligible_flavors(self, cq: ClusterQueueId, ps: &PodSetRequest) -> Vec<FlavorId> {
+        assign::eligible_flavors(self.cluster(), self.flavors(cq), ps)
     }
 }
 

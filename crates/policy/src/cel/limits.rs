@@ -163,6 +163,10 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<V
                         ("count", scalar()),
                         ("minCount", scalar()),
                         ("requests", quantities()),
+                        (
+                            "eligibleFlavors",
+                            ValueBound::collection(ASSUMED_FLAVORS, string()),
+                        ),
                     ]),
                 ),
             ),
@@ -176,6 +180,10 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<V
                 fields(vec![("runtimeSeconds", scalar()), ("samples", scalar())]),
             ),
             ("flavors", ValueBound::collection(ASSUMED_FLAVORS, string())),
+            (
+                "eligibleFlavors",
+                ValueBound::collection(ASSUMED_FLAVORS, string()),
+            ),
         ]),
         "queue" => fields(vec![
             ("name", string()),
@@ -200,6 +208,7 @@ pub(super) fn variable_shape(name: &str, params: &serde_json::Value) -> Option<V
             ("priorityWeight", scalar()),
             ("admitted", scalar()),
             ("pending", scalar()),
+            ("flavors", ValueBound::collection(ASSUMED_FLAVORS, string())),
         ]),
         "tenant" => fields(vec![
             ("name", string()),

@@ -13,9 +13,9 @@
 //!
 //! | variable | type | fields |
 //! |---|---|---|
-//! | `workload` | [`WorkloadView`] | `name, namespace, kind, labels, annotations, priority, priorityClass, priorityWeight, queueName, clusterQueue, podSets[] {name, count, minCount, requests}, requests, gpus, ageSeconds, retries, evictions, estimate {runtimeSeconds, samples}` |
+//! | `workload` | [`WorkloadView`] | `name, namespace, kind, labels, annotations, priority, priorityClass, priorityWeight, queueName, clusterQueue, podSets[] {name, count, minCount, requests, eligibleFlavors}, requests, gpus, ageSeconds, retries, evictions, estimate {runtimeSeconds, samples}, flavors, eligibleFlavors` |
 //! | `queue` | [`QueueView`] | `name, namespace, priority, clusterQueue` |
-//! | `clusterQueue` | [`ClusterQueueView`] | `name, cohort, weight, share, decayedUsage, nominal, usage, priorityWeight, admitted, pending` |
+//! | `clusterQueue` | [`ClusterQueueView`] | `name, cohort, weight, share, decayedUsage, nominal, usage, priorityWeight, admitted, pending, flavors` |
 //! | `tenant` | [`TenantView`] | `name, labels, annotations` |
 //! | `cohort` | [`CohortView`] | `name, parent` |
 //! | `flavor` | [`FlavorView`] | `name, nodes, minNodes, maxNodes, utilization, pendingNodes, targetUtilization` |

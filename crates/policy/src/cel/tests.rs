@@ -29,6 +29,7 @@ fn workload() -> WorkloadView {
             count: 4,
             min_count: None,
             requests: BTreeMap::from([("cpu".into(), 8.0), ("nvidia.com/gpu".into(), 2.0)]),
+            eligible_flavors: Vec::new(),
         }],
         requests: BTreeMap::from([("cpu".into(), 32.0), ("nvidia.com/gpu".into(), 8.0)]),
         gpus: 8,

@@ -185,6 +185,7 @@ view_val!(WorkloadVal, WorkloadView, "arbiter.Workload", |w, field| {
         "evictions" => int(i64::from(w.evictions)),
         "estimate" => optional(w.estimate.as_ref(), |e| CowVal::owned(EstimateVal(e))),
         "flavors" => string_list(&w.flavors),
+        "eligibleFlavors" => string_list(&w.eligible_flavors),
         _ => return Err(ExecutionError::no_such_key(field)),
     })
 });
@@ -195,6 +196,7 @@ view_val!(PodSetVal, PodSetView, "arbiter.PodSet", |p, field| {
         "count" => int(i64::from(p.count)),
         "minCount" => optional(p.min_count, |n| int(i64::from(n))),
         "requests" => quantities(&p.requests),
+        "eligibleFlavors" => string_list(&p.eligible_flavors),
         _ => return Err(ExecutionError::no_such_key(field)),
     })
 });
@@ -233,6 +235,7 @@ view_val!(
             "priorityWeight" => double(c.priority_weight),
             "admitted" => int(i64::from(c.admitted)),
             "pending" => int(i64::from(c.pending)),
+            "flavors" => string_list(&c.flavors),
             _ => return Err(ExecutionError::no_such_key(field)),
         })
     }

@@ -30,6 +30,7 @@ use arbiter_core::scheduler::hooks::{
     AdmissionRequest, AdmissionVerdict, AutoscaleRequest, DefaultHooks, FairShareRequest,
     FlavorOrder, FlavorRequest, Hooks, PlacementRequest, Weight, WeightRequest,
 };
+use arbiter_core::scheduler::{Entry, HookState};
 
 fn micros_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e6
@@ -307,6 +308,10 @@ impl Hooks for Engine {
 
     fn places(&self) -> bool {
         self.has_placement()
+    }
+
+    fn places_workload(&self, state: HookState<'_>, entry: &Entry) -> bool {
+        self.places_for(state, entry)
     }
 
     fn placement(&mut self, request: &PlacementRequest<'_>) -> Option<Vec<NodeScore>> {

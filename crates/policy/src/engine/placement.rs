@@ -22,6 +22,7 @@ use arbiter_core::scheduler::capacity::NodeScore;
 #[cfg(doc)]
 use arbiter_core::scheduler::hooks::Hooks;
 use arbiter_core::scheduler::hooks::PlacementRequest;
+use arbiter_core::scheduler::{Entry, HookState};
 
 impl Engine {
     /// Does some platform bundle in force hold a placement policy?
@@ -30,6 +31,18 @@ impl Engine {
             .platform
             .iter()
             .any(|b| b.policies.iter().any(|p| p.hook == Hook::Placement))
+    }
+
+    /// Does a placement policy of a platform bundle in force take this
+    /// workload (its `match` of namespaces, kinds and ClusterQueues)?
+    pub(super) fn places_for(&self, state: HookState<'_>, entry: &Entry) -> bool {
+        let w = &entry.workload;
+        let cluster_queue = &state.cluster().cluster_queue(w.cluster_queue).name;
+        self.pinned.platform.iter().any(|b| {
+            b.policies.iter().any(|p| {
+                p.hook == Hook::Placement && p.applies_to(&w.namespace, &w.kind, cluster_queue)
+            })
+        })
     }
 
     /// The scores of the first enforcing placement policy that answers for

@@ -3,6 +3,7 @@
 //! statistics count and the decision log records, and when a time-free
 //! answer is reused instead of evaluated.
 
+mod flavors;
 mod placement;
 
 use std::collections::BTreeMap;

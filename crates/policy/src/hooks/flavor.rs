@@ -1,8 +1,9 @@
 //! `flavor` (export `arbiter_flavor`): the preferred order of a workload's
 //! candidate flavors (a subset of them), or with `orderByPlacement` the
-//! flavors it may use, ordered by where placement would put its first pod.
-//! Platform bundles only. Without an answer the ClusterQueue's listed
-//! order stands.
+//! flavors it may use, ordered by where placement would put each pod
+//! set's pods. Platform bundles only. Without an answer the flavors a pod
+//! set may use are tried in placement's order when a placement policy
+//! takes the workload, else in the ClusterQueue's listed order.
 
 use super::HookKind;
 use crate::cel::Vars;

@@ -187,21 +187,17 @@ impl Fixture {
         preferred: Option<&[&str]>,
         counts: Option<&[u32]>,
     ) -> Assignment {
-        let preferred: Option<Vec<FlavorId>> =
-            preferred.map(|names| names.iter().map(|n| self.flavor(n)).collect());
+        // The preferred order for every pod set.
+        let preferred: Vec<Option<Vec<FlavorId>>> = preferred
+            .map(|names| names.iter().map(|n| self.flavor(n)).collect())
+            .map_or_else(Vec::new, |order| vec![Some(order); workload.pod_sets.len()]);
         let ctx = Context {
             cluster: &self.cluster,
             quota: &self.quota,
             capacity: &self.capacity,
             oracle: None,
         };
-        assign(
-            &ctx,
-            workload.cluster_queue,
-            workload,
-            preferred.as_deref(),
-            counts,
-        )
+        assign(&ctx, workload.cluster_queue, workload, &preferred, counts)
     }
 
     /// Per pod set: (resource, flavor) by name.

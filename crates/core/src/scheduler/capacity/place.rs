@@ -270,20 +270,22 @@ impl Capacity {
     /// `flavors` ranked by the best score `scorer` gives one pod asking
     /// `per_pod` on their nodes now (ties: the fixed node order of `salt`);
     /// flavors with no node the pod fits on, or without pools, follow in
-    /// their given order. Unchanged if the scorer does not answer.
+    /// their given order. `None` if the pod fits no node of theirs (the
+    /// scorer is not asked) or the scorer does not answer.
     pub(crate) fn rank_flavors(
         &self,
         flavors: &[FlavorId],
         per_pod: &[(ResourceId, Amount)],
         scorer: &mut dyn Scorer,
         salt: u64,
-    ) -> Vec<FlavorId> {
+    ) -> Option<Vec<FlavorId>> {
         let mut scratch = Scratch::default();
         let pooled = self.pooled_in(&mut scratch, flavors);
         let fitting = self.fitting(&scratch, &pooled, per_pod);
-        let Some(scores) = ask(scorer, per_pod, &fitting).filter(|_| !fitting.is_empty()) else {
-            return flavors.to_vec();
-        };
+        if fitting.is_empty() {
+            return None;
+        }
+        let scores = ask(scorer, per_pod, &fitting)?;
         // Per flavor: the rank of its best node.
         let mut best: BTreeMap<FlavorId, Rank> = BTreeMap::new();
         for (s, at) in scores.iter().zip(&fitting) {
@@ -295,7 +297,7 @@ impl Capacity {
         let mut ranked: Vec<FlavorId> = best.keys().copied().collect();
         ranked.sort_by(|a, b| best[b].cmp_to(&best[a]));
         ranked.extend(flavors.iter().copied().filter(|f| !best.contains_key(f)));
-        ranked
+        Some(ranked)
     }
 }
 

@@ -367,6 +367,33 @@ fn a_flavor_policy_can_let_placement_choose_among_its_flavors() {
 }
 
 #[test]
+fn placement_chooses_the_flavor_with_no_flavor_policy() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/placement-bestfit");
+    let options = LoadOptions {
+        tenant: None,
+        run_tests: true,
+    };
+    let bestfit =
+        bundle::load(Files::Dir(&dir), runtime(), &options).unwrap_or_else(|e| panic!("{e}"));
+    let flavor_of = |hooks: &mut dyn Hooks| {
+        let mut state = two_flavor_scheduler();
+        let placed = place_one(&mut state, "a", 500, hooks);
+        state.cluster().flavors[placed.flavor.index()].name.clone()
+    };
+    // Without a placement policy: Kueue's listed order.
+    assert_eq!(flavor_of(&mut DefaultHooks), "t4");
+    // BestFit alone: the fuller a10 node fits best, so a10 is tried first.
+    assert_eq!(flavor_of(&mut engine(vec![bestfit])), "a10");
+    // A placement policy that does not take the workload orders nothing.
+    let elsewhere = platform(
+        "elsewhere",
+        "  - {name: a10-first, hook: placement, match: {namespaces: [other]}, \
+         cel: {expression: \"node.name.startsWith('a10') ? 1.0 : 0.0\"}}\n",
+    );
+    assert_eq!(flavor_of(&mut engine(vec![elsewhere])), "t4");
+}
+
+#[test]
 fn order_by_placement_is_for_flavor_policies_only() {
     let refused = load_configmap(
         "platform",
