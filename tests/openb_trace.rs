@@ -7,12 +7,22 @@
 //! The order comes from Go's own `math/rand` (`examples/openb/order.go`),
 //! so the test needs `go` (the README test command installs nothing more
 //! for it: Go builds the test cluster too).
+//!
+//! And the scenario a user gives `arbiter simulate` for it
+//! (`trace::manifests`, what `examples/openb.rs` runs): on a slice of the
+//! trace, it loads strictly, runs with the shipped FGD bundle through the
+//! simulator's driver, and no card or node is over-allocated, no pinned
+//! task lands on another GPU model, and a task that did not fit when it
+//! arrived is never admitted later.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use arbiter_core::model::cluster::FlavorId;
-use arbiter_sim::trace::{self, Trace, CPU, GPU_MILLI, MEMORY};
+use arbiter_core::model::load::load_str;
+use arbiter_policy::sources::{self, PolicyChoice};
+use arbiter_sim::trace::{self, manifests, Trace, CPU, GPU_MILLI, MEMORY};
+use arbiter_sim::{policies, scenario};
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/alibaba-gpu-v2023")
@@ -98,4 +108,59 @@ fn no_card_or_node_is_ever_over_allocated_on_the_trace() {
             assert!((80.0..100.0).contains(&at100), "{list} {seed}: {at100}");
         }
     }
+}
+
+/// A slice of the trace small enough for a debug build: every 25th node
+/// (all models but one are among them; a pinned task of a model with no
+/// node left can never be admitted) and 400 tasks, far more than those
+/// nodes hold, in a fixed order that mixes the name-sorted tasks.
+#[test]
+fn the_user_scenario_of_a_slice_simulates_with_the_fgd_bundle() {
+    let list = "gpuspec33";
+    let mut trace = Trace::load(
+        &data().join("openb_node_list_gpu_node.csv"),
+        &data().join(format!("openb_pod_list_{list}.csv")),
+    )
+    .unwrap();
+    trace.nodes = trace.nodes.iter().step_by(25).cloned().collect();
+    let order: Vec<usize> = (0..400).map(|k| (k * 97) % trace.tasks.len()).collect();
+    let text = manifests::scenario(&trace, &order);
+    let built = scenario::build(load_str(&text, Path::new("openb.yaml")).unwrap())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(built.jobs.len(), order.len());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("openb-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("bundle.yaml"),
+        manifests::flavor_order_bundle(&trace),
+    )
+    .unwrap();
+    let choice = PolicyChoice {
+        platform: Some(vec![root.join("policies/placement-fgd"), dir.clone()]),
+        tenants: Vec::new(),
+        none: false,
+    };
+    let mut engine = sources::engine(&built.policies, &choice).unwrap().unwrap();
+    let (report, _) = policies::run(&built, Some(&mut engine), true, &mut |_| {});
+    std::fs::remove_dir_all(&dir).unwrap();
+    let p = report.policies.as_ref().unwrap();
+    assert_eq!(p.errors, 0, "{:?}", p.decisions);
+    assert!(p.evaluations > 0);
+    // Cards, nodes and GPU models recounted from the report's placements.
+    let measured = manifests::measure(&trace, &order, &report).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        measured.admitted > 50 && measured.admitted < order.len(),
+        "{} of {} admitted",
+        measured.admitted,
+        order.len()
+    );
+    // Each task tried once, when it arrived: admitted then, or never.
+    for w in &report.workloads {
+        if let Some(at) = w.admitted_seconds {
+            assert_eq!(at, w.arrival_seconds, "{}", w.name);
+        }
+    }
+    let last = *measured.allocated.last().unwrap();
+    assert!(last > 0 && last <= trace.gpu_capacity());
 }

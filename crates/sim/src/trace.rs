@@ -17,6 +17,8 @@ use arbiter_core::scheduler::capacity::{By, Capacity, DeviceSpec, PoolSpec, Scor
 use arbiter_core::scheduler::workload::Placement;
 use serde::Deserialize;
 
+pub mod manifests;
+
 /// The resources of a replay, by `ResourceId`.
 pub const RESOURCES: [&str; 3] = ["cpu", "memory", "example.com/gpu-milli"];
 pub const CPU: ResourceId = ResourceId(0);
@@ -64,6 +66,17 @@ impl Task {
     pub fn gpu_total(&self) -> i64 {
         self.num_gpu as i64 * self.gpu_milli
     }
+}
+
+/// Nodes of one shape: GPU model (index into [`Trace::models`]), CPU,
+/// memory, GPUs, and how many.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeShape {
+    pub model: usize,
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub gpus: u16,
+    pub nodes: u32,
 }
 
 /// A trace: its nodes, and its tasks sorted by name.
@@ -164,44 +177,54 @@ impl Trace {
         self.nodes.iter().map(|n| n.gpus as i64 * 1000).sum()
     }
 
-    /// The nodes as the core's capacity: flavor `i` is GPU model `i`, one
-    /// pool per node shape (in node-list order), `example.com/gpu-milli`
-    /// held per card.
-    pub fn capacity(&self) -> Capacity {
-        let mut shapes: BTreeMap<(usize, i64, i64, u16), u32> = BTreeMap::new();
-        let mut order = Vec::new();
+    /// The node shapes (GPU model, CPU, memory, GPUs) in order of first
+    /// appearance in the node list, with how many nodes have each.
+    pub fn shapes(&self) -> Vec<NodeShape> {
+        let mut out: Vec<NodeShape> = Vec::new();
+        let mut index: BTreeMap<(usize, i64, i64, u16), usize> = BTreeMap::new();
         for n in &self.nodes {
             let model = self
                 .model_index(&n.model)
                 .expect("every node's model is listed");
             let key = (model, n.cpu_milli, n.memory_mib, n.gpus);
-            let count = shapes.entry(key).or_default();
-            if *count == 0 {
-                order.push(key);
-            }
-            *count += 1;
+            let at = *index.entry(key).or_insert_with(|| {
+                out.push(NodeShape {
+                    model,
+                    cpu_milli: n.cpu_milli,
+                    memory_mib: n.memory_mib,
+                    gpus: n.gpus,
+                    nodes: 0,
+                });
+                out.len() - 1
+            });
+            out[at].nodes += 1;
         }
-        let pools: Vec<PoolSpec> = order
+        out
+    }
+
+    /// The nodes as the core's capacity: flavor `i` is GPU model `i`, one
+    /// pool per node shape ([`Trace::shapes`], in that order),
+    /// `example.com/gpu-milli` held per card.
+    pub fn capacity(&self) -> Capacity {
+        let pools: Vec<PoolSpec> = self
+            .shapes()
             .into_iter()
-            .map(|key @ (model, cpu, memory, gpus)| {
-                let nodes = shapes[&key];
-                PoolSpec {
-                    flavor: FlavorId(model as u16),
-                    nodes,
-                    allocatable: vec![
-                        (CPU, Amount::from_milli(cpu)),
-                        (MEMORY, Amount::from_units(memory << 20)),
-                        (GPU_MILLI, Amount::from_units(gpus as i64 * 1000)),
-                    ],
-                    min_nodes: nodes,
-                    max_nodes: nodes,
-                    devices: vec![DeviceSpec {
-                        resource: GPU_MILLI,
-                        cards: gpus,
-                        per_card: Amount::from_units(1000),
-                    }],
-                    names: Vec::new(),
-                }
+            .map(|s| PoolSpec {
+                flavor: FlavorId(s.model as u16),
+                nodes: s.nodes,
+                allocatable: vec![
+                    (CPU, Amount::from_milli(s.cpu_milli)),
+                    (MEMORY, Amount::from_units(s.memory_mib << 20)),
+                    (GPU_MILLI, Amount::from_units(s.gpus as i64 * 1000)),
+                ],
+                min_nodes: s.nodes,
+                max_nodes: s.nodes,
+                devices: vec![DeviceSpec {
+                    resource: GPU_MILLI,
+                    cards: s.gpus,
+                    per_card: Amount::from_units(1000),
+                }],
+                names: Vec::new(),
             })
             .collect();
         Capacity::new(self.models.len(), RESOURCES.len(), &pools)
@@ -310,24 +333,35 @@ pub struct Replay {
 
 impl Replay {
     /// The paper's allocation metric at `percent` of the GPU capacity
-    /// arrived: the mean allocation (percent of capacity) over the tasks
-    /// after which the arrived GPU, rounded to a whole percent, is
-    /// `percent` (the artifact's `merge_alloc_discrete.py`, including its
-    /// fallback to ±1 percent when none is).
+    /// arrived ([`allocation_at`]).
     pub fn allocation_at(&self, percent: i64) -> Option<f64> {
-        let pct = |milli: i64| milli as f64 * 100.0 / self.capacity_milli as f64;
-        let mean = |window: i64| {
-            let picked: Vec<f64> = self
-                .arrived
-                .iter()
-                .zip(&self.allocated)
-                .filter(|(a, _)| (round_half_even(pct(**a)) - percent).abs() <= window)
-                .map(|(_, u)| pct(*u))
-                .collect();
-            (!picked.is_empty()).then(|| picked.iter().sum::<f64>() / picked.len() as f64)
-        };
-        mean(0).or_else(|| mean(1))
+        allocation_at(self.capacity_milli, &self.arrived, &self.allocated, percent)
     }
+}
+
+/// The paper's allocation metric at `percent` of the GPU capacity arrived:
+/// given, after each task of the order, the GPU arrived so far and the GPU
+/// allocated (milli-GPUs), the mean allocation (percent of capacity) over
+/// the tasks after which the arrived GPU, rounded to a whole percent, is
+/// `percent` (the artifact's `merge_alloc_discrete.py`, including its
+/// fallback to ±1 percent when none is).
+pub fn allocation_at(
+    capacity_milli: i64,
+    arrived: &[i64],
+    allocated: &[i64],
+    percent: i64,
+) -> Option<f64> {
+    let pct = |milli: i64| milli as f64 * 100.0 / capacity_milli as f64;
+    let mean = |window: i64| {
+        let picked: Vec<f64> = arrived
+            .iter()
+            .zip(allocated)
+            .filter(|(a, _)| (round_half_even(pct(**a)) - percent).abs() <= window)
+            .map(|(_, u)| pct(*u))
+            .collect();
+        (!picked.is_empty()).then(|| picked.iter().sum::<f64>() / picked.len() as f64)
+    };
+    mean(0).or_else(|| mean(1))
 }
 
 /// Python's `round(x)`: halves to even.
