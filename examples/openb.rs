@@ -10,7 +10,7 @@
 //!
 //! cargo run --release --example openb -- [--trace default|gpuspec33]...
 //!     [--policy fgd|bestfit|none|bundle:DIR|native-bestfit|native-fgd|native-fgd-exact|native-builtin]...
-//!     [--seeds 42-51] [--flavor-order generated|none] [--json FILE] [--write-scenario DIR]
+//!     [--seeds 42-51] [--flavor-order none|generated] [--json FILE] [--write-scenario DIR]
 //!
 //! `fgd`, `bestfit`, `none` and `bundle:DIR` build the scenario a user
 //! would give `arbiter simulate` (`arbiter_sim::trace::manifests`: a
@@ -20,13 +20,15 @@
 //! run it through its driver with the bundle in force — `fgd` is
 //! `policies/placement-fgd`, `bestfit` is `policies/placement-bestfit`,
 //! `none` no bundle — and read the metric off the run's report, recounting
-//! every card and node from its placements. `--flavor-order generated` (the
-//! default) adds a flavor policy with `orderByPlacement: true` listing the
-//! scenario's flavors, so placement chooses a workload's GPU model.
-//! `--write-scenario DIR` writes each run's scenario to
-//! `DIR/<trace>-<seed>/scenario.yaml` and the flavor policy to
-//! `DIR/flavor-order/`, to run as
-//! `arbiter simulate DIR/<trace>-<seed> --policies policies/placement-fgd --policies DIR/flavor-order`.
+//! every card and node from its placements. With a placement bundle in
+//! force the core tries a workload's GPU models in the order of where
+//! placement would put it (no flavor policy needed); `--flavor-order
+//! generated` adds the flavor policy a user needed before that (with
+//! `orderByPlacement: true`, listing the scenario's flavors), which decides
+//! the same. `--write-scenario DIR` writes each run's scenario to
+//! `DIR/<trace>-<seed>/scenario.yaml` (and that flavor policy to
+//! `DIR/flavor-order/`), to run as
+//! `arbiter simulate DIR/<trace>-<seed> --policies policies/placement-fgd`.
 //!
 //! `native-*` are the paper's scores as the artifact computes them
 //! (`best_fit_score.go`, `fgd_score.go`: integer scores 0–100 — or
@@ -91,7 +93,7 @@ fn parse_args() -> Result<Args, String> {
         traces: Vec::new(),
         policies: Vec::new(),
         seeds: (42..=51).collect(),
-        flavor_order: true,
+        flavor_order: false,
         json: None,
         write: None,
     };

@@ -128,22 +128,15 @@ fn the_user_scenario_of_a_slice_simulates_with_the_fgd_bundle() {
     let built = scenario::build(load_str(&text, Path::new("openb.yaml")).unwrap())
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(built.jobs.len(), order.len());
+    // The shipped bundle alone: placement chooses each task's GPU model.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("openb-trace-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("bundle.yaml"),
-        manifests::flavor_order_bundle(&trace),
-    )
-    .unwrap();
     let choice = PolicyChoice {
-        platform: Some(vec![root.join("policies/placement-fgd"), dir.clone()]),
+        platform: Some(vec![root.join("policies/placement-fgd")]),
         tenants: Vec::new(),
         none: false,
     };
     let mut engine = sources::engine(&built.policies, &choice).unwrap().unwrap();
     let (report, _) = policies::run(&built, Some(&mut engine), true, &mut |_| {});
-    std::fs::remove_dir_all(&dir).unwrap();
     let p = report.policies.as_ref().unwrap();
     assert_eq!(p.errors, 0, "{:?}", p.decisions);
     assert!(p.evaluations > 0);
