@@ -9,8 +9,9 @@
 //! ask 100 % (and 130 %) of it.
 //!
 //! cargo run --release --example openb -- [--trace default|gpuspec33]...
-//!     [--policy fgd|bestfit|none|bundle:DIR|native-bestfit|native-fgd|native-fgd-exact|native-builtin]...
+//!     [--policy fgd|bestfit|none|bundle:DIR|native-bestfit|native-fgd|native-fgd-exact|native-fgd-history|native-builtin]...
 //!     [--seeds 42-51] [--flavor-order none|generated] [--json FILE] [--write-scenario DIR]
+//!     [--score-steps 100] [--typical-cover 0.95]
 //!
 //! `fgd`, `bestfit`, `none` and `bundle:DIR` build the scenario a user
 //! would give `arbiter simulate` (`arbiter_sim::trace::manifests`: a
@@ -36,11 +37,22 @@
 //! handed to the core's `Capacity::place` as scorers, pod by pod, ties
 //! broken in an order drawn from the seed as the artifact's node names
 //! are; `native-builtin` is the core's own best fit. They are the
-//! reference, not what a user runs.
+//! reference, not what a user runs. `native-fgd-history` is the native
+//! twin of the `fgd` bundle: the typical tasks are the last 2,000 arrived
+//! (the core's history), ties in the core's one fixed order.
+//! `--score-steps N` rounds the native FGD scores down to steps of 100 / N
+//! (the paper's: 100; the bundle's default `scoreSteps`: 40) and
+//! `--typical-cover C` keeps the most frequent typical tasks that make up
+//! C of them (the paper's: 0.95; the bundle's default: 1, all), so that
+//! `--policy native-fgd-history --score-steps 40 --typical-cover 1` runs
+//! what the bundle decides in seconds per seed where the bundle takes a
+//! minute.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::time::Instant;
 
 use arbiter_core::model::load::load_str;
@@ -76,6 +88,10 @@ struct Args {
     flavor_order: bool,
     json: Option<PathBuf>,
     write: Option<PathBuf>,
+    /// The native FGD scorers' score steps (the paper's: 100).
+    score_steps: u32,
+    /// The share of the tasks the native FGD's typical tasks make up (the paper's: 0.95).
+    typical_cover: f64,
 }
 
 const POLICIES: &[&str] = &[
@@ -85,6 +101,7 @@ const POLICIES: &[&str] = &[
     "native-bestfit",
     "native-fgd",
     "native-fgd-exact",
+    "native-fgd-history",
     "native-builtin",
 ];
 
@@ -96,6 +113,8 @@ fn parse_args() -> Result<Args, String> {
         flavor_order: false,
         json: None,
         write: None,
+        score_steps: 100,
+        typical_cover: 0.95,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -135,6 +154,20 @@ fn parse_args() -> Result<Args, String> {
                 v => return Err(format!("--flavor-order {v}: give generated or none")),
             },
             "--json" => args.json = Some(PathBuf::from(value()?)),
+            "--score-steps" => {
+                let v = value()?;
+                args.score_steps = match v.parse::<u32>() {
+                    Ok(n @ 1..=1000) => n,
+                    _ => return Err(format!("--score-steps {v}: give 1 to 1000")),
+                };
+            }
+            "--typical-cover" => {
+                let v = value()?;
+                args.typical_cover = match v.parse::<f64>() {
+                    Ok(c) if c > 0.0 && c <= 1.0 => c,
+                    _ => return Err(format!("--typical-cover {v}: give a share above 0 up to 1")),
+                };
+            }
             "--write-scenario" => args.write = Some(PathBuf::from(value()?)),
             _ => return Err(format!("unknown argument {a}")),
         }
@@ -217,6 +250,8 @@ fn replay_native(
     order: &[usize],
     policy: &str,
     seed: u64,
+    steps: u32,
+    cover: f64,
 ) -> Result<SeedResult, String> {
     let replay = match policy {
         "native-bestfit" => trace::replay(trace, order, Some(&mut native::PaperBestFit), seed),
@@ -224,11 +259,23 @@ fn replay_native(
             trace,
             order,
             Some(&mut native::PaperFgd {
-                typical: native::typical_tasks(trace),
-                integer: policy == "native-fgd",
+                typical: native::typical_tasks(trace, cover),
+                steps: (policy == "native-fgd").then_some(steps),
             }),
             seed,
         ),
+        "native-fgd-history" => {
+            let arrivals = Rc::new(RefCell::new(native::Arrivals::default()));
+            let mut scorer = native::HistoryFgd::new(arrivals.clone(), trace, steps, cover);
+            // The core's tie order (one for every run, salt 0), as the bundle's.
+            trace::replay_observed(
+                trace,
+                order,
+                Some(&mut scorer),
+                0,
+                &mut |per_pod, flavors| arrivals.borrow_mut().record(trace, per_pod, flavors),
+            )
+        }
         _ => trace::replay(trace, order, None, seed),
     };
     native::check_no_over_allocation(trace, &replay).map_err(|e| format!("over-allocated: {e}"))?;
@@ -293,7 +340,14 @@ fn run(args: &Args) -> Result<(), String> {
             for (&seed, order) in &orders {
                 let result = match &bundles {
                     Some(bundles) => simulate(&trace, order, &texts[&seed], bundles),
-                    None => replay_native(&trace, order, policy, seed),
+                    None => replay_native(
+                        &trace,
+                        order,
+                        policy,
+                        seed,
+                        args.score_steps,
+                        args.typical_cover,
+                    ),
                 }
                 .map_err(|e| format!("{name} {policy} seed {seed}: {e}"))?;
                 tasks_run += order.len();

@@ -3,9 +3,11 @@
 //! native-bestfit|native-fgd|native-fgd-exact`): the reference the
 //! policies run through `arbiter simulate` are compared with.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
 
-use arbiter_core::model::cluster::ResourceId;
+use arbiter_core::model::cluster::{FlavorId, ResourceId};
 use arbiter_core::model::Amount;
 use arbiter_core::scheduler::capacity::{Candidate, NodeScore, Scorer};
 use arbiter_core::scheduler::workload::amount_of;
@@ -54,22 +56,33 @@ pub struct Typical {
 
 /// The artifact's typical tasks (`GetTypicalPods`): every task of the
 /// trace counted by (CPU, GPU milli, GPUs, GPU models), most frequent
-/// first, until they cover 95 % of the tasks; shares renormalised.
-pub fn typical_tasks(trace: &Trace) -> Vec<Typical> {
+/// first, until they cover `cover` of the tasks (the artifact: 0.95);
+/// shares renormalised.
+pub fn typical_tasks(trace: &Trace, cover: f64) -> Vec<Typical> {
     let mut counts: BTreeMap<(i64, i64, u32, String), u64> = BTreeMap::new();
     for t in &trace.tasks {
         *counts
             .entry((t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec.join("|")))
             .or_default() += 1;
     }
+    most_frequent(&trace.models, counts, cover)
+}
+
+/// The most frequent of `counts` (by CPU, GPU milli, GPUs, GPU models
+/// joined by `|`) until they cover `cover` of them, shares renormalised.
+fn most_frequent(
+    models: &[String],
+    counts: BTreeMap<(i64, i64, u32, String), u64>,
+    cover: f64,
+) -> Vec<Typical> {
+    let total: u64 = counts.values().sum();
     let mut list: Vec<_> = counts.into_iter().collect();
     // Count descending, then (as `sort.Reverse` of `Less`) the larger spec first.
     list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
-    let total = trace.tasks.len() as f64;
     let mut covered = 0u64;
     let mut out = Vec::new();
     for ((cpu, milli, gpus, spec), count) in list {
-        if covered as f64 >= 0.95 * total {
+        if covered as f64 >= cover * total as f64 {
             break;
         }
         covered += count;
@@ -80,15 +93,109 @@ pub fn typical_tasks(trace: &Trace) -> Vec<Typical> {
             models: spec
                 .split('|')
                 .filter(|m| !m.is_empty())
-                .filter_map(|m| trace.model_index(m))
+                .filter_map(|m| models.iter().position(|x| x == m))
                 .collect(),
             share: count as f64,
         });
     }
     for t in &mut out {
-        t.share /= covered as f64;
+        t.share /= covered.max(1) as f64;
     }
     out
+}
+
+/// The tasks arrived last, as the core's history keeps a ClusterQueue's
+/// pods (`PodShapes::WINDOW`): the typical tasks of `native-fgd-history`.
+#[derive(Default)]
+pub struct Arrivals {
+    /// (CPU milli, GPU milli per GPU, GPUs, GPU models joined by `|`), oldest first.
+    recent: VecDeque<(i64, i64, u32, String)>,
+    /// Tasks arrived in all.
+    arrived: u64,
+}
+
+impl Arrivals {
+    /// Tasks remembered, as the core's history.
+    pub const WINDOW: usize = 2_000;
+
+    /// Records a task asking `per_pod` that may run on `flavors` (empty: any).
+    pub fn record(
+        &mut self,
+        trace: &Trace,
+        per_pod: &[(ResourceId, Amount)],
+        flavors: &[FlavorId],
+    ) {
+        let cpu = amount_of(per_pod, CPU).milli();
+        let total = amount_of(per_pod, GPU_MILLI).milli() / 1000;
+        let (milli, gpus) = match total {
+            0 => (0, 0),
+            t if t < 1000 => (t, 1),
+            t => (1000, (t / 1000) as u32),
+        };
+        let spec = flavors
+            .iter()
+            .map(|f| trace.models[f.index()].as_str())
+            .collect::<Vec<_>>()
+            .join("|");
+        self.recent.push_back((cpu, milli, gpus, spec));
+        if self.recent.len() > Self::WINDOW {
+            self.recent.pop_front();
+        }
+        self.arrived += 1;
+    }
+}
+
+/// The paper's FGD with the typical tasks of the last [`Arrivals::WINDOW`]
+/// arrivals instead of the whole trace: the native twin of the
+/// `placement-fgd` bundle, whose typical pods are the core's history.
+pub struct HistoryFgd {
+    arrivals: Rc<RefCell<Arrivals>>,
+    /// The trace's GPU models, by flavor index.
+    models: Vec<String>,
+    fgd: PaperFgd,
+    /// `Arrivals::arrived` when the typical tasks were last counted.
+    counted: Option<u64>,
+    cover: f64,
+}
+
+impl HistoryFgd {
+    pub fn new(
+        arrivals: Rc<RefCell<Arrivals>>,
+        trace: &Trace,
+        steps: u32,
+        cover: f64,
+    ) -> HistoryFgd {
+        HistoryFgd {
+            arrivals,
+            models: trace.models.clone(),
+            fgd: PaperFgd {
+                typical: Vec::new(),
+                steps: Some(steps),
+            },
+            counted: None,
+            cover,
+        }
+    }
+}
+
+impl Scorer for HistoryFgd {
+    fn score(
+        &mut self,
+        per_pod: &[(ResourceId, Amount)],
+        candidates: &[Candidate<'_>],
+    ) -> Option<Vec<NodeScore>> {
+        let arrivals = self.arrivals.borrow();
+        if self.counted != Some(arrivals.arrived) {
+            let mut counts: BTreeMap<(i64, i64, u32, String), u64> = BTreeMap::new();
+            for t in &arrivals.recent {
+                *counts.entry(t.clone()).or_default() += 1;
+            }
+            self.fgd.typical = most_frequent(&self.models, counts, self.cover);
+            self.counted = Some(arrivals.arrived);
+        }
+        drop(arrivals);
+        self.fgd.score(per_pod, candidates)
+    }
 }
 
 /// The artifact's FGD (`fgd_score.go`, `NodeGpuShareFragAmountScore`):
@@ -97,8 +204,10 @@ pub fn typical_tasks(trace: &Trace) -> Vec<Typical> {
 /// tried on every card that holds it, and the best card is chosen.
 pub struct PaperFgd {
     pub typical: Vec<Typical>,
-    /// Scores as integers 0–100, as the artifact (`false`: unrounded).
-    pub integer: bool,
+    /// Scores rounded down to steps of 100 / `steps` (the artifact: 100,
+    /// integers; the `placement-fgd` bundle's default: 50); `None`:
+    /// unrounded.
+    pub steps: Option<u32>,
 }
 
 impl PaperFgd {
@@ -151,13 +260,12 @@ impl Scorer for PaperFgd {
                     .entry((model, cpu_left, cards.clone()))
                     .or_insert_with(|| {
                         let before = self.frag(model, cpu_left, &cards);
-                        let integer = self.integer;
+                        let step = self.steps.map(|n| 100.0 / n.max(1) as f64);
                         let score = |after: f64| {
                             let s = sigmoid((before - after) / 1000.0) * 100.0;
-                            if integer {
-                                s.trunc()
-                            } else {
-                                s
+                            match step {
+                                Some(step) => (s / step).trunc() * step,
+                                None => s,
                             }
                         };
                         if gpu > 0 && gpu < 1000 {

@@ -771,7 +771,7 @@ typedef struct {
     arbiter_pod pod;
     /* The pod set the pod belongs to. */
     arbiter_str pod_set;
-    /* The shapes of the pods last submitted to the workload's ClusterQueue that make up most of them, most frequent first. */
+    /* The shapes of the pods last submitted to the workload's ClusterQueue (every shape of them), most frequent first. */
     arbiter_json typical;
     arbiter_workload workload;
 } arbiter_placement_request;

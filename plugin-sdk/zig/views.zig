@@ -195,7 +195,7 @@ pub const PlacementRequest = struct {
     /// The pod set the pod belongs to.
     podSet: []const u8 = "",
     /// The shapes of the pods last submitted to the workload's ClusterQueue
-    /// that make up most of them, most frequent first.
+    /// (every shape of them), most frequent first.
     typical: []const TypicalPod = &.{},
     workload: Workload = .{},
 };

@@ -268,7 +268,7 @@ pub struct PlacementInput {
     #[serde(default)]
     pub nodes: Vec<NodeView>,
     /// The shapes of the pods last submitted to the workload's ClusterQueue
-    /// that make up most of them, most frequent first.
+    /// (every shape of them), most frequent first.
     #[serde(default)]
     pub typical: Vec<TypicalPodView>,
     /// The scheduler's clock, in seconds.

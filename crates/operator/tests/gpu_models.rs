@@ -9,7 +9,6 @@
 
 mod support;
 
-use arbiter_core::model::api::Workload;
 use arbiter_testcluster::{NodeSpec, TestCluster};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
@@ -98,23 +97,19 @@ fn model_job(name: &str, pods: u32, product: Option<&str>) -> Job {
 /// The flavor the job's Workload was admitted on, for `nvidia.com/gpu`,
 /// once it says (Workloads are written off the decision path).
 async fn admitted_flavor(client: &Client, job: &str) -> String {
-    let workloads: Api<Workload> = Api::namespaced(client.clone(), "team-a");
-    let started = std::time::Instant::now();
-    loop {
-        let workload = workloads.get_opt(&format!("job-{job}")).await.unwrap();
-        let value = serde_json::to_value(&workload).unwrap();
-        let flavor =
-            &value["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"];
-        if let Some(flavor) = flavor.as_str() {
-            return flavor.to_string();
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "job {job}'s Workload has no GPU flavor within {} s: {value:#}",
-            PATIENCE.as_secs()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let gpu_flavor = |w: &serde_json::Value| {
+        w["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"].clone()
+    };
+    let name = format!("job-{job}");
+    let workload = wait_workload_in(
+        client,
+        "team-a",
+        &name,
+        "admission with a GPU flavor",
+        |w| gpu_flavor(w).is_string(),
+    )
+    .await;
+    gpu_flavor(&workload).as_str().unwrap().to_owned()
 }
 
 /// Waits until the job's `count` pods are bound; returns their Nodes.

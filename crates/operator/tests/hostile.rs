@@ -73,12 +73,6 @@ async fn workload(client: &Client, name: &str) -> Value {
     workload_in(client, "team-a", name).await
 }
 
-/// The Workload `namespace/name`, as JSON (null while there is none).
-async fn workload_in(client: &Client, namespace: &str, name: &str) -> Value {
-    let api: Api<Workload> = Api::namespaced(client.clone(), namespace);
-    serde_json::to_value(api.get_opt(name).await.unwrap()).unwrap()
-}
-
 /// Waits until the Workload `name` of team-a satisfies `check`; returns it.
 async fn wait_workload(
     client: &Client,
@@ -87,30 +81,6 @@ async fn wait_workload(
     check: impl Fn(&Value) -> bool,
 ) -> Value {
     wait_workload_in(client, "team-a", name, what, check).await
-}
-
-/// Waits until the Workload `namespace/name` satisfies `check`; returns it.
-async fn wait_workload_in(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = std::time::Instant::now();
-    loop {
-        let now = workload_in(client, namespace, name).await;
-        if check(&now) {
-            return now;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "Workload {namespace}/{name}: {what} did not happen within {} s; it is {}",
-            PATIENCE.as_secs(),
-            serde_json::to_string_pretty(&now).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn merge(value: Value) -> Patch<Value> {

@@ -503,7 +503,7 @@ export class PlacementRequest {
   podSet: string = "";
   /**
    * The shapes of the pods last submitted to the workload's ClusterQueue
-   * that make up most of them, most frequent first.
+   * (every shape of them), most frequent first.
    */
   typical: Array<TypicalPod> = new Array<TypicalPod>();
   workload: Workload = new Workload();

@@ -815,7 +815,7 @@ type PlacementRequest struct {
 	// The pod set the pod belongs to.
 	PodSet string `json:"podSet"`
 	// The shapes of the pods last submitted to the workload's ClusterQueue
-	// that make up most of them, most frequent first.
+	// (every shape of them), most frequent first.
 	Typical  []TypicalPod `json:"typical"`
 	Workload Workload     `json:"workload"`
 }

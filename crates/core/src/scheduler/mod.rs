@@ -369,8 +369,8 @@ impl Scheduler {
     pub fn decayed_usage(&self, cq: ClusterQueueId) -> f64 {
         self.history.decayed_usage(cq)
     }
-    /// The shapes of the pods last submitted to `cq` that make up most of
-    /// them, with their shares ([`PodShapes::typical`]).
+    /// The shapes of the pods last submitted to `cq`, most frequent
+    /// first, with their shares ([`PodShapes::typical`]).
     pub fn typical_pods(&self, cq: ClusterQueueId) -> Vec<TypicalPod> {
         self.history.typical_pods(cq)
     }

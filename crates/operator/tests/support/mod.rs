@@ -819,3 +819,33 @@ pub async fn wait_pods(
 pub fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()
 }
+
+/// The Workload `namespace/name`, as JSON (null while there is none).
+pub async fn workload_in(client: &Client, namespace: &str, name: &str) -> Value {
+    let api: Api<Workload> = Api::namespaced(client.clone(), namespace);
+    serde_json::to_value(api.get_opt(name).await.unwrap()).unwrap()
+}
+
+/// Waits until the Workload `namespace/name` satisfies `check`; returns it.
+pub async fn wait_workload_in(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let now = workload_in(client, namespace, name).await;
+        if check(&now) {
+            return now;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "Workload {namespace}/{name}: {what} did not happen within {} s; it is {}",
+            PATIENCE.as_secs(),
+            serde_json::to_string_pretty(&now).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -12,7 +12,7 @@ use arbiter_core::cel_bounds::ValueBound;
 use arbiter_core::model::limits::MAX_CARDS_PER_NODE;
 
 use super::EvalError;
-use crate::view::{PlacementInput, Quantities, WorkloadView};
+use crate::view::{PlacementInput, Quantities, TypicalPodView, WorkloadView};
 
 /// Most labels, and most annotations, of a workload or tenant the engine
 /// hands to a policy.
@@ -21,7 +21,8 @@ pub const MAX_LABELS: usize = 64;
 pub const MAX_POD_SETS: usize = 16;
 /// Most resources in one requests map.
 pub const MAX_RESOURCES: usize = 32;
-/// Most typical pods a placement policy that reads `typical` is given.
+/// Most typical pods a placement policy that reads `typical` is given: the
+/// most frequent ([`cel_typical`]).
 pub const MAX_TYPICAL: usize = 64;
 /// Most flavors a workload or ClusterQueue lists, as the estimate assumes.
 pub const ASSUMED_FLAVORS: u64 = 64;
@@ -64,12 +65,20 @@ pub fn check_input_sizes(workload: &WorkloadView) -> Result<(), EvalError> {
     Ok(())
 }
 
+/// The typical pods a CEL expression is given: the [`MAX_TYPICAL`] most
+/// frequent (the list comes most frequent first), so that its cost stays
+/// within the bound estimated at load; the rarer ones are left out.
+pub fn cel_typical(typical: &[TypicalPodView]) -> &[TypicalPodView] {
+    &typical[..typical.len().min(MAX_TYPICAL)]
+}
+
 /// Refuses a placement request beyond the caps the cost bound rests on:
 /// the workload's ([`check_input_sizes`]), at most [`MAX_RESOURCES`]
 /// resources in any quantities map and devices per node, at most
 /// [`MAX_LABELS`] labels per node, at most
 /// `MAX_CARDS_PER_NODE` cards per device and, for an expression that
-/// names `typical` (`reads_typical`), at most [`MAX_TYPICAL`] typical pods.
+/// names `typical` (`reads_typical`), the requests of the typical pods it
+/// is given ([`cel_typical`]).
 pub fn check_placement_sizes(input: &PlacementInput, reads_typical: bool) -> Result<(), EvalError> {
     check_input_sizes(&input.workload)?;
     let too_many = |what: String, n: usize, max: usize| {
@@ -115,10 +124,7 @@ pub fn check_placement_sizes(input: &PlacementInput, reads_typical: bool) -> Res
         }
     }
     if reads_typical {
-        if input.typical.len() > MAX_TYPICAL {
-            return too_many("typical (pods)".into(), input.typical.len(), MAX_TYPICAL);
-        }
-        for t in &input.typical {
+        for t in cel_typical(&input.typical) {
             resources("typical[].requests", &t.requests)?;
         }
     }

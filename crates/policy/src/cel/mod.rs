@@ -116,8 +116,8 @@ use crate::view::{
 
 pub use compiler::{compile, compile_with};
 pub use limits::{
-    check_input_sizes, check_placement_sizes, CelLimits, MAX_LABELS, MAX_POD_SETS, MAX_RESOURCES,
-    MAX_TYPICAL,
+    cel_typical, check_input_sizes, check_placement_sizes, CelLimits, MAX_LABELS, MAX_POD_SETS,
+    MAX_RESOURCES, MAX_TYPICAL,
 };
 pub use params::Params;
 pub use resolve::Vars;

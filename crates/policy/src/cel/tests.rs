@@ -747,12 +747,27 @@ fn placement_expressions_are_bounded_by_the_caps_of_their_variables() {
         "{}",
         p.estimated_cost()
     );
-    // …and the input is checked against the caps the estimate assumed.
+    // …and the input is checked against the caps the estimate assumed:
+    // of more typical pods, the expression is given the most frequent 64
+    // (they come most frequent first).
     let mut input = crate::view::PlacementInput {
         nodes: vec![gpu_node()],
-        typical: vec![TypicalPodView::default(); MAX_TYPICAL + 1],
+        typical: (0..MAX_TYPICAL + 1)
+            .map(|i| TypicalPodView {
+                share: (MAX_TYPICAL + 1 - i) as f64,
+                ..TypicalPodView::default()
+            })
+            .collect(),
         ..Default::default()
     };
+    assert!(check_placement_sizes(&input, true).is_ok());
+    let given = cel_typical(&input.typical);
+    assert_eq!(given.len(), MAX_TYPICAL);
+    assert_eq!(given.last().unwrap().share, 2.0, "the rarest is left out");
+    // A typical pod's requests are capped like any requests map.
+    input.typical[0].requests = (0..=MAX_RESOURCES)
+        .map(|i| (format!("r{i}"), 1.0))
+        .collect();
     assert!(
         check_placement_sizes(&input, false).is_ok(),
         "typical is not read"
@@ -760,10 +775,10 @@ fn placement_expressions_are_bounded_by_the_caps_of_their_variables() {
     let err = check_placement_sizes(&input, true).unwrap_err();
     assert!(
         err.to_string()
-            .contains("typical (pods) has 65; policies see at most 64"),
+            .contains("typical[].requests (resources) has 33"),
         "{err}"
     );
-    input.typical.truncate(MAX_TYPICAL);
+    input.typical[0].requests.clear();
     input.nodes[0].devices[0].cards = vec![0.0; 257];
     let err = check_placement_sizes(&input, true).unwrap_err();
     assert!(err.to_string().contains("cards) has 257"), "{err}");

@@ -4,7 +4,7 @@
 //! Without an answer the pod is placed best-fit.
 
 use super::{close, HookKind};
-use crate::cel::{check_placement_sizes, Vars};
+use crate::cel::{cel_typical, check_placement_sizes, Vars};
 use crate::compiled::Policy;
 use crate::compiled::Program;
 use crate::eval::{bad_output, call_wasm, check_finite, check_len};
@@ -67,7 +67,7 @@ fn evaluate(
                         workload: Some(&input.workload),
                         node: Some(node),
                         pod: Some(&input.pod),
-                        typical: Some(&input.typical),
+                        typical: Some(cel_typical(&input.typical)),
                         now: input.now,
                         params: Some(&policy.cel_params),
                         ..Vars::default()
